@@ -1,0 +1,490 @@
+"""PartitionLog: the append-only log of one partition, made of segments.
+
+Single writer: one owner (a worker's event loop thread) appends, rolls, truncates and
+swaps segments; readers on any thread take one snapshot of the copy-on-write segment
+list (segments.py) and never block. ``flush`` may run on another thread (the flusher):
+it only fsyncs fds and moves the recovery point forward.
+
+Append path, per produce request (DESIGN.md non-negotiable 4)::
+
+    1. walk the record set: parse each 61-byte header, check size, magic, CRC-32C,
+       record count, max.message.bytes (and keys, on compacted topics) -- a rejected
+       set writes nothing
+    2. roll if the set does not fit the active segment (size, index, u32 offsets, time)
+    3. copy the bytes as the client sent them into the active segment's map
+    4. rewrite baseOffset and partitionLeaderEpoch in place (outside the CRC); for
+       LogAppendTime topics rewrite maxTimestamp + the type bit and redo the CRC
+    5. update indexes, producer state, log end offset; flush when flush.messages is hit
+
+Durability (non-negotiable 5): the map's pages are in the page cache as soon as step 3
+returns, so a killed process loses nothing; an OS crash loses what came after the
+recovery point, which flush.messages / flush.ms bound.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass
+from typing import Iterator
+
+from storage import files
+from storage.batch import BatchHeader, check_producer_batch
+from storage.config import LogConfig
+from storage.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    OffsetOutOfRangeError,
+    RecordBatchTooLargeError,
+    RecordTooLargeError,
+)
+from storage.producer_state import ProducerStateManager
+from storage.segment import LogSegment
+from storage.segments import SegmentList
+from storage.types import FileRange, TopicPartition
+
+log = logging.getLogger(__name__)
+
+# ListOffsets special timestamps (Kafka's ListOffsetsRequest).
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(frozen=True, slots=True)
+class AppendInfo:
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time: int  # -1 unless the topic uses LogAppendTime
+    log_start_offset: int
+    record_count: int
+    batch_count: int
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReadInfo:
+    """A fetch answer: the bytes' location (None when there is nothing to send) and marks."""
+
+    file_range: FileRange | None
+    high_watermark: int
+    log_start_offset: int
+    log_end_offset: int
+
+
+class PartitionLog:
+    """The log of ``tp`` in ``directory`` (``<log.dir>/<topic>-<partition>``)."""
+
+    def __init__(self, directory: str, tp: TopicPartition, config: LogConfig, *, recovery_point: int = 0,
+                 log_start_offset: int = 0, clean_shutdown: bool = True) -> None:
+        self.directory = directory
+        self.tp = tp
+        self.config = config
+        self._flush_lock = threading.Lock()
+        self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self._dir_dirty = False
+        os.makedirs(directory, exist_ok=True)
+        _finish_interrupted_operations(directory)
+        self._segments = self._load_segments(recovery_point, clean_shutdown)
+        self._log_end_offset = self._segments.active.next_offset
+        self.log_start_offset = min(max(log_start_offset, self._segments[0].base_offset), self._log_end_offset)
+        # Everything on disk was either validated just now or written before a clean close.
+        self.recovery_point = self._log_end_offset
+        self._appended_messages = 0
+        self._flushed_messages = 0
+        self._last_flush_ms = now_ms()
+        self.producer_state = ProducerStateManager(directory)
+        self._rebuild_producer_state()
+
+    # ----------------------------------------------------------------- loading
+    def _load_segments(self, recovery_point: int, clean_shutdown: bool) -> SegmentList:
+        bases = sorted(files.offset_from_filename(n) for n in os.listdir(self.directory) if files.is_segment_log(n))
+        if not bases:
+            return SegmentList([LogSegment(self.directory, 0, self.config, active=True)])
+        segments: list[LogSegment] = []
+        for i, base in enumerate(bases):
+            last = i == len(bases) - 1
+            next_base = bases[i + 1] if not last else None
+            recover = not clean_shutdown and (last or next_base is None or next_base > recovery_point)
+            segment = LogSegment(self.directory, base, self.config, active=last, recover=recover)
+            segments.append(segment)
+            if segment.recovery is not None and segment.recovery.cut_bytes and not last:
+                # Everything after the first invalid batch is gone, later segments too.
+                for later in bases[i + 1 :]:
+                    _delete_segment_files(self.directory, later)
+                    log.warning("recovery deleted segment %s after the corruption in %s", later, segment.path)
+                segment.close()
+                segments[-1] = LogSegment(self.directory, base, self.config, active=True)
+                break
+        return SegmentList(segments)
+
+    def _rebuild_producer_state(self) -> None:
+        """Load the newest snapshot, then replay batch headers after it (no record decode)."""
+        start = self.producer_state.load_latest_snapshot(self._log_end_offset)
+        start = max(start, self.log_start_offset)
+        for header in self.iter_batch_headers(start):
+            if header.producer_id >= 0:
+                self.producer_state.update(header)
+
+    # ----------------------------------------------------------------- marks
+    @property
+    def log_end_offset(self) -> int:
+        return self._log_end_offset
+
+    @property
+    def high_watermark(self) -> int:
+        # No replication yet: an appended record is committed (and readable) at once.
+        return self._log_end_offset
+
+    @property
+    def segments(self) -> SegmentList:
+        return self._segments
+
+    @property
+    def size_in_bytes(self) -> int:
+        return self._segments.size_in_bytes()
+
+    @property
+    def unflushed_messages(self) -> int:
+        return self._appended_messages - self._flushed_messages
+
+    # ----------------------------------------------------------------- append
+    def append(self, records: bytes | bytearray | memoryview, *, leader_epoch: int = 0,
+               now: int | None = None) -> AppendInfo:
+        """Validate, then append a producer's record set (one or more batches)."""
+        now = now_ms() if now is None else now
+        with memoryview(records) as view:
+            headers = self._validate(view)
+            record_count = sum(h.last_offset_delta + 1 for _, h in headers)
+            first_offset = self._log_end_offset
+            last_offset = first_offset + record_count - 1
+            segment = self._maybe_roll(len(view), last_offset, now)
+            append_time = now if self.config.log_append_time else None
+            self._log_end_offset = segment.append_batches(view, headers, first_offset, leader_epoch, append_time)
+            size = len(view)
+        max_timestamp, offset_of_max = -1, first_offset
+        offset = first_offset
+        for _position, header in headers:
+            assigned = dataclasses.replace(header, base_offset=offset, partition_leader_epoch=leader_epoch)
+            timestamp = now if append_time is not None else header.max_timestamp
+            if timestamp > max_timestamp:
+                max_timestamp, offset_of_max = timestamp, assigned.last_offset
+            if header.producer_id >= 0:
+                self.producer_state.update(assigned)
+            offset = assigned.next_offset
+        self._appended_messages += record_count
+        if self.unflushed_messages >= self.config.flush_messages:
+            self.flush()
+        return AppendInfo(first_offset, last_offset, max_timestamp, offset_of_max,
+                          now if append_time is not None else -1, self.log_start_offset,
+                          record_count, len(headers), size)
+
+    def _validate(self, view: memoryview) -> list[tuple[int, BatchHeader]]:
+        if len(view) == 0:
+            raise CorruptRecordError("empty record set")
+        if len(view) > self.config.segment_bytes:
+            raise RecordBatchTooLargeError(f"{len(view)} bytes exceed segment.bytes {self.config.segment_bytes}")
+        headers: list[tuple[int, BatchHeader]] = []
+        position = 0
+        while position < len(view):
+            header = check_producer_batch(view, position, len(view))
+            if header.size > self.config.max_message_bytes:
+                raise RecordTooLargeError(f"batch of {header.size} bytes exceeds max.message.bytes {self.config.max_message_bytes}")
+            if self.config.compact and not header.is_control:
+                _require_keys(view, position, header)
+            headers.append((position, header))
+            position += header.size
+        return headers
+
+    def _maybe_roll(self, size: int, last_offset: int, now: int) -> LogSegment:
+        active = self._segments.active
+        if not active.can_hold(size, last_offset) or active.should_roll_for_time(now):
+            return self.roll()
+        return active
+
+    def roll(self) -> LogSegment:
+        """Seal the active segment and start a new one at the log end offset."""
+        active = self._segments.active
+        if active.size == 0:
+            return active
+        active.seal()
+        segment = LogSegment(self.directory, self._log_end_offset, self.config, active=True)
+        self.producer_state.take_snapshot(self._log_end_offset)
+        self._segments = self._segments.with_appended(segment)
+        self._dir_dirty = True
+        return segment
+
+    # ----------------------------------------------------------------- read
+    def read(self, offset: int, max_bytes: int, *, min_one_batch: bool = True) -> ReadInfo:
+        """Where the whole batches from ``offset`` lie (one segment's worth at most)."""
+        segments = self._segments
+        end = self._log_end_offset
+        if offset < self.log_start_offset or offset > end:
+            raise OffsetOutOfRangeError(f"{self.tp}: offset {offset} outside [{self.log_start_offset}, {end}]")
+        file_range = None
+        if offset < end:
+            for segment in segments.from_offset(offset):
+                file_range = segment.read(offset, max_bytes, min_one_batch=min_one_batch)
+                if file_range is not None:
+                    break
+        return ReadInfo(file_range, self.high_watermark, self.log_start_offset, end)
+
+    def read_bytes(self, offset: int, max_bytes: int) -> bytes:
+        """``read`` copied into memory: for tests, tools and the cleaner, not for fetch."""
+        info = self.read(offset, max_bytes)
+        if info.file_range is None:
+            return b""
+        return os.pread(info.file_range.fd, info.file_range.length, info.file_range.position)
+
+    def iter_batch_headers(self, start_offset: int = 0) -> Iterator[BatchHeader]:
+        """Every batch header whose last offset >= start_offset, in order."""
+        for segment in self._segments.from_offset(start_offset):
+            found = segment.translate_offset(start_offset)
+            if found is None:
+                continue
+            for _position, header in segment.batches_from(found[0]):
+                yield header
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """ListOffsets: (offset, timestamp) of the first record at or after ``timestamp``."""
+        if timestamp == EARLIEST_TIMESTAMP:
+            return self.log_start_offset, -1
+        if timestamp == LATEST_TIMESTAMP:
+            return self._log_end_offset, -1
+        segments = self._segments
+        if timestamp == MAX_TIMESTAMP:
+            best = max(segments, key=lambda s: s.max_timestamp)
+            if best.max_timestamp < 0:
+                return None
+            return best.offset_of_max_timestamp, best.max_timestamp
+        for segment in segments:
+            if segment.max_timestamp < timestamp or segment.next_offset <= self.log_start_offset:
+                continue
+            found = _search_segment_for_timestamp(segment, timestamp, self.log_start_offset)
+            if found is not None:
+                return found
+        return None
+
+    # ----------------------------------------------------------------- flush
+    def flush(self) -> None:
+        """fsync every segment holding unflushed data; advance the recovery point."""
+        with self._flush_lock:
+            target = self._log_end_offset
+            appended = self._appended_messages
+            if target <= self.recovery_point and not self._dir_dirty:
+                return
+            for segment in self._segments:
+                if segment.next_offset > self.recovery_point or segment.is_active:
+                    segment.flush()
+            if self._dir_dirty:
+                self._dir_dirty = False
+                files.fsync_dir(self.directory)
+            self.recovery_point = max(self.recovery_point, target)
+            self._flushed_messages = appended
+            self._last_flush_ms = now_ms()
+
+    def flush_if_due(self, now: int | None = None) -> bool:
+        """Time-based policy (flush.ms): flush when unflushed data is older than that."""
+        now = now_ms() if now is None else now
+        if self._log_end_offset > self.recovery_point and now - self._last_flush_ms >= self.config.flush_ms:
+            self.flush()
+            return True
+        return False
+
+    # ----------------------------------------------------------------- truncation & retention
+    def truncate_to(self, offset: int) -> None:
+        """Remove every batch from the one starting at ``offset`` on (a batch boundary)."""
+        if offset >= self._log_end_offset:
+            return
+        if offset < self.log_start_offset:
+            raise OffsetOutOfRangeError(f"cannot truncate {self.tp} below its log start {self.log_start_offset}")
+        segments = self._segments
+        keep_index = max(0, segments.floor(offset))
+        keep = segments[keep_index]
+        dropped = list(segments)[keep_index + 1 :]
+        if not keep.is_active:
+            keep.close()
+            keep = LogSegment(self.directory, keep.base_offset, self.config, active=True)
+        keep.truncate_to(offset)
+        self._segments = SegmentList([*list(segments)[:keep_index], keep])
+        for segment in dropped:
+            segment.rename_with_suffix(files.DELETED_SUFFIX)
+            self._schedule_delete(segment)
+        self._log_end_offset = keep.next_offset
+        self.recovery_point = min(self.recovery_point, self._log_end_offset)
+        self.producer_state.delete_snapshots_after(self._log_end_offset)
+        self.producer_state.truncate_and_reload(self.log_start_offset, self._log_end_offset)
+        self._rebuild_producer_state()
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: move the log start offset to ``offset``; return the new start."""
+        if offset > self.high_watermark or offset < 0:
+            raise OffsetOutOfRangeError(f"{self.tp}: cannot delete records before {offset} (high watermark {self.high_watermark})")
+        if offset > self.log_start_offset:
+            self.log_start_offset = offset
+            self._delete_segments_below_start()
+        return self.log_start_offset
+
+    def delete_old_segments(self, now: int | None = None) -> int:
+        """Retention (cleanup.policy includes delete): by time, then by size."""
+        now = now_ms() if now is None else now
+        deleted = self._delete_segments_below_start()
+        if not self.config.delete:
+            return deleted
+        if self.config.retention_ms >= 0:
+            deleted += self._delete_prefix(lambda s, _excess: s.retention_timestamp < now - self.config.retention_ms)
+        if self.config.retention_bytes >= 0:
+            excess = [self.size_in_bytes - self.config.retention_bytes]
+
+            def too_big(segment: LogSegment, _unused: None) -> bool:
+                if excess[0] - segment.size >= 0:
+                    excess[0] -= segment.size
+                    return True
+                return False
+
+            deleted += self._delete_prefix(too_big)
+        return deleted
+
+    def _delete_segments_below_start(self) -> int:
+        segments = self._segments
+        dead = [s for i, s in enumerate(segments) if i + 1 < len(segments) and segments[i + 1].base_offset <= self.log_start_offset]
+        if dead:
+            self._drop_segments(dead)
+        return len(dead)
+
+    def _delete_prefix(self, should_delete) -> int:  # type: ignore[no-untyped-def]
+        segments = list(self._segments)
+        dead: list[LogSegment] = []
+        for segment in segments:
+            if segment.size == 0 or not should_delete(segment, None):
+                break
+            dead.append(segment)
+        if not dead:
+            return 0
+        if len(dead) == len(segments):
+            # Everything expired: roll so the active segment can go too (Kafka does this).
+            self.roll()
+        self._drop_segments(dead)
+        self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
+        return len(dead)
+
+    def _drop_segments(self, dead: list[LogSegment]) -> None:
+        self._segments = self._segments.without(dead)
+        for segment in dead:
+            segment.rename_with_suffix(files.DELETED_SUFFIX)
+            self._schedule_delete(segment)
+        self._dir_dirty = True
+        self.producer_state.delete_snapshots_before(self._segments[0].base_offset)
+
+    def replace_segments(self, old: list[LogSegment], new: list[LogSegment]) -> None:
+        """Swap cleaner output in for its sources (owner thread only)."""
+        self._segments = self._segments.replaced(old, new)
+        for segment in old:
+            segment.rename_with_suffix(files.DELETED_SUFFIX)
+            self._schedule_delete(segment)
+        self._dir_dirty = True
+
+    def _schedule_delete(self, segment: LogSegment) -> None:
+        if self.config.file_delete_delay_ms <= 0:
+            with self._flush_lock:
+                segment.delete_files()
+        else:
+            self._pending_deletes.append((now_ms() + self.config.file_delete_delay_ms, segment))
+
+    def delete_pending_files(self, now: int | None = None, force: bool = False) -> int:
+        """Unlink segments whose file.delete.delay.ms grace period has passed."""
+        now = now_ms() if now is None else now
+        due = [(t, s) for t, s in self._pending_deletes if force or t <= now]
+        if not due:
+            return 0
+        with self._flush_lock:
+            for _t, segment in due:
+                segment.delete_files()
+        self._pending_deletes = [(t, s) for t, s in self._pending_deletes if not (force or t <= now)]
+        return len(due)
+
+    # ----------------------------------------------------------------- close
+    def close(self) -> None:
+        """Clean close: flush, snapshot producer state, trim every file to its length."""
+        self.flush()
+        self.producer_state.take_snapshot(self._log_end_offset)
+        for segment in self._segments:
+            segment.close()
+        self.delete_pending_files(force=True)
+
+    def delete(self) -> None:
+        """Close and remove every file of this log (the directory too)."""
+        for segment in self._segments:
+            segment.delete_files()
+        self.delete_pending_files(force=True)
+        for name in os.listdir(self.directory):
+            os.unlink(os.path.join(self.directory, name))
+        os.rmdir(self.directory)
+
+
+def _require_keys(view: memoryview, position: int, header: BatchHeader) -> None:
+    """Compacted topics need a key on every record (Kafka: INVALID_RECORD otherwise)."""
+    from storage.records import decode_batch
+
+    _header, records = decode_batch(view[position : position + header.size])
+    for record in records:
+        if record.key is None:
+            raise InvalidRecordError("compacted topic: a record has no key")
+
+
+def _search_segment_for_timestamp(segment: LogSegment, timestamp: int, log_start: int) -> tuple[int, int] | None:
+    from storage.records import decode_batch
+
+    _ts, indexed_offset = segment.time_index.lookup(timestamp)
+    _o, position = segment.offset_index.lookup(max(indexed_offset, log_start))
+    for pos, header in segment.batches_from(position):
+        if header.max_timestamp < timestamp or header.last_offset < log_start:
+            continue
+        raw = os.pread(segment.fd, header.size, pos)
+        _h, records = decode_batch(raw)
+        for record in records:
+            if record.timestamp >= timestamp and record.offset >= log_start:
+                return record.offset, record.timestamp
+    return None
+
+
+def _delete_segment_files(directory: str, base_offset: int) -> None:
+    for path in (files.log_path(directory, base_offset), files.index_path(directory, base_offset),
+                 files.time_index_path(directory, base_offset)):
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+
+
+def _finish_interrupted_operations(directory: str) -> None:
+    """Kafka's rules for files left in transit by a crash.
+
+    1. ``.deleted``, ``.cleaned`` and ``.tmp`` files are garbage: remove them.
+    2. A ``.swap`` file is a complete cleaner output: it replaces the segment of the same
+       base offset (whose files are removed), then loses its suffix.
+    """
+    names = os.listdir(directory)
+    for name in names:
+        if name.endswith((files.DELETED_SUFFIX, files.CLEANED_SUFFIX, ".tmp")):
+            os.unlink(os.path.join(directory, name))
+    for name in names:
+        if not name.endswith(files.SWAP_SUFFIX):
+            continue
+        if name.endswith(files.LOG_SUFFIX + files.SWAP_SUFFIX):
+            base = files.offset_from_filename(name)
+            for path in (files.index_path(directory, base), files.time_index_path(directory, base)):
+                if os.path.exists(path):
+                    os.unlink(path)  # the segment rebuilds missing indexes from the log
+            os.replace(os.path.join(directory, name), os.path.join(directory, name[: -len(files.SWAP_SUFFIX)]))
+        else:
+            os.unlink(os.path.join(directory, name))
