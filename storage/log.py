@@ -134,6 +134,13 @@ class PartitionLog:
         for header in self.iter_batch_headers(start):
             if header.producer_id >= 0:
                 self.producer_state.update(header)
+        self.producer_state.update_map_end_offset(self._log_end_offset)
+
+    def update_config(self, config: LogConfig) -> None:
+        """Apply new topic settings; the active segment keeps its map size until it rolls."""
+        self.config = config
+        for segment in self._segments:
+            segment.config = dataclasses.replace(config, segment_bytes=segment.config.segment_bytes) if segment.is_active else config
 
     # ----------------------------------------------------------------- marks
     @property
@@ -181,6 +188,7 @@ class PartitionLog:
             if header.producer_id >= 0:
                 self.producer_state.update(assigned)
             offset = assigned.next_offset
+        self.producer_state.update_map_end_offset(self._log_end_offset)
         self._appended_messages += record_count
         if self.unflushed_messages >= self.config.flush_messages:
             self.flush()
@@ -322,7 +330,6 @@ class PartitionLog:
         self._log_end_offset = keep.next_offset
         self.recovery_point = min(self.recovery_point, self._log_end_offset)
         self.producer_state.delete_snapshots_after(self._log_end_offset)
-        self.producer_state.truncate_and_reload(self.log_start_offset, self._log_end_offset)
         self._rebuild_producer_state()
 
     def delete_records_before(self, offset: int) -> int:
@@ -386,10 +393,15 @@ class PartitionLog:
         self.producer_state.delete_snapshots_before(self._segments[0].base_offset)
 
     def replace_segments(self, old: list[LogSegment], new: list[LogSegment]) -> None:
-        """Swap cleaner output in for its sources (owner thread only)."""
+        """Swap cleaner output in for its sources (owner thread only).
+
+        A source the caller already renamed to ``.deleted`` is not renamed again: the
+        cleaner must free the file name first, because the cleaned copy takes it.
+        """
         self._segments = self._segments.replaced(old, new)
         for segment in old:
-            segment.rename_with_suffix(files.DELETED_SUFFIX)
+            if not segment.path.endswith(files.DELETED_SUFFIX):
+                segment.rename_with_suffix(files.DELETED_SUFFIX)
             self._schedule_delete(segment)
         self._dir_dirty = True
 

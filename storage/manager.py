@@ -1,0 +1,325 @@
+"""LogManager: every partition log under log.dirs, and the periodic work on them.
+
+Opening, in order (a crash at any step leaves something the next open handles)::
+
+    1. lock each log dir (.lock, flock): two processes never open the same dirs
+    2. meta.properties: write it on first use; refuse a dir that belongs to another node
+    3. read recovery-point and log-start-offset checkpoints; note whether
+       .kafka_cleanshutdown exists (then no recovery is needed) and remove it
+    4. open every <topic>-<partition> dir as a PartitionLog (recovering after an unclean
+       stop); finish deletions of <topic>-<partition>.<id>-delete dirs
+
+Periodic work is exposed as ``tasks()``. The storage layer stays synchronous: the
+broker's worker schedules them on its own loop (single writer); ``flush`` is the only
+task that is safe on another thread, and ``start_flusher`` runs it on one.
+
+Closing: flush and close every log (trimming files), write the checkpoints, write
+.kafka_cleanshutdown, release the locks.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import threading
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from storage import checkpoint, files
+from storage.config import LONG_MAX, LogConfig
+from storage.dir_lock import LogDirLock
+from storage.errors import StorageError
+from storage.log import PartitionLog, now_ms
+from storage.types import TopicPartition
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ManagerConfig:
+    """Broker-level settings of the log manager (Kafka's names in ``from_broker_config``)."""
+
+    log_dirs: tuple[str, ...]
+    node_id: int = 0
+    cluster_id: str | None = None
+    retention_check_interval_ms: int = 300_000
+    flush_scheduler_interval_ms: int = LONG_MAX
+    flush_offset_checkpoint_interval_ms: int = 60_000
+    flush_start_offset_checkpoint_interval_ms: int = 60_000
+    cleaner_enable: bool = True
+    cleaner_backoff_ms: int = 15_000
+
+    @classmethod
+    def from_broker_config(cls, settings: Mapping[str, Any]) -> "ManagerConfig":
+        dirs = settings.get("log.dirs", settings.get("log.dir", "./data"))
+        if isinstance(dirs, str):
+            dirs = [d.strip() for d in dirs.split(",") if d.strip()]
+        return cls(
+            log_dirs=tuple(dirs),
+            node_id=int(settings.get("node.id", 0)),
+            cluster_id=settings.get("cluster.id"),
+            retention_check_interval_ms=int(settings.get("log.retention.check.interval.ms", 300_000)),
+            flush_scheduler_interval_ms=int(settings.get("log.flush.scheduler.interval.ms", LONG_MAX)),
+            flush_offset_checkpoint_interval_ms=int(settings.get("log.flush.offset.checkpoint.interval.ms", 60_000)),
+            flush_start_offset_checkpoint_interval_ms=int(settings.get("log.flush.start.offset.checkpoint.interval.ms", 60_000)),
+            cleaner_enable=str(settings.get("log.cleaner.enable", "true")).lower() == "true",
+            cleaner_backoff_ms=int(settings.get("log.cleaner.backoff.ms", 15_000)),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    """A periodic job. ``owner_thread`` jobs change segment lists: run them on the owner."""
+
+    name: str
+    interval_ms: int
+    run: Callable[[], Any]
+    owner_thread: bool = True
+
+
+@dataclass
+class _DirState:
+    path: str
+    lock: LogDirLock = field(default_factory=LogDirLock)
+    clean_shutdown: bool = False
+
+
+class LogManager:
+    """Owns the logs of one broker process. Not thread-safe except ``flush_due``."""
+
+    def __init__(self, config: ManagerConfig, default_log_config: LogConfig | None = None,
+                 topic_overrides: Mapping[str, Mapping[str, Any]] | None = None) -> None:
+        self.config = config
+        self.default_log_config = default_log_config or LogConfig()
+        self._topic_overrides: dict[str, dict[str, Any]] = {t: dict(o) for t, o in (topic_overrides or {}).items()}
+        self._dirs: list[_DirState] = []
+        self.logs: dict[TopicPartition, PartitionLog] = {}
+        self._log_dir_of: dict[TopicPartition, str] = {}
+        self.cleaner_checkpoints: dict[TopicPartition, int] = {}
+        self._flusher: threading.Thread | None = None
+        self._stop_flusher = threading.Event()
+        self.cluster_id = config.cluster_id
+
+    # ----------------------------------------------------------------- open
+    def open(self) -> "LogManager":
+        try:
+            for path in self.config.log_dirs:
+                self._dirs.append(self._open_dir(path))
+            for state in self._dirs:
+                self._load_logs(state)
+                # From now on a crash is an unclean shutdown.
+                marker = os.path.join(state.path, files.CLEAN_SHUTDOWN_FILE)
+                if os.path.exists(marker):
+                    os.unlink(marker)
+                    files.fsync_dir(state.path)
+        except BaseException:
+            for state in self._dirs:
+                state.lock.release()
+            raise
+        return self
+
+    def _open_dir(self, path: str) -> _DirState:
+        os.makedirs(path, exist_ok=True)
+        state = _DirState(os.path.abspath(path))
+        state.lock.acquire(state.path)
+        meta = checkpoint.read_meta_properties(state.path)
+        if meta is None:
+            self.cluster_id = self.cluster_id or checkpoint.uuid_to_base64url(uuid.uuid4())
+            checkpoint.write_meta_properties(state.path, self.cluster_id, self.config.node_id)
+        else:
+            if int(meta.get("node.id", self.config.node_id)) != self.config.node_id:
+                state.lock.release()
+                raise StorageError(f"log dir {state.path} belongs to node.id {meta.get('node.id')}, not {self.config.node_id}")
+            if self.cluster_id and meta.get("cluster.id") not in (None, self.cluster_id):
+                state.lock.release()
+                raise StorageError(f"log dir {state.path} belongs to cluster {meta.get('cluster.id')}, not {self.cluster_id}")
+            self.cluster_id = self.cluster_id or meta.get("cluster.id")
+        state.clean_shutdown = os.path.exists(os.path.join(state.path, files.CLEAN_SHUTDOWN_FILE))
+        return state
+
+    def _load_logs(self, state: _DirState) -> None:
+        recovery_points = checkpoint.read_offset_checkpoint(os.path.join(state.path, checkpoint.RECOVERY_POINT_CHECKPOINT))
+        log_starts = checkpoint.read_offset_checkpoint(os.path.join(state.path, checkpoint.LOG_START_OFFSET_CHECKPOINT))
+        cleaner = checkpoint.read_offset_checkpoint(os.path.join(state.path, checkpoint.CLEANER_OFFSET_CHECKPOINT))
+        for name in sorted(os.listdir(state.path)):
+            full = os.path.join(state.path, name)
+            if not os.path.isdir(full):
+                continue
+            if name.endswith(files.DELETE_DIR_SUFFIX):
+                shutil.rmtree(full, ignore_errors=True)  # a deletion interrupted by a crash
+                continue
+            try:
+                tp = TopicPartition.from_dir_name(name)
+            except ValueError:
+                continue
+            if tp in self.logs:
+                raise StorageError(f"{tp} exists in two log dirs: {self._log_dir_of[tp]} and {state.path}")
+            self.logs[tp] = PartitionLog(full, tp, self.log_config_for(tp.topic),
+                                         recovery_point=recovery_points.get(tp, 0),
+                                         log_start_offset=log_starts.get(tp, 0),
+                                         clean_shutdown=state.clean_shutdown)
+            self._log_dir_of[tp] = state.path
+            if tp in cleaner:
+                self.cleaner_checkpoints[tp] = cleaner[tp]
+
+    # ----------------------------------------------------------------- topics & partitions
+    def log_config_for(self, topic: str) -> LogConfig:
+        return self.default_log_config.with_overrides(self._topic_overrides.get(topic, {}))
+
+    def get_log(self, tp: TopicPartition) -> PartitionLog | None:
+        return self.logs.get(tp)
+
+    def create_log(self, tp: TopicPartition, overrides: Mapping[str, Any] | None = None,
+                   topic_id: uuid.UUID | None = None) -> PartitionLog:
+        """Create (or return the existing) log of ``tp`` in the least loaded log dir."""
+        if overrides:
+            self._topic_overrides.setdefault(tp.topic, {}).update(overrides)
+        existing = self.logs.get(tp)
+        if existing is not None:
+            return existing
+        if not self._dirs:
+            raise StorageError("the log manager is not open")
+        counts = {state.path: 0 for state in self._dirs}
+        for path in self._log_dir_of.values():
+            counts[path] += 1
+        target = min(self._dirs, key=lambda s: counts[s.path]).path
+        directory = os.path.join(target, tp.dir_name)
+        new_log = PartitionLog(directory, tp, self.log_config_for(tp.topic))
+        if topic_id is not None:
+            checkpoint.write_partition_metadata(directory, topic_id)
+        files.fsync_dir(target)
+        self.logs[tp] = new_log
+        self._log_dir_of[tp] = target
+        return new_log
+
+    def delete_log(self, tp: TopicPartition) -> None:
+        """Remove a partition: rename its dir to ``<tp>.<id>-delete``, then remove it."""
+        removed = self.logs.pop(tp, None)
+        parent = self._log_dir_of.pop(tp, None)
+        self.cleaner_checkpoints.pop(tp, None)
+        if removed is None or parent is None:
+            return
+        removed.close()
+        doomed = os.path.join(parent, f"{tp.dir_name}.{uuid.uuid4().hex}{files.DELETE_DIR_SUFFIX}")
+        os.rename(removed.directory, doomed)
+        files.fsync_dir(parent)
+        shutil.rmtree(doomed, ignore_errors=True)
+
+    def set_topic_config(self, topic: str, overrides: Mapping[str, Any]) -> LogConfig:
+        """Replace a topic's overrides (validated first) and apply them to its logs."""
+        new_config = self.default_log_config.with_overrides(overrides)
+        self._topic_overrides[topic] = dict(overrides)
+        for tp, partition_log in self.logs.items():
+            if tp.topic == topic:
+                partition_log.update_config(new_config)
+        return new_config
+
+    def topic_overrides(self, topic: str) -> dict[str, Any]:
+        return dict(self._topic_overrides.get(topic, {}))
+
+    # ----------------------------------------------------------------- periodic work
+    def flush_due(self, now: int | None = None) -> int:
+        """Flush every log whose flush.ms elapsed. Safe on a thread other than the owner's."""
+        now = now_ms() if now is None else now
+        return sum(1 for partition_log in list(self.logs.values()) if partition_log.flush_if_due(now))
+
+    def run_retention(self, now: int | None = None) -> int:
+        """Delete expired segments (time, size, log start) and unlink due .deleted files."""
+        now = now_ms() if now is None else now
+        deleted = 0
+        for partition_log in list(self.logs.values()):
+            deleted += partition_log.delete_old_segments(now)
+            partition_log.delete_pending_files(now)
+        if deleted:
+            self.checkpoint_log_start_offsets()
+        return deleted
+
+    def run_cleaner(self, now: int | None = None) -> int:
+        """Compact every log with cleanup.policy containing compact; return logs cleaned."""
+        from storage.cleaner import clean_log
+
+        now = now_ms() if now is None else now
+        cleaned = 0
+        for tp, partition_log in list(self.logs.items()):
+            if not partition_log.config.compact:
+                continue
+            result = clean_log(partition_log, now_ms=now, first_dirty_offset=self.cleaner_checkpoints.get(tp))
+            self.cleaner_checkpoints[tp] = result.first_dirty_offset
+            cleaned += 1
+        if cleaned:
+            self._write_checkpoint(checkpoint.CLEANER_OFFSET_CHECKPOINT, self.cleaner_checkpoints)
+        return cleaned
+
+    def checkpoint_recovery_points(self) -> None:
+        self._write_checkpoint(checkpoint.RECOVERY_POINT_CHECKPOINT, {tp: lg.recovery_point for tp, lg in self.logs.items()})
+
+    def checkpoint_log_start_offsets(self) -> None:
+        self._write_checkpoint(checkpoint.LOG_START_OFFSET_CHECKPOINT, {tp: lg.log_start_offset for tp, lg in self.logs.items()})
+
+    def _write_checkpoint(self, name: str, values: Mapping[TopicPartition, int]) -> None:
+        for state in self._dirs:
+            mine = {tp: offset for tp, offset in values.items() if self._log_dir_of.get(tp) == state.path}
+            checkpoint.write_offset_checkpoint(os.path.join(state.path, name), mine)
+
+    def tasks(self) -> list[Task]:
+        """The periodic jobs with their intervals, for the owner's scheduler."""
+        c = self.config
+        jobs = [
+            Task("kafka-log-retention", c.retention_check_interval_ms, self.run_retention),
+            Task("kafka-recovery-point-checkpoint", c.flush_offset_checkpoint_interval_ms, self.checkpoint_recovery_points),
+            Task("kafka-log-start-offset-checkpoint", c.flush_start_offset_checkpoint_interval_ms, self.checkpoint_log_start_offsets),
+            Task("kafka-log-flusher", self.flush_interval_ms(), self.flush_due, owner_thread=False),
+        ]
+        if c.cleaner_enable:
+            jobs.append(Task("kafka-log-cleaner", c.cleaner_backoff_ms, self.run_cleaner))
+        return jobs
+
+    def flush_interval_ms(self) -> int:
+        """How often flush.ms deadlines are checked: the scheduler setting, else the
+        smallest flush.ms in use (capped to [1, 1000] ms)."""
+        if self.config.flush_scheduler_interval_ms != LONG_MAX:
+            return self.config.flush_scheduler_interval_ms
+        smallest = min([lg.config.flush_ms for lg in self.logs.values()] + [self.default_log_config.flush_ms])
+        return max(1, min(1000, smallest))
+
+    def start_flusher(self) -> None:
+        """Run time-based flushes (flush.ms) on a background thread, off the append path."""
+        if self._flusher is not None:
+            return
+        self._stop_flusher.clear()
+
+        def loop() -> None:
+            while not self._stop_flusher.wait(self.flush_interval_ms() / 1000):
+                try:
+                    self.flush_due()
+                except Exception:  # keep flushing the other logs; say what failed
+                    log.exception("background flush failed")
+
+        self._flusher = threading.Thread(target=loop, name="castle-log-flusher", daemon=True)
+        self._flusher.start()
+
+    def stop_flusher(self) -> None:
+        if self._flusher is None:
+            return
+        self._stop_flusher.set()
+        self._flusher.join(timeout=10)
+        self._flusher = None
+
+    # ----------------------------------------------------------------- close
+    def close(self) -> None:
+        """Clean shutdown: the next open needs no recovery."""
+        self.stop_flusher()
+        for partition_log in self.logs.values():
+            partition_log.close()
+        self.checkpoint_recovery_points()
+        self.checkpoint_log_start_offsets()
+        for state in self._dirs:
+            marker = os.path.join(state.path, files.CLEAN_SHUTDOWN_FILE)
+            with open(marker, "wb") as handle:
+                os.fsync(handle.fileno())
+            files.fsync_dir(state.path)
+            state.lock.release()
+        self._dirs = []
+        self.logs = {}
