@@ -38,17 +38,20 @@ class SparseIndex:
         self._file: MappedFile | None = None
         self._ro_map: mmap.mmap | None = None
         self._ro_fd = -1
+        self.file_length = 0
         if writable:
             exists = os.path.exists(path)
             on_disk = os.path.getsize(path) if exists else 0
             self._file = MappedFile(path, self.max_entries * self.entry_size, INDEX_RESERVE_WINDOW, length=min(on_disk, self.max_entries * self.entry_size) // self.entry_size * self.entry_size)
             self.entries = self._file.length // self.entry_size
+            self.file_length = self._file.length
         else:
             self._open_read_only()
 
     def _open_read_only(self) -> None:
         self._ro_fd = os.open(self.path, os.O_RDONLY | os.O_CREAT, 0o644)
         size = os.fstat(self._ro_fd).st_size
+        self.file_length = size
         self.entries = size // self.entry_size
         if size:
             self._ro_map = mmap.mmap(self._ro_fd, size, access=mmap.ACCESS_READ)
@@ -100,6 +103,10 @@ class SparseIndex:
             else:
                 high = mid - 1
         return found
+
+    def _check_whole_entries(self) -> None:
+        if self.file_length % self.entry_size:
+            raise CorruptIndexError(f"{self.path}: {self.file_length} bytes is not a whole number of {self.entry_size}-byte entries")
 
     def truncate_entries(self, entries: int) -> None:
         """Keep the first ``entries`` entries (used by log truncation)."""
@@ -182,10 +189,11 @@ class OffsetIndex(SparseIndex):
         self.truncate_entries(n + 1)
 
     def sanity_check(self, log_size: int) -> None:
-        """O(1), as Kafka's: the last two entries increase and point inside the log.
+        """O(1), as Kafka's: whole entries; the last two increase and point inside the log.
 
         A zero-filled tail (a crashed, untrimmed file) fails the increase test.
         """
+        self._check_whole_entries()
         if not self.entries:
             return
         offset, position = self.entry(self.entries - 1)
@@ -246,7 +254,8 @@ class TimeIndex(SparseIndex):
         self.truncate_entries(keep)
 
     def sanity_check(self, next_offset: int) -> None:
-        """O(1): the last two entries increase and the last points inside the segment."""
+        """O(1): whole entries; the last two increase and the last is inside the segment."""
+        self._check_whole_entries()
         if not self.entries:
             return
         timestamp, offset = self.entry(self.entries - 1)

@@ -406,8 +406,11 @@ class LogSegment:
                 except CorruptRecordError as exc:
                     error = str(exc)
                     break
-                if header.base_offset < expected or header.last_offset - self.base_offset > U32_MAX:
-                    error = f"batch offset {header.base_offset} out of order (expected >= {expected})"
+                # Offsets are contiguous in a Castle log (the cleaner keeps empty batches,
+                # so even compaction leaves no gap): baseOffset lies outside the CRC, and
+                # this is what catches damage to it.
+                if header.base_offset != expected or header.last_offset - self.base_offset > U32_MAX:
+                    error = f"batch base offset {header.base_offset}, expected {expected}"
                     break
                 expected = header.next_offset
                 position += header.size
