@@ -78,6 +78,12 @@ class SparseIndex:
     def _decode(self, raw: tuple[int, ...]) -> tuple[int, int]:
         raise NotImplementedError
 
+    def reserve_entries(self, count: int) -> None:
+        """Reserve disk blocks for ``count`` more entries before the log is written, so a
+        full disk fails the append before any byte of it lands."""
+        if self._file is not None:
+            self._file.reserve(min(self.entries + count, self.max_entries) * self.entry_size)
+
     def _append_raw(self, *fields: int) -> None:
         if self._file is None:
             raise ValueError(f"{self.path} is read-only")

@@ -1,0 +1,41 @@
+"""The ``castle`` command. Subcommands are added as their issues land."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from importlib.metadata import PackageNotFoundError, version
+
+
+def _version() -> str:
+    try:
+        return version("castle")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="castle", description="Castle: a Kafka-protocol message broker")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("version", help="print the version")
+    log_parser = sub.add_parser("log", help="offline tools for log dirs")
+    log_sub = log_parser.add_subparsers(dest="log_command", required=True)
+    dump = log_sub.add_parser("dump", help="print the batches of a segment and verify CRCs")
+    dump.add_argument("path")
+    dump.add_argument("--records", action="store_true")
+    dump.add_argument("--json", action="store_true")
+    args, rest = parser.parse_known_args(argv)
+    if args.command == "version":
+        print(f"castle {_version()}")
+        return 0
+    if args.command == "log" and args.log_command == "dump":
+        from storage.dump import main as dump_main
+
+        flags = [args.path] + (["--records"] if args.records else []) + (["--json"] if args.json else []) + rest
+        return dump_main(flags)
+    parser.error(f"unknown command {args.command}")
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
