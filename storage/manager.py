@@ -101,6 +101,7 @@ class LogManager:
         self._flusher: threading.Thread | None = None
         self._stop_flusher = threading.Event()
         self.cluster_id = config.cluster_id
+        self._last_run: dict[str, int] = {}
 
     # ----------------------------------------------------------------- open
     def open(self) -> "LogManager":
@@ -275,6 +276,24 @@ class LogManager:
         if c.cleaner_enable:
             jobs.append(Task("kafka-log-cleaner", c.cleaner_backoff_ms, self.run_cleaner))
         return jobs
+
+    def run_due_tasks(self, now: int | None = None, *, include_flush: bool = True) -> list[str]:
+        """Run every task whose interval has elapsed since its last run; return their names.
+
+        The owner calls this from its own loop (a worker: every few hundred ms), which
+        keeps retention, cleaning and checkpoints on the single writer's thread.
+        """
+        now = now_ms() if now is None else now
+        ran = []
+        for task in self.tasks():
+            if task.name == "kafka-log-flusher" and not include_flush:
+                continue
+            last = self._last_run.setdefault(task.name, now)
+            if now - last >= task.interval_ms:
+                self._last_run[task.name] = now
+                task.run()
+                ran.append(task.name)
+        return ran
 
     def flush_interval_ms(self) -> int:
         """How often flush.ms deadlines are checked: the scheduler setting, else the

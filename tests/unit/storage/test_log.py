@@ -360,3 +360,12 @@ def test_producer_batches_with_control_records_keep_their_bytes(tmp_path):
     [(header, decoded)] = list(iter_batches(log.read_bytes(0, 1 << 20)))
     assert header.is_transactional and decoded[1].value is None
     log.close()
+
+
+def test_roll_before_relative_offsets_overflow_u32(tmp_path):
+    log = open_log(tmp_path)
+    log.append(batch(count=1))
+    active = log.segments.active
+    assert active.can_hold(100, active.base_offset + (1 << 32) - 1)
+    assert not active.can_hold(100, active.base_offset + (1 << 32))
+    log.close()

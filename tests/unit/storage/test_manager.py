@@ -178,3 +178,15 @@ def test_background_flusher_honours_flush_ms(tmp_path):
     finally:
         manager.stop_flusher()
     manager.close()
+
+
+def test_run_due_tasks_runs_each_job_on_its_interval(tmp_path):
+    manager = _manager(tmp_path, retention_ms=-1, retention_bytes=0, file_delete_delay_ms=0)
+    log = manager.create_log(A0)
+    for _ in range(40):
+        log.append(batch(count=1, value_size=1000))
+    assert manager.run_due_tasks(now=1_000_000) == []  # first call starts the clocks
+    ran = manager.run_due_tasks(now=1_000_000 + manager.config.retention_check_interval_ms)
+    assert "kafka-log-retention" in ran
+    assert log.log_start_offset > 0
+    manager.close()
