@@ -239,12 +239,15 @@ class LogManager:
 
     def run_cleaner(self, now: int | None = None) -> int:
         """Compact every log with cleanup.policy containing compact; return logs cleaned."""
-        from storage.cleaner import clean_log
+        from storage.cleaner import clean_log, needs_cleaning
 
         now = now_ms() if now is None else now
         cleaned = 0
         for tp, partition_log in list(self.logs.items()):
             if not partition_log.config.compact:
+                continue
+            # min.cleanable.dirty.ratio: skip logs that are mostly clean already.
+            if not needs_cleaning(partition_log, self.cleaner_checkpoints.get(tp), now_ms=now):
                 continue
             result = clean_log(partition_log, now_ms=now, first_dirty_offset=self.cleaner_checkpoints.get(tp))
             self.cleaner_checkpoints[tp] = result.first_dirty_offset

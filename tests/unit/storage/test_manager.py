@@ -190,3 +190,22 @@ def test_run_due_tasks_runs_each_job_on_its_interval(tmp_path):
     assert "kafka-log-retention" in ran
     assert log.log_start_offset > 0
     manager.close()
+
+
+def test_run_cleaner_compacts_dirty_logs_and_checkpoints(tmp_path):
+    from storage.records import Record, encode_batch
+
+    manager = _manager(tmp_path)
+    log = manager.create_log(A0, {"cleanup.policy": "compact", "segment.bytes": "4096"})
+    for i in range(60):
+        log.append(encode_batch([Record(0, 10_000 + i, b"key-%d" % (i % 3), b"value-%d" % i + b"x" * 200)]))
+    assert manager.run_cleaner(now=20_000) == 1
+    latest = {}
+    for record in read_all(log):
+        latest.setdefault(record.key, []).append(record.value[:8])
+    assert latest[b"key-0"][-1] == b"value-57"
+    sealed_keys = [r.key for r in read_all(log) if r.offset < log.segments.active.base_offset]
+    assert len(sealed_keys) == len(set(sealed_keys))  # one record per key below the active segment
+    saved = checkpoint.read_offset_checkpoint(os.path.join(os.path.dirname(log.directory), checkpoint.CLEANER_OFFSET_CHECKPOINT))
+    assert saved[A0] == log.segments.active.base_offset
+    manager.close()
