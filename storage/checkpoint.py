@@ -56,6 +56,7 @@ import re
 import uuid
 from typing import Callable, TypeVar, Union
 
+from storage import files
 from storage.errors import LogDirOfflineError, StorageError
 from storage.types import TopicPartition
 
@@ -92,13 +93,6 @@ _BASE64URL_UUID_RE = re.compile(r"[A-Za-z0-9_-]{22}")
 # --------------------------------------------------------------------------- atomic writes
 
 
-def fsync_dir(dir_path: StrPath) -> None:
-    """fsync a directory so a rename or create inside it survives a power cut."""
-    fd = os.open(dir_path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def write_bytes_atomically(path: StrPath, data: bytes) -> None:
@@ -113,7 +107,7 @@ def write_bytes_atomically(path: StrPath, data: bytes) -> None:
         os.replace(tmp, target)
         # The rename lives in the directory's metadata: without this fsync a crash can
         # bring back the old file even though we already reported success.
-        fsync_dir(os.path.dirname(os.path.abspath(target)))
+        files.fsync_dir(os.path.dirname(os.path.abspath(target)))
     except OSError as exc:
         _remove_quietly(tmp)
         raise LogDirOfflineError(f"cannot write {target}: {exc}") from exc

@@ -148,6 +148,11 @@ size_of_varlong = size_of_varint
 
 def decode_varint(buf: Buffer, position: int = 0) -> tuple[int, int]:
     """Read a zigzag varint (int32) at ``position``; returns (value, next position)."""
+    return _decode_zigzag(buf, position, _MAX_VARINT_BYTES, 0xFFFFFFFF)
+
+
+def _decode_zigzag(buf: Buffer, position: int, max_bytes: int, max_unsigned: int) -> tuple[int, int]:
+    """Inline paths for the 1- and 2-byte forms (most lengths and deltas), else the loop."""
     try:
         byte = buf[position]
         if byte < 0x80:
@@ -158,22 +163,12 @@ def decode_varint(buf: Buffer, position: int = 0) -> tuple[int, int]:
             return (unsigned >> 1) ^ -(unsigned & 1), position + 2
     except IndexError:
         raise CorruptRecordError(f"varint truncated at {position}", position=position) from None
-    return _decode_long_form(buf, position, _MAX_VARINT_BYTES, 0xFFFFFFFF)
+    return _decode_long_form(buf, position, max_bytes, max_unsigned)
 
 
 def decode_varlong(buf: Buffer, position: int = 0) -> tuple[int, int]:
     """Read a zigzag varlong (int64) at ``position``; returns (value, next position)."""
-    try:
-        byte = buf[position]
-        if byte < 0x80:
-            return (byte >> 1) ^ -(byte & 1), position + 1
-        second = buf[position + 1]
-        if second < 0x80:
-            unsigned = (byte & 0x7F) | (second << 7)
-            return (unsigned >> 1) ^ -(unsigned & 1), position + 2
-    except IndexError:
-        raise CorruptRecordError(f"varint truncated at {position}", position=position) from None
-    return _decode_long_form(buf, position, _MAX_VARLONG_BYTES, 0xFFFFFFFFFFFFFFFF)
+    return _decode_zigzag(buf, position, _MAX_VARLONG_BYTES, 0xFFFFFFFFFFFFFFFF)
 
 
 def _decode_long_form(buf: Buffer, position: int, max_bytes: int, max_unsigned: int) -> tuple[int, int]:
