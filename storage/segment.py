@@ -200,8 +200,10 @@ class LogSegment:
         Returns the next offset after the last appended record.
         """
         assert self._log is not None, "append to a sealed segment"
-        self.offset_index.reserve_entries(len(headers))
-        self.time_index.reserve_entries(len(headers))
+        if self.bytes_since_last_index_entry + len(source) > self.config.index_interval_bytes:
+            # Index entries may be added: reserve their blocks before the log bytes land.
+            self.offset_index.reserve_entries(len(headers))
+            self.time_index.reserve_entries(len(headers))
         base_position = self._log.write(source)
         buf = self._log.map
         next_offset = first_offset
