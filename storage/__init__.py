@@ -17,7 +17,14 @@ from storage.errors import (
 )
 from storage.log import AppendInfo, PartitionLog, ReadInfo
 from storage.manager import LogManager, ManagerConfig
-from storage.types import FileRange, LeaderEpoch, Offset, Position, RelativeOffset, TopicPartition
+from storage.types import (
+    FileRange,
+    LeaderEpoch,
+    Offset,
+    Position,
+    RelativeOffset,
+    TopicPartition,
+)
 
 __all__ = [
     "AppendInfo", "CorruptRecordError", "FileRange", "InvalidRecordError", "LeaderEpoch", "LogConfig",

@@ -43,7 +43,7 @@ def dump_segment(path: str, *, records: bool = False) -> Iterator[dict]:
                     else:
                         yield {"position": position, "error": str(exc)}
                     return
-                entry = {
+                entry: dict[str, object] = {
                     "position": position, "base_offset": header.base_offset, "last_offset": header.last_offset,
                     "count": header.record_count, "size": header.size, "crc": header.crc, "crc_valid": True,
                     "compression": header.compression, "timestamp_type": header.timestamp_type,

@@ -29,7 +29,7 @@ import os
 import threading
 import time
 from dataclasses import dataclass
-from typing import Iterator, NamedTuple
+from typing import Callable, Iterator, NamedTuple
 
 from storage import files
 from storage.batch import BatchHeader, check_producer_batch
@@ -369,7 +369,7 @@ class PartitionLog:
             self._drop_segments(dead)
         return len(dead)
 
-    def _delete_prefix(self, should_delete) -> int:  # type: ignore[no-untyped-def]
+    def _delete_prefix(self, should_delete: Callable[[LogSegment, None], bool]) -> int:
         segments = list(self._segments)
         dead: list[LogSegment] = []
         for segment in segments:

@@ -174,7 +174,7 @@ def decode_snapshot(data: bytes, source: str = "snapshot") -> list[ProducerEntry
 
 
 def _entry_from_fields(fields: tuple[int, ...]) -> ProducerEntry:
-    entry = ProducerEntry(*fields)
+    entry = ProducerEntry(*fields)  # type: ignore[arg-type]  # the 8 snapshot fields, in order
     if entry.last_offset >= 0:  # the entry knows its last data batch: retain it for duplicates
         entry.recent_batches.append(
             RetainedBatch(entry.last_sequence, entry.last_offset, entry.offset_delta, entry.last_timestamp)

@@ -38,7 +38,7 @@ from __future__ import annotations
 import struct
 import time
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 from storage.batch import (
     COMPRESSION_MASK,
@@ -378,6 +378,8 @@ def _decode_record(
         raise CorruptRecordError(f"record length {length} at {position} runs past the records ({end})")
     timestamp_delta, position = decode_varlong(buf, position + 1)  # + 1: attributes, unused
     offset_delta, position = decode_varint(buf, position)
+    key: bytes | None
+    value: bytes | None
     byte = buf[position]
     if not byte & 0x81 and position + 1 + (byte >> 1) <= record_end:  # one-byte length >= 0
         key = buf[position + 1 : position + 1 + (byte >> 1)]
@@ -437,7 +439,7 @@ def _read_header_key(buf: bytes, position: int, limit: int) -> tuple[str, int]:
 
 
 def encode_batch(
-    records: Sequence[Record] | Sequence[tuple],  # type: ignore[type-arg]  # tuples: Record fields
+    records: Sequence[Record] | Sequence[tuple[Any, ...]],  # tuples: Record fields, in order
     *,
     base_offset: int = 0,
     compression: int = COMPRESSION_NONE,

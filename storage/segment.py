@@ -24,13 +24,12 @@ import os
 import time
 from dataclasses import dataclass
 from mmap import ACCESS_READ, mmap
+from typing import Iterator
 
 from storage import files
 from storage.batch import (
     HEADER,
     HEADER_SIZE,
-    LOG_OVERHEAD,
-    LOG_OVERHEAD_STRUCT,
     MIN_BATCH_LENGTH,
     BatchHeader,
     check_batch_frame,
@@ -42,7 +41,7 @@ from storage.config import LogConfig
 from storage.errors import CorruptIndexError, CorruptRecordError
 from storage.index import OffsetIndex, TimeIndex
 from storage.mmap_file import MappedFile
-from storage.types import FileRange, Offset, Position
+from storage.types import FileRange, Position
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +134,7 @@ class LogSegment:
             return None
         return header
 
-    def batches_from(self, position: int):  # type: ignore[no-untyped-def]
+    def batches_from(self, position: int) -> Iterator[tuple[int, BatchHeader]]:
         """Yield (position, header) from ``position`` to the end of the segment."""
         while True:
             header = self.read_header(position)

@@ -10,7 +10,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from storage.batch import CONTROL_MASK, MAGIC_V2, MIN_BATCH_LENGTH, TRANSACTIONAL_MASK, BatchHeader
+from storage.batch import (
+    CONTROL_MASK,
+    MAGIC_V2,
+    MIN_BATCH_LENGTH,
+    TRANSACTIONAL_MASK,
+    BatchHeader,
+)
 from storage.producer_state import (
     DUPLICATE_SEQUENCE_NUMBER,
     INVALID_PRODUCER_EPOCH,

@@ -50,7 +50,10 @@ from storage.records import (
 with warnings.catch_warnings():
     # kafka-python loads its protocol schemas with deprecated importlib.resources calls.
     warnings.simplefilter("ignore", DeprecationWarning)
-    from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+    from kafka.record.default_records import (
+        DefaultRecordBatch,
+        DefaultRecordBatchBuilder,
+    )
 
 CODECS = [COMPRESSION_NONE, COMPRESSION_GZIP, COMPRESSION_SNAPPY, COMPRESSION_LZ4, COMPRESSION_ZSTD]
 FAST = settings(max_examples=150, deadline=None)

@@ -134,7 +134,7 @@ def test_zeros_after_the_last_batch_are_cut_without_quarantine(tmp_path):
 
 def test_corruption_in_an_old_segment_truncates_there_and_drops_later_segments(tmp_path):
     log = open_log(tmp_path, CONFIG)
-    for i in range(300):
+    for _ in range(300):
         log.append(batch(count=1, value_size=500))
     second = log.segments[1]
     third_base = log.segments[2].base_offset
