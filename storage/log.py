@@ -91,13 +91,18 @@ class PartitionLog:
         self.tp = tp
         self.config = config
         self._flush_lock = threading.Lock()
-        self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self._pending_deletes: list[tuple[int, LogSegment, bool]] = []  # (due, segment, unlink files?)
         self._dir_dirty = False
         os.makedirs(directory, exist_ok=True)
         _finish_interrupted_operations(directory)
         self._segments = self._load_segments(recovery_point, clean_shutdown)
         self._log_end_offset = self._segments.active.next_offset
-        self.log_start_offset = min(max(log_start_offset, self._segments[0].base_offset), self._log_end_offset)
+        if log_start_offset > self._log_end_offset:
+            # The checkpoint says records up to log_start_offset were deleted, but the log
+            # ends before it (an OS crash lost the tail): start afresh there, as Kafka's
+            # LogLoader does, so no offset below the advertised start is handed out again.
+            self._restart_at(log_start_offset)
+        self.log_start_offset = max(log_start_offset, self._segments[0].base_offset)
         # Everything on disk was either validated just now or written before a clean close.
         self.recovery_point = self._log_end_offset
         self._appended_messages = 0
@@ -117,8 +122,13 @@ class PartitionLog:
             next_base = bases[i + 1] if not last else None
             recover = not clean_shutdown and (last or next_base is None or next_base > recovery_point)
             segment = LogSegment(self.directory, base, self.config, active=last, recover=recover)
+            if not recover and not last and segment.has_unaccounted_tail():
+                log.warning("%s has bytes after its last batch (a crash during a roll?): recovering it", segment.path)
+                segment.close()
+                segment = LogSegment(self.directory, base, self.config, active=False, recover=True)
             segments.append(segment)
-            if segment.recovery is not None and segment.recovery.cut_bytes and not last:
+            if segment.recovery is not None and segment.recovery.cut_bytes and not last \
+                    and not _only_an_untrimmed_tail(segment, next_base):
                 # Everything after the first invalid batch is gone, later segments too.
                 for later in bases[i + 1 :]:
                     _delete_segment_files(self.directory, later)
@@ -128,8 +138,19 @@ class PartitionLog:
                 break
         return SegmentList(segments)
 
+    def _restart_at(self, offset: int) -> None:
+        log.warning("%s: log start offset %d is past the log end %d; deleting every segment", self.tp, offset,
+                    self._log_end_offset)
+        for segment in self._segments:
+            segment.delete_files()
+        self._segments = SegmentList([LogSegment(self.directory, offset, self.config, active=True)])
+        self._log_end_offset = offset
+        files.fsync_dir(self.directory)
+
     def _rebuild_producer_state(self) -> None:
         """Load the newest snapshot, then replay batch headers after it (no record decode)."""
+        # Snapshots past the end describe batches that recovery or truncation removed.
+        self.producer_state.delete_snapshots_after(self._log_end_offset)
         start = self.producer_state.load_latest_snapshot(self._log_end_offset)
         start = max(start, self.log_start_offset)
         for header in self.iter_batch_headers(start):
@@ -225,7 +246,8 @@ class PartitionLog:
         active = self._segments.active
         if active.size == 0:
             return active
-        active.seal()
+        with self._flush_lock:  # seal closes the map and index maps a flusher may be syncing
+            active.seal()
         segment = LogSegment(self.directory, self._log_end_offset, self.config, active=True)
         self.producer_state.take_snapshot(self._log_end_offset)
         self._segments = self._segments.with_appended(segment)
@@ -243,7 +265,9 @@ class PartitionLog:
         if offset < end:
             for segment in segments.from_offset(offset):
                 file_range = segment.read(offset, max_bytes, min_one_batch=min_one_batch)
-                if file_range is not None:
+                # Stop at the segment holding the offset even when its batch did not fit
+                # (min_one_batch=False): moving on would skip that batch.
+                if file_range is not None or segment.next_offset > offset:
                     break
         return ReadInfo(file_range, self.high_watermark, self.log_start_offset, end)
 
@@ -274,7 +298,8 @@ class PartitionLog:
             best = max(segments, key=lambda s: s.max_timestamp)
             if best.max_timestamp < 0:
                 return None
-            return best.offset_of_max_timestamp, best.max_timestamp
+            # KIP-734: the offset of the record carrying the max, not its batch's last.
+            return _search_segment_for_timestamp(best, best.max_timestamp, self.log_start_offset)
         for segment in segments:
             if segment.max_timestamp < timestamp or segment.next_offset <= self.log_start_offset:
                 continue
@@ -320,10 +345,13 @@ class PartitionLog:
         keep_index = max(0, segments.floor(offset))
         keep = segments[keep_index]
         dropped = list(segments)[keep_index + 1 :]
-        if not keep.is_active:
-            keep.close()
-            keep = LogSegment(self.directory, keep.base_offset, self.config, active=True)
-        keep.truncate_to(offset)
+        with self._flush_lock:
+            if not keep.is_active:
+                # The sealed object stays open for readers of older snapshots; its fds are
+                # closed after file.delete.delay.ms like a deleted segment's.
+                self._schedule_close(keep)
+                keep = LogSegment(self.directory, keep.base_offset, self.config, active=True)
+            keep.truncate_to(offset)
         self._segments = SegmentList([*list(segments)[:keep_index], keep])
         for segment in dropped:
             segment.rename_with_suffix(files.DELETED_SUFFIX)
@@ -411,18 +439,29 @@ class PartitionLog:
             with self._flush_lock:
                 segment.delete_files()
         else:
-            self._pending_deletes.append((now_ms() + self.config.file_delete_delay_ms, segment))
+            self._pending_deletes.append((now_ms() + self.config.file_delete_delay_ms, segment, True))
+
+    def _schedule_close(self, segment: LogSegment) -> None:
+        """Close (not delete) a replaced segment object once readers had time to finish.
+        Caller holds the flush lock."""
+        if self.config.file_delete_delay_ms <= 0:
+            segment.close()
+        else:
+            self._pending_deletes.append((now_ms() + self.config.file_delete_delay_ms, segment, False))
 
     def delete_pending_files(self, now: int | None = None, force: bool = False) -> int:
         """Unlink segments whose file.delete.delay.ms grace period has passed."""
         now = now_ms() if now is None else now
-        due = [(t, s) for t, s in self._pending_deletes if force or t <= now]
+        due = [entry for entry in self._pending_deletes if force or entry[0] <= now]
         if not due:
             return 0
         with self._flush_lock:
-            for _t, segment in due:
-                segment.delete_files()
-        self._pending_deletes = [(t, s) for t, s in self._pending_deletes if not (force or t <= now)]
+            for _t, segment, unlink in due:
+                if unlink:
+                    segment.delete_files()
+                else:
+                    segment.close()
+        self._pending_deletes = [entry for entry in self._pending_deletes if not (force or entry[0] <= now)]
         return len(due)
 
     # ----------------------------------------------------------------- close
@@ -468,6 +507,13 @@ def _search_segment_for_timestamp(segment: LogSegment, timestamp: int, log_start
             if record.timestamp >= timestamp and record.offset >= log_start:
                 return record.offset, record.timestamp
     return None
+
+
+def _only_an_untrimmed_tail(segment: LogSegment, next_base: int | None) -> bool:
+    """A crash during a roll leaves zeros after the data of a segment that is no longer
+    the last; the next segment then starts exactly where this one's data ends."""
+    assert segment.recovery is not None
+    return segment.recovery.quarantine_path is None and next_base == segment.next_offset
 
 
 def _delete_segment_files(directory: str, base_offset: int) -> None:

@@ -179,6 +179,8 @@ class LogManager:
             self._topic_overrides.setdefault(tp.topic, {}).update(overrides)
         existing = self.logs.get(tp)
         if existing is not None:
+            if overrides:
+                existing.update_config(self.log_config_for(tp.topic))
             return existing
         if not self._dirs:
             raise StorageError("the log manager is not open")
@@ -206,6 +208,11 @@ class LogManager:
         doomed = os.path.join(parent, f"{tp.dir_name}.{uuid.uuid4().hex}{files.DELETE_DIR_SUFFIX}")
         os.rename(removed.directory, doomed)
         files.fsync_dir(parent)
+        # Forget its checkpoints now: a partition re-created under the same name must not
+        # inherit them after a crash (Kafka rewrites them on delete too).
+        self.checkpoint_recovery_points()
+        self.checkpoint_log_start_offsets()
+        self._write_checkpoint(checkpoint.CLEANER_OFFSET_CHECKPOINT, self.cleaner_checkpoints)
         shutil.rmtree(doomed, ignore_errors=True)
 
     def set_topic_config(self, topic: str, overrides: Mapping[str, Any]) -> LogConfig:

@@ -73,8 +73,11 @@ class LogSegment:
         if recover and not created:
             self.recovery = self._validate_and_cut()
         if active:
-            self._log = MappedFile(self.path, config.segment_bytes, config.preallocate_window_bytes,
-                                   length=None if created else os.path.getsize(self.path))
+            existing = 0 if created else os.path.getsize(self.path)
+            # A file longer than segment.bytes (the setting was lowered) is mapped whole;
+            # can_hold then rolls on the next append.
+            self._log = MappedFile(self.path, max(config.segment_bytes, existing), config.preallocate_window_bytes,
+                                   length=None if created else existing)
             self._fd = self._log.fd
             self.size = self._log.length
         else:
@@ -87,6 +90,7 @@ class LogSegment:
         self.offset_of_max_timestamp = base_offset
         self.bytes_since_last_index_entry = 0
         self.rolling_base_ms: int | None = None
+        self.data_end = 0
         if recover or (indexes_missing and not created):
             self._rebuild_indexes()
         elif not created:
@@ -227,7 +231,8 @@ class LogSegment:
         if max_timestamp > self.max_timestamp:
             self.max_timestamp = max_timestamp
             self.offset_of_max_timestamp = last_offset
-        if self.bytes_since_last_index_entry > self.config.index_interval_bytes:
+        # A full index (segment.index.bytes lowered, or a rebuild) just gets sparser.
+        if self.bytes_since_last_index_entry > self.config.index_interval_bytes and not self.offset_index.is_full:
             self.offset_index.append(last_offset, position)
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
             self.bytes_since_last_index_entry = 0
@@ -314,9 +319,20 @@ class LogSegment:
     def _scan_next_offset(self) -> int:
         _offset, position = self.offset_index.lookup(U32_MAX + self.base_offset)
         next_offset = self.base_offset
-        for _pos, header in self.batches_from(position):
+        end = position
+        for pos, header in self.batches_from(position):
             next_offset = header.next_offset
+            end = pos + header.size
+        self.data_end = end
         return next_offset
+
+    def has_unaccounted_tail(self) -> bool:
+        """True when bytes follow the last readable batch: an untrimmed file left by a
+        crash during a roll (zeros), or damage. Such a sealed segment needs recovery."""
+        if self.size == 0:
+            return False
+        self._next_offset = self._scan_next_offset()
+        return self.data_end != self.size
 
     def _load_indexes(self) -> None:
         """Trust the indexes after a sanity check; rebuild them if it fails."""
@@ -367,8 +383,10 @@ class LogSegment:
     def _reopen_indexes_empty(self) -> None:
         for index in (self.offset_index, self.time_index):
             index.close()
+            # Unlink, never truncate in place: an older LogSegment object (a reader's
+            # snapshot) may still map the old file, and a shrunk mapped file is SIGBUS.
             if os.path.exists(index.path):
-                os.truncate(index.path, 0)
+                os.unlink(index.path)
         self.offset_index = OffsetIndex(self.offset_index.path, self.base_offset, self.config.segment_index_bytes, writable=True)
         self.time_index = TimeIndex(self.time_index.path, self.base_offset, self.config.segment_index_bytes, writable=True)
 
