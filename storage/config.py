@@ -32,15 +32,6 @@ def _parse_timestamp_type(value: str) -> str:
     return value
 
 
-def _parse_bool(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text not in ("true", "false"):
-        raise ValueError(f"expected true or false, not {value!r}")
-    return text == "true"
-
-
 @dataclass(frozen=True, slots=True)
 class LogConfig:
     """Settings of one partition log. Field -> (topic key, broker key) in TOPIC_KEYS."""
