@@ -137,15 +137,22 @@ def _remove_quietly(path: str) -> None:
         pass
 
 
-def _read_text(path: StrPath) -> str | None:
-    """The file's text, or None if it does not exist."""
+def read_bytes_if_exists(path: StrPath) -> bytes | None:
+    """The file's bytes, or None if it does not exist; other failures take the dir offline."""
     try:
         with open(path, "rb") as f:
-            raw = f.read()
+            return f.read()
     except FileNotFoundError:
         return None
     except OSError as exc:
         raise LogDirOfflineError(f"cannot read {os.fspath(path)}: {exc}") from exc
+
+
+def _read_text(path: StrPath) -> str | None:
+    """The file's text, or None if it does not exist."""
+    raw = read_bytes_if_exists(path)
+    if raw is None:
+        return None
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -315,7 +315,7 @@ def write_cleaned_segment(segment: LogSegment, offset_map: OffsetMap, *, now_ms:
             out.flush()
             os.fsync(out.fileno())
     except BaseException:
-        _unlink_quietly(path)
+        files.unlink_if_exists(path)
         raise
     return CleanedSegment(segment, path, segment.size, size_after, removed, tombstones, changed)
 
@@ -346,14 +346,7 @@ def swap_in_cleaned_segment(log: PartitionLog, source: LogSegment, swap_path: st
 
 def discard(cleaned: CleanedSegment) -> None:
     """Drop a ``.log.cleaned`` file that will not be swapped in."""
-    _unlink_quietly(cleaned.path)
-
-
-def _unlink_quietly(path: str) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
+    files.unlink_if_exists(cleaned.path)
 
 
 # ----------------------------------------------------------------- the whole round

@@ -68,6 +68,14 @@ def is_segment_log(name: str) -> bool:
     return suffix == "log" and len(prefix) == 20 and prefix.isdigit()
 
 
+def unlink_if_exists(path: str) -> None:
+    """Remove ``path``; a file that is already gone is not an error."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
 def fsync_dir(directory: str) -> None:
     """Make renames and new files in ``directory`` durable."""
     fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)

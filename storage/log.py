@@ -358,7 +358,6 @@ class PartitionLog:
             self._schedule_delete(segment)
         self._log_end_offset = keep.next_offset
         self.recovery_point = min(self.recovery_point, self._log_end_offset)
-        self.producer_state.delete_snapshots_after(self._log_end_offset)
         self._rebuild_producer_state()
 
     def delete_records_before(self, offset: int) -> int:
@@ -424,13 +423,13 @@ class PartitionLog:
     def replace_segments(self, old: list[LogSegment], new: list[LogSegment]) -> None:
         """Swap cleaner output in for its sources (owner thread only).
 
-        A source the caller already renamed to ``.deleted`` is not renamed again: the
-        cleaner must free the file name first, because the cleaned copy takes it.
+        The caller has already renamed each source to ``.deleted``: the cleaned copy takes
+        the source's file name, so the cleaner must free it before the swap.
         """
+        for segment in old:
+            assert segment.path.endswith(files.DELETED_SUFFIX), f"{segment.path} still holds its live name"
         self._segments = self._segments.replaced(old, new)
         for segment in old:
-            if not segment.path.endswith(files.DELETED_SUFFIX):
-                segment.rename_with_suffix(files.DELETED_SUFFIX)
             self._schedule_delete(segment)
         self._dir_dirty = True
 
@@ -519,10 +518,7 @@ def _only_an_untrimmed_tail(segment: LogSegment, next_base: int | None) -> bool:
 def _delete_segment_files(directory: str, base_offset: int) -> None:
     for path in (files.log_path(directory, base_offset), files.index_path(directory, base_offset),
                  files.time_index_path(directory, base_offset)):
-        try:
-            os.unlink(path)
-        except FileNotFoundError:
-            pass
+        files.unlink_if_exists(path)
 
 
 def _finish_interrupted_operations(directory: str) -> None:

@@ -93,7 +93,7 @@ class MappedFile:
         target = min(self._reserved, _round_up(end + POPULATE_AHEAD, PAGE))
         if target <= self._populated:
             return
-        start = max(self._populated, end // PAGE * PAGE - PAGE)
+        start = self._populated
         try:
             self.map.madvise(MADV_POPULATE_WRITE, start, target - start)
         except OSError:

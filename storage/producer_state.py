@@ -49,8 +49,9 @@ from typing import Iterable, NamedTuple, Union
 
 import crc32c
 
+from storage import files
 from storage.batch import BatchHeader
-from storage.checkpoint import TMP_SUFFIX, write_bytes_atomically
+from storage.checkpoint import TMP_SUFFIX, read_bytes_if_exists, write_bytes_atomically
 from storage.errors import LogDirOfflineError, StorageError
 
 log = logging.getLogger(__name__)
@@ -348,14 +349,10 @@ class ProducerStateManager:
     def _read_snapshot(self, offset: int) -> list[ProducerEntry] | None:
         """The snapshot's entries, or None if it was corrupt (and has been deleted)."""
         path = self.snapshot_path(offset)
-        try:
-            with open(path, "rb") as f:
-                data = f.read()
-        except FileNotFoundError:
+        # An I/O error (LogDirOfflineError) says nothing about the content: not deleted.
+        data = read_bytes_if_exists(path)
+        if data is None:
             return None
-        except OSError as exc:
-            # An I/O error says nothing about the file's content: do not delete it.
-            raise LogDirOfflineError(f"cannot read {path}: {exc}") from exc
         try:
             return decode_snapshot(data, path)
         except CorruptSnapshotError as exc:
@@ -430,8 +427,6 @@ def _apply_marker(entry: ProducerEntry, header: BatchHeader, coordinator_epoch: 
 
 def _unlink_if_exists(path: str) -> None:
     try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
+        files.unlink_if_exists(path)
     except OSError as exc:
         raise LogDirOfflineError(f"cannot delete {path}: {exc}") from exc

@@ -109,20 +109,23 @@ def write_varint(out: bytearray, value: int) -> None:
     """Append the zigzag varint of an int32 to ``out``."""
     if not _INT32_MIN <= value <= _INT32_MAX:
         raise ValueError(f"varint out of int32 range: {value}")
-    if -64 <= value < 64:
-        out.append((value << 1) ^ (value >> 31))
-        return
-    _write_unsigned(out, ((value << 1) ^ (value >> 31)) & 0xFFFFFFFF)
+    _write_zigzag(out, value)
 
 
 def write_varlong(out: bytearray, value: int) -> None:
     """Append the zigzag varlong of an int64 to ``out``."""
     if not _INT64_MIN <= value <= _INT64_MAX:
         raise ValueError(f"varlong out of int64 range: {value}")
-    if -64 <= value < 64:
-        out.append((value << 1) ^ (value >> 63))
+    _write_zigzag(out, value)
+
+
+def _write_zigzag(out: bytearray, value: int) -> None:
+    """Zigzag (the same formula serves int32 and int64 once the range is checked)."""
+    unsigned = (value << 1) ^ (value >> 63)
+    if unsigned < 0x80:  # |value| < 64: the common one-byte case, no loop
+        out.append(unsigned)
         return
-    _write_unsigned(out, (value << 1) ^ (value >> 63))
+    _write_unsigned(out, unsigned)
 
 
 def encode_varint(value: int) -> bytes:

@@ -310,10 +310,7 @@ class LogSegment:
             os.close(self._fd)
         self._fd = -1
         for path in (self.path, self.offset_index.path, self.time_index.path):
-            try:
-                os.unlink(path)
-            except FileNotFoundError:
-                pass
+            files.unlink_if_exists(path)
 
     # ----------------------------------------------------------------- recovery
     def _scan_next_offset(self) -> int:
@@ -331,7 +328,7 @@ class LogSegment:
         crash during a roll (zeros), or damage. Such a sealed segment needs recovery."""
         if self.size == 0:
             return False
-        self._next_offset = self._scan_next_offset()
+        self.next_offset  # the scan behind it (usually done by _load_indexes) sets data_end
         return self.data_end != self.size
 
     def _load_indexes(self) -> None:
@@ -369,10 +366,13 @@ class LogSegment:
         self.offset_of_max_timestamp = self.base_offset
         self.bytes_since_last_index_entry = 0
         next_offset = self.base_offset
+        end = 0
         for position, header in self.batches_from(0):
             self._index_batch(position, header.size, header.last_offset, header.max_timestamp)
             next_offset = header.next_offset
+            end = position + header.size
         self._next_offset = next_offset
+        self.data_end = end
         if self._log is None:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
             self.offset_index.seal()
