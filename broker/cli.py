@@ -18,6 +18,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="castle", description="Castle: a Kafka-protocol message broker")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("version", help="print the version")
+    serve = sub.add_parser("serve", help="run the broker (supervisor + workers)")
+    serve.add_argument("config", nargs="?", help="a .properties or .toml file with Kafka's setting names")
+    serve.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                       help="set one setting, after the file (repeatable)")
     log_parser = sub.add_parser("log", help="offline tools for log dirs")
     log_sub = log_parser.add_subparsers(dest="log_command", required=True)
     dump = log_sub.add_parser("dump", help="print the batches of a segment and verify CRCs")
@@ -28,6 +32,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "version":
         print(f"castle {_version()}")
         return 0
+    if args.command == "serve":
+        from broker.config import ConfigError, load_config, parse_overrides
+        from broker.supervisor import serve as run_serve
+
+        if rest:
+            parser.error(f"unrecognized arguments: {' '.join(rest)}")
+        try:
+            config = load_config(args.config, parse_overrides(args.override))
+        except (ConfigError, OSError) as exc:
+            print(f"castle serve: {exc}", file=sys.stderr)
+            return 2
+        return run_serve(config)
     if args.command == "log" and args.log_command == "dump":
         from storage.dump import main as dump_main
 

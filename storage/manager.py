@@ -15,10 +15,17 @@ task that is safe on another thread, and ``start_flusher`` runs it on one.
 
 Closing: flush and close every log (trimming files), write the checkpoints, write
 .kafka_cleanshutdown, release the locks.
+
+Shared mode (``owns=`` given): several processes each own a subset of the partitions of
+the same log dirs (the broker's workers, one writer per partition). Then the process that
+forks them claims the dirs with ``claim_log_dirs`` (steps 1-3) and writes the marker with
+``mark_clean_shutdown`` after every owner closed; each owner opens only its partitions and
+merges its entries into the shared checkpoint files under a file lock.
 """
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import shutil
@@ -90,8 +97,12 @@ class LogManager:
     """Owns the logs of one broker process. Not thread-safe except ``flush_due``."""
 
     def __init__(self, config: ManagerConfig, default_log_config: LogConfig | None = None,
-                 topic_overrides: Mapping[str, Mapping[str, Any]] | None = None) -> None:
+                 topic_overrides: Mapping[str, Mapping[str, Any]] | None = None, *,
+                 owns: Callable[[TopicPartition], bool] | None = None, clean_shutdown: bool = False) -> None:
         self.config = config
+        # Shared mode: only partitions for which owns(tp) holds are opened and checkpointed.
+        self._owns = owns
+        self._shared_clean_shutdown = clean_shutdown
         self.default_log_config = default_log_config or LogConfig()
         self._topic_overrides: dict[str, dict[str, Any]] = {t: dict(o) for t, o in (topic_overrides or {}).items()}
         self._dirs: list[_DirState] = []
@@ -105,6 +116,15 @@ class LogManager:
 
     # ----------------------------------------------------------------- open
     def open(self) -> "LogManager":
+        if self._owns is not None:
+            for path in self.config.log_dirs:
+                state = _DirState(os.path.abspath(path), clean_shutdown=self._shared_clean_shutdown)
+                self._dirs.append(state)
+                meta = checkpoint.read_meta_properties(state.path) or {}
+                self.cluster_id = self.cluster_id or meta.get("cluster.id")
+            for state in self._dirs:
+                self._load_logs(state)
+            return self
         try:
             for path in self.config.log_dirs:
                 self._dirs.append(self._open_dir(path))
@@ -154,6 +174,8 @@ class LogManager:
             try:
                 tp = TopicPartition.from_dir_name(name)
             except ValueError:
+                continue
+            if self._owns is not None and not self._owns(tp):
                 continue
             if tp in self.logs:
                 raise StorageError(f"{tp} exists in two log dirs: {self._log_dir_of[tp]} and {state.path}")
@@ -272,7 +294,16 @@ class LogManager:
     def _write_checkpoint(self, name: str, values: Mapping[TopicPartition, int]) -> None:
         for state in self._dirs:
             mine = {tp: offset for tp, offset in values.items() if self._log_dir_of.get(tp) == state.path}
-            checkpoint.write_offset_checkpoint(os.path.join(state.path, name), mine)
+            path = os.path.join(state.path, name)
+            if self._owns is None:
+                checkpoint.write_offset_checkpoint(path, mine)
+                continue
+            owns = self._owns
+            # Read-merge-write under a lock: the other owners' entries stay as they are.
+            with _checkpoint_lock(state.path):
+                merged = {tp: off for tp, off in checkpoint.read_offset_checkpoint(path).items() if not owns(tp)}
+                merged.update(mine)
+                checkpoint.write_offset_checkpoint(path, merged)
 
     def tasks(self) -> list[Task]:
         """The periodic jobs with their intervals, for the owner's scheduler."""
@@ -344,11 +375,69 @@ class LogManager:
             partition_log.close()
         self.checkpoint_recovery_points()
         self.checkpoint_log_start_offsets()
+        if self._owns is None:
+            mark_clean_shutdown([state.path for state in self._dirs])
         for state in self._dirs:
-            marker = os.path.join(state.path, files.CLEAN_SHUTDOWN_FILE)
-            with open(marker, "wb") as handle:
-                os.fsync(handle.fileno())
-            files.fsync_dir(state.path)
             state.lock.release()
         self._dirs = []
         self.logs = {}
+
+
+class _checkpoint_lock:
+    """flock on <dir>/.checkpoint.lock, for owners sharing a dir's checkpoint files."""
+
+    def __init__(self, directory: str) -> None:
+        self._path = os.path.join(directory, ".checkpoint.lock")
+        self._fd = -1
+
+    def __enter__(self) -> None:
+        self._fd = os.open(self._path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        fcntl.flock(self._fd, fcntl.LOCK_EX)
+
+    def __exit__(self, *exc: object) -> None:
+        os.close(self._fd)  # closing the descriptor releases the flock
+
+
+@dataclass
+class ClaimedDirs:
+    """What ``claim_log_dirs`` hands to the process that forks the partition owners."""
+
+    paths: list[str]
+    locks: list[LogDirLock]
+    cluster_id: str
+    clean_shutdown: bool
+
+    def release(self) -> None:
+        for lock in self.locks:
+            lock.release()
+
+
+def claim_log_dirs(config: ManagerConfig) -> ClaimedDirs:
+    """Steps 1-3 of opening for shared mode: lock the dirs, check meta.properties, and take
+    the clean-shutdown markers (removed: from now on a crash is unclean)."""
+    probe = LogManager(config)
+    states: list[_DirState] = []
+    try:
+        for path in config.log_dirs:
+            states.append(probe._open_dir(path))
+    except BaseException:
+        for state in states:
+            state.lock.release()
+        raise
+    clean = all(state.clean_shutdown for state in states)
+    for state in states:
+        marker = os.path.join(state.path, files.CLEAN_SHUTDOWN_FILE)
+        if os.path.exists(marker):
+            os.unlink(marker)
+            files.fsync_dir(state.path)
+    assert probe.cluster_id is not None
+    return ClaimedDirs([s.path for s in states], [s.lock for s in states], probe.cluster_id, clean)
+
+
+def mark_clean_shutdown(paths: list[str]) -> None:
+    """Write .kafka_cleanshutdown in each dir: the next open skips recovery."""
+    for path in paths:
+        marker = os.path.join(path, files.CLEAN_SHUTDOWN_FILE)
+        with open(marker, "wb") as handle:
+            os.fsync(handle.fileno())
+        files.fsync_dir(path)

@@ -1,0 +1,47 @@
+"""ApiVersions (key 18), versions 0-4.
+
+Behaviour: the answer is built from broker.dispatch.REGISTRY, so what is advertised is
+exactly what is implemented. Answers are encoded once per version and cached. A request
+of a version we do not speak gets error 35 (UNSUPPORTED_VERSION) with our ranges in the
+v0 body (the response header is always v0), so the client retries with a version we
+speak, as Kafka's broker does.
+
+Version notes: v1 adds throttle_time; v3 is flexible and adds client software name and
+version (ignored) and the supported/finalized features (we report none); v4 is v3 (it
+only tells the broker the client can handle an UNSUPPORTED_VERSION answer).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from broker.dispatch import api, supported_ranges
+from broker.protocol import codec
+from broker.protocol.build import build
+from broker.protocol.errors import ErrorCode
+
+KEY = 18
+
+
+@functools.cache
+def _answer(version: int, error_code: int = 0) -> bytes:
+    body = {
+        "error_code": error_code,
+        "api_keys": [{"api_key": k, "min_version": lo, "max_version": hi} for k, lo, hi in supported_ranges()],
+        "throttle_time": 0,
+    }
+    return codec.encode_body(build(codec.response_class(KEY, version), body))
+
+
+def unsupported_version_response() -> bytes:
+    return _answer(0, int(ErrorCode.unsupported_version))
+
+
+def _error(request: Any, version: int, code: int) -> bytes:
+    return _answer(version, code)
+
+
+@api(KEY, "ApiVersions", 0, 4, error_response=_error)
+def handle_api_versions(ctx: Any, request: Any) -> bytes:
+    return _answer(ctx.api_version)

@@ -1,0 +1,150 @@
+"""Fetch (key 1), versions 4-16.
+
+Behaviour: record bytes go from the segment file to the socket with os.sendfile and
+never enter Python: the owner of each partition (this worker, or another over IPC) says
+where the bytes lie (path, inode, position, length) and this worker sends that range
+(broker/segment_files.py opens it). Any worker answers any partition's fetch. With
+min_bytes not reached and max_wait_ms > 0 the request parks in the purgatory until an
+append to one of its partitions (in any worker) or the deadline: no polling.
+Fetch sessions (KIP-227) are declined the way Kafka allows: we answer session_id 0, so
+clients keep sending full requests; an incremental request (epoch > 0) for a session
+we never gave answers FETCH_SESSION_ID_NOT_FOUND. No transactions yet: the last stable
+offset is the high watermark, aborted transactions null. zstd data is never sent below
+v10 (UNSUPPORTED_COMPRESSION_TYPE for that partition). The response's max_bytes is
+honoured by whole partitions, always giving the first partition with data (KIP-74).
+
+Version notes: v4 isolation_level, last_stable_offset, aborted transactions; v5
+log_start_offset; v7 sessions and top-level error_code; v9 current_leader_epoch;
+v10 zstd; v11 rack_id and preferred_read_replica (-1); v12 flexible; v13 topic ids
+instead of names; v15 replica_state replaces replica_id; v16 node_endpoints (none sent).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+from broker.connection import FileChunk, RawResponse
+from broker.dispatch import api
+from broker.forwarding import on_owners
+from broker.owner import ReadResult
+from broker.protocol import fast
+from broker.protocol.errors import ErrorCode
+from storage.types import TopicPartition
+
+KEY = 1
+ZERO_UUID = uuid.UUID(int=0)
+
+
+class _Wanted:
+    """One requested partition: either answerable now (error) or read from its owner."""
+
+    __slots__ = ("topic_index", "partition", "error", "item")
+
+    def __init__(self, topic_index: int, partition: int, error: int, item: tuple[Any, ...] | None) -> None:
+        self.topic_index = topic_index
+        self.partition = partition
+        self.error = error
+        self.item = item
+
+
+def _resolve(ctx: Any, request: Any) -> tuple[list[tuple[str, uuid.UUID]], list[_Wanted]]:
+    node = ctx.node
+    version = ctx.api_version
+    refuse_zstd = version < 10
+    topics: list[tuple[str, uuid.UUID]] = []
+    wanted: list[_Wanted] = []
+    for topic in request.topics:
+        if version >= 13:
+            info = node.registry.by_id(topic.topic_id)
+            if info is None and node.registry.refresh():
+                info = node.registry.by_id(topic.topic_id)
+            missing = ErrorCode.unknown_topic_id
+            topics.append((info.name if info else "", topic.topic_id))
+        else:
+            info = node.topic(topic.topic)
+            missing = ErrorCode.unknown_topic_or_partition
+            topics.append((topic.topic, info.topic_id if info else ZERO_UUID))
+        index = len(topics) - 1
+        for p in topic.partitions:
+            if info is None:
+                wanted.append(_Wanted(index, p.partition, missing, None))
+            elif not 0 <= p.partition < info.partitions:
+                wanted.append(_Wanted(index, p.partition, ErrorCode.unknown_topic_or_partition, None))
+            else:
+                item = (TopicPartition(info.name, p.partition), int(p.fetch_offset), max(0, int(p.partition_max_bytes)), refuse_zstd)
+                wanted.append(_Wanted(index, p.partition, 0, item))
+    return topics, wanted
+
+
+def _session_error(ctx: Any, request: Any) -> int:
+    if ctx.api_version >= 7 and request.session_epoch > 0:
+        return ErrorCode.fetch_session_id_not_found
+    return 0
+
+
+@api(KEY, "Fetch", 4, 16)
+async def handle_fetch(ctx: Any, request: Any) -> RawResponse:
+    node = ctx.node
+    node.stats["fetch_requests"] += 1
+    session_error = _session_error(ctx, request)
+    if session_error:
+        return _respond(ctx, session_error, [], [], [])
+    topics, wanted = _resolve(ctx, request)
+    items = [w.item for w in wanted if w.item is not None]
+    tps = [item[0] for item in items]
+    max_wait = request.max_wait.total_seconds() if hasattr(request.max_wait, "total_seconds") else request.max_wait / 1000
+    deadline = time.monotonic() + max(0.0, max_wait)
+    min_bytes = max(1, int(request.min_bytes))
+    watch = node.purgatory.watch(tps) if items and max_wait > 0 else None
+    try:
+        while True:
+            results: list[ReadResult] = await on_owners(node, "read", items, ReadResult,
+                                                        node.index if watch is not None else None) if items else []
+            available = sum(r.length for r in results)
+            remaining = deadline - time.monotonic()
+            if (watch is None or available >= min_bytes or remaining <= 0 or node.purgatory.closed
+                    or any(r.error_code for r in results)):
+                break
+            if not await watch.wait(remaining):
+                results = await on_owners(node, "read", items, ReadResult, None)
+                break
+            watch.rearm()
+    finally:
+        if watch is not None:
+            watch.cancel()
+    return _respond(ctx, 0, topics, wanted, results, int(request.max_bytes))
+
+
+def _respond(ctx: Any, error_code: int, topics: list[tuple[str, uuid.UUID]], wanted: list[_Wanted],
+             results: list[ReadResult], max_bytes: int = 0) -> RawResponse:
+    node = ctx.node
+    out_topics = [fast.FetchTopicOut(name, topic_id, []) for name, topic_id in topics]
+    chunks: list[FileChunk] = []
+    budget = max_bytes
+    result_iter = iter(results)
+    for w in wanted:
+        if w.item is None:
+            out_topics[w.topic_index].partitions.append(fast.FetchPartitionOut(w.partition, w.error, -1, -1, -1, 0))
+            continue
+        r = next(result_iter)
+        length = r.length
+        if length and chunks and length > budget:
+            length = 0  # over the response's max_bytes: this partition waits for the next fetch
+        fd = node.segment_files.dup_fd(r.path, r.inode) if length else None
+        if fd is None:
+            length = 0
+        else:
+            chunks.append(FileChunk(fd, r.position, length))
+            budget -= length
+        out_topics[w.topic_index].partitions.append(
+            fast.FetchPartitionOut(w.partition, r.error_code, r.high_watermark, r.high_watermark, r.log_start_offset, length))
+    pieces = fast.encode_fetch_response(ctx.api_version, error_code, 0, out_topics)
+    body: list[bytes | FileChunk] = [pieces[0]]
+    size = len(pieces[0])
+    for chunk, piece in zip(chunks, pieces[1:]):
+        body.append(chunk)
+        body.append(piece)
+        size += chunk.length + len(piece)
+    return RawResponse(body, size)

@@ -1,0 +1,103 @@
+"""Metadata (key 3), versions 0-12.
+
+Behaviour: one broker (this node, at its advertised listener) leads every partition;
+replicas and ISR are [node]. A request for topics that do not exist auto-creates them
+(num.partitions) when the request allows it (v4+: allow_auto_topic_creation; always
+allowed below v4, as in Kafka) and auto.create.topics.enable is true; creation is
+synchronous across workers, so the answer already lists the new partitions. Names that
+are not legal topic names answer INVALID_TOPIC_EXCEPTION; unknown topic ids (v10+)
+UNKNOWN_TOPIC_ID. Authorized operations are not computed (-2147483648, "not asked").
+
+Version notes: v1 controller_id, is_internal, null = all topics (v0: empty = all);
+v2 cluster_id; v4 allow_auto_topic_creation; v5 offline_replicas; v7 leader_epoch;
+v8 authorized operations; v9 flexible; v10 topic ids; v11 drops cluster authorized ops.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from broker.dispatch import api
+from broker.protocol import codec
+from broker.protocol.build import build
+from broker.protocol.errors import ErrorCode
+from coordination.local_topics import TopicInfo, TopicRegistryError, validate_topic_name
+
+KEY = 3
+NO_OPERATIONS = -(2**31)
+ZERO_UUID = uuid.UUID(int=0)
+
+
+def _topic_entry(node_id: int, info: TopicInfo) -> dict[str, Any]:
+    return {
+        "error_code": 0, "name": info.name, "topic_id": info.topic_id, "is_internal": False,
+        "topic_authorized_operations": NO_OPERATIONS,
+        "partitions": [
+            {"error_code": 0, "partition_index": p, "leader_id": node_id, "leader_epoch": 0,
+             "replica_nodes": (node_id,), "isr_nodes": (node_id,), "offline_replicas": ()}
+            for p in range(info.partitions)
+        ],
+    }
+
+
+def _error_entry(code: int, name: str | None, topic_id: uuid.UUID | None = None) -> dict[str, Any]:
+    return {"error_code": code, "name": name, "topic_id": topic_id or ZERO_UUID, "is_internal": False,
+            "partitions": (), "topic_authorized_operations": NO_OPERATIONS}
+
+
+async def _auto_create(ctx: Any, name: str) -> dict[str, Any]:
+    node = ctx.node
+    try:
+        info = node.registry.create(name, int(node.config["num.partitions"]), {})
+    except TopicRegistryError as exc:
+        if exc.code != ErrorCode.topic_already_exists:
+            return _error_entry(exc.code, name)
+        node.registry.refresh()
+        existing = node.topic(name)
+        return _topic_entry(node.node_id, existing) if existing else _error_entry(ErrorCode.leader_not_available, name)
+    await node.registry_changed()
+    return _topic_entry(node.node_id, info)
+
+
+@api(KEY, "Metadata", 0, 12)
+async def handle_metadata(ctx: Any, request: Any) -> Any:
+    node = ctx.node
+    version = ctx.api_version
+    node.registry.refresh()
+    requested = request.topics
+    if requested is not None and version == 0 and len(requested) == 0:
+        requested = None  # v0: an empty list means every topic
+    allow_create = bool(getattr(request, "allow_auto_topic_creation", True)) and bool(node.config["auto.create.topics.enable"])
+    topics: list[dict[str, Any]] = []
+    if requested is None:
+        topics = [_topic_entry(node.node_id, info) for info in node.registry.all()]
+    else:
+        for wanted in requested:
+            name = wanted.name
+            topic_id = getattr(wanted, "topic_id", None)
+            if name is None and topic_id is not None and topic_id != ZERO_UUID:
+                info = node.registry.by_id(topic_id)
+                topics.append(_topic_entry(node.node_id, info) if info else _error_entry(ErrorCode.unknown_topic_id, None, topic_id))
+                continue
+            if name is None:
+                topics.append(_error_entry(ErrorCode.invalid_request, None))
+                continue
+            info = node.topic(name)
+            if info is not None:
+                topics.append(_topic_entry(node.node_id, info))
+            elif validate_topic_name(name) is not None:
+                topics.append(_error_entry(ErrorCode.invalid_topic_exception, name))
+            elif allow_create:
+                topics.append(await _auto_create(ctx, name))
+            else:
+                topics.append(_error_entry(ErrorCode.unknown_topic_or_partition, name))
+    host, port = node.config.advertised
+    return build(codec.response_class(KEY, version), {
+        "throttle_time": 0,
+        "brokers": [{"node_id": node.node_id, "host": host, "port": port, "rack": None}],
+        "cluster_id": node.cluster_id,
+        "controller_id": node.node_id,
+        "topics": topics,
+        "cluster_authorized_operations": NO_OPERATIONS,
+    })

@@ -1,0 +1,84 @@
+"""Produce (key 0), versions 3-10.
+
+Behaviour: the record set of each partition is appended as the client sent it (the
+owner parses batch headers, checks CRC-32C, rewrites base offsets; records are never
+re-encoded). Partitions owned by other workers are forwarded to their owner over IPC
+and the answers merged in request order. acks=all equals acks=1 (no replication yet:
+the leader is the whole ISR); acks=0 gets no response. Idempotent producers: a retried
+batch is acknowledged with its original offset, a gap answers
+OUT_OF_ORDER_SEQUENCE_NUMBER, a stale epoch INVALID_PRODUCER_EPOCH. Transactional
+produce is not supported yet (TRANSACTIONAL_ID_AUTHORIZATION_FAILED). zstd batches
+below v7 answer UNSUPPORTED_COMPRESSION_TYPE.
+
+Version notes: v3 adds transactional_id and requires magic v2; v5 log_start_offset;
+v7 allows zstd; v8 record_errors and error_message; v9 flexible; v10 current_leader
+and node_endpoints (tagged; sent only with NOT_LEADER errors, which we never give).
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from broker.dispatch import NO_RESPONSE, api
+from broker.forwarding import on_owners
+from broker.owner import AppendResult
+from broker.protocol import codec
+from broker.protocol.build import build
+from broker.protocol.errors import ErrorCode
+from storage.types import TopicPartition
+
+KEY = 0
+
+
+def _partition_answer(index: int, result: AppendResult) -> dict[str, Any]:
+    append_time = None
+    if result.log_append_time >= 0:
+        append_time = datetime.datetime.fromtimestamp(result.log_append_time / 1000, tz=datetime.timezone.utc)
+    return {"index": index, "error_code": result.error_code, "base_offset": result.base_offset,
+            "log_append_time": append_time, "log_start_offset": result.log_start_offset,
+            "record_errors": (), "error_message": result.error_message}
+
+
+def _answer(version: int, topics: list[tuple[str, list[tuple[int, AppendResult]]]]) -> Any:
+    return build(codec.response_class(KEY, version), {
+        "responses": [{"name": name, "partition_responses": [_partition_answer(i, r) for i, r in parts]}
+                      for name, parts in topics],
+        "throttle_time": 0,
+    })
+
+
+def _error_response(request: Any, version: int, code: int) -> Any:
+    return _answer(version, [(t.name, [(p.index, AppendResult(code)) for p in t.partition_data]) for t in request.topic_data])
+
+
+@api(KEY, "Produce", 3, 10, error_response=_error_response)
+async def handle_produce(ctx: Any, request: Any) -> Any:
+    node = ctx.node
+    version = ctx.api_version
+    node.stats["produce_requests"] += 1
+    acks = int(request.acks)
+    layout: list[tuple[str, list[tuple[int, AppendResult | int]]]] = []
+    items: list[tuple[TopicPartition, bytes, int]] = []
+    for topic in request.topic_data:
+        entries: list[tuple[int, AppendResult | int]] = []
+        known = node.topic(topic.name)
+        for partition in topic.partition_data:
+            if acks not in (0, 1, -1):
+                entries.append((partition.index, AppendResult(ErrorCode.invalid_required_acks)))
+            elif request.transactional_id is not None:
+                entries.append((partition.index, AppendResult(ErrorCode.transactional_id_authorization_failed,
+                                                              error_message="transactions are not supported yet")))
+            elif known is None or not 0 <= partition.index < known.partitions:
+                entries.append((partition.index, AppendResult(ErrorCode.unknown_topic_or_partition)))
+            elif not partition.records:
+                entries.append((partition.index, AppendResult(ErrorCode.corrupt_message, error_message="no records")))
+            else:
+                entries.append((partition.index, len(items)))
+                items.append((TopicPartition(topic.name, partition.index), bytes(partition.records), version))
+        layout.append((topic.name, entries))
+    results = await on_owners(node, "append", items, AppendResult) if items else []
+    if acks == 0:
+        return NO_RESPONSE
+    return _answer(version, [(name, [(index, results[r] if isinstance(r, int) else r) for index, r in entries])
+                             for name, entries in layout])

@@ -1,0 +1,236 @@
+"""Broker settings: each declared once (Kafka's name, type, default, doc).
+
+Sources, later wins: the declared defaults, a config file (Kafka's ``.properties`` format,
+or TOML when the name ends in ``.toml``), then ``--override key=value`` flags, exactly as
+``kafka-server-start.sh server.properties --override k=v`` does. Unknown keys are an
+error, never a silent no-op. Topic-level storage defaults (``log.segment.bytes``…) are
+declared here too, from storage.config's table, so one list covers everything.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping
+
+from storage.config import TOPIC_KEYS, LogConfig
+
+Parser = Callable[[str], Any]
+
+
+def _bool(value: str) -> bool:
+    text = str(value).strip().lower()
+    if text not in ("true", "false"):
+        raise ValueError(f"expected true or false, not {value!r}")
+    return text == "true"
+
+
+def _int(value: str) -> int:
+    return int(str(value).strip())
+
+
+def _str(value: str) -> str:
+    return str(value).strip()
+
+
+def _listeners(value: str) -> str:
+    for item in str(value).split(","):
+        parse_listener(item)
+    return str(value).strip()
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    name: str
+    parse: Parser
+    default: Any
+    doc: str
+
+
+def parse_listener(text: str) -> tuple[str, str, int]:
+    """``PLAINTEXT://host:port`` (or ``host:port``) -> (security protocol, host, port)."""
+    text = text.strip()
+    protocol, _, address = text.rpartition("://")
+    protocol = protocol or "PLAINTEXT"
+    if protocol != "PLAINTEXT":
+        raise ValueError(f"only PLAINTEXT listeners are supported, not {protocol!r}")
+    host, sep, port = address.rpartition(":")
+    if not sep:
+        raise ValueError(f"listener {text!r} has no port")
+    return protocol, host.strip("[]"), int(port)
+
+
+SETTINGS: list[Setting] = [
+    Setting("node.id", _int, 0, "This broker's id, as in meta.properties and Metadata answers."),
+    Setting("listeners", _listeners, "PLAINTEXT://127.0.0.1:9092", "Where clients connect (one PLAINTEXT listener)."),
+    Setting("advertised.listeners", _str, "", "What Metadata tells clients (defaults to listeners)."),
+    Setting("log.dirs", _str, "./data", "Comma-separated data directories."),
+    Setting("workers", _int, 0, "Worker processes; 0 means one per core."),
+    Setting("num.partitions", _int, 1, "Partitions of an auto-created topic."),
+    Setting("default.replication.factor", _int, 1, "Replication factor reported for topics (no replication yet)."),
+    Setting("auto.create.topics.enable", _bool, True, "Create unknown topics asked for in Metadata."),
+    Setting("delete.topic.enable", _bool, True, "Allow DeleteTopics."),
+    Setting("socket.request.max.bytes", _int, 100 * 1024 * 1024, "A bigger request frame closes the connection."),
+    Setting("socket.send.buffer.bytes", _int, 102400, "SO_SNDBUF of client sockets (-1: the OS default)."),
+    Setting("socket.receive.buffer.bytes", _int, 102400, "SO_RCVBUF of client sockets (-1: the OS default)."),
+    Setting("socket.listen.backlog.size", _int, 1024, "listen() backlog of each worker's socket."),
+    Setting("queued.max.requests", _int, 500, "Unanswered requests per connection before reading pauses."),
+    Setting("connections.max.idle.ms", _int, 600_000, "Idle connections are closed after this."),
+    Setting("cluster.id", _str, "", "Cluster id; empty: taken from meta.properties or generated."),
+    Setting("log.retention.check.interval.ms", _int, 300_000, "How often retention runs."),
+    Setting("log.flush.scheduler.interval.ms", _int, (1 << 63) - 1, "How often flush.ms deadlines are checked."),
+    Setting("log.flush.offset.checkpoint.interval.ms", _int, 60_000, "How often recovery points are checkpointed."),
+    Setting("log.flush.start.offset.checkpoint.interval.ms", _int, 60_000, "How often log start offsets are checkpointed."),
+    Setting("log.cleaner.enable", _bool, True, "Run the compaction cleaner for compacted topics."),
+    Setting("log.cleaner.backoff.ms", _int, 15_000, "Sleep between cleaner passes."),
+    Setting("graceful.shutdown.timeout.ms", _int, 30_000, "SIGTERM: how long workers may finish in-flight work."),
+    Setting("worker.heartbeat.timeout.ms", _int, 30_000, "A worker whose loop is silent this long is killed and replaced."),
+    Setting("worker.restart.max", _int, 5, "Worker deaths within worker.restart.window.ms that stop the broker."),
+    Setting("worker.restart.window.ms", _int, 60_000, "The window of worker.restart.max."),
+    Setting("producer.id.block.size", _int, 1000, "Producer ids reserved on disk at a time."),
+    Setting("log.level", _str, "INFO", "Python logging level."),
+    Setting("run.dir", _str, "", "Where worker IPC sockets, heartbeats and stats live; empty: a private dir under /tmp."),
+]
+
+# The storage defaults, under their broker-level names, typed by storage.config.
+for _topic_key, (_field, _broker_key, _parse) in TOPIC_KEYS.items():
+    SETTINGS.append(Setting(_broker_key, _parse, getattr(LogConfig(), _field),
+                            f"Default for the topic setting {_topic_key}."))
+
+BY_NAME: dict[str, Setting] = {}
+for _setting in SETTINGS:
+    if _setting.name in BY_NAME:
+        raise RuntimeError(f"setting {_setting.name} declared twice")
+    BY_NAME[_setting.name] = _setting
+
+
+class ConfigError(ValueError):
+    pass
+
+
+class BrokerConfig:
+    """Resolved settings. ``config["log.dirs"]`` gives the typed value."""
+
+    def __init__(self, values: Mapping[str, Any]) -> None:
+        self._values = dict(values)
+
+    def __getitem__(self, name: str) -> Any:
+        return self._values[name]
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self._values)
+
+    @property
+    def node_id(self) -> int:
+        return int(self._values["node.id"])
+
+    @property
+    def log_dirs(self) -> list[str]:
+        return [os.path.abspath(d.strip()) for d in self._values["log.dirs"].split(",") if d.strip()]
+
+    @property
+    def listener(self) -> tuple[str, int]:
+        _protocol, host, port = parse_listener(self._values["listeners"].split(",")[0])
+        return host, port
+
+    @property
+    def advertised(self) -> tuple[str, int]:
+        text = self._values["advertised.listeners"] or self._values["listeners"]
+        _protocol, host, port = parse_listener(text.split(",")[0])
+        if host in ("", "0.0.0.0", "::"):
+            host = "127.0.0.1"
+        return host, port
+
+    @property
+    def workers(self) -> int:
+        count = int(self._values["workers"])
+        return count if count > 0 else (os.cpu_count() or 1)
+
+    def storage_settings(self) -> dict[str, Any]:
+        """The broker-level keys storage.config and storage.manager understand."""
+        keys = {broker_key for _f, broker_key, _p in TOPIC_KEYS.values()}
+        out = {k: v for k, v in self._values.items() if k in keys}
+        for name in ("node.id", "log.retention.check.interval.ms", "log.flush.scheduler.interval.ms",
+                     "log.flush.offset.checkpoint.interval.ms", "log.flush.start.offset.checkpoint.interval.ms",
+                     "log.cleaner.backoff.ms"):
+            out[name] = self._values[name]
+        out["log.dirs"] = self.log_dirs
+        out["log.cleaner.enable"] = "true" if self._values["log.cleaner.enable"] else "false"
+        return out
+
+
+def read_properties(text: str) -> dict[str, str]:
+    """Java .properties, the subset Kafka's server.properties uses: key=value or key: value,
+    # and ! comments, trailing-backslash continuation."""
+    out: dict[str, str] = {}
+    pending = ""
+    for raw in text.splitlines():
+        line = pending + raw.strip()
+        pending = ""
+        if not line or line[0] in "#!":
+            continue
+        if line.endswith("\\"):
+            pending = line[:-1]
+            continue
+        for sep_index, char in enumerate(line):
+            if char in "=:":
+                out[line[:sep_index].strip()] = line[sep_index + 1:].strip()
+                break
+        else:
+            out[line] = ""
+    return out
+
+
+def read_config_file(path: str) -> dict[str, str]:
+    with open(path, "rb") as handle:
+        data = handle.read()
+    if path.endswith(".toml"):
+        return {k: _toml_value(v) for k, v in _flatten(tomllib.loads(data.decode())).items()}
+    return read_properties(data.decode())
+
+
+def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in table.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(_flatten(value, name + "."))
+        else:
+            out[name] = value
+    return out
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def parse_overrides(items: Iterable[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(f"--override needs key=value, not {item!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def load_config(path: str | None = None, overrides: Mapping[str, str] | None = None) -> BrokerConfig:
+    raw: dict[str, str] = {}
+    if path:
+        raw.update(read_config_file(path))
+    raw.update(overrides or {})
+    values = {s.name: s.default for s in SETTINGS}
+    for key, text in raw.items():
+        setting = BY_NAME.get(key)
+        if setting is None:
+            raise ConfigError(f"unknown setting {key!r}")
+        try:
+            values[key] = setting.parse(text)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"bad value for {key}: {exc}") from None
+    return BrokerConfig(values)

@@ -1,0 +1,336 @@
+"""One client connection: a raw non-blocking socket driven by add_reader/add_writer.
+
+Why not an asyncio transport: Fetch sends file ranges with os.sendfile on the socket fd,
+and must wait for writability when the socket buffer is full; a transport's fd refuses
+add_writer (DESIGN.md, measured facts). So the connection owns its socket and does both
+small writes (sendmsg of queued buffers) and sendfile itself.
+
+Ordering (P5): each request takes the next sequence number when its frame is read;
+handlers may finish out of order (forwarded or long-polling ones), but their responses
+are queued for the socket strictly in sequence. acks=0 Produce takes a slot and writes
+nothing.
+
+Backpressure: reading pauses while ``queued.max.requests`` requests are unanswered or
+more than OUTPUT_HIGH_WATER bytes wait to be sent, and resumes below half of that.
+
+A protocol violation (bad size, unknown API, unparseable body, unsupported version of
+anything but ApiVersions) closes this connection only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+from collections import deque
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from broker import dispatch
+from broker.protocol import codec, framing
+from broker.protocol.errors import ErrorCode, ProtocolViolation, code_for_exception
+
+if TYPE_CHECKING:
+    from broker.node import WorkerNode
+
+log = logging.getLogger(__name__)
+
+RECV_SIZE = 256 * 1024
+OUTPUT_HIGH_WATER = 16 * 1024 * 1024
+MAX_IOV = 64
+
+
+@dataclass(slots=True)
+class FileChunk:
+    """A range of a file to send with os.sendfile; ``fd`` is ours to close when done."""
+
+    fd: int
+    position: int
+    length: int
+
+
+class RawResponse:
+    """A response built by hand: buffers and file ranges, already framed except for the
+    response header (Fetch's zero-copy path)."""
+
+    __slots__ = ("chunks", "size")
+
+    def __init__(self, chunks: list[bytes | FileChunk], size: int) -> None:
+        self.chunks = chunks
+        self.size = size
+
+    def release(self) -> None:
+        for chunk in self.chunks:
+            if isinstance(chunk, FileChunk):
+                os.close(chunk.fd)
+
+
+@dataclass(slots=True)
+class RequestContext:
+    node: "WorkerNode"
+    connection: "Connection"
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+
+
+class Connection:
+    def __init__(self, sock: socket.socket, node: "WorkerNode", connections: set["Connection"]) -> None:
+        self.sock = sock
+        self.fd = sock.fileno()
+        self.node = node
+        self.loop = asyncio.get_running_loop()
+        self.peer = _peer_name(sock)
+        self._connections = connections
+        self._inbuf = bytearray()
+        self._next_seq = 0
+        self._next_to_send = 0
+        self._finished: dict[int, list[bytes | FileChunk] | None] = {}
+        self._out: deque[bytes | FileChunk | memoryview] = deque()
+        self._out_bytes = 0
+        self._reading = False
+        self._writing = False
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self.closed = False
+        self._max_request = int(node.config["socket.request.max.bytes"])
+        self._max_queued = int(node.config["queued.max.requests"])
+        connections.add(self)
+        self._resume_reading()
+
+    # ------------------------------------------------------------------ state
+    @property
+    def idle(self) -> bool:
+        """No request in flight and nothing left to send (graceful shutdown waits for this)."""
+        return self._next_to_send == self._next_seq and not self._out
+
+    def _pause_reading(self) -> None:
+        if self._reading:
+            self.loop.remove_reader(self.fd)
+            self._reading = False
+
+    def _resume_reading(self) -> None:
+        if not self._reading and not self.closed:
+            self.loop.add_reader(self.fd, self._on_readable)
+            self._reading = True
+
+    def _over_limits(self) -> bool:
+        return self._next_seq - self._next_to_send >= self._max_queued or self._out_bytes > OUTPUT_HIGH_WATER
+
+    def _under_low_water(self) -> bool:
+        return self._next_seq - self._next_to_send < self._max_queued // 2 and self._out_bytes <= OUTPUT_HIGH_WATER // 2
+
+    # ------------------------------------------------------------------ reading
+    def _on_readable(self) -> None:
+        try:
+            data = self.sock.recv(RECV_SIZE)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            self.close()
+            return
+        if not data:
+            self.close()
+            return
+        self._inbuf += data
+        try:
+            self._read_frames()
+        except ProtocolViolation as exc:
+            log.info("closing %s: %s", self.peer, exc)
+            self.close()
+
+    def _read_frames(self) -> None:
+        buf = self._inbuf
+        position = 0
+        available = len(buf)
+        while available - position >= 4:
+            size = int.from_bytes(buf[position:position + 4], "big", signed=True)
+            if size < 0 or size > self._max_request:
+                raise ProtocolViolation(f"frame of {size} bytes (socket.request.max.bytes is {self._max_request})")
+            if available - position - 4 < size:
+                break
+            frame = bytes(buf[position + 4:position + 4 + size])
+            position += 4 + size
+            self._handle_frame(frame)
+            if self.closed:
+                return
+            if self._over_limits():
+                self._pause_reading()
+                break
+        if position:
+            del buf[:position]
+
+    def _handle_frame(self, frame: bytes) -> None:
+        api_key, api_version, _correlation_id = framing.peek_api(frame)
+        spec = dispatch.REGISTRY.get(api_key)
+        if spec is None:
+            raise ProtocolViolation(f"unknown api key {api_key}")
+        header = framing.parse_request_header(frame, codec.is_flexible(api_key, api_version))
+        seq = self._next_seq
+        self._next_seq += 1
+        self.node.stats["requests"] += 1
+        ctx = RequestContext(self.node, self, api_key, api_version, header.correlation_id, header.client_id)
+        if not spec.min_version <= api_version <= spec.max_version:
+            if api_key == framing.API_VERSIONS_KEY:
+                from broker.apis.api_versions import unsupported_version_response
+
+                self._finish(seq, ctx, unsupported_version_response())
+                return
+            raise ProtocolViolation(f"{spec.name} v{api_version} is not supported")
+        request = codec.decode_request(api_key, api_version, frame, header.body_offset)
+        try:
+            result = spec.handle(ctx, request)
+        except Exception as exc:
+            self._finish(seq, ctx, self._error_answer(spec, request, api_version, exc))
+            return
+        if spec.is_async:
+            task = self.loop.create_task(result)
+            self._tasks.add(task)
+            task.add_done_callback(lambda t, seq=seq, ctx=ctx, request=request: self._task_done(t, seq, ctx, spec, request))
+        else:
+            self._finish(seq, ctx, result)
+
+    def _task_done(self, task: asyncio.Task[Any], seq: int, ctx: RequestContext, spec: dispatch.HandlerSpec,
+                   request: Any) -> None:
+        self._tasks.discard(task)
+        if self.closed:
+            if not task.cancelled() and task.exception() is None and isinstance(task.result(), RawResponse):
+                task.result().release()
+            return
+        if task.cancelled():
+            self.close()
+            return
+        exc = task.exception()
+        if exc is not None:
+            self._finish(seq, ctx, self._error_answer(spec, request, ctx.api_version, exc))
+        else:
+            self._finish(seq, ctx, task.result())
+
+    def _error_answer(self, spec: dispatch.HandlerSpec, request: Any, version: int, exc: BaseException) -> Any:
+        code = code_for_exception(exc)
+        if spec.error_response is None:
+            log.error("closing %s: %s v%d failed", self.peer, spec.name, version, exc_info=exc)
+            return _CLOSE
+        return spec.error_response(request, version, int(code))
+
+    # ------------------------------------------------------------------ responses, in order
+    def _finish(self, seq: int, ctx: RequestContext, result: Any) -> None:
+        if result is _CLOSE:
+            self.close()
+            return
+        self._finished[seq] = self._frame(ctx, result)
+        while self._next_to_send in self._finished:
+            chunks = self._finished.pop(self._next_to_send)
+            self._next_to_send += 1
+            if chunks is not None:
+                for chunk in chunks:
+                    self._out.append(chunk)
+                    self._out_bytes += chunk.length if isinstance(chunk, FileChunk) else len(chunk)
+        self._flush()
+        if not self._reading and not self.closed and self._under_low_water():
+            self._resume_reading()
+            if self._inbuf:
+                try:
+                    self._read_frames()
+                except ProtocolViolation as exc:
+                    log.info("closing %s: %s", self.peer, exc)
+                    self.close()
+
+    def _frame(self, ctx: RequestContext, result: Any) -> list[bytes | FileChunk] | None:
+        if result is dispatch.NO_RESPONSE:
+            return None
+        # ApiVersions answers with header v0 always; others use v1 when the API version is flexible.
+        flexible_header = ctx.api_key != framing.API_VERSIONS_KEY and codec.is_flexible(ctx.api_key, ctx.api_version)
+        if isinstance(result, RawResponse):
+            return [framing.response_prefix(ctx.correlation_id, result.size, flexible_header), *result.chunks]
+        if isinstance(result, (bytes, bytearray)):
+            body = bytes(result)
+        else:
+            body = codec.encode_body(result)
+        return [framing.response_prefix(ctx.correlation_id, len(body), flexible_header) + body]
+
+    # ------------------------------------------------------------------ writing
+    def _flush(self) -> None:
+        out = self._out
+        try:
+            while out:
+                head = out[0]
+                if isinstance(head, FileChunk):
+                    sent = os.sendfile(self.fd, head.fd, head.position, head.length)
+                    if sent == 0:
+                        raise ConnectionError("file ended before the promised length")
+                    head.position += sent
+                    head.length -= sent
+                    self._out_bytes -= sent
+                    if head.length == 0:
+                        out.popleft()
+                        os.close(head.fd)
+                    continue
+                buffers = []
+                for item in out:
+                    if isinstance(item, FileChunk) or len(buffers) == MAX_IOV:
+                        break
+                    buffers.append(item)
+                sent = self.sock.sendmsg(buffers)
+                self._out_bytes -= sent
+                while sent:
+                    first = out[0]
+                    assert not isinstance(first, FileChunk)
+                    if sent >= len(first):
+                        sent -= len(first)
+                        out.popleft()
+                    else:
+                        out[0] = memoryview(first)[sent:]
+                        sent = 0
+        except (BlockingIOError, InterruptedError):
+            if not self._writing:
+                self.loop.add_writer(self.fd, self._flush)
+                self._writing = True
+            return
+        except OSError as exc:
+            log.info("closing %s: %s", self.peer, exc)
+            self.close()
+            return
+        if self._writing:
+            self.loop.remove_writer(self.fd)
+            self._writing = False
+        if not self._reading and not self.closed and self._under_low_water():
+            self._resume_reading()
+
+    # ------------------------------------------------------------------ closing
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        if self._reading:
+            self.loop.remove_reader(self.fd)
+        if self._writing:
+            self.loop.remove_writer(self.fd)
+        for chunk in self._out:
+            if isinstance(chunk, FileChunk):
+                os.close(chunk.fd)
+        for chunks in self._finished.values():
+            for chunk in chunks or ():
+                if isinstance(chunk, FileChunk):
+                    os.close(chunk.fd)
+        self._out.clear()
+        self._finished.clear()
+        for task in self._tasks:
+            task.cancel()
+        self.sock.close()
+        self._connections.discard(self)
+
+
+_CLOSE = object()
+
+
+def _peer_name(sock: socket.socket) -> str:
+    try:
+        host, port = sock.getpeername()[:2]
+        return f"{host}:{port}"
+    except OSError:
+        return "?"
+
+
+__all__ = ["Connection", "FileChunk", "RawResponse", "RequestContext", "ErrorCode"]

@@ -1,0 +1,75 @@
+"""The API registry: the one truth about which APIs and versions Castle speaks (P1).
+
+Each module in broker/apis registers its handler with ``@api(key, min, max)``. The
+connection looks handlers up here, and ApiVersions is built from this table, so what is
+advertised is what is implemented. Registering a key twice fails at import.
+
+A handler is ``fn(ctx, request) -> response``; it may be a coroutine function when it has
+to wait (forwarding to another worker, long-poll). It returns a kio response entity, a
+``RawResponse`` (bytes and file ranges, for Fetch), or ``NO_RESPONSE`` (acks=0 Produce).
+``error_response(request, version, code)`` builds the "everything failed with X" answer
+used when a handler raises something unexpected (P4).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from broker.protocol.codec import request_class
+
+
+@dataclass(frozen=True, slots=True)
+class HandlerSpec:
+    api_key: int
+    name: str
+    min_version: int
+    max_version: int
+    handle: Callable[..., Any]
+    is_async: bool
+    error_response: Callable[[Any, int, int], Any] | None
+
+
+REGISTRY: dict[int, HandlerSpec] = {}
+
+
+class _NoResponse:
+    def __repr__(self) -> str:
+        return "NO_RESPONSE"
+
+
+NO_RESPONSE = _NoResponse()
+
+
+def api(api_key: int, name: str, min_version: int, max_version: int,
+        error_response: Callable[[Any, int, int], Any] | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register ``fn`` as the handler of ``api_key`` for versions min..max (inclusive)."""
+    import inspect
+
+    def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+        if api_key in REGISTRY:
+            raise RuntimeError(f"api key {api_key} registered twice ({REGISTRY[api_key].name}, {name})")
+        for version in range(min_version, max_version + 1):
+            if request_class(api_key, version) is None:
+                raise RuntimeError(f"{name} v{version}: no such version in Kafka's schemas")
+        REGISTRY[api_key] = HandlerSpec(api_key, name, min_version, max_version, fn,
+                                        inspect.iscoroutinefunction(fn), error_response)
+        return fn
+
+    return register
+
+
+def supported_ranges() -> list[tuple[int, int, int]]:
+    """(api_key, min, max) for ApiVersions, ordered by key."""
+    return [(s.api_key, s.min_version, s.max_version) for s in sorted(REGISTRY.values(), key=lambda s: s.api_key)]
+
+
+def load_all() -> None:
+    """Import every API module so that each registers itself."""
+    import importlib
+    import pkgutil
+
+    import broker.apis
+
+    for module in pkgutil.iter_modules(broker.apis.__path__):
+        importlib.import_module(f"broker.apis.{module.name}")

@@ -1,0 +1,231 @@
+"""Local IPC between the workers of one broker: calls and notes over Unix sockets.
+
+The supervisor creates one listening Unix socket per worker slot (in a private runtime
+dir) before forking, and keeps it across restarts of that worker, so peers always know
+where to connect. Each worker accepts on its own socket and connects lazily to the
+others. A message on the wire::
+
+    size     uint32        bytes that follow
+    payload  pickle (protocol 5) of a tuple:
+               ("call", id, op, args)   ask the peer to run ops[op](*args)
+               ("ret",  id, result)     the answer
+               ("err",  id, code, msg)  the op failed with a Kafka error code
+               ("note", op, args)       one-way (appends for long-poll, registry changes)
+
+pickle is safe here: both ends are our own processes, and the socket dir is 0700.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import os
+import pickle
+import socket
+import struct
+from typing import Any, Awaitable, Callable
+
+from broker.protocol.errors import ErrorCode, KafkaError, code_for_exception
+
+log = logging.getLogger(__name__)
+
+SIZE = struct.Struct(">I")
+assert SIZE.size == 4
+
+Op = Callable[..., Any]
+
+
+def socket_path(runtime_dir: str, index: int) -> str:
+    return os.path.join(runtime_dir, f"worker-{index}.sock")
+
+
+def make_listener(runtime_dir: str, index: int) -> socket.socket:
+    """Bind and listen (done by the supervisor; the socket outlives worker restarts)."""
+    path = socket_path(runtime_dir, index)
+    if os.path.exists(path):
+        os.unlink(path)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind(path)
+    sock.listen(64)
+    sock.set_inheritable(True)
+    return sock
+
+
+def _pack(message: tuple[Any, ...]) -> bytes:
+    payload = pickle.dumps(message, protocol=5)
+    return SIZE.pack(len(payload)) + payload
+
+
+async def _read_message(reader: asyncio.StreamReader) -> tuple[Any, ...]:
+    (size,) = SIZE.unpack(await reader.readexactly(4))
+    data: tuple[Any, ...] = pickle.loads(await reader.readexactly(size))
+    return data
+
+
+class IpcServer:
+    """Runs the ops peers ask for. Ops may be plain functions or coroutine functions."""
+
+    def __init__(self, listener: socket.socket, ops: dict[str, Op], notes: dict[str, Op]) -> None:
+        self._listener = listener
+        self._ops = ops
+        self._notes = notes
+        self._server: asyncio.AbstractServer | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    async def start(self) -> None:
+        self._listener.setblocking(False)
+        self._server = await asyncio.start_unix_server(self._serve, sock=self._listener)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                message = await _read_message(reader)
+                if message[0] == "note":
+                    self._run_note(message[1], message[2])
+                    continue
+                _kind, call_id, op, args = message
+                task = asyncio.ensure_future(self._answer(writer, call_id, op, args))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    def _run_note(self, op: str, args: tuple[Any, ...]) -> None:
+        try:
+            result = self._notes[op](*args)
+            if asyncio.iscoroutine(result):
+                task = asyncio.ensure_future(result)
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+        except Exception:
+            log.exception("note %s failed", op)
+
+    async def _answer(self, writer: asyncio.StreamWriter, call_id: int, op: str, args: tuple[Any, ...]) -> None:
+        try:
+            result = self._ops[op](*args)
+            if asyncio.iscoroutine(result):
+                result = await result
+            reply: tuple[Any, ...] = ("ret", call_id, result)
+        except Exception as exc:
+            reply = ("err", call_id, int(code_for_exception(exc)), str(exc))
+        if not writer.is_closing():
+            writer.write(_pack(reply))
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+
+
+class PeerUnavailable(KafkaError):
+    def __init__(self, index: int, why: str) -> None:
+        # Retriable for clients: the partition's owner is restarting.
+        super().__init__(ErrorCode.not_leader_or_follower, f"worker {index} is unavailable: {why}")
+
+
+class PeerLink:
+    """Our connection to one peer worker, for calls and notes."""
+
+    def __init__(self, index: int, path: str) -> None:
+        self.index = index
+        self._path = path
+        self._writer: asyncio.StreamWriter | None = None
+        self._reader_task: asyncio.Task[None] | None = None
+        self._pending: dict[int, asyncio.Future[Any]] = {}
+        self._ids = itertools.count(1)
+        self._connecting: asyncio.Lock | None = None
+
+    async def _connection(self) -> asyncio.StreamWriter:
+        if self._writer is not None and not self._writer.is_closing():
+            return self._writer
+        if self._connecting is None:
+            self._connecting = asyncio.Lock()
+        async with self._connecting:
+            if self._writer is not None and not self._writer.is_closing():
+                return self._writer
+            try:
+                reader, writer = await asyncio.wait_for(asyncio.open_unix_connection(self._path), 5)
+            except (OSError, asyncio.TimeoutError) as exc:
+                raise PeerUnavailable(self.index, repr(exc)) from None
+            self._writer = writer
+            self._reader_task = asyncio.ensure_future(self._read_replies(reader, writer))
+            return writer
+
+    async def _read_replies(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                message = await _read_message(reader)
+                future = self._pending.pop(message[1], None)
+                if future is None or future.done():
+                    continue
+                if message[0] == "ret":
+                    future.set_result(message[2])
+                else:
+                    future.set_exception(KafkaError(ErrorCode(message[2]), message[3]))
+        except (asyncio.IncompleteReadError, ConnectionError, OSError):
+            pass
+        finally:
+            writer.close()
+            if self._writer is writer:
+                self._writer = None
+            pending, self._pending = self._pending, {}
+            for future in pending.values():
+                if not future.done():
+                    future.set_exception(PeerUnavailable(self.index, "connection lost"))
+
+    async def call(self, op: str, *args: Any, timeout: float = 30.0) -> Any:
+        writer = await self._connection()
+        call_id = next(self._ids)
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending[call_id] = future
+        writer.write(_pack(("call", call_id, op, args)))
+        try:
+            return await asyncio.wait_for(future, timeout)
+        except asyncio.TimeoutError:
+            self._pending.pop(call_id, None)
+            raise KafkaError(ErrorCode.request_timed_out, f"worker {self.index} did not answer {op}") from None
+
+    async def note(self, op: str, *args: Any) -> None:
+        try:
+            writer = await self._connection()
+        except PeerUnavailable:
+            return  # a note to a restarting peer is moot: it re-reads state on start
+        writer.write(_pack(("note", op, args)))
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+        if self._reader_task is not None:
+            self._reader_task.cancel()
+
+
+class Peers:
+    """Links to every other worker of this broker."""
+
+    def __init__(self, runtime_dir: str, me: int, count: int) -> None:
+        self.me = me
+        self.links = {i: PeerLink(i, socket_path(runtime_dir, i)) for i in range(count) if i != me}
+
+    def call(self, index: int, op: str, *args: Any, timeout: float = 30.0) -> Awaitable[Any]:
+        return self.links[index].call(op, *args, timeout=timeout)
+
+    async def broadcast_call(self, op: str, *args: Any, timeout: float = 30.0) -> dict[int, Any]:
+        """Call ``op`` on every peer; a peer that fails gives its exception as its result."""
+        indexes = list(self.links)
+        results = await asyncio.gather(*(self.links[i].call(op, *args, timeout=timeout) for i in indexes),
+                                       return_exceptions=True)
+        return dict(zip(indexes, results))
+
+    def note(self, index: int, op: str, *args: Any) -> None:
+        task = asyncio.ensure_future(self.links[index].note(op, *args))
+        _background.add(task)
+        task.add_done_callback(_background.discard)
+
+    def close(self) -> None:
+        for link in self.links.values():
+            link.close()
+
+
+_background: set[asyncio.Task[Any]] = set()

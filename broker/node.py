@@ -1,0 +1,144 @@
+"""WorkerNode: the state one worker process serves from, and its peers and stats.
+
+Partition ownership is a pure function of (topic, partition, worker count):
+``(crc32(topic) + partition) % workers``, so every worker computes the same owner
+without talking to the others, and a restart with another worker count simply hands
+partitions to new owners (the logs are in the same dirs; only the writer changes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+import zlib
+from typing import Any
+
+import orjson
+
+from broker.config import BrokerConfig
+from broker.ipc import Peers
+from broker.owner import Owner
+from broker.purgatory import FetchPurgatory
+from broker.segment_files import SegmentFiles
+from coordination.local_topics import LocalTopicRegistry, TopicInfo
+from storage.config import LogConfig
+from storage.manager import LogManager, ManagerConfig
+from storage.types import TopicPartition
+
+log = logging.getLogger(__name__)
+
+
+def owner_index(tp: TopicPartition, workers: int) -> int:
+    return (zlib.crc32(tp.topic.encode()) + tp.partition) % workers
+
+
+class WorkerNode:
+    def __init__(self, config: BrokerConfig, index: int, count: int, run_dir: str, cluster_id: str,
+                 clean_shutdown: bool) -> None:
+        self.config = config
+        self.index = index
+        self.count = count
+        self.run_dir = run_dir
+        self.cluster_id = cluster_id
+        self.node_id = config.node_id
+        self.registry = LocalTopicRegistry(config.log_dirs[0])
+        self.registry.refresh()
+        settings = config.storage_settings()
+        self.logs = LogManager(ManagerConfig.from_broker_config(settings), LogConfig.from_broker_config(settings),
+                               {t.name: t.configs for t in self.registry.all()},
+                               owns=self.owns, clean_shutdown=clean_shutdown)
+        self.owner = Owner(self)
+        self.peers = Peers(run_dir, index, count)
+        self.purgatory = FetchPurgatory()
+        self.segment_files = SegmentFiles()
+        self._producer_ids = iter(())
+        self.stats: dict[str, int] = {"connections": 0, "requests": 0, "produce_requests": 0,
+                                      "fetch_requests": 0, "records_appended": 0}
+        self.started = time.time()
+
+    def open(self) -> None:
+        self.logs.open()
+        self.owner.sync_with_registry()
+        self.logs.start_flusher()
+
+    # ------------------------------------------------------------------ ownership
+    def owner_of(self, tp: TopicPartition) -> int:
+        return owner_index(tp, self.count)
+
+    def owns(self, tp: TopicPartition) -> bool:
+        return owner_index(tp, self.count) == self.index
+
+    def topic(self, name: str) -> TopicInfo | None:
+        info = self.registry.get(name)
+        if info is None and self.registry.refresh():
+            info = self.registry.get(name)
+        return info
+
+    # ------------------------------------------------------------------ long-poll wakeups
+    def appended(self, tp: TopicPartition) -> None:
+        """Called by the owner after each append: wake local and remote long-polls."""
+        self.purgatory.wake(tp)
+        watchers = self.owner.remote_watchers.pop(tp, None)
+        if watchers:
+            for worker in watchers:
+                self.peers.note(worker, "appended", tp)
+
+    # ------------------------------------------------------------------ topics
+    async def registry_changed(self) -> None:
+        """After this worker changed the registry: every worker syncs before we answer."""
+        self.owner.sync_with_registry()
+        await self.peers.broadcast_call("sync_registry", timeout=30)
+
+    def next_producer_id(self) -> int:
+        for producer_id in self._producer_ids:
+            return producer_id
+        block = int(self.config["producer.id.block.size"])
+        first = self.registry.allocate_producer_ids(block)
+        self._producer_ids = iter(range(first, first + block))
+        return next(self._producer_ids)
+
+    # ------------------------------------------------------------------ IPC tables
+    def ops(self) -> dict[str, Any]:
+        owner = self.owner
+        return {
+            "append": owner.append,
+            "read": owner.read,
+            "list_offsets": owner.list_offsets,
+            "delete_records": owner.delete_records,
+            "partition_state": owner.partition_state,
+            "sync_registry": owner.sync_with_registry,
+            "stats": lambda: dict(self.stats, worker=self.index, pid=os.getpid()),
+        }
+
+    def notes(self) -> dict[str, Any]:
+        return {"appended": self.purgatory.wake}
+
+    # ------------------------------------------------------------------ housekeeping
+    async def housekeeping(self, heartbeat_path: str) -> None:
+        """Periodic work on the loop thread (single writer): retention, checkpoints,
+        cleaner, registry changes made by other processes, heartbeat, stats file."""
+        stats_path = os.path.join(self.run_dir, f"worker-{self.index}.stats.json")
+        while True:
+            try:
+                if self.registry.refresh():
+                    self.owner.sync_with_registry()
+                self.logs.run_due_tasks(include_flush=False)
+                self.write_stats(stats_path)
+            except Exception:
+                log.exception("housekeeping failed")
+            os.utime(heartbeat_path)
+            await asyncio.sleep(0.5)
+
+    def write_stats(self, path: str) -> None:
+        data = orjson.dumps(dict(self.stats, worker=self.index, pid=os.getpid()))
+        tmp = f"{path}.tmp"
+        with open(tmp, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, path)
+
+    def close(self) -> None:
+        self.segment_files.close()
+        self.peers.close()
+        self.logs.close()

@@ -1,0 +1,72 @@
+"""Message bodies through kio (sans-I/O): bytes in, typed entities out, and back.
+
+kio's reader is native (a 16 KiB Produce request decodes in ~1.3 µs here), so requests
+are decoded by kio on every path. Responses are serialized by kio except where
+broker/protocol/fast.py writes the same bytes faster (tested for parity).
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+from typing import Any
+
+from kio.index import load_request_schema, load_response_schema
+from kio.serial import entity_reader, entity_writer
+
+from broker.protocol.errors import ProtocolViolation
+
+
+@functools.cache
+def request_class(api_key: int, version: int) -> Any | None:
+    """kio's request entity for (api_key, version), or None if Kafka defines no such version."""
+    try:
+        return load_request_schema(api_key, version)
+    except Exception:
+        return None
+
+
+@functools.cache
+def response_class(api_key: int, version: int) -> Any:
+    return load_response_schema(api_key, version)
+
+
+@functools.cache
+def _reader(cls: type) -> Any:
+    return entity_reader(cls)
+
+
+@functools.cache
+def _writer(cls: type) -> Any:
+    return entity_writer(cls)
+
+
+def is_flexible(api_key: int, version: int) -> bool:
+    cls = request_class(api_key, version)
+    if cls is None:
+        # An ApiVersions request newer than kio knows is flexible (v3+ are), and its
+        # header must still be parsed to answer UNSUPPORTED_VERSION.
+        return api_key == 18 and version >= 3
+    return bool(cls.__flexible__)
+
+
+def decode_request(api_key: int, version: int, frame: bytes | memoryview, offset: int) -> Any:
+    cls = request_class(api_key, version)
+    if cls is None:
+        raise ProtocolViolation(f"no schema for api {api_key} v{version}")
+    try:
+        entity, _size = _reader(cls)(frame, offset)
+    except Exception as exc:  # kio raises several types on malformed input
+        raise ProtocolViolation(f"cannot decode api {api_key} v{version}: {exc!r}") from None
+    return entity
+
+
+def encode_body(entity: Any) -> bytes:
+    buffer = io.BytesIO()
+    _writer(type(entity))(buffer, entity)
+    return buffer.getvalue()
+
+
+def encode_request(entity: Any) -> bytes:
+    """A request body (tests and the benchmark build raw requests with it)."""
+    return encode_body(entity)

@@ -1,0 +1,77 @@
+"""Long-poll waits: a fetch that has too few bytes parks here until an append to one of
+its partitions (in this worker, or noted by the owning worker over IPC) or its deadline.
+
+No polling: a watch is a future registered under each of its partitions *before* the
+fetch reads (so an append between the read and the wait is not missed); ``wake(tp)``
+resolves every watch of ``tp`` once, as Kafka's DelayedFetch is checked on each append.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Iterable
+
+from storage.types import TopicPartition
+
+
+class Watch:
+    def __init__(self, purgatory: "FetchPurgatory", tps: list[TopicPartition]) -> None:
+        self._purgatory = purgatory
+        self._tps = tps
+        self.future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    async def wait(self, timeout: float) -> bool:
+        """True if an append woke us, False when the timeout passed."""
+        if self.future.done():
+            return True
+        try:
+            await asyncio.wait_for(asyncio.shield(self.future), timeout)
+            return True
+        except asyncio.TimeoutError:
+            return False
+
+    def rearm(self) -> None:
+        """Wait again after a wakeup that did not bring enough bytes."""
+        self.cancel()
+        self.future = asyncio.get_running_loop().create_future()
+        self._purgatory._register(self)
+
+    def cancel(self) -> None:
+        self._purgatory._unregister(self)
+
+
+class FetchPurgatory:
+    def __init__(self) -> None:
+        self._watches: dict[TopicPartition, set[Watch]] = {}
+        self.closed = False
+
+    def watch(self, tps: Iterable[TopicPartition]) -> Watch:
+        w = Watch(self, list(tps))
+        self._register(w)
+        return w
+
+    def _register(self, w: Watch) -> None:
+        for tp in w._tps:
+            self._watches.setdefault(tp, set()).add(w)
+
+    def _unregister(self, w: Watch) -> None:
+        for tp in w._tps:
+            watches = self._watches.get(tp)
+            if watches is not None:
+                watches.discard(w)
+                if not watches:
+                    del self._watches[tp]
+
+    def wake(self, tp: TopicPartition) -> None:
+        for w in self._watches.get(tp, ()):
+            if not w.future.done():
+                w.future.set_result(None)
+
+    def wake_all(self) -> None:
+        """Shutdown: answer every parked fetch now."""
+        self.closed = True
+        for tp in list(self._watches):
+            self.wake(tp)
+
+    def __len__(self) -> int:
+        return len(self._watches)

@@ -1,0 +1,149 @@
+"""A worker process: its own uvloop loop, its own SO_REUSEPORT listener, its partitions.
+
+Start (after fork, nothing inherited but plain fds, P12):
+    1. name the process, create the uvloop loop, install signal handlers (flags only)
+    2. open the logs of the partitions it owns (recovery happens here)
+    3. serve IPC from the other workers, then bind the client port with SO_REUSEPORT
+    4. heartbeat from inside the loop (a wedged loop stops the heartbeat, P11)
+
+Graceful stop on SIGTERM/SIGINT:
+    1. stop accepting (close the listener; the kernel sends new connections to others)
+    2. answer parked long-polls now, and let in-flight requests finish
+       (bounded by graceful.shutdown.timeout.ms)
+    3. close connections, flush and close the logs, exit 0
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import socket
+import sys
+import time
+
+from broker import dispatch
+from broker.config import BrokerConfig
+from broker.connection import Connection
+from broker.ipc import IpcServer
+from broker.node import WorkerNode
+
+log = logging.getLogger(__name__)
+
+BOOT_ERROR = 3  # exit code: the worker cannot start; the supervisor stops the broker
+
+
+def run_worker(config: BrokerConfig, index: int, count: int, run_dir: str, cluster_id: str,
+               clean_shutdown: bool, ipc_listener: socket.socket, heartbeat_path: str) -> int:
+    from setproctitle import setproctitle
+
+    setproctitle(f"castle[{config.node_id}]: worker {index}")
+    import uvloop
+
+    loop = uvloop.new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        node = WorkerNode(config, index, count, run_dir, cluster_id, clean_shutdown)
+        node.open()
+    except Exception:
+        log.exception("worker %d cannot open its logs", index)
+        return BOOT_ERROR
+    server = WorkerServer(node, ipc_listener, heartbeat_path)
+    try:
+        return loop.run_until_complete(server.serve())
+    finally:
+        loop.close()
+
+
+class WorkerServer:
+    def __init__(self, node: WorkerNode, ipc_listener: socket.socket, heartbeat_path: str) -> None:
+        self.node = node
+        self.ipc = IpcServer(ipc_listener, node.ops(), node.notes())
+        self.heartbeat_path = heartbeat_path
+        self.connections: set[Connection] = set()
+        self.listener: socket.socket | None = None
+        self.stopping = asyncio.Event()
+        self.parent = os.getppid()
+
+    async def serve(self) -> int:
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, self.stopping.set)
+        dispatch.load_all()
+        await self.ipc.start()
+        try:
+            self.listener = self._bind()
+        except OSError as exc:
+            log.error("worker %d cannot listen on %s: %s", self.node.index, self.node.config.listener, exc)
+            return BOOT_ERROR
+        loop.add_reader(self.listener.fileno(), self._accept)
+        housekeeping = loop.create_task(self.node.housekeeping(self.heartbeat_path))
+        orphan_watch = loop.create_task(self._exit_if_orphaned())
+        log.info("worker %d (pid %d) serving %s", self.node.index, os.getpid(), self.node.config.listener)
+        await self.stopping.wait()
+        await self._stop()
+        housekeeping.cancel()
+        orphan_watch.cancel()
+        return 0
+
+    def _bind(self) -> socket.socket:
+        host, port = self.node.config.listener
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.bind((host, port))
+        sock.listen(int(self.node.config["socket.listen.backlog.size"]))
+        sock.setblocking(False)
+        return sock
+
+    def _accept(self) -> None:
+        assert self.listener is not None
+        config = self.node.config
+        for _ in range(64):
+            try:
+                client, _address = self.listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:
+                log.warning("accept failed: %s", exc)
+                return
+            client.setblocking(False)
+            client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            for option, key in ((socket.SO_SNDBUF, "socket.send.buffer.bytes"), (socket.SO_RCVBUF, "socket.receive.buffer.bytes")):
+                size = int(config[key])
+                if size > 0:
+                    client.setsockopt(socket.SOL_SOCKET, option, size)
+            self.node.stats["connections"] += 1
+            Connection(client, self.node, self.connections)
+
+    async def _exit_if_orphaned(self) -> None:
+        """A worker whose supervisor died (kill -9) stops itself instead of lingering."""
+        while True:
+            await asyncio.sleep(1)
+            if os.getppid() != self.parent:
+                log.error("worker %d: supervisor is gone, stopping", self.node.index)
+                self.stopping.set()
+                return
+
+    async def _stop(self) -> None:
+        loop = asyncio.get_running_loop()
+        if self.listener is not None:
+            loop.remove_reader(self.listener.fileno())
+            self.listener.close()
+        self.node.purgatory.wake_all()
+        deadline = time.monotonic() + int(self.node.config["graceful.shutdown.timeout.ms"]) / 1000
+        while time.monotonic() < deadline and not all(c.idle for c in self.connections):
+            self.node.purgatory.wake_all()
+            await asyncio.sleep(0.01)
+        for connection in list(self.connections):
+            connection.close()
+        self.ipc.close()
+        self.node.close()
+        log.info("worker %d stopped cleanly", self.node.index)
+
+
+def configure_logging(level: str) -> None:
+    logging.basicConfig(stream=sys.stderr, level=level.upper(),
+                        format="%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s")

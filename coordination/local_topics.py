@@ -1,0 +1,231 @@
+"""The topic registry of the local backend: one JSON file in the first log dir.
+
+    <log.dirs[0]>/cluster-metadata.json
+    {"version": 1,
+     "topics": {"<name>": {"id": "<uuid>", "partitions": N, "configs": {"retention.ms": "…"}}},
+     "next_producer_id": <first producer id not yet handed out>}
+
+Any broker process may change it: a change is read-modify-write under an exclusive
+flock on ``cluster-metadata.lock`` and lands with tmp -> fsync -> rename, so readers see
+the old file or the new one. Readers reload when the file's (inode, mtime) changed.
+The ZooKeeper backend (groups issue) keeps the same facts under /brokers/topics and
+/config/topics.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+import orjson
+
+from storage.checkpoint import write_bytes_atomically
+
+FILE_NAME = "cluster-metadata.json"
+LOCK_NAME = "cluster-metadata.lock"
+FORMAT_VERSION = 1
+MAX_TOPIC_NAME = 249
+_LEGAL_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
+
+
+class TopicRegistryError(Exception):
+    """A registry change that cannot be made; ``code`` is the Kafka error code."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def validate_topic_name(name: str) -> str | None:
+    """Kafka's Topic.validate rules; returns why the name is invalid, or None."""
+    if not name:
+        return "topic name is empty"
+    if name in (".", ".."):
+        return "topic name cannot be '.' or '..'"
+    if len(name) > MAX_TOPIC_NAME:
+        return f"topic name is longer than {MAX_TOPIC_NAME} characters"
+    if not _LEGAL_NAME.match(name):
+        return f"topic name {name!r} has characters other than ASCII alphanumerics, '.', '_' and '-'"
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class TopicInfo:
+    name: str
+    topic_id: uuid.UUID
+    partitions: int
+    configs: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class _Snapshot:
+    topics: dict[str, TopicInfo]
+    next_producer_id: int
+
+
+class LocalTopicRegistry:
+    """Read view plus locked changes. Not thread-safe; one per process."""
+
+    def __init__(self, log_dir: str) -> None:
+        self.path = os.path.join(log_dir, FILE_NAME)
+        self._lock_path = os.path.join(log_dir, LOCK_NAME)
+        self._stamp: tuple[int, int] | None = None
+        self._snapshot = _Snapshot({}, 0)
+        self._by_id: dict[uuid.UUID, TopicInfo] = {}
+
+    # ------------------------------------------------------------------ reading
+    def exists(self) -> bool:
+        return os.path.exists(self.path)
+
+    def refresh(self) -> bool:
+        """Reload if the file changed; True when it did."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            changed = self._stamp is not None
+            self._stamp = None
+            self._set(_Snapshot({}, 0))
+            return changed
+        stamp = (st.st_ino, st.st_mtime_ns)
+        if stamp == self._stamp:
+            return False
+        self._set(self._read_file())
+        self._stamp = stamp
+        return True
+
+    def _set(self, snapshot: _Snapshot) -> None:
+        self._snapshot = snapshot
+        self._by_id = {t.topic_id: t for t in snapshot.topics.values()}
+
+    def _read_file(self) -> _Snapshot:
+        with open(self.path, "rb") as handle:
+            doc = orjson.loads(handle.read())
+        if doc.get("version") != FORMAT_VERSION:
+            raise ValueError(f"{self.path}: unknown format version {doc.get('version')!r}")
+        topics = {
+            name: TopicInfo(name, uuid.UUID(t["id"]), int(t["partitions"]), dict(t.get("configs", {})))
+            for name, t in doc.get("topics", {}).items()
+        }
+        return _Snapshot(topics, int(doc.get("next_producer_id", 0)))
+
+    def get(self, name: str) -> TopicInfo | None:
+        return self._snapshot.topics.get(name)
+
+    def by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
+        return self._by_id.get(topic_id)
+
+    def all(self) -> list[TopicInfo]:
+        return sorted(self._snapshot.topics.values(), key=lambda t: t.name)
+
+    # ------------------------------------------------------------------ changing
+    def _change(self, mutate: Callable[[_Snapshot], Any]) -> Any:
+        fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            current = self._read_file() if os.path.exists(self.path) else _Snapshot({}, 0)
+            result = mutate(current)
+            doc = {
+                "version": FORMAT_VERSION,
+                "topics": {t.name: {"id": str(t.topic_id), "partitions": t.partitions, "configs": dict(t.configs)}
+                           for t in current.topics.values()},
+                "next_producer_id": current.next_producer_id,
+            }
+            write_bytes_atomically(self.path, orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
+        finally:
+            os.close(fd)
+        self.refresh()
+        return result
+
+    def create(self, name: str, partitions: int, configs: Mapping[str, str], topic_id: uuid.UUID | None = None,
+               validate_only: bool = False) -> TopicInfo:
+        from kio.schema.errors import ErrorCode
+
+        why = validate_topic_name(name)
+        if why:
+            raise TopicRegistryError(ErrorCode.invalid_topic_exception, why)
+        if partitions <= 0:
+            raise TopicRegistryError(ErrorCode.invalid_partitions, f"number of partitions must be positive, not {partitions}")
+        info = TopicInfo(name, topic_id or uuid.uuid4(), partitions, dict(configs))
+
+        def mutate(snapshot: _Snapshot) -> TopicInfo:
+            if name in snapshot.topics:
+                raise TopicRegistryError(ErrorCode.topic_already_exists, f"topic '{name}' already exists")
+            if validate_only:
+                raise _ValidateOnly(info)
+            snapshot.topics[name] = info
+            return info
+
+        try:
+            result: TopicInfo = self._change(mutate)
+        except _ValidateOnly as done:
+            return done.info
+        return result
+
+    def delete(self, name: str) -> TopicInfo:
+        from kio.schema.errors import ErrorCode
+
+        def mutate(snapshot: _Snapshot) -> TopicInfo:
+            info = snapshot.topics.pop(name, None)
+            if info is None:
+                raise TopicRegistryError(ErrorCode.unknown_topic_or_partition, f"topic '{name}' does not exist")
+            return info
+
+        result: TopicInfo = self._change(mutate)
+        return result
+
+    def set_partitions(self, name: str, count: int, validate_only: bool = False) -> TopicInfo:
+        from kio.schema.errors import ErrorCode
+
+        def mutate(snapshot: _Snapshot) -> TopicInfo:
+            info = snapshot.topics.get(name)
+            if info is None:
+                raise TopicRegistryError(ErrorCode.unknown_topic_or_partition, f"topic '{name}' does not exist")
+            if count <= info.partitions:
+                raise TopicRegistryError(ErrorCode.invalid_partitions,
+                                         f"topic '{name}' has {info.partitions} partitions; the new count {count} must be larger")
+            grown = TopicInfo(name, info.topic_id, count, info.configs)
+            if validate_only:
+                raise _ValidateOnly(grown)
+            snapshot.topics[name] = grown
+            return grown
+
+        try:
+            result: TopicInfo = self._change(mutate)
+        except _ValidateOnly as done:
+            return done.info
+        return result
+
+    def set_configs(self, name: str, update: Callable[[dict[str, str]], dict[str, str]]) -> TopicInfo:
+        """Replace a topic's overrides with ``update(current)`` (which validates)."""
+        from kio.schema.errors import ErrorCode
+
+        def mutate(snapshot: _Snapshot) -> TopicInfo:
+            info = snapshot.topics.get(name)
+            if info is None:
+                raise TopicRegistryError(ErrorCode.unknown_topic_or_partition, f"topic '{name}' does not exist")
+            changed = TopicInfo(name, info.topic_id, info.partitions, update(dict(info.configs)))
+            snapshot.topics[name] = changed
+            return changed
+
+        result: TopicInfo = self._change(mutate)
+        return result
+
+    def allocate_producer_ids(self, count: int) -> int:
+        """Reserve ``count`` producer ids on disk; returns the first. Ids are never reused."""
+
+        def mutate(snapshot: _Snapshot) -> int:
+            first = snapshot.next_producer_id
+            snapshot.next_producer_id = first + count
+            return first
+
+        result: int = self._change(mutate)
+        return result
+
+
+class _ValidateOnly(Exception):
+    def __init__(self, info: TopicInfo) -> None:
+        self.info = info
