@@ -162,27 +162,20 @@ class Connection:
             del buf[:position]
 
     def _handle_frame(self, frame: bytes) -> None:
-        api_key, api_version, _correlation_id = framing.peek_api(frame)
-        spec = dispatch.REGISTRY.get(api_key)
-        if spec is None:
-            raise ProtocolViolation(f"unknown api key {api_key}")
-        header = framing.parse_request_header(frame, codec.is_flexible(api_key, api_version))
+        spec, header, request = decode_frame(frame)
         seq = self._next_seq
         self._next_seq += 1
         self.node.stats["requests"] += 1
-        ctx = RequestContext(self.node, self, api_key, api_version, header.correlation_id, header.client_id)
-        if not spec.min_version <= api_version <= spec.max_version:
-            if api_key == framing.API_VERSIONS_KEY:
-                from broker.apis.api_versions import unsupported_version_response
+        ctx = RequestContext(self.node, self, header.api_key, header.api_version, header.correlation_id, header.client_id)
+        if request is None:  # ApiVersions of a version we do not speak
+            from broker.apis.api_versions import unsupported_version_response
 
-                self._finish(seq, ctx, unsupported_version_response())
-                return
-            raise ProtocolViolation(f"{spec.name} v{api_version} is not supported")
-        request = codec.decode_request(api_key, api_version, frame, header.body_offset)
+            self._finish(seq, ctx, unsupported_version_response())
+            return
         try:
             result = spec.handle(ctx, request)
         except Exception as exc:
-            self._finish(seq, ctx, self._error_answer(spec, request, api_version, exc))
+            self._finish(seq, ctx, self._error_answer(spec, request, header.api_version, exc))
             return
         if spec.is_async:
             task = self.loop.create_task(result)
@@ -323,6 +316,22 @@ class Connection:
 
 
 _CLOSE = object()
+
+
+def decode_frame(frame: bytes) -> tuple[dispatch.HandlerSpec, framing.RequestHeader, Any]:
+    """Header and body of one request frame (sans-I/O). The request is None for an
+    ApiVersions request of a version we do not speak (answered UNSUPPORTED_VERSION);
+    anything else we cannot answer raises ProtocolViolation (the connection closes)."""
+    api_key, api_version, _correlation_id = framing.peek_api(frame)
+    spec = dispatch.REGISTRY.get(api_key)
+    if spec is None:
+        raise ProtocolViolation(f"unknown api key {api_key}")
+    header = framing.parse_request_header(frame, codec.is_flexible(api_key, api_version))
+    if not spec.min_version <= api_version <= spec.max_version:
+        if api_key == framing.API_VERSIONS_KEY:
+            return spec, header, None
+        raise ProtocolViolation(f"{spec.name} v{api_version} is not supported")
+    return spec, header, codec.decode_request(api_key, api_version, frame, header.body_offset)
 
 
 def _peer_name(sock: socket.socket) -> str:
