@@ -218,8 +218,15 @@ class Connection:
             self._next_to_send += 1
             if chunks is not None:
                 for chunk in chunks:
+                    size = chunk.length if isinstance(chunk, FileChunk) else len(chunk)
+                    if not size:
+                        # An empty piece (a non-flexible Fetch answer ends with its records)
+                        # would make _flush spin: sendmsg sends 0 bytes and pops nothing.
+                        if isinstance(chunk, FileChunk):
+                            os.close(chunk.fd)
+                        continue
                     self._out.append(chunk)
-                    self._out_bytes += chunk.length if isinstance(chunk, FileChunk) else len(chunk)
+                    self._out_bytes += size
         self._flush()
         if not self._reading and not self.closed and self._under_low_water():
             self._resume_reading()
