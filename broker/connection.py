@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 RECV_SIZE = 256 * 1024
+LARGE_FRAME = 64 * 1024
 OUTPUT_HIGH_WATER = 16 * 1024 * 1024
 MAX_IOV = 64
 
@@ -85,6 +86,8 @@ class Connection:
         self.peer = _peer_name(sock)
         self._connections = connections
         self._inbuf = bytearray()
+        self._big: bytearray | None = None  # a large frame being received in place
+        self._big_filled = 0
         self._next_seq = 0
         self._next_to_send = 0
         self._finished: dict[int, list[bytes | FileChunk] | None] = {}
@@ -123,6 +126,9 @@ class Connection:
 
     # ------------------------------------------------------------------ reading
     def _on_readable(self) -> None:
+        if self._big is not None:
+            self._read_big_frame()
+            return
         try:
             data = self.sock.recv(RECV_SIZE)
         except (BlockingIOError, InterruptedError):
@@ -149,6 +155,14 @@ class Connection:
             if size < 0 or size > self._max_request:
                 raise ProtocolViolation(f"frame of {size} bytes (socket.request.max.bytes is {self._max_request})")
             if available - position - 4 < size:
+                if size >= LARGE_FRAME:
+                    # Receive the rest straight into the frame's own buffer: no re-copying
+                    # of a growing inbuf for large Produce requests.
+                    self._big = bytearray(size)
+                    have = available - position - 4
+                    self._big[:have] = buf[position + 4:available]
+                    self._big_filled = have
+                    position = available
                 break
             frame = bytes(buf[position + 4:position + 4 + size])
             position += 4 + size
@@ -160,6 +174,32 @@ class Connection:
                 break
         if position:
             del buf[:position]
+
+    def _read_big_frame(self) -> None:
+        big = self._big
+        assert big is not None
+        try:
+            with memoryview(big) as view:
+                received = self.sock.recv_into(view[self._big_filled:])
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            self.close()
+            return
+        if not received:
+            self.close()
+            return
+        self._big_filled += received
+        if self._big_filled < len(big):
+            return
+        self._big = None
+        try:
+            self._handle_frame(bytes(big))
+            if not self.closed and self._over_limits():
+                self._pause_reading()
+        except ProtocolViolation as exc:
+            log.info("closing %s: %s", self.peer, exc)
+            self.close()
 
     def _handle_frame(self, frame: bytes) -> None:
         spec, header, request = decode_frame(frame)

@@ -1,0 +1,254 @@
+"""Every advertised (API, version) against a real broker process, with requests built by
+kio, plus the bad input a broker must survive: each closes only its own connection, the
+worker keeps serving, and the log holds no partial batch."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+import uuid
+from typing import Any
+
+import pytest
+
+from broker import dispatch
+from broker.protocol import codec
+from broker.protocol.build import build
+from storage.compression import COMPRESSION_ZSTD
+from storage.records import Record, decode_batch, encode_batch
+from tests.integration.kio_client import KioClient, decode_response, read_frame
+
+pytestmark = pytest.mark.integration
+
+dispatch.load_all()
+ADVERTISED = {key: (lo, hi) for key, lo, hi in dispatch.supported_ranges()}
+
+
+def _req(api_key: int, version: int, data: dict[str, Any]) -> Any:
+    return build(codec.request_class(api_key, version), data)
+
+
+def _batch(values: list[bytes], compression: int = 0) -> bytes:
+    now = int(time.time() * 1000)
+    return encode_batch([Record(i, now, b"k%d" % i, v, ()) for i, v in enumerate(values)], compression=compression)
+
+
+def _create_topic(client: KioClient, name: str) -> uuid.UUID:
+    answer = client.call(3, 12, _req(3, 12, {"topics": [{"name": name, "topic_id": uuid.UUID(int=0)}],
+                                                "allow_auto_topic_creation": True,
+                                                "include_topic_authorized_operations": False}))
+    assert answer.topics[0].error_code == 0
+    return answer.topics[0].topic_id
+
+
+def _produce(client: KioClient, version: int, topic: str, records: bytes, acks: int = 1) -> Any:
+    return client.call(0, version, _req(0, version, {
+        "transactional_id": None, "acks": acks, "timeout": 10_000,
+        "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": records}]}]}))
+
+
+def _fetch(client: KioClient, version: int, topic: str, topic_id: uuid.UUID, offset: int, max_wait: int = 0) -> Any:
+    return client.call(1, version, _req(1, version, {
+        "replica_id": -1, "max_wait": max_wait, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+        "session_id": 0, "session_epoch": -1, "forgotten_topics_data": (), "rack_id": "",
+        "topics": [{"topic": topic, "topic_id": topic_id, "partitions": [
+            {"partition": 0, "current_leader_epoch": -1, "fetch_offset": offset, "last_fetched_epoch": -1,
+             "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}]}))
+
+
+# ---------------------------------------------------------------------- ApiVersions
+@pytest.mark.parametrize("version", range(ADVERTISED[18][0], ADVERTISED[18][1] + 1))
+def test_api_versions_lists_exactly_the_registry(broker: Any, version: int) -> None:
+    with KioClient(broker.bootstrap) as client:
+        answer = client.call(18, version, _req(18, version, {"client_software_name": "t", "client_software_version": "1"}))
+    assert answer.error_code == 0
+    assert {(k.api_key, k.min_version, k.max_version) for k in answer.api_keys} == set(dispatch.supported_ranges())
+    assert not {71, 72} & {k.api_key for k in answer.api_keys}  # telemetry is not advertised
+
+
+def test_api_versions_of_an_unknown_version_falls_back_to_v0(broker: Any) -> None:
+    """A too-new ApiVersions gets error 35 and our ranges in the v0 body (header v0); the
+    client retries with a version we speak, on the same connection."""
+    with KioClient(broker.bootstrap) as client:
+        header = struct.pack(">hhih", 18, 9, 77, 1) + b"x" + b"\x00"
+        body = b"\x02a\x02b\x00"
+        client.sock.sendall(struct.pack(">i", len(header) + len(body)) + header + body)
+        correlation_id, answer = decode_response(18, 0, read_frame(client.sock))
+        assert correlation_id == 77 and answer.error_code == 35
+        assert {(k.api_key, k.min_version, k.max_version) for k in answer.api_keys} == set(dispatch.supported_ranges())
+        retry = client.call(18, 3, _req(18, 3, {"client_software_name": "t", "client_software_version": "1"}))
+        assert retry.error_code == 0
+
+
+# ---------------------------------------------------------------------- every version
+@pytest.mark.parametrize("version", range(ADVERTISED[3][0], ADVERTISED[3][1] + 1))
+def test_metadata_every_version(broker: Any, version: int) -> None:
+    with KioClient(broker.bootstrap) as client:
+        topic_id = _create_topic(client, f"meta-{version}")
+        wanted = {"name": f"meta-{version}", "topic_id": uuid.UUID(int=0)}
+        answer = client.call(3, version, _req(3, version, {"topics": [wanted], "allow_auto_topic_creation": False,
+                                                             "include_cluster_authorized_operations": False,
+                                                             "include_topic_authorized_operations": False}))
+    assert [t.name for t in answer.topics] == [f"meta-{version}"]
+    topic = answer.topics[0]
+    assert topic.error_code == 0 and len(topic.partitions) == 1 and topic.partitions[0].leader_id == 0
+    if version >= 10:
+        assert topic.topic_id == topic_id
+    host, port = broker.bootstrap.rsplit(":", 1)
+    assert (answer.brokers[0].host, answer.brokers[0].port) == (host, int(port))
+
+
+@pytest.mark.parametrize("version", range(ADVERTISED[0][0], ADVERTISED[0][1] + 1))
+def test_produce_every_version_then_fetch_it_back(broker: Any, version: int) -> None:
+    with KioClient(broker.bootstrap) as client:
+        topic = f"produce-{version}"
+        topic_id = _create_topic(client, topic)
+        for i in range(3):
+            answer = _produce(client, version, topic, _batch([b"v%d-%d" % (version, i)]))
+            part = answer.responses[0].partition_responses[0]
+            assert (part.error_code, part.base_offset) == (0, i)
+        fetched = _fetch(client, 12, topic, topic_id, 0)
+    data = fetched.responses[0].partitions[0].records
+    values = []
+    position = 0
+    while position < len(data):
+        header, records = decode_batch(data, position)
+        values += [r.value for r in records]
+        position += header.size
+    assert values == [b"v%d-%d" % (version, i) for i in range(3)]
+
+
+@pytest.mark.parametrize("version", range(ADVERTISED[1][0], ADVERTISED[1][1] + 1))
+def test_fetch_every_version(broker: Any, version: int) -> None:
+    with KioClient(broker.bootstrap) as client:
+        topic = f"fetch-{version}"
+        topic_id = _create_topic(client, topic)
+        sent = _batch([b"a", b"b", b"c"])
+        assert _produce(client, 9, topic, sent).responses[0].partition_responses[0].error_code == 0
+        answer = _fetch(client, version, topic, topic_id, 1)
+        part = answer.responses[0].partitions[0]
+        assert (part.error_code, part.high_watermark) == (0, 3)
+        # Whole batches: the batch holding offset 1 starts at 0 (clients skip what they did not ask for).
+        assert decode_batch(part.records)[1][1].value == b"b"
+        out_of_range = _fetch(client, version, topic, topic_id, 99).responses[0].partitions[0]
+        assert out_of_range.error_code == 1  # OFFSET_OUT_OF_RANGE
+
+
+def test_zstd_is_refused_below_produce_v7_and_not_fetched_below_v10(broker: Any) -> None:
+    with KioClient(broker.bootstrap) as client:
+        topic_id = _create_topic(client, "zstd")
+        zstd = _batch([b"z" * 100], compression=COMPRESSION_ZSTD)
+        assert _produce(client, 6, "zstd", zstd).responses[0].partition_responses[0].error_code == 76
+        assert _produce(client, 7, "zstd", zstd).responses[0].partition_responses[0].error_code == 0
+        assert _fetch(client, 9, "zstd", topic_id, 0).responses[0].partitions[0].error_code == 76
+        assert _fetch(client, 10, "zstd", topic_id, 0).responses[0].partitions[0].records
+
+
+def test_long_poll_wakes_on_an_append_through_another_connection(broker: Any) -> None:
+    with KioClient(broker.bootstrap) as waiter, KioClient(broker.bootstrap) as producer:
+        topic_id = _create_topic(producer, "longpoll")
+        started = time.monotonic()
+        correlation_id = waiter.send(1, 12, _req(1, 12, {
+            "replica_id": -1, "max_wait": 20_000, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+            "session_id": 0, "session_epoch": -1, "forgotten_topics_data": (), "rack_id": "",
+            "topics": [{"topic": "longpoll", "topic_id": topic_id, "partitions": [
+                {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0, "last_fetched_epoch": -1,
+                 "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}]}))
+        time.sleep(0.5)  # let the fetch park (it cannot be observed from outside)
+        assert _produce(producer, 9, "longpoll", _batch([b"late"])).responses[0].partition_responses[0].error_code == 0
+        got, answer = decode_response(1, 12, read_frame(waiter.sock))
+    assert got == correlation_id
+    assert decode_batch(answer.responses[0].partitions[0].records)[1][0].value == b"late"
+    assert time.monotonic() - started < 15  # woken by the append, not by the 20 s deadline
+
+
+# ---------------------------------------------------------------------- bad input
+def _raw(bootstrap: str) -> socket.socket:
+    host, port = bootstrap.rsplit(":", 1)
+    sock = socket.create_connection((host, int(port)), timeout=5)
+    sock.settimeout(5)
+    return sock
+
+
+def _closed(sock: socket.socket) -> bool:
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+
+
+BAD_FRAMES = {
+    "garbage": struct.pack(">i", 12) + b"\xde\xad\xbe\xef" * 3,
+    "huge size": struct.pack(">i", 200 * 1024 * 1024) + b"\x00" * 16,
+    "negative size": struct.pack(">i", -5),
+    "unknown api key": struct.pack(">i", 10) + struct.pack(">hhih", 4242, 0, 1, -1),
+    "unsupported produce version": struct.pack(">i", 10) + struct.pack(">hhih", 0, 1, 1, -1),
+    "body cut short": struct.pack(">i", 14) + struct.pack(">hhih", 3, 4, 1, -1) + struct.pack(">i", 3),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_FRAMES))
+def test_bad_frames_close_only_their_connection(broker: Any, name: str) -> None:
+    workers_before = sorted(broker.worker_pids())
+    with KioClient(broker.bootstrap) as bystander:
+        _create_topic(bystander, "bystander")
+        sock = _raw(broker.bootstrap)
+        sock.sendall(BAD_FRAMES[name])
+        assert _closed(sock)
+        sock.close()
+        # The same worker process (and every other) still serves.
+        assert _produce(bystander, 9, "bystander", _batch([b"still here"])).responses[0].partition_responses[0].error_code == 0
+    assert sorted(broker.worker_pids()) == workers_before
+
+
+def test_truncated_frame_then_hangup_leaves_the_broker_serving(broker: Any) -> None:
+    sock = _raw(broker.bootstrap)
+    sock.sendall(struct.pack(">i", 1000) + b"\x00\x03\x00\x0c")  # promises 1000 bytes, sends 4
+    sock.close()
+    with KioClient(broker.bootstrap) as client:
+        _create_topic(client, "after-truncation")
+
+
+def test_corrupt_batch_is_refused_and_nothing_is_written(broker: Any) -> None:
+    with KioClient(broker.bootstrap) as client:
+        topic_id = _create_topic(client, "corrupt")
+        good = _batch([b"one"])
+        assert _produce(client, 9, "corrupt", good).responses[0].partition_responses[0].error_code == 0
+        bad = bytearray(_batch([b"two", b"three"]))
+        bad[-1] ^= 0xFF  # breaks the CRC-32C
+        answer = _produce(client, 9, "corrupt", bytes(bad)).responses[0].partition_responses[0]
+        assert answer.error_code == 2  # CORRUPT_MESSAGE
+        truncated = _batch([b"four"])[:-3]
+        assert _produce(client, 9, "corrupt", truncated).responses[0].partition_responses[0].error_code in (2, 87)
+        fetched = _fetch(client, 12, "corrupt", topic_id, 0).responses[0].partitions[0]
+        assert fetched.high_watermark == 1
+        assert [r.value for r in decode_batch(fetched.records)[1]] == [b"one"]
+        # The connection survived all of that.
+        assert _produce(client, 9, "corrupt", _batch([b"five"])).responses[0].partition_responses[0].base_offset == 1
+
+
+def test_produce_to_an_unknown_topic_answers_unknown_topic(broker: Any) -> None:
+    with KioClient(broker.bootstrap) as client:
+        answer = _produce(client, 9, "never-created", _batch([b"x"])).responses[0].partition_responses[0]
+    assert answer.error_code == 3
+
+
+def test_pipelined_requests_are_answered_in_order(broker: Any) -> None:
+    with KioClient(broker.bootstrap) as client:
+        topic_id = _create_topic(client, "pipelined")
+        sent = [client.send(0, 9, _req(0, 9, {"transactional_id": None, "acks": 1, "timeout": 5000, "topic_data": [
+            {"name": "pipelined", "partition_data": [{"index": 0, "records": _batch([b"%d" % i])}]}]})) for i in range(50)]
+        fetch_id = client.send(1, 12, _req(1, 12, {
+            "replica_id": -1, "max_wait": 0, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+            "session_id": 0, "session_epoch": -1, "forgotten_topics_data": (), "rack_id": "",
+            "topics": [{"topic": "pipelined", "topic_id": topic_id, "partitions": [
+                {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0, "last_fetched_epoch": -1,
+                 "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}]}))
+        got = []
+        for expected in sent:
+            correlation_id, answer = decode_response(0, 9, read_frame(client.sock))
+            got.append(correlation_id)
+            assert answer.responses[0].partition_responses[0].base_offset == expected - sent[0]
+        correlation_id, _answer = decode_response(1, 12, read_frame(client.sock))
+        assert got == sent and correlation_id == fetch_id
