@@ -9,7 +9,7 @@ partitions, each with that error code (narrowest scope, P3).
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
 
 from broker.protocol.errors import code_for_exception
 from storage.types import TopicPartition
@@ -27,25 +27,38 @@ async def on_owners(node: "WorkerNode", op: str, items: Sequence[tuple[Any, ...]
         groups.setdefault(node.owner_of(tp), []).append(position)
     results: list[Any] = [None] * len(items)
 
-    async def run(owner: int, positions: list[int]) -> None:
-        chosen = [items[p] for p in positions]
-        try:
-            if owner == node.index:
-                answers = getattr(node.owner, op)(chosen, *extra)
-            else:
-                answers = await node.peers.call(owner, op, chosen, *extra, timeout=timeout)
-        except Exception as exc:
-            code = int(code_for_exception(exc))
-            answers = [error_result(code)] * len(positions)
-        for p, answer in zip(positions, answers):
-            results[p] = answer
+    def fail(positions: list[int], exc: BaseException) -> None:
+        code = int(code_for_exception(exc))
+        for p in positions:
+            results[p] = error_result(code)
 
+    # Every call is sent (remote) or run (local, synchronous) before the first await, so
+    # requests pipelined on one connection reach each owner in request order: their
+    # appends to a partition are never reordered.
     local = groups.pop(node.index, None)
-    if local is not None and not groups:
-        await run(node.index, local)  # the common single-owner case: no gather overhead
-        return results
-    tasks = [run(owner, positions) for owner, positions in groups.items()]
+    waiting: list[tuple[list[int], Awaitable[Any]]] = []
+    for owner, positions in groups.items():
+        try:
+            waiting.append((positions, node.peers.call(owner, op, [items[p] for p in positions], *extra, timeout=timeout)))
+        except Exception as exc:
+            fail(positions, exc)
     if local is not None:
-        tasks.append(run(node.index, local))
-    await asyncio.gather(*tasks)
+        try:
+            answers = getattr(node.owner, op)([items[p] for p in local], *extra)
+        except Exception as exc:
+            fail(local, exc)
+        else:
+            for p, answer in zip(local, answers):
+                results[p] = answer
+    if not waiting:
+        return results
+    outcomes = await asyncio.gather(*(w for _positions, w in waiting), return_exceptions=True)
+    for (positions, _w), outcome in zip(waiting, outcomes):
+        if isinstance(outcome, BaseException):
+            if not isinstance(outcome, Exception):
+                raise outcome
+            fail(positions, outcome)
+        else:
+            for p, answer in zip(positions, outcome):
+                results[p] = answer
     return results

@@ -126,7 +126,12 @@ class PeerUnavailable(KafkaError):
 
 
 class PeerLink:
-    """Our connection to one peer worker, for calls and notes."""
+    """Our connection to one peer worker, for calls and notes.
+
+    Messages leave in the order ``call``/``note`` are called (both send before returning),
+    so appends forwarded for requests pipelined on one client connection reach the owner
+    in request order. Messages made while not connected wait in a backlog, in order,
+    behind the one connect attempt."""
 
     def __init__(self, index: int, path: str) -> None:
         self.index = index
@@ -135,28 +140,48 @@ class PeerLink:
         self._reader_task: asyncio.Task[None] | None = None
         self._pending: dict[int, asyncio.Future[Any]] = {}
         self._ids = itertools.count(1)
-        self._connecting: asyncio.Lock | None = None
+        self._backlog: list[tuple[int | None, bytes]] = []
+        self._connect_task: asyncio.Task[None] | None = None
+        self._sent: set[int] = set()  # ids of the calls written to the current connection
 
-    async def _connection(self) -> asyncio.StreamWriter:
-        if self._writer is not None and not self._writer.is_closing():
-            return self._writer
-        if self._connecting is None:
-            self._connecting = asyncio.Lock()
-        async with self._connecting:
-            if self._writer is not None and not self._writer.is_closing():
-                return self._writer
-            try:
-                reader, writer = await asyncio.wait_for(asyncio.open_unix_connection(self._path), 5)
-            except (OSError, asyncio.TimeoutError) as exc:
-                raise PeerUnavailable(self.index, repr(exc)) from None
-            self._writer = writer
-            self._reader_task = asyncio.ensure_future(self._read_replies(reader, writer))
-            return writer
+    def _send(self, call_id: int | None, data: bytes) -> None:
+        writer = self._writer
+        if writer is not None and not writer.is_closing() and not self._backlog:
+            writer.write(data)
+            if call_id is not None:
+                self._sent.add(call_id)
+            return
+        self._backlog.append((call_id, data))
+        if self._connect_task is None:
+            self._connect_task = asyncio.ensure_future(self._connect())
 
-    async def _read_replies(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _connect(self) -> None:
+        try:
+            reader, writer = await asyncio.wait_for(asyncio.open_unix_connection(self._path), 5)
+        except (OSError, asyncio.TimeoutError) as exc:
+            self._connect_task = None
+            backlog, self._backlog = self._backlog, []
+            for call_id, _data in backlog:
+                future = self._pending.pop(call_id, None) if call_id is not None else None
+                if future is not None and not future.done():
+                    future.set_exception(PeerUnavailable(self.index, repr(exc)))
+            return  # a note to a restarting peer is moot: it re-reads state on start
+        self._connect_task = None
+        self._writer = writer
+        sent: set[int] = set()
+        self._sent = sent
+        self._reader_task = asyncio.ensure_future(self._read_replies(reader, writer, sent))
+        backlog, self._backlog = self._backlog, []
+        for call_id, data in backlog:
+            writer.write(data)
+            if call_id is not None:
+                sent.add(call_id)
+
+    async def _read_replies(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, sent: set[int]) -> None:
         try:
             while True:
                 message = await _read_message(reader)
+                sent.discard(message[1])
                 future = self._pending.pop(message[1], None)
                 if future is None or future.done():
                     continue
@@ -170,35 +195,40 @@ class PeerLink:
             writer.close()
             if self._writer is writer:
                 self._writer = None
-            pending, self._pending = self._pending, {}
-            for future in pending.values():
-                if not future.done():
+            # The calls written to this connection are lost (not backlogged ones, nor
+            # ones written to a newer connection).
+            for call_id in sent:
+                future = self._pending.pop(call_id, None)
+                if future is not None and not future.done():
                     future.set_exception(PeerUnavailable(self.index, "connection lost"))
+            sent.clear()
 
-    async def call(self, op: str, *args: Any, timeout: float = 30.0) -> Any:
-        writer = await self._connection()
+    def call(self, op: str, *args: Any, timeout: float = 30.0) -> Awaitable[Any]:
+        """Send now; await the result."""
         call_id = next(self._ids)
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending[call_id] = future
-        writer.write(_pack(("call", call_id, op, args)))
+        self._send(call_id, _pack(("call", call_id, op, args)))
+        return self._result(call_id, future, op, timeout)
+
+    async def _result(self, call_id: int, future: asyncio.Future[Any], op: str, timeout: float) -> Any:
         try:
             return await asyncio.wait_for(future, timeout)
         except asyncio.TimeoutError:
             self._pending.pop(call_id, None)
+            self._sent.discard(call_id)
             raise KafkaError(ErrorCode.request_timed_out, f"worker {self.index} did not answer {op}") from None
 
-    async def note(self, op: str, *args: Any) -> None:
-        try:
-            writer = await self._connection()
-        except PeerUnavailable:
-            return  # a note to a restarting peer is moot: it re-reads state on start
-        writer.write(_pack(("note", op, args)))
+    def note(self, op: str, *args: Any) -> None:
+        self._send(None, _pack(("note", op, args)))
 
     def close(self) -> None:
         if self._writer is not None:
             self._writer.close()
         if self._reader_task is not None:
             self._reader_task.cancel()
+        if self._connect_task is not None:
+            self._connect_task.cancel()
 
 
 class Peers:
@@ -219,13 +249,9 @@ class Peers:
         return dict(zip(indexes, results))
 
     def note(self, index: int, op: str, *args: Any) -> None:
-        task = asyncio.ensure_future(self.links[index].note(op, *args))
-        _background.add(task)
-        task.add_done_callback(_background.discard)
+        self.links[index].note(op, *args)
 
     def close(self) -> None:
         for link in self.links.values():
             link.close()
 
-
-_background: set[asyncio.Task[Any]] = set()
