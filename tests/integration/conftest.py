@@ -1,0 +1,300 @@
+"""Fixtures that start Castle as a real process (``castle serve``) on a free port.
+
+``broker_factory(workers=2, **overrides)`` starts one broker and returns a ``Broker``;
+``broker`` is one broker with the defaults (parametrize it indirectly with a dict of
+overrides, ``workers`` included). Every broker is stopped by its own PID in a finalizer,
+even when the test failed, and its stderr is attached to the report of a failed test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any, Callable, Iterator
+
+import pytest
+
+START_TIMEOUT = 20.0
+STOP_TIMEOUT = 45.0
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def castle_command() -> list[str]:
+    script = os.path.join(os.path.dirname(sys.executable), "castle")
+    if os.path.exists(script):
+        return [script]
+    return [sys.executable, "-m", "broker"]
+
+
+def wait_until(condition: Callable[[], Any], timeout: float, what: str, interval: float = 0.05) -> Any:
+    """Poll ``condition`` until it returns something truthy; fail after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(interval)
+
+
+# ---------------------------------------------------------------------- /proc
+def proc_ppid(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read()
+    except OSError:
+        return None
+    # "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+    fields = stat[stat.rindex(b")") + 2:].split()
+    if fields[0] == b"Z":
+        return None  # a zombie is not a live worker
+    return int(fields[1])
+
+
+def children_of(pid: int) -> list[int]:
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit() and proc_ppid(int(name)) == pid:
+            found.append(int(name))
+    return sorted(found)
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return proc_ppid(pid) is not None
+
+
+# ---------------------------------------------------------------------- raw protocol
+def _request(api_key: int, version: int, correlation_id: int, body: bytes) -> bytes:
+    client = b"castle-tests"
+    header = struct.pack(">hhih", api_key, version, correlation_id, len(client)) + client
+    frame = header + body
+    return struct.pack(">i", len(frame)) + frame
+
+
+def _read_frame(sock: socket.socket) -> bytes:
+    def exactly(n: int) -> bytes:
+        data = bytearray()
+        while len(data) < n:
+            chunk = sock.recv(n - len(data))
+            if not chunk:
+                raise ConnectionError("broker closed the connection")
+            data += chunk
+        return bytes(data)
+
+    (size,) = struct.unpack(">i", exactly(4))
+    return exactly(size)
+
+
+def round_trip(host: str, port: int, timeout: float = 2.0) -> bool:
+    """ApiVersions v0 then Metadata v1 (all topics) on one connection; True if both answer."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as sock:
+            sock.settimeout(timeout)
+            sock.sendall(_request(18, 0, 1, b""))
+            answer = _read_frame(sock)
+            correlation_id, error_code = struct.unpack(">ih", answer[:6])
+            if correlation_id != 1 or error_code != 0:
+                return False
+            sock.sendall(_request(3, 1, 2, struct.pack(">i", -1)))
+            answer = _read_frame(sock)
+            correlation_id, brokers = struct.unpack(">ii", answer[:8])
+            return correlation_id == 2 and brokers >= 1
+    except OSError:
+        return False
+
+
+# ---------------------------------------------------------------------- the broker
+class Broker:
+    def __init__(self, base_dir: str, workers: int, overrides: dict[str, Any]) -> None:
+        self.workers = workers
+        self.overrides = {str(k): str(v) for k, v in overrides.items()}
+        self.log_dir = os.path.join(base_dir, "data")
+        self.stderr_path = os.path.join(base_dir, "broker.stderr")
+        # IPC socket paths must stay short (sun_path is 108 bytes): not under tmp_path.
+        self.run_dir = tempfile.mkdtemp(prefix="c", dir="/tmp")
+        self.port = free_port()
+        self.host = "127.0.0.1"
+        self.process: subprocess.Popen[bytes] | None = None
+        self.known_pids: set[int] = set()
+        self.starts = 0
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None, "broker not started"
+        return self.process.pid
+
+    def command(self) -> list[str]:
+        settings = {"log.dirs": self.log_dir, "listeners": f"PLAINTEXT://{self.bootstrap}",
+                    "workers": str(self.workers), "run.dir": self.run_dir}
+        settings.update(self.overrides)
+        args = castle_command() + ["serve"]
+        for key, value in settings.items():
+            args += ["--override", f"{key}={value}"]
+        return args
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self, timeout: float = START_TIMEOUT) -> "Broker":
+        assert self.process is None or self.process.poll() is not None, "already running"
+        self.starts += 1
+        with open(self.stderr_path, "ab") as err:
+            err.write(f"----- start #{self.starts}: {' '.join(self.command())}\n".encode())
+            err.flush()
+            self.process = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL, stdout=err, stderr=err,
+                                            start_new_session=True)
+        self.wait_ready(timeout)
+        return self
+
+    def wait_ready(self, timeout: float = START_TIMEOUT) -> None:
+        """Every worker slot serves (its stats file names a live child) and a client round trip works."""
+        def ready() -> bool:
+            if self.process is not None and self.process.poll() is not None:
+                raise AssertionError(f"castle serve exited with {self.process.returncode} while starting:\n{self.stderr()}")
+            pids = self.worker_pids()
+            if len(pids) != self.workers:
+                return False
+            self.known_pids.update(pids)
+            served = {s.get("pid") for s in self.stats()}
+            return set(pids) <= served and round_trip(self.host, self.port)
+
+        wait_until(ready, timeout, f"broker {self.bootstrap} to serve")
+
+    def stop(self, timeout: float = STOP_TIMEOUT, expect_code: int | None = 0) -> int | None:
+        """SIGTERM, wait, then SIGKILL; asserts the exit code when ``expect_code`` is not None."""
+        if self.process is None or self.process.poll() is not None:
+            return None if self.process is None else self.process.returncode
+        self.known_pids.update(self.worker_pids())
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            code: int | None = self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(10)
+            code = None
+        self._reap_workers(timeout=10)
+        if expect_code is not None:
+            assert code == expect_code, f"castle serve exited with {code} on SIGTERM (expected {expect_code}):\n{self.stderr()}"
+        return code
+
+    def kill(self) -> None:
+        """kill -9 the supervisor and every worker we ever saw (finalizer, crash tests)."""
+        if self.process is not None and self.process.poll() is None:
+            self.known_pids.update(self.worker_pids())
+            self.process.kill()
+            self.process.wait(10)
+        self._reap_workers(timeout=0)
+
+    def _reap_workers(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        for pid in sorted(self.known_pids):
+            while pid_alive(pid) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if pid_alive(pid) and _is_castle(pid):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        self.known_pids.clear()
+
+    def restart(self, timeout: float = START_TIMEOUT) -> "Broker":
+        self.stop()
+        return self.start(timeout)
+
+    # ------------------------------------------------------------------ inspection
+    def worker_pids(self) -> list[int]:
+        if self.process is None or self.process.poll() is not None:
+            return []
+        return children_of(self.process.pid)
+
+    def stats(self) -> list[dict[str, Any]]:
+        """The per-worker stats files, by worker index (written every 0.5 s by each worker)."""
+        out = []
+        for index in range(self.workers):
+            path = os.path.join(self.run_dir, f"worker-{index}.stats.json")
+            try:
+                with open(path, "rb") as handle:
+                    out.append(json.loads(handle.read()))
+            except (OSError, ValueError):
+                continue
+        return out
+
+    def stderr(self, tail: int = 200) -> str:
+        try:
+            with open(self.stderr_path, "rb") as handle:
+                lines = handle.read().decode(errors="replace").splitlines()
+        except OSError:
+            return "(no stderr file)"
+        return "\n".join(lines[-tail:])
+
+    def cleanup(self) -> None:
+        self.kill()
+        shutil.rmtree(self.run_dir, ignore_errors=True)
+
+
+def _is_castle(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            cmdline = handle.read()
+    except OSError:
+        return False
+    return b"castle" in cmdline
+
+
+# ---------------------------------------------------------------------- fixtures
+@pytest.fixture
+def broker_factory(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[Callable[..., Broker]]:
+    brokers: list[Broker] = []
+    request.node._castle_brokers = brokers
+
+    def make(workers: int = 2, overrides: dict[str, Any] | None = None, start: bool = True) -> Broker:
+        base = os.path.join(str(tmp_path), f"broker{len(brokers)}")
+        os.makedirs(base)
+        broker = Broker(base, workers, overrides or {})
+        brokers.append(broker)
+        if start:
+            broker.start()
+        return broker
+
+    yield make
+    for broker in brokers:
+        broker.cleanup()
+
+
+@pytest.fixture
+def broker(request: pytest.FixtureRequest, broker_factory: Callable[..., Broker]) -> Broker:
+    """One broker; ``@pytest.mark.parametrize("broker", [{"workers": 4, "num.partitions": 6}], indirect=True)``."""
+    params = dict(getattr(request, "param", None) or {})
+    workers = int(params.pop("workers", 2))
+    return broker_factory(workers=workers, overrides=params)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed:
+        for broker in getattr(item, "_castle_brokers", []):
+            report.sections.append((f"castle broker {broker.bootstrap} stderr ({broker.stderr_path})", broker.stderr()))
