@@ -1,0 +1,353 @@
+"""DescribeConfigs (key 32) v1-4, AlterConfigs (key 33) v0-2, IncrementalAlterConfigs (key 44) v0-1.
+
+Behaviour:
+
+* TOPIC resources (type 2) show every topic-level key of the topic's effective config
+  (storage.config.TOPIC_KEYS): a topic override has source DYNAMIC_TOPIC_CONFIG (1); a
+  key without one shows the broker's value, with source STATIC_BROKER_CONFIG (4) when
+  the broker setting differs from its declared default, else DEFAULT_CONFIG (5) (a
+  setting set to exactly its default counts as not set: BrokerConfig keeps no record of
+  where a value came from). An unknown topic is UNKNOWN_TOPIC_OR_PARTITION on its resource.
+* BROKER resources (type 4) named with this node's id show every broker setting
+  (broker.config.SETTINGS), all read-only: Castle's broker settings are static (config
+  file and --override only). The empty name is Kafka's cluster-wide dynamic defaults,
+  which Castle never has, so it answers an empty list, as Kafka does with none set. Another
+  id, a name that is not an integer, or any other resource type is INVALID_REQUEST.
+* Nothing is sensitive (no passwords exist). Synonyms, when asked for, list the values
+  in precedence order: the topic override, the broker setting, the declared default.
+  ``config_type`` is a best effort from the Python type of the value (Kafka's own
+  INT/LONG split is followed for the keys it defines). Documentation comes from the
+  Setting declarations.
+* AlterConfigs replaces a topic's whole override set; IncrementalAlterConfigs applies
+  SET/DELETE/APPEND/SUBTRACT to it (APPEND/SUBTRACT only for list-typed keys:
+  cleanup.policy). Both validate the result with LogConfig.with_overrides (unknown keys
+  and bad values: INVALID_CONFIG with the reason), honour validate_only, persist in the
+  topic registry and wait until every worker has applied the change before answering.
+  Unlike Kafka, deleting an unknown key is INVALID_CONFIG too (unknown keys are always
+  an error here). BROKER resources are INVALID_REQUEST: broker configs are static.
+  A resource named twice in one request is INVALID_REQUEST ("Duplicate resource."),
+  answered once.
+
+Version notes: DescribeConfigs v0 is not in kio's schemas (Kafka 4 dropped it); v1 adds
+synonyms and config_source; v2 is v1; v3 adds documentation and config_type; v4 is
+flexible. AlterConfigs v1 is v0; v2 is flexible. IncrementalAlterConfigs v1 is flexible.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable
+
+from broker.config import BY_NAME
+from broker.dispatch import api
+from broker.protocol import codec
+from broker.protocol.build import build
+from broker.protocol.errors import ErrorCode, KafkaError
+from coordination.local_topics import TopicRegistryError
+from storage.config import TOPIC_KEYS, LogConfig
+
+DESCRIBE_KEY = 32
+ALTER_KEY = 33
+INCREMENTAL_KEY = 44
+
+# ConfigResource.Type
+RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
+
+# DescribeConfigsResponse ConfigSource
+DYNAMIC_TOPIC_CONFIG = 1
+STATIC_BROKER_CONFIG = 4
+DEFAULT_CONFIG = 5
+
+# DescribeConfigsResponse ConfigType
+TYPE_BOOLEAN = 1
+TYPE_STRING = 2
+TYPE_INT = 3
+TYPE_LONG = 5
+TYPE_DOUBLE = 6
+TYPE_LIST = 7
+
+# IncrementalAlterConfigs OpType
+OP_SET = 0
+OP_DELETE = 1
+OP_APPEND = 2
+OP_SUBTRACT = 3
+
+_LIST_KEYS = frozenset({"cleanup.policy", "log.cleanup.policy", "log.dirs", "listeners", "advertised.listeners"})
+# Kafka declares these as LONG although their names do not end in ".ms".
+_LONG_KEYS = frozenset({"retention.bytes", "log.retention.bytes", "flush.messages", "log.flush.interval.messages",
+                        "preallocate.window.bytes", "log.preallocate.window.bytes"})
+_PRISTINE = LogConfig()
+
+
+# ---------------------------------------------------------------------------- shared helpers
+def _text(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _config_type(name: str, value: Any) -> int:
+    if isinstance(value, bool):
+        return TYPE_BOOLEAN
+    if isinstance(value, float):
+        return TYPE_DOUBLE
+    if isinstance(value, int):
+        if name.endswith(".ms") or name in _LONG_KEYS or not -(1 << 31) <= value < (1 << 31):
+            return TYPE_LONG
+        return TYPE_INT
+    return TYPE_LIST if name in _LIST_KEYS else TYPE_STRING
+
+
+def _broker_setting_is_set(node: Any, name: str) -> bool:
+    setting = BY_NAME.get(name)
+    return setting is not None and node.config[name] != setting.default
+
+
+def topic_config_entries(node: Any, overrides: dict[str, str], keys: Iterable[str] | None = None,
+                         synonyms: bool = False, documentation: bool = False) -> list[dict[str, Any]]:
+    """A topic's effective config as DescribeConfigs (and CreateTopics v5+) show it."""
+    wanted = None if keys is None else set(keys)
+    broker_defaults: LogConfig = node.logs.default_log_config
+    effective = broker_defaults.with_overrides(overrides).topic_values()
+    broker_values = broker_defaults.topic_values()
+    pristine = _PRISTINE.topic_values()
+    entries = []
+    for key, value in effective.items():
+        if wanted is not None and key not in wanted:
+            continue
+        field, broker_key, _parse = TOPIC_KEYS[key]
+        broker_set = _broker_setting_is_set(node, broker_key)
+        chain = []
+        if key in overrides:
+            chain.append({"name": key, "value": value, "source": DYNAMIC_TOPIC_CONFIG})
+        if broker_set:
+            chain.append({"name": broker_key, "value": broker_values[key], "source": STATIC_BROKER_CONFIG})
+        chain.append({"name": broker_key, "value": pristine[key], "source": DEFAULT_CONFIG})
+        entries.append({
+            "name": key,
+            "value": value,
+            "read_only": False,
+            "config_source": chain[0]["source"],
+            "is_sensitive": False,
+            "synonyms": chain if synonyms else [],
+            "config_type": _config_type(key, getattr(_PRISTINE, field)),
+            "documentation": f"The topic's {key}; the broker-wide default is {broker_key}." if documentation else None,
+        })
+    return entries
+
+
+def broker_config_entries(node: Any, keys: Iterable[str] | None = None, synonyms: bool = False,
+                          documentation: bool = False) -> list[dict[str, Any]]:
+    """This broker's settings, all read-only (they are static)."""
+    wanted = None if keys is None else set(keys)
+    entries = []
+    for name, value in node.config.as_dict().items():
+        if wanted is not None and name not in wanted:
+            continue
+        setting = BY_NAME.get(name)
+        is_set = setting is not None and value != setting.default
+        chain = [{"name": name, "value": _text(value), "source": STATIC_BROKER_CONFIG if is_set else DEFAULT_CONFIG}]
+        if is_set and setting is not None:
+            chain.append({"name": name, "value": _text(setting.default), "source": DEFAULT_CONFIG})
+        entries.append({
+            "name": name,
+            "value": _text(value),
+            "read_only": True,
+            "config_source": chain[0]["source"],
+            "is_sensitive": False,
+            "synonyms": chain if synonyms else [],
+            "config_type": _config_type(name, setting.default if setting is not None else value),
+            "documentation": (setting.doc if setting is not None else None) if documentation else None,
+        })
+    return entries
+
+
+def _duplicates(resources: Iterable[Any]) -> set[tuple[int, str]]:
+    seen: set[tuple[int, str]] = set()
+    dupes: set[tuple[int, str]] = set()
+    for resource in resources:
+        key = (resource.resource_type, resource.resource_name)
+        (dupes if key in seen else seen).add(key)
+    return dupes
+
+
+# ---------------------------------------------------------------------------- DescribeConfigs
+def _describe_one(node: Any, resource: Any, synonyms: bool, documentation: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {"error_code": 0, "error_message": None, "resource_type": resource.resource_type,
+                           "resource_name": resource.resource_name, "configs": []}
+    keys = resource.configuration_keys
+    try:
+        if resource.resource_type == RESOURCE_TOPIC:
+            info = node.topic(resource.resource_name)
+            if info is None:
+                raise KafkaError(ErrorCode.unknown_topic_or_partition, f"topic '{resource.resource_name}' does not exist")
+            out["configs"] = topic_config_entries(node, dict(info.configs), keys, synonyms, documentation)
+        elif resource.resource_type == RESOURCE_BROKER:
+            if resource.resource_name != "":
+                _check_broker_name(node, resource.resource_name)
+                out["configs"] = broker_config_entries(node, keys, synonyms, documentation)
+        else:
+            raise KafkaError(ErrorCode.invalid_request, f"unsupported resource type {resource.resource_type}")
+    except KafkaError as exc:
+        out.update(error_code=exc.code, error_message=str(exc), configs=[])
+    return out
+
+
+def _check_broker_name(node: Any, name: str) -> None:
+    try:
+        broker_id = int(name)
+    except ValueError:
+        raise KafkaError(ErrorCode.invalid_request, f"broker id must be an integer, but it is: {name}") from None
+    if broker_id != node.node_id:
+        raise KafkaError(ErrorCode.invalid_request,
+                         f"unexpected broker id, expected {node.node_id} or empty string, but received {name}")
+
+
+def _describe_error(request: Any, version: int, code: int) -> Any:
+    return build(codec.response_class(DESCRIBE_KEY, version), {
+        "throttle_time": 0,
+        "results": [{"error_code": code, "error_message": None, "resource_type": r.resource_type,
+                     "resource_name": r.resource_name, "configs": []} for r in request.resources],
+    })
+
+
+@api(DESCRIBE_KEY, "DescribeConfigs", 1, 4, error_response=_describe_error)
+def handle_describe_configs(ctx: Any, request: Any) -> Any:
+    synonyms = bool(request.include_synonyms)
+    documentation = bool(getattr(request, "include_documentation", False))  # the field exists from v3
+    results = [_describe_one(ctx.node, resource, synonyms, documentation) for resource in request.resources]
+    return build(codec.response_class(DESCRIBE_KEY, ctx.api_version), {"throttle_time": 0, "results": results})
+
+
+# ---------------------------------------------------------------------------- altering topic configs
+def check_overrides(node: Any, overrides: dict[str, str]) -> dict[str, str]:
+    """``overrides`` if LogConfig accepts them, else KafkaError(INVALID_CONFIG) naming the key."""
+    defaults: LogConfig = node.logs.default_log_config
+    for key, value in overrides.items():
+        try:
+            defaults.with_overrides({key: value})
+        except (TypeError, ValueError) as exc:
+            if key not in TOPIC_KEYS:
+                raise KafkaError(ErrorCode.invalid_config, f"Unknown topic config name: {key}") from None
+            raise KafkaError(ErrorCode.invalid_config, f"Invalid value {value} for configuration {key}: {exc}") from None
+    return overrides
+
+
+def _alter_topic(node: Any, name: str, change: Callable[[dict[str, str]], dict[str, str]], validate_only: bool) -> bool:
+    """Apply ``change`` to the topic's overrides; True when the registry was changed.
+
+    ``change`` runs once against the current overrides to validate, and again inside
+    the registry's locked read-modify-write so a concurrent change is not lost.
+    """
+    info = node.topic(name)
+    if info is None:
+        raise KafkaError(ErrorCode.unknown_topic_or_partition, f"topic '{name}' does not exist")
+    check_overrides(node, change(dict(info.configs)))
+    if validate_only:
+        return False
+    try:
+        node.registry.set_configs(name, lambda current: check_overrides(node, change(current)))
+    except TopicRegistryError as exc:
+        raise KafkaError(ErrorCode(exc.code), str(exc)) from None
+    return True
+
+
+async def _alter(ctx: Any, key: int, request: Any, change_for: Callable[[Any], Callable[[dict[str, str]], dict[str, str]]]) -> Any:
+    node = ctx.node
+    dupes = _duplicates(request.resources)
+    responses = []
+    answered: set[tuple[int, str]] = set()
+    changed = False
+    for resource in request.resources:
+        ident = (resource.resource_type, resource.resource_name)
+        out = {"error_code": 0, "error_message": None, "resource_type": resource.resource_type,
+               "resource_name": resource.resource_name}
+        try:
+            if ident in dupes:
+                if ident in answered:
+                    continue
+                answered.add(ident)
+                raise KafkaError(ErrorCode.invalid_request, "Duplicate resource.")
+            if resource.resource_type == RESOURCE_BROKER:
+                raise KafkaError(ErrorCode.invalid_request,
+                                 "broker configs are static: set them in the config file or with --override and restart")
+            if resource.resource_type != RESOURCE_TOPIC:
+                raise KafkaError(ErrorCode.invalid_request, f"unsupported resource type {resource.resource_type}")
+            changed |= _alter_topic(node, resource.resource_name, change_for(resource), bool(request.validate_only))
+        except KafkaError as exc:
+            out.update(error_code=exc.code, error_message=str(exc))
+        responses.append(out)
+    if changed:
+        await node.registry_changed()
+    return build(codec.response_class(key, ctx.api_version), {"throttle_time": 0, "responses": responses})
+
+
+def _alter_error_for(key: int) -> Callable[[Any, int, int], Any]:
+    def error(request: Any, version: int, code: int) -> Any:
+        return build(codec.response_class(key, version), {
+            "throttle_time": 0,
+            "responses": [{"error_code": code, "error_message": None, "resource_type": r.resource_type,
+                           "resource_name": r.resource_name} for r in request.resources],
+        })
+    return error
+
+
+# ---------------------------------------------------------------------------- AlterConfigs
+def _replace_all(resource: Any) -> Callable[[dict[str, str]], dict[str, str]]:
+    nulls = [c.name for c in resource.configs if c.value is None]
+    if nulls:
+        raise KafkaError(ErrorCode.invalid_request, f"Null value not supported for : {','.join(nulls)}")
+    new = {c.name: c.value for c in resource.configs}
+    return lambda _current: dict(new)
+
+
+@api(ALTER_KEY, "AlterConfigs", 0, 2, error_response=_alter_error_for(ALTER_KEY))
+async def handle_alter_configs(ctx: Any, request: Any) -> Any:
+    return await _alter(ctx, ALTER_KEY, request, _replace_all)
+
+
+# ---------------------------------------------------------------------------- IncrementalAlterConfigs
+def _list_items(text: str) -> list[str]:
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
+def _incremental(node: Any) -> Callable[[Any], Callable[[dict[str, str]], dict[str, str]]]:
+    def change_for(resource: Any) -> Callable[[dict[str, str]], dict[str, str]]:
+        names = [c.name for c in resource.configs]
+        if len(set(names)) != len(names):
+            raise KafkaError(ErrorCode.invalid_request, "Error due to duplicate config keys")
+        for op in resource.configs:
+            if op.name not in TOPIC_KEYS:
+                raise KafkaError(ErrorCode.invalid_config, f"Unknown topic config name: {op.name}")
+            if op.config_operation not in (OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT):
+                raise KafkaError(ErrorCode.invalid_request, f"unknown config operation {op.config_operation} for {op.name}")
+            if op.config_operation != OP_DELETE and op.value is None:
+                raise KafkaError(ErrorCode.invalid_request, f"Null value not supported for : {op.name}")
+            if op.config_operation in (OP_APPEND, OP_SUBTRACT) and op.name not in _LIST_KEYS:
+                raise KafkaError(ErrorCode.invalid_config,
+                                 f"{op.name} is not a list: APPEND and SUBTRACT apply to list configs only")
+
+        def apply(current: dict[str, str]) -> dict[str, str]:
+            new = dict(current)
+            effective = node.logs.default_log_config.topic_values()
+            for op in resource.configs:
+                if op.config_operation == OP_SET:
+                    new[op.name] = op.value
+                elif op.config_operation == OP_DELETE:
+                    new.pop(op.name, None)
+                else:
+                    present = _list_items(new.get(op.name, effective[op.name]))
+                    given = _list_items(op.value)
+                    if op.config_operation == OP_APPEND:
+                        result = present + [item for item in given if item not in present]
+                    else:
+                        result = [item for item in present if item not in given]
+                    new[op.name] = ",".join(result)
+            return new
+
+        return apply
+
+    return change_for
+
+
+@api(INCREMENTAL_KEY, "IncrementalAlterConfigs", 0, 1, error_response=_alter_error_for(INCREMENTAL_KEY))
+async def handle_incremental_alter_configs(ctx: Any, request: Any) -> Any:
+    return await _alter(ctx, INCREMENTAL_KEY, request, _incremental(ctx.node))

@@ -1,0 +1,61 @@
+"""DescribeCluster (key 60), versions 0-2.
+
+Behaviour: the cluster is this one broker: it is the only broker listed (at its
+advertised host and port, no rack, never fenced) and it is named as the controller.
+There is no authorizer, so cluster_authorized_operations is always -2147483648
+("not provided"), even when the client asks for it. Asking for controller endpoints
+(endpoint_type 2) is MISMATCHED_ENDPOINT_TYPE, as a Kafka broker answers; any other
+type but 1 (brokers) is UNSUPPORTED_ENDPOINT_TYPE.
+
+Version notes: all versions are flexible; v1 adds endpoint_type to request and
+response; v2 adds include_fenced_brokers and each broker's is_fenced.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.dispatch import api
+from broker.protocol import codec
+from broker.protocol.build import build
+from broker.protocol.errors import ErrorCode
+
+KEY = 60
+
+ENDPOINT_BROKER = 1
+ENDPOINT_CONTROLLER = 2
+NO_AUTHORIZED_OPERATIONS = -2147483648
+
+
+def _answer(version: int, code: int, message: str | None, cluster_id: str, controller_id: int,
+            brokers: list[dict[str, Any]]) -> Any:
+    return build(codec.response_class(KEY, version), {
+        "throttle_time": 0,
+        "error_code": code,
+        "error_message": message,
+        "endpoint_type": ENDPOINT_BROKER,
+        "cluster_id": cluster_id,
+        "controller_id": controller_id,
+        "brokers": brokers,
+        "cluster_authorized_operations": NO_AUTHORIZED_OPERATIONS,
+    })
+
+
+def _error(request: Any, version: int, code: int) -> Any:
+    return _answer(version, code, None, "", -1, [])
+
+
+@api(KEY, "DescribeCluster", 0, 2, error_response=_error)
+def handle_describe_cluster(ctx: Any, request: Any) -> Any:
+    node = ctx.node
+    endpoint_type = getattr(request, "endpoint_type", ENDPOINT_BROKER)  # the field exists from v1
+    if endpoint_type == ENDPOINT_CONTROLLER:
+        return _answer(ctx.api_version, ErrorCode.mismatched_endpoint_type,
+                       "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type CONTROLLER",
+                       "", -1, [])
+    if endpoint_type != ENDPOINT_BROKER:
+        return _answer(ctx.api_version, ErrorCode.unsupported_endpoint_type,
+                       f"Unsupported endpoint type {endpoint_type}", "", -1, [])
+    host, port = node.config.advertised
+    broker = {"broker_id": node.node_id, "host": host, "port": port, "rack": None, "is_fenced": False}
+    return _answer(ctx.api_version, ErrorCode.none, None, node.cluster_id, node.node_id, [broker])

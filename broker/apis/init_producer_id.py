@@ -1,0 +1,57 @@
+"""InitProducerId (key 22), versions 0-4.
+
+Behaviour: idempotent producers only; transactions come later. A null
+transactional_id gets a fresh producer id (from the block this worker reserved in the
+topic registry, so ids are unique across workers and restarts) with epoch 0. A request
+carrying its current producer id and epoch (v3+, KIP-360) gets the same id with the
+epoch bumped, or a fresh id with epoch 0 when the epoch would pass 32766; Kafka's
+broker instead always hands a non-transactional producer a fresh id, and clients accept
+either. Giving only one of producer id and epoch is INVALID_REQUEST, as in Kafka. Any
+transactional_id (not null) is TRANSACTIONAL_ID_AUTHORIZATION_FAILED, an empty one
+INVALID_REQUEST as Kafka answers. transaction_timeout is ignored.
+
+Version notes: v1 is v0; v2 is flexible; v3 adds producer_id and producer_epoch to the
+request (KIP-360); v4 is v3 (the client may get PRODUCER_FENCED).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.dispatch import api
+from broker.protocol import codec
+from broker.protocol.build import build
+from broker.protocol.errors import ErrorCode
+
+KEY = 22
+
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+# Kafka bumps no further than Short.MAX_VALUE - 1, then hands out a new producer id.
+MAX_EPOCH = 32766
+
+
+def _answer(version: int, code: int, producer_id: int = NO_PRODUCER_ID, epoch: int = NO_PRODUCER_EPOCH) -> Any:
+    return build(codec.response_class(KEY, version),
+                 {"throttle_time": 0, "error_code": code, "producer_id": producer_id, "producer_epoch": epoch})
+
+
+def _error(request: Any, version: int, code: int) -> Any:
+    return _answer(version, code)
+
+
+@api(KEY, "InitProducerId", 0, 4, error_response=_error)
+def handle_init_producer_id(ctx: Any, request: Any) -> Any:
+    version = ctx.api_version
+    if request.transactional_id is not None:
+        if request.transactional_id == "":
+            return _answer(version, ErrorCode.invalid_request)
+        return _answer(version, ErrorCode.transactional_id_authorization_failed)
+    # The fields exist from v3; older requests have neither.
+    producer_id = getattr(request, "producer_id", NO_PRODUCER_ID)
+    epoch = getattr(request, "producer_epoch", NO_PRODUCER_EPOCH)
+    if (producer_id == NO_PRODUCER_ID) != (epoch == NO_PRODUCER_EPOCH):
+        return _answer(version, ErrorCode.invalid_request)
+    if producer_id >= 0 and 0 <= epoch < MAX_EPOCH:
+        return _answer(version, ErrorCode.none, producer_id, epoch + 1)
+    return _answer(version, ErrorCode.none, ctx.node.next_producer_id(), 0)

@@ -1,0 +1,80 @@
+"""ListOffsets (key 2), versions 1-8.
+
+Behaviour: each partition is answered by the worker that owns it (owner op
+``list_offsets``, through broker.forwarding.on_owners), all owners at once. Timestamp -1
+is the latest offset (the high watermark), -2 the earliest (the log start offset), -3
+the offset of the record with the largest timestamp, -4 (earliest local) the same as -2
+since every segment is local; any other value is the first offset whose timestamp is at
+or after it. An unknown topic or partition is UNKNOWN_TOPIC_OR_PARTITION on that
+partition; a partition asked for twice in one request is INVALID_REQUEST on each
+occurrence, as Kafka does. No transactions yet, so the last stable offset is the high
+watermark and the isolation level changes nothing. There is no leader election, so the
+leader epoch is 0 wherever an offset is found (-1, with offset -1 and timestamp -1, when
+none is), and the request's current_leader_epoch is not checked. replica_id is ignored.
+
+Version notes: v0 (several offsets per partition) is not in kio's schemas; v1 answers
+one offset and its timestamp; v2 adds isolation_level and throttle_time; v3 is v2; v4
+adds current_leader_epoch and leader_epoch; v5 is v4; v6 is flexible; v7 allows -3 (max
+timestamp, KIP-734); v8 allows -4 (earliest local, KIP-405).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from broker.dispatch import api
+from broker.forwarding import on_owners
+from broker.owner import OffsetResult
+from broker.protocol import codec
+from broker.protocol.build import build
+from broker.protocol.errors import ErrorCode
+from storage.types import TopicPartition
+
+KEY = 2
+
+EARLIEST_TIMESTAMP = -2
+EARLIEST_LOCAL_TIMESTAMP = -4
+
+
+def _owner_timestamp(timestamp: int) -> int:
+    # With no tiered storage, the earliest local offset is the earliest offset.
+    return EARLIEST_TIMESTAMP if timestamp == EARLIEST_LOCAL_TIMESTAMP else timestamp
+
+
+def _partition(index: int, code: int) -> dict[str, Any]:
+    return {"partition_index": index, "error_code": code, "timestamp": -1, "offset": -1, "leader_epoch": -1}
+
+
+def _error(request: Any, version: int, code: int) -> Any:
+    return build(codec.response_class(KEY, version), {"throttle_time": 0, "topics": [
+        {"name": t.name, "partitions": [_partition(p.partition_index, code) for p in t.partitions]} for t in request.topics]})
+
+
+@api(KEY, "ListOffsets", 1, 8, error_response=_error)
+async def handle_list_offsets(ctx: Any, request: Any) -> Any:
+    node = ctx.node
+    asked = Counter((t.name, p.partition_index) for t in request.topics for p in t.partitions)
+    topics = []
+    items: list[tuple[TopicPartition, int]] = []
+    pending: list[dict[str, Any]] = []
+    for topic in request.topics:
+        info = node.topic(topic.name)
+        partitions = []
+        for p in topic.partitions:
+            if asked[(topic.name, p.partition_index)] > 1:
+                entry = _partition(p.partition_index, ErrorCode.invalid_request)
+            elif info is None or not 0 <= p.partition_index < info.partitions:
+                entry = _partition(p.partition_index, ErrorCode.unknown_topic_or_partition)
+            else:
+                entry = _partition(p.partition_index, ErrorCode.none)
+                items.append((TopicPartition(topic.name, p.partition_index), _owner_timestamp(p.timestamp)))
+                pending.append(entry)
+            partitions.append(entry)
+        topics.append({"name": topic.name, "partitions": partitions})
+    if items:
+        results: list[OffsetResult] = await on_owners(node, "list_offsets", items, OffsetResult)
+        for entry, result in zip(pending, results):
+            entry.update(error_code=result.error_code, offset=result.offset, timestamp=result.timestamp,
+                         leader_epoch=result.leader_epoch)
+    return build(codec.response_class(KEY, ctx.api_version), {"throttle_time": 0, "topics": topics})

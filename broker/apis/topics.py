@@ -1,0 +1,297 @@
+"""CreateTopics (key 19) v2-7, DeleteTopics (key 20) v1-6, CreatePartitions (key 37) v0-3.
+
+Behaviour: topics live in the topic registry (coordination.local_topics); after any
+change the handler waits until every worker has synced its partitions
+(``node.registry_changed()``), so a client that reads Metadata next sees the change on
+whichever worker it reaches. The request ``timeout`` is not used: the answer comes once
+that sync is done.
+
+* One broker, no replication: a replication factor of -1 (the default) or 1 is accepted,
+  anything larger is INVALID_REPLICATION_FACTOR, and explicit replica assignments must
+  name exactly this node for every partition (else INVALID_REPLICA_ASSIGNMENT). Topics are
+  reported with replication factor 1 whatever default.replication.factor says.
+* CreateTopics checks, in order: the name (Kafka's Topic.validate rules, and no collision
+  of '.' with '_' against an existing topic: INVALID_TOPIC_EXCEPTION), null config values
+  (INVALID_CONFIG), partitions/replication/assignments, the configs
+  (LogConfig.with_overrides: INVALID_CONFIG with the reason), then creation
+  (TOPIC_ALREADY_EXISTS). A name given twice in one request is INVALID_REQUEST
+  ("Duplicate topic name."), answered once, after the other results, as Kafka's
+  controller does. validate_only does every check and creates nothing. The '.'/'_'
+  collision check is not atomic with the creation (a concurrent create through another
+  worker can slip between them).
+* DeleteTopics: delete.topic.enable=false fails every topic (TOPIC_DELETION_DISABLED, or
+  INVALID_REQUEST before v3, as Kafka). Unknown names are UNKNOWN_TOPIC_OR_PARTITION,
+  unknown ids UNKNOWN_TOPIC_ID; an entry naming both or neither, and a name or id given
+  twice, are INVALID_REQUEST. There are no internal topics yet, so none is protected.
+  A topic deleted by id is looked up then deleted by name: a delete-and-recreate by
+  another process in between would delete the new topic.
+* CreatePartitions only grows a topic (else INVALID_PARTITIONS); assignments, when
+  given, must have one entry per new partition naming only this node.
+
+Version notes: CreateTopics v2-4 answer name, error code and message; v5 (flexible) adds
+num_partitions, replication_factor and the topic's configs (as DescribeConfigs shows
+them) and the tagged topic_config_error_code; v6 is v5; v7 adds topic_id. DeleteTopics
+v4 is flexible, v5 adds error_message, v6 deletes by name or by topic id and answers
+topic_id. CreatePartitions v1 is v0, v2 and v3 are flexible.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from broker.apis.configs import check_overrides, topic_config_entries
+from broker.dispatch import api
+from broker.protocol import codec
+from broker.protocol.build import build
+from broker.protocol.errors import ErrorCode, KafkaError
+from coordination.local_topics import TopicRegistryError, validate_topic_name
+
+CREATE_KEY = 19
+DELETE_KEY = 20
+PARTITIONS_KEY = 37
+
+NO_NUM_PARTITIONS = -1
+NO_REPLICATION_FACTOR = -1
+# TOPIC_DELETION_DISABLED exists from DeleteTopics v3; older clients get INVALID_REQUEST.
+DELETION_DISABLED_SINCE = 3
+
+
+def _duplicates(names: list[str]) -> list[str]:
+    """Names given more than once, in order of first appearance."""
+    counts = Counter(names)
+    return list(dict.fromkeys(name for name in names if counts[name] > 1))
+
+
+def _registry_error(exc: TopicRegistryError) -> KafkaError:
+    return KafkaError(ErrorCode(exc.code), str(exc))
+
+
+def _check_replicas(node: Any, broker_ids: Any, what: str) -> None:
+    if list(broker_ids) != [node.node_id]:
+        raise KafkaError(ErrorCode.invalid_replica_assignment,
+                         f"{what}: replicas {list(broker_ids)}; this cluster has one broker, so each partition's "
+                         f"replicas must be exactly [{node.node_id}]")
+
+
+# ---------------------------------------------------------------------------- CreateTopics
+def _create_failed(name: str, code: int, message: str | None) -> dict[str, Any]:
+    return {"name": name, "topic_id": None, "error_code": code, "error_message": message, "topic_config_error_code": 0,
+            "num_partitions": -1, "replication_factor": -1, "configs": []}
+
+
+def _collision(node: Any, name: str) -> str | None:
+    """An existing topic whose name differs from ``name`` only by '.' versus '_'."""
+    if "." not in name and "_" not in name:
+        return None
+    node.registry.refresh()
+    folded = name.replace(".", "_")
+    for info in node.registry.all():
+        if info.name != name and info.name.replace(".", "_") == folded:
+            return str(info.name)
+    return None
+
+
+def _partition_count(node: Any, topic: Any) -> int:
+    if topic.assignments:
+        if topic.num_partitions != NO_NUM_PARTITIONS or topic.replication_factor != NO_REPLICATION_FACTOR:
+            raise KafkaError(ErrorCode.invalid_request, "Both numPartitions or replicationFactor and replicasAssignments "
+                                                        "were set. Both cannot be used at the same time.")
+        if sorted(a.partition_index for a in topic.assignments) != list(range(len(topic.assignments))):
+            raise KafkaError(ErrorCode.invalid_replica_assignment,
+                             "partitions should be a consecutive 0-based integer sequence")
+        for assignment in topic.assignments:
+            _check_replicas(node, assignment.broker_ids, f"partition {assignment.partition_index}")
+        return len(topic.assignments)
+    count = int(node.config["num.partitions"]) if topic.num_partitions == NO_NUM_PARTITIONS else topic.num_partitions
+    if count <= 0:
+        raise KafkaError(ErrorCode.invalid_partitions, "Number of partitions was set to an invalid non-positive value.")
+    factor = topic.replication_factor
+    if factor == 0 or factor < NO_REPLICATION_FACTOR:
+        raise KafkaError(ErrorCode.invalid_replication_factor,
+                         "Replication factor must be larger than 0, or -1 to use the default value.")
+    if factor > 1:
+        raise KafkaError(ErrorCode.invalid_replication_factor,
+                         f"Unable to replicate the partition {factor} time(s): The target replication factor of "
+                         f"{factor} cannot be reached because only 1 broker(s) are registered.")
+    return count
+
+
+def _create_one(node: Any, topic: Any, validate_only: bool) -> tuple[dict[str, Any], bool]:
+    """(result description, whether the registry changed)."""
+    name = topic.name
+    try:
+        why = validate_topic_name(name)
+        if why:
+            raise KafkaError(ErrorCode.invalid_topic_exception, why)
+        other = _collision(node, name)
+        if other is not None:
+            raise KafkaError(ErrorCode.invalid_topic_exception, f"Topic '{name}' collides with existing topic: {other}")
+        nulls = [c.name for c in topic.configs if c.value is None]
+        if nulls:
+            raise KafkaError(ErrorCode.invalid_config, f"Null value not supported for topic configs: {','.join(nulls)}")
+        partitions = _partition_count(node, topic)
+        configs = check_overrides(node, {c.name: c.value for c in topic.configs})
+        try:
+            info = node.registry.create(name, partitions, configs, validate_only=validate_only)
+        except TopicRegistryError as exc:
+            raise _registry_error(exc) from None
+    except KafkaError as exc:
+        return _create_failed(name, exc.code, str(exc)), False
+    return {
+        "name": name,
+        "topic_id": info.topic_id,
+        "error_code": 0,
+        "error_message": None,
+        "topic_config_error_code": 0,
+        "num_partitions": partitions,
+        "replication_factor": 1,
+        "configs": topic_config_entries(node, dict(info.configs)),
+    }, not validate_only
+
+
+def _create_error(request: Any, version: int, code: int) -> Any:
+    names = list(dict.fromkeys(t.name for t in request.topics))
+    return build(codec.response_class(CREATE_KEY, version),
+                 {"throttle_time": 0, "topics": [_create_failed(name, code, None) for name in names]})
+
+
+@api(CREATE_KEY, "CreateTopics", 2, 7, error_response=_create_error)
+async def handle_create_topics(ctx: Any, request: Any) -> Any:
+    node = ctx.node
+    dupes = _duplicates([t.name for t in request.topics])
+    results = []
+    changed = False
+    for topic in request.topics:
+        if topic.name in dupes:
+            continue
+        result, created = _create_one(node, topic, bool(request.validate_only))
+        results.append(result)
+        changed |= created
+    results.extend(_create_failed(name, ErrorCode.invalid_request, "Duplicate topic name.") for name in dupes)
+    if changed:
+        await node.registry_changed()
+    return build(codec.response_class(CREATE_KEY, ctx.api_version), {"throttle_time": 0, "topics": results})
+
+
+# ---------------------------------------------------------------------------- DeleteTopics
+def _delete_entries(request: Any) -> list[tuple[str | None, Any]]:
+    """(name, topic id) per requested topic: v6 sends name-or-id pairs, v1-5 names only."""
+    topics = getattr(request, "topics", None)
+    if topics is not None:
+        return [(t.name, t.topic_id) for t in topics]
+    return [(name, None) for name in request.topic_names]
+
+
+def _deleted(name: str | None, topic_id: Any, code: int = 0, message: str | None = None) -> dict[str, Any]:
+    return {"name": name, "topic_id": topic_id, "error_code": code, "error_message": message}
+
+
+def _delete_error(request: Any, version: int, code: int) -> Any:
+    return build(codec.response_class(DELETE_KEY, version),
+                 {"throttle_time": 0, "responses": [_deleted(n, i, code) for n, i in _delete_entries(request)]})
+
+
+@api(DELETE_KEY, "DeleteTopics", 1, 6, error_response=_delete_error)
+async def handle_delete_topics(ctx: Any, request: Any) -> Any:
+    node = ctx.node
+    entries = _delete_entries(request)
+    response_class = codec.response_class(DELETE_KEY, ctx.api_version)
+    if not node.config["delete.topic.enable"]:
+        code = ErrorCode.topic_deletion_disabled if ctx.api_version >= DELETION_DISABLED_SINCE else ErrorCode.invalid_request
+        return build(response_class, {"throttle_time": 0, "responses": [
+            _deleted(name, topic_id, code, "Topic deletion is disabled.") for name, topic_id in entries]})
+
+    node.registry.refresh()
+    # Resolve every entry to a name first, so duplicates (also a name given once by name
+    # and once through its id) are found before anything is deleted.
+    resolved: list[tuple[str | None, Any, str | None, KafkaError | None]] = []
+    for name, topic_id in entries:
+        if name is not None and topic_id is not None:
+            resolved.append((name, topic_id, None, KafkaError(ErrorCode.invalid_request,
+                                                              "You may not specify both topic name and topic id.")))
+        elif name is None and topic_id is None:
+            resolved.append((None, None, None, KafkaError(ErrorCode.invalid_request,
+                                                          "Neither topic name nor id were specified.")))
+        elif name is not None:
+            resolved.append((name, None, name, None))
+        else:
+            info = node.registry.by_id(topic_id)
+            if info is None:
+                resolved.append((None, topic_id, None, KafkaError(ErrorCode.unknown_topic_id,
+                                                                  "This server does not host this topic ID.")))
+            else:
+                resolved.append((None, topic_id, info.name, None))
+    counts = Counter(target for _n, _i, target, error in resolved if error is None)
+
+    responses = []
+    changed = False
+    for name, topic_id, target, error in resolved:
+        if error is None and target is not None and counts[target] > 1:
+            error = KafkaError(ErrorCode.invalid_request, "Duplicate topic name." if topic_id is None else "Duplicate topic id.")
+        if error is not None:
+            responses.append(_deleted(name, topic_id, error.code, str(error)))
+            continue
+        try:
+            info = node.registry.delete(target)
+        except TopicRegistryError as exc:
+            code = ErrorCode.unknown_topic_id if topic_id is not None else ErrorCode(exc.code)
+            responses.append(_deleted(name, topic_id, code, str(exc)))
+            continue
+        changed = True
+        responses.append(_deleted(info.name, info.topic_id))
+    if changed:
+        await node.registry_changed()
+    return build(response_class, {"throttle_time": 0, "responses": responses})
+
+
+# ---------------------------------------------------------------------------- CreatePartitions
+def _grow_one(node: Any, topic: Any, validate_only: bool) -> bool:
+    """Raises KafkaError; True when the registry changed."""
+    info = node.topic(topic.name)
+    if info is None:
+        raise KafkaError(ErrorCode.unknown_topic_or_partition, f"The topic '{topic.name}' does not exist.")
+    if topic.count == info.partitions:
+        raise KafkaError(ErrorCode.invalid_partitions, f"Topic already has {info.partitions} partitions.")
+    if topic.count < info.partitions:
+        raise KafkaError(ErrorCode.invalid_partitions, f"Topic currently has {info.partitions} partitions, which is "
+                                                       f"higher than the requested {topic.count}.")
+    if topic.assignments is not None:
+        added = topic.count - info.partitions
+        if len(topic.assignments) != added:
+            raise KafkaError(ErrorCode.invalid_replica_assignment, f"Increasing the number of partitions by {added} but "
+                                                                   f"{len(topic.assignments)} assignments provided.")
+        for offset, assignment in enumerate(topic.assignments):
+            _check_replicas(node, assignment.broker_ids, f"new partition {info.partitions + offset}")
+    try:
+        node.registry.set_partitions(topic.name, topic.count, validate_only=validate_only)
+    except TopicRegistryError as exc:
+        raise _registry_error(exc) from None
+    return not validate_only
+
+
+def _partitions_error(request: Any, version: int, code: int) -> Any:
+    return build(codec.response_class(PARTITIONS_KEY, version), {"throttle_time": 0, "results": [
+        {"name": name, "error_code": code, "error_message": None} for name in dict.fromkeys(t.name for t in request.topics)]})
+
+
+@api(PARTITIONS_KEY, "CreatePartitions", 0, 3, error_response=_partitions_error)
+async def handle_create_partitions(ctx: Any, request: Any) -> Any:
+    node = ctx.node
+    dupes = _duplicates([t.name for t in request.topics])
+    results = []
+    changed = False
+    for topic in request.topics:
+        if topic.name in dupes:
+            continue
+        out = {"name": topic.name, "error_code": 0, "error_message": None}
+        try:
+            changed |= _grow_one(node, topic, bool(request.validate_only))
+        except KafkaError as exc:
+            out.update(error_code=exc.code, error_message=str(exc))
+        results.append(out)
+    results.extend({"name": name, "error_code": ErrorCode.invalid_request, "error_message": "Duplicate topic in request."}
+                   for name in dupes)
+    if changed:
+        await node.registry_changed()
+    return build(codec.response_class(PARTITIONS_KEY, ctx.api_version), {"throttle_time": 0, "results": results})
