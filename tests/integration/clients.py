@@ -92,7 +92,7 @@ def confluent_produce(bootstrap: str, topic: str, records: Sequence[Rec], codec:
     from confluent_kafka import Producer
 
     settings = {"bootstrap.servers": bootstrap, "compression.type": codec, "linger.ms": 5,
-                "acks": "all"}
+                "acks": "all", "enable.idempotence": True}
     settings.update(config)
     producer = Producer(settings)
     results: list[Any] = [None] * len(records)
@@ -125,8 +125,10 @@ def confluent_produce(bootstrap: str, topic: str, records: Sequence[Rec], codec:
 
 
 def confluent_consume(bootstrap: str, topic: str, partitions: Iterable[int], count: int, timeout: float = 60.0,
-                      start: int = 0, **config: Any) -> list[Got]:
-    from confluent_kafka import Consumer, TopicPartition
+                      start: int | None = None, **config: Any) -> list[Got]:
+    """Assign the partitions from ``start`` (None: the beginning, via ListOffsets) and read
+    ``count`` records."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
     settings = {"bootstrap.servers": bootstrap, "group.id": "castle-tests-unused", "enable.auto.commit": False,
                 "enable.auto.offset.store": False, "enable.partition.eof": False}
@@ -134,7 +136,7 @@ def confluent_consume(bootstrap: str, topic: str, partitions: Iterable[int], cou
     consumer = Consumer(settings)
     got: list[Got] = []
     try:
-        consumer.assign([TopicPartition(topic, p, start) for p in partitions])
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING if start is None else start) for p in partitions])
         deadline = time.monotonic() + timeout
         while len(got) < count:
             assert time.monotonic() < deadline, f"consumed {len(got)} of {count} records before the deadline"
@@ -154,7 +156,7 @@ def kafka_python_produce(bootstrap: str, topic: str, records: Sequence[Rec], cod
     from kafka import KafkaProducer
 
     settings: dict[str, Any] = {"bootstrap_servers": bootstrap, "compression_type": None if codec == "none" else codec,
-                                "linger_ms": 5, "acks": "all", "enable_idempotence": False}
+                                "linger_ms": 5, "acks": "all"}
     settings.update(config)
     producer = KafkaProducer(**settings)
     try:
@@ -171,7 +173,7 @@ def kafka_python_produce(bootstrap: str, topic: str, records: Sequence[Rec], cod
 
 
 def kafka_python_consume(bootstrap: str, topic: str, partitions: Iterable[int], count: int, timeout: float = 60.0,
-                         start: int = 0, **config: Any) -> list[Got]:
+                         start: int | None = None, **config: Any) -> list[Got]:
     from kafka import KafkaConsumer, TopicPartition
 
     settings: dict[str, Any] = {"bootstrap_servers": bootstrap, "group_id": None, "enable_auto_commit": False}
@@ -181,8 +183,11 @@ def kafka_python_consume(bootstrap: str, topic: str, partitions: Iterable[int], 
     try:
         tps = [TopicPartition(topic, p) for p in partitions]
         consumer.assign(tps)
-        for tp in tps:
-            consumer.seek(tp, start)
+        if start is None:
+            consumer.seek_to_beginning(*tps)
+        else:
+            for tp in tps:
+                consumer.seek(tp, start)
         deadline = time.monotonic() + timeout
         while len(got) < count:
             assert time.monotonic() < deadline, f"consumed {len(got)} of {count} records before the deadline"
@@ -202,7 +207,7 @@ def aiokafka_produce(bootstrap: str, topic: str, records: Sequence[Rec], codec: 
 
         settings: dict[str, Any] = {"bootstrap_servers": bootstrap,
                                     "compression_type": None if codec == "none" else codec,
-                                    "linger_ms": 5, "acks": "all"}
+                                    "linger_ms": 5, "acks": "all", "enable_idempotence": True}
         settings.update(config)
         producer = AIOKafkaProducer(**settings)
         await producer.start()
@@ -220,7 +225,7 @@ def aiokafka_produce(bootstrap: str, topic: str, records: Sequence[Rec], codec: 
 
 
 def aiokafka_consume(bootstrap: str, topic: str, partitions: Iterable[int], count: int, timeout: float = 60.0,
-                     start: int = 0, **config: Any) -> list[Got]:
+                     start: int | None = None, **config: Any) -> list[Got]:
     async def run() -> list[Got]:
         from aiokafka import AIOKafkaConsumer, TopicPartition
 
@@ -232,8 +237,11 @@ def aiokafka_consume(bootstrap: str, topic: str, partitions: Iterable[int], coun
         try:
             tps = [TopicPartition(topic, p) for p in partitions]
             consumer.assign(tps)
-            for tp in tps:
-                consumer.seek(tp, start)
+            if start is None:
+                await consumer.seek_to_beginning(*tps)
+            else:
+                for tp in tps:
+                    consumer.seek(tp, start)
             deadline = time.monotonic() + timeout
             while len(got) < count:
                 assert time.monotonic() < deadline, f"consumed {len(got)} of {count} records before the deadline"
@@ -253,4 +261,45 @@ PRODUCERS: dict[str, Callable[..., list[tuple[int, int]]]] = {
 }
 CONSUMERS: dict[str, Callable[..., list[Got]]] = {
     "confluent": confluent_consume, "kafka-python": kafka_python_consume, "aiokafka": aiokafka_consume,
+}
+
+
+# ---------------------------------------------------------------------- topics, by each client's admin API
+def confluent_create_topic(bootstrap: str, topic: str, partitions: int, configs: dict[str, str] | None = None) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1, config=configs or {})],
+                                  operation_timeout=10, request_timeout=15)
+    futures[topic].result(timeout=20)
+
+
+def kafka_python_create_topic(bootstrap: str, topic: str, partitions: int, configs: dict[str, str] | None = None) -> None:
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.create_topics([NewTopic(topic, partitions, 1, topic_configs=configs or {})], timeout_ms=15000)
+    finally:
+        admin.close()
+
+
+def aiokafka_create_topic(bootstrap: str, topic: str, partitions: int, configs: dict[str, str] | None = None) -> None:
+    async def run() -> None:
+        from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+        await admin.start()
+        try:
+            response = await admin.create_topics([NewTopic(topic, partitions, 1, topic_configs=configs or {})])
+            for entry in response.topic_errors:
+                assert entry[1] == 0, f"create_topics: {entry}"
+        finally:
+            await admin.close()
+
+    asyncio.run(run())
+
+
+CREATE_TOPIC: dict[str, Callable[..., None]] = {
+    "confluent": confluent_create_topic, "kafka-python": kafka_python_create_topic, "aiokafka": aiokafka_create_topic,
 }

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.integration.clients import CODECS, CONSUMERS, PRODUCERS, assert_same, make_records
+from tests.integration.clients import CODECS, CONSUMERS, CREATE_TOPIC, PRODUCERS, assert_same, make_records
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -15,11 +15,13 @@ SIX_PARTITIONS = [{"num.partitions": PARTITIONS}]
 COUNTS = {"confluent": 20_000, "kafka-python": 2_000, "aiokafka": 2_000}
 
 
-@pytest.mark.parametrize("broker", SIX_PARTITIONS, indirect=True)
 @pytest.mark.parametrize("codec", CODECS)
 @pytest.mark.parametrize("client", list(PRODUCERS))
 def test_round_trip(broker, client, codec):
+    """The topic is created with the client's own admin API; consumers start from the
+    beginning (ListOffsets)."""
     topic = f"rt-{client}-{codec}"
+    CREATE_TOPIC[client](broker.bootstrap, topic, PARTITIONS)
     records = make_records(COUNTS[client], PARTITIONS, tag=f"{client}-{codec}")
     delivered = PRODUCERS[client](broker.bootstrap, topic, records, codec=codec)
     # Each record was acknowledged in its own partition, at offsets 0..n-1 per partition.
@@ -38,7 +40,8 @@ def test_round_trip(broker, client, codec):
 @pytest.mark.parametrize("consumer", list(CONSUMERS))
 @pytest.mark.parametrize("producer", list(PRODUCERS))
 def test_cross_client(broker, producer, consumer):
-    """Every (producer, consumer) pair: what one client writes, another reads unchanged."""
+    """Every (producer, consumer) pair: what one client writes, another reads unchanged.
+    The topic is auto-created (num.partitions=6) by the producer's Metadata request."""
     topic = f"x-{producer}-{consumer}"
     codec = {"confluent": "lz4", "kafka-python": "gzip", "aiokafka": "zstd"}[producer]
     records = make_records(600, PARTITIONS, tag=topic, seed=7)

@@ -1,0 +1,165 @@
+"""Topic administration through confluent_kafka.admin.AdminClient and kafka-python's
+KafkaAdminClient: create, describe, configs, partitions, delete records, delete; each
+change is checked through the data path too (produce, consume, offsets)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.integration.clients import confluent_consume, confluent_produce, make_records
+from tests.integration.conftest import wait_until
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+
+def _confluent_admin(broker):
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient({"bootstrap.servers": broker.bootstrap})
+
+
+def _result(futures, key, timeout=20):
+    return futures[key].result(timeout=timeout)
+
+
+def test_confluent_admin_topic_lifecycle(broker):
+    from confluent_kafka import KafkaException, TopicCollection, TopicPartition
+    from confluent_kafka.admin import (
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        NewPartitions,
+        NewTopic,
+        OffsetSpec,
+        ResourceType,
+    )
+
+    admin = _confluent_admin(broker)
+    topic = "admin-confluent"
+
+    # create (and a second create of the same name fails with TOPIC_ALREADY_EXISTS)
+    _result(admin.create_topics([NewTopic(topic, num_partitions=3, replication_factor=1,
+                                          config={"retention.ms": "3600000"})], operation_timeout=10), topic)
+    with pytest.raises(KafkaException) as refused:
+        _result(admin.create_topics([NewTopic(topic, num_partitions=3, replication_factor=1)]), topic)
+    assert refused.value.args[0].name() == "TOPIC_ALREADY_EXISTS"
+
+    # list and describe
+    listed = admin.list_topics(timeout=10)
+    assert topic in listed.topics and len(listed.topics[topic].partitions) == 3
+    assert [b.port for b in listed.brokers.values()] == [broker.port]
+    description = _result(admin.describe_topics(TopicCollection([topic])), topic)
+    assert description.name == topic
+    assert [p.id for p in description.partitions] == [0, 1, 2]
+    assert all(p.leader.id == 0 and [r.id for r in p.replicas] == [0] for p in description.partitions)
+    cluster = admin.describe_cluster().result(timeout=10)
+    assert [n.port for n in cluster.nodes] == [broker.port] and cluster.controller.id == 0
+
+    # configs: describe, incremental alter, describe again
+    resource = ConfigResource(ResourceType.TOPIC, topic)
+    configs = _result(admin.describe_configs([resource]), resource)
+    assert configs["retention.ms"].value == "3600000"
+    assert configs["cleanup.policy"].value == "delete"
+    altered = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
+        ConfigEntry("retention.ms", "7200000", incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("max.message.bytes", "2000000", incremental_operation=AlterConfigOpType.SET),
+    ])
+    _result(admin.incremental_alter_configs([altered]), altered)
+    configs = _result(admin.describe_configs([resource]), resource)
+    assert configs["retention.ms"].value == "7200000"
+    assert configs["max.message.bytes"].value == "2000000"
+    unset = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
+        ConfigEntry("max.message.bytes", None, incremental_operation=AlterConfigOpType.DELETE)])
+    _result(admin.incremental_alter_configs([unset]), unset)
+    configs = _result(admin.describe_configs([resource]), resource)
+    assert configs["max.message.bytes"].value == "1048588"
+
+    # create partitions, then produce to the new ones
+    _result(admin.create_partitions([NewPartitions(topic, 5)], operation_timeout=10), topic)
+    wait_until(lambda: len(admin.list_topics(topic, timeout=5).topics[topic].partitions) == 5, 10, "5 partitions")
+    records = make_records(100, 5, tag=topic)
+    confluent_produce(broker.bootstrap, topic, records)
+
+    # delete records: the log start moves, earliest offsets follow, consumers start there
+    deleted = admin.delete_records([TopicPartition(topic, 0, 7), TopicPartition(topic, 4, -1)], operation_timeout=10)
+    assert deleted[TopicPartition(topic, 0, 7)].result(timeout=10).low_watermark == 7
+    assert deleted[TopicPartition(topic, 4, -1)].result(timeout=10).low_watermark == 20
+    offsets = admin.list_offsets({TopicPartition(topic, p): OffsetSpec.earliest() for p in (0, 1, 4)})
+    assert {tp.partition: f.result(timeout=10).offset for tp, f in offsets.items()} == {0: 7, 1: 0, 4: 20}
+    latest = admin.list_offsets({TopicPartition(topic, 0): OffsetSpec.latest()})
+    assert [f.result(timeout=10).offset for f in latest.values()] == [20]
+    got = confluent_consume(broker.bootstrap, topic, [0], 13)
+    assert [g.offset for g in sorted(got)] == list(range(7, 20))
+
+    # delete the topic
+    _result(admin.delete_topics([topic], operation_timeout=10), topic)
+    wait_until(lambda: topic not in admin.list_topics(timeout=5).topics, 10, "the topic to disappear")
+    with pytest.raises(KafkaException) as missing:
+        _result(admin.delete_topics([topic], operation_timeout=10), topic)
+    assert missing.value.args[0].name() == "UNKNOWN_TOPIC_OR_PART"
+
+
+def test_kafka_python_admin_topic_lifecycle(broker):
+    from kafka import TopicPartition
+    from kafka.admin import ConfigResource, KafkaAdminClient, NewPartitions, NewTopic, OffsetSpec
+    from kafka.errors import TopicAlreadyExistsError
+
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    topic = "admin-kafka-python"
+    try:
+        admin.create_topics([NewTopic(topic, 2, 1, topic_configs={"retention.ms": "3600000"})], timeout_ms=10000)
+        with pytest.raises(TopicAlreadyExistsError):
+            admin.create_topics([NewTopic(topic, 2, 1)], timeout_ms=10000)
+        assert topic in admin.list_topics()
+        (described,) = admin.describe_topics([topic])
+        assert described["name"] == topic and described["error_code"] == 0
+        assert [p["partition_index"] for p in described["partitions"]] == [0, 1]
+        assert all(p["leader_id"] == 0 and p["replica_nodes"] == [0] for p in described["partitions"])
+        cluster = admin.describe_cluster()
+        assert [b["port"] for b in cluster["brokers"]] == [broker.port]
+
+        configs = admin.describe_configs([ConfigResource("TOPIC", topic)])["topic"][topic]
+        assert configs["retention.ms"]["value"] == "3600000"
+        assert configs["retention.ms"]["config_source"] == "DYNAMIC_TOPIC_CONFIG"
+        result = admin.alter_configs([ConfigResource("TOPIC", topic, {"retention.ms": "7200000",
+                                                                      "segment.bytes": "1048576"})])
+        assert result["topic"][topic] == "OK", result
+        configs = admin.describe_configs([ConfigResource("TOPIC", topic)], config_filter="all")["topic"][topic]
+        assert configs["retention.ms"]["value"] == "7200000"
+        assert configs["segment.bytes"]["value"] == "1048576"
+        assert configs["cleanup.policy"]["value"] == "delete"
+
+        admin.create_partitions({topic: NewPartitions(4)})
+        wait_until(lambda: len(admin.describe_topics([topic])[0]["partitions"]) == 4, 10, "4 partitions")
+        confluent_produce(broker.bootstrap, topic, make_records(40, 4, tag=topic))
+
+        deleted = admin.delete_records({TopicPartition(topic, 3): 4, TopicPartition(topic, 1): -1})
+        assert deleted[TopicPartition(topic, 3)]["low_watermark"] == 4
+        assert deleted[TopicPartition(topic, 1)]["low_watermark"] == 10
+        earliest = admin.list_partition_offsets({TopicPartition(topic, p): OffsetSpec.EARLIEST for p in range(4)})
+        assert {tp.partition: o.offset for tp, o in earliest.items()} == {0: 0, 1: 10, 2: 0, 3: 4}
+        latest = admin.list_partition_offsets({TopicPartition(topic, p): OffsetSpec.LATEST for p in range(4)})
+        assert {tp.partition: o.offset for tp, o in latest.items()} == {0: 10, 1: 10, 2: 10, 3: 10}
+
+        admin.delete_topics([topic], timeout_ms=10000)
+        wait_until(lambda: topic not in admin.list_topics(), 10, "the topic to disappear")
+    finally:
+        admin.close()
+
+
+def test_topic_recreated_after_delete_starts_empty(broker):
+    """Delete then create the same name: a new topic id, no old data, offsets from 0."""
+    from confluent_kafka.admin import NewTopic
+
+    admin = _confluent_admin(broker)
+    topic = "admin-recreate"
+    _result(admin.create_topics([NewTopic(topic, num_partitions=2, replication_factor=1)]), topic)
+    confluent_produce(broker.bootstrap, topic, make_records(30, 2, tag="old"))
+    _result(admin.delete_topics([topic], operation_timeout=10), topic)
+    wait_until(lambda: topic not in admin.list_topics(timeout=5).topics, 10, "the topic to disappear")
+    _result(admin.create_topics([NewTopic(topic, num_partitions=2, replication_factor=1)]), topic)
+    records = make_records(10, 2, tag="new", seed=3)
+    delivered = confluent_produce(broker.bootstrap, topic, records)
+    assert sorted(delivered) == [(p, o) for p in range(2) for o in range(5)]
+    got = confluent_consume(broker.bootstrap, topic, range(2), 10)
+    assert sorted(g.value for g in got) == sorted(r.value for r in records)
