@@ -1,0 +1,163 @@
+"""The broker's lifecycle under clients: a graceful restart in the middle of the data, a
+restart with another worker count, and kill -9 of a worker while a producer runs."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+
+import pytest
+
+from broker.node import owner_index
+from storage.types import TopicPartition
+from tests.integration.clients import (
+    assert_same,
+    confluent_consume,
+    confluent_produce,
+    kafka_python_consume,
+    make_records,
+)
+from tests.integration.conftest import wait_until
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+PARTITIONS = 4
+CLEAN_SHUTDOWN = ".kafka_cleanshutdown"
+
+
+def _high_watermarks(bootstrap: str, topic: str, partitions) -> dict[int, int]:
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as TP
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "castle-tests-unused"})
+    try:
+        return {p: consumer.get_watermark_offsets(TP(topic, p), timeout=10)[1] for p in partitions}
+    finally:
+        consumer.close()
+
+
+@pytest.mark.parametrize("broker", [{"num.partitions": PARTITIONS}], indirect=True)
+def test_graceful_restart_keeps_data_and_offsets_continue(broker):
+    topic = "restart"
+    first = make_records(2000, PARTITIONS, tag="first", seed=1)
+    delivered = confluent_produce(broker.bootstrap, topic, first, codec="zstd")
+    assert max(o for _p, o in delivered) == 2000 // PARTITIONS - 1
+    old_pids = set(broker.worker_pids())
+
+    broker.stop()  # asserts exit code 0
+    assert os.path.exists(os.path.join(broker.log_dir, CLEAN_SHUTDOWN)), "no clean-shutdown marker after SIGTERM"
+    broker.start()
+    assert not set(broker.worker_pids()) & old_pids
+    starts = [line for line in broker.stderr().splitlines() if "starting" in line and "workers on" in line]
+    assert len(starts) == 2 and "clean start" in starts[-1], starts
+
+    second = make_records(2000, PARTITIONS, tag="second", seed=2)
+    delivered = confluent_produce(broker.bootstrap, topic, second, codec="gzip")
+    per_partition: dict[int, list[int]] = {}
+    for partition, offset in delivered:
+        per_partition.setdefault(partition, []).append(offset)
+    for partition, offsets in per_partition.items():
+        start = 2000 // PARTITIONS
+        assert offsets == list(range(start, start + len(offsets))), f"partition {partition}: offsets did not continue"
+
+    got = kafka_python_consume(broker.bootstrap, topic, range(PARTITIONS), 4000)
+    assert_same(_interleave(first, second), got)
+
+
+@pytest.mark.parametrize("broker", [{"workers": 2, "num.partitions": PARTITIONS}], indirect=True)
+def test_restart_with_another_worker_count(broker):
+    """Ownership is (crc32(topic) + partition) % workers: with 3 workers instead of 2 the
+    partitions get new owners, which open the same logs and continue them."""
+    topic = "reowned"
+    first = make_records(800, PARTITIONS, tag="first", seed=5)
+    confluent_produce(broker.bootstrap, topic, first)
+    broker.stop()
+    broker.workers = 3
+    broker.start()
+    assert len(broker.worker_pids()) == 3
+    second = make_records(800, PARTITIONS, tag="second", seed=6)
+    confluent_produce(broker.bootstrap, topic, second)
+    got = confluent_consume(broker.bootstrap, topic, range(PARTITIONS), 1600)
+    assert_same(_interleave(first, second), got)
+
+
+def _interleave(first, second):
+    """Expected log contents: per partition, the first run's records then the second's."""
+    return list(first) + list(second)
+
+
+@pytest.mark.parametrize("victim", ["owner", "other"])
+@pytest.mark.parametrize("broker", [{"workers": 2, "num.partitions": 1}], indirect=True)
+def test_kill_9_of_a_worker_loses_no_acknowledged_record(broker, victim):
+    """acks=1 producer in a loop; kill -9 the partition's owner (or the other worker).
+    The supervisor starts a new worker; afterwards every acknowledged record is in the
+    partition at the offset it was acknowledged with."""
+    from confluent_kafka import Producer
+
+    topic = "crash"
+    tp = TopicPartition(topic, 0)
+    owner = owner_index(tp, broker.workers)
+    target = owner if victim == "owner" else (owner + 1) % broker.workers
+
+    acked: list[tuple[int, bytes]] = []
+    failed: list[str] = []
+    stop = threading.Event()
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": 1, "enable.idempotence": False,
+                         "linger.ms": 2, "message.timeout.ms": 30000, "retry.backoff.ms": 50,
+                         "reconnect.backoff.ms": 50, "reconnect.backoff.max.ms": 500,
+                         "topic.metadata.refresh.interval.ms": 1000})
+
+    def done(err, msg) -> None:
+        if err is not None:
+            failed.append(str(err))
+        else:
+            acked.append((msg.offset(), msg.value()))
+
+    def produce_loop() -> None:
+        sequence = 0
+        while not stop.is_set():
+            try:
+                producer.produce(topic, value=f"v{sequence:08d}".encode(), partition=0, on_delivery=done)
+                sequence += 1
+            except BufferError:
+                pass
+            producer.poll(0.001 if sequence % 100 else 0.01)
+
+    thread = threading.Thread(target=produce_loop)
+    thread.start()
+    try:
+        wait_until(lambda: len(acked) >= 3000, 30, "3000 acknowledged records before the kill")
+        stats = {s["worker"]: s["pid"] for s in broker.stats()}
+        victim_pid = stats[target]
+        assert victim_pid in broker.worker_pids()
+        os.kill(victim_pid, signal.SIGKILL)
+        acked_at_kill = len(acked)
+
+        def replaced() -> bool:
+            pids = broker.worker_pids()
+            return len(pids) == broker.workers and victim_pid not in pids
+        wait_until(replaced, 20, "the supervisor to start a new worker")
+        new_pid = next(p for p in broker.worker_pids() if p not in stats.values())
+        wait_until(lambda: any(s["worker"] == target and s["pid"] == new_pid for s in broker.stats()), 20,
+                   "the new worker to serve")
+        wait_until(lambda: len(acked) >= acked_at_kill + 3000, 40, "3000 more acknowledged records after the restart")
+    finally:
+        stop.set()
+        thread.join(30)
+        remaining = producer.flush(40)
+    assert remaining == 0, f"{remaining} records still unacknowledged"
+    assert "exited with signal 9" in broker.stderr()
+
+    high_watermark = _high_watermarks(broker.bootstrap, topic, [0])[0]
+    got = confluent_consume(broker.bootstrap, topic, [0], high_watermark)
+    by_offset = {g.offset: g.value for g in got}
+    assert sorted(by_offset) == list(range(high_watermark)), "the partition has a gap"
+    missing = [(offset, value) for offset, value in acked if by_offset.get(offset) != value]
+    assert not missing, f"{len(missing)} acknowledged records are not where they were acked, e.g. {missing[:5]}"
+    # In acked-offset order, the values are the log's values in log order.
+    ordered = sorted(acked)
+    assert [v for _o, v in ordered] == [by_offset[o] for o, _v in ordered]
+    assert len({o for o, _v in acked}) == len(acked), "two records acked at the same offset"
+
+    broker.stop()  # still stops cleanly after a worker restart
