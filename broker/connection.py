@@ -178,20 +178,19 @@ class Connection:
     def _read_big_frame(self) -> None:
         big = self._big
         assert big is not None
-        try:
-            with memoryview(big) as view:
-                received = self.sock.recv_into(view[self._big_filled:])
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError:
-            self.close()
-            return
-        if not received:
-            self.close()
-            return
-        self._big_filled += received
-        if self._big_filled < len(big):
-            return
+        with memoryview(big) as view:
+            while self._big_filled < len(big):  # drain what the socket has: fewer loop turns
+                try:
+                    received = self.sock.recv_into(view[self._big_filled:])
+                except (BlockingIOError, InterruptedError):
+                    return
+                except OSError:
+                    self.close()
+                    return
+                if not received:
+                    self.close()
+                    return
+                self._big_filled += received
         self._big = None
         try:
             self._handle_frame(bytes(big))
