@@ -279,8 +279,21 @@ def broker_factory(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[Ca
         return broker
 
     yield make
+    # Every broker still running stops gracefully (SIGTERM) and must exit 0; whatever
+    # happens, each is then killed by PID and its run dir removed.
+    unclean = []
     for broker in brokers:
-        broker.cleanup()
+        try:
+            if broker.process is not None:
+                code = broker.stop(expect_code=None)  # None: did not exit in time, killed
+                if code != 0:
+                    unclean.append(f"{broker.bootstrap}: exit code {code}\n{broker.stderr(tail=40)}")
+        except Exception as exc:
+            unclean.append(f"{broker.bootstrap}: {exc!r}")
+        finally:
+            broker.cleanup()
+    if unclean:
+        pytest.fail("broker did not stop cleanly on SIGTERM: " + "\n".join(unclean))
 
 
 @pytest.fixture

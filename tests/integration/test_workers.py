@@ -87,3 +87,56 @@ def test_many_connections_one_partition_single_writer(broker):
     per_worker = wait_until(served, 10, "stats files to count the produce requests")
     assert len(per_worker) == broker.workers
     assert sum(1 for count in per_worker.values() if count > 0) >= 2, f"produce requests per worker: {per_worker}"
+
+
+@pytest.mark.parametrize("broker", [{"workers": 2}, {"workers": 4}], indirect=True, ids=["2-workers", "4-workers"])
+def test_pipelined_requests_keep_partition_order_across_owners(broker):
+    """One connection, requests written back to back: one spanning a partition of every
+    worker, then one per partition. Whichever worker holds the connection, some requests
+    are local-only, some forwarded, some mixed; each partition's log must still take the
+    batches in request order, and each answer's base offset must say so."""
+
+    from broker.node import owner_index
+    from broker.protocol import codec
+    from broker.protocol.build import build
+    from storage.records import Record, encode_batch
+    from storage.types import TopicPartition
+    from tests.integration.clients import confluent_create_topic
+    from tests.integration.kio_client import KioClient, decode_response, encode_request, read_frame
+
+    topic = "pipelined-raw"
+    partitions = 3 * broker.workers
+    confluent_create_topic(broker.bootstrap, topic, partitions)
+    one_per_worker = [next(p for p in range(partitions) if owner_index(TopicPartition(topic, p), broker.workers) == w)
+                      for w in range(broker.workers)]
+    rounds = 40
+    plan: list[list[int]] = []  # the partitions of each request, in send order
+    for _ in range(rounds):
+        plan.append(list(one_per_worker))
+        plan.extend([p] for p in one_per_worker)
+    expected: dict[int, list[bytes]] = {p: [] for p in one_per_worker}
+    frames = []
+    for index, request_partitions in enumerate(plan):
+        data = []
+        for p in request_partitions:
+            value = b"req-%d" % index
+            expected[p].append(value)
+            data.append({"index": p, "records": encode_batch([Record(0, 1_700_000_000_000, None, value, ())])})
+        body = build(codec.request_class(0, 9), {"transactional_id": None, "acks": 1, "timeout": 10_000,
+                                                 "topic_data": [{"name": topic, "partition_data": data}]})
+        frames.append(encode_request(0, 9, index + 1, body))
+    with KioClient(broker.bootstrap) as client:
+        client.sock.sendall(b"".join(frames))  # all in flight at once
+        next_offset = {p: 0 for p in one_per_worker}
+        for index, request_partitions in enumerate(plan):
+            correlation_id, answer = decode_response(0, 9, read_frame(client.sock))
+            assert correlation_id == index + 1
+            for part in answer.responses[0].partition_responses:
+                assert part.error_code == 0, part
+                assert part.base_offset == next_offset[part.index], (
+                    f"request {index}: partition {part.index} appended at {part.base_offset}, "
+                    f"expected {next_offset[part.index]} (reordered)")
+                next_offset[part.index] += 1
+    for p in one_per_worker:
+        got = confluent_consume(broker.bootstrap, topic, [p], len(expected[p]))
+        assert [g.value for g in sorted(got, key=lambda g: g.offset)] == expected[p], f"partition {p}"
