@@ -79,10 +79,11 @@ def assert_same(expected: Sequence[Rec], got: Sequence[Got]) -> None:
             assert g.rec() == r, f"partition {partition} offset {index}: got {g.rec()!r}, want {r!r}"
 
 
-def _headers(raw: Any) -> tuple[tuple[str, bytes], ...]:
+def _headers(raw: Any) -> tuple[tuple[str, Any], ...]:
+    """(name, value) pairs; a null header value stays None."""
     if not raw:
         return ()
-    return tuple((str(k), bytes(v) if v is not None else b"") for k, v in raw)
+    return tuple((str(k), bytes(v) if v is not None else None) for k, v in raw)
 
 
 # ---------------------------------------------------------------------- confluent-kafka
