@@ -39,6 +39,7 @@ from storage.manager import ClaimedDirs, ManagerConfig, claim_log_dirs, mark_cle
 log = logging.getLogger(__name__)
 
 HANDLED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGCHLD, signal.SIGHUP)
+ABORT_GRACE = 5.0  # seconds a worker killed for a stale heartbeat has to die of SIGABRT before SIGKILL
 
 
 @dataclass
@@ -48,6 +49,7 @@ class WorkerSlot:
     spawned_at: float = 0.0
     deaths: list[float] = field(default_factory=list)
     respawn_at: float = 0.0
+    aborted_at: float = 0.0  # when a stale heartbeat got it SIGABRT (monotonic), 0 if not
 
 
 class Supervisor:
@@ -163,6 +165,7 @@ class Supervisor:
                 logging.shutdown()
                 os._exit(code)
         slot.pid = pid
+        slot.aborted_at = 0.0
         slot.spawned_at = time.monotonic()
         log.info("spawned worker %d (pid %d)", slot.index, pid)
 
@@ -246,6 +249,13 @@ class Supervisor:
         for slot in self.slots:
             if not slot.pid:
                 continue
+            if slot.aborted_at:
+                # SIGABRT does not end a stopped process, nor one that handles or blocks it.
+                if time.monotonic() - slot.aborted_at > ABORT_GRACE:
+                    log.error("worker %d (pid %d) outlived SIGABRT: SIGKILL", slot.index, slot.pid)
+                    self._kill(slot.pid, signal.SIGKILL)
+                    slot.aborted_at = 0.0
+                continue
             try:
                 last = os.stat(self._heartbeat_path(slot.index)).st_mtime
             except FileNotFoundError:
@@ -253,6 +263,7 @@ class Supervisor:
             if last and now - last > timeout:
                 log.error("worker %d (pid %d) missed its heartbeat for %.0f s: killing it", slot.index, slot.pid, now - last)
                 self._kill(slot.pid, signal.SIGABRT)
+                slot.aborted_at = time.monotonic()
                 os.utime(self._heartbeat_path(slot.index), (0, 0))
 
     def _kill(self, pid: int, signum: int) -> None:
