@@ -230,3 +230,54 @@ def test_sigterm_under_load_answers_parked_fetches_and_keeps_acked_records(broke
         assert sorted(by_offset) == list(range(watermarks[partition])), f"partition {partition} has a gap"
         missing = [(o, v) for p, o, v in acked if p == partition and by_offset.get(o) != v]
         assert not missing, f"partition {partition}: {len(missing)} acknowledged records lost or moved: {missing[:5]}"
+
+
+@pytest.mark.parametrize("broker", [{"workers": 2, "num.partitions": 2, "worker.heartbeat.timeout.ms": 2000}],
+                         indirect=True)
+def test_wedged_worker_is_replaced(broker):
+    """A worker whose loop stops beating (here: SIGSTOP, which SIGABRT cannot end) is
+    killed and replaced by the supervisor, and the broker serves both partitions again."""
+    stats = {s["worker"]: s["pid"] for s in broker.stats()}
+    wedged = stats[0]
+    os.kill(wedged, signal.SIGSTOP)
+    try:
+        wait_until(lambda: wedged not in broker.worker_pids() and len(broker.worker_pids()) == 2, 30,
+                   "the supervisor to replace the wedged worker")
+    finally:
+        if wedged in broker.worker_pids():
+            os.kill(wedged, signal.SIGCONT)
+    new_pid = next(p for p in broker.worker_pids() if p not in stats.values())
+    wait_until(lambda: any(s["worker"] == 0 and s["pid"] == new_pid for s in broker.stats()), 20, "the new worker")
+    assert "missed its heartbeat" in broker.stderr()
+    records = make_records(200, 2, tag="after-wedge")
+    confluent_produce(broker.bootstrap, "wedge", records)
+    assert_same(records, confluent_consume(broker.bootstrap, "wedge", range(2), len(records)))
+
+
+@pytest.mark.parametrize("broker", [{"workers": 2, "num.partitions": 2}], indirect=True)
+def test_kill_9_of_the_supervisor(broker):
+    """Workers whose supervisor died stop by themselves (no orphan keeps the port or the
+    log dirs); the next start recovers and keeps every acknowledged record."""
+    records = make_records(1000, 2, tag="before-supervisor-kill")
+    confluent_produce(broker.bootstrap, "orphans", records, acks=1, **{"enable.idempotence": False})
+    workers = broker.worker_pids()
+    assert len(workers) == 2
+    broker.process.kill()
+    broker.process.wait(10)
+    wait_until(lambda: not any(_alive(pid) for pid in workers), 15, "the orphaned workers to exit")
+    broker.start()
+    starts = [line for line in broker.stderr().splitlines() if "starting" in line and "workers on" in line]
+    assert "recovering start" in starts[-1], starts
+    more = make_records(1000, 2, tag="after-supervisor-kill", seed=9)
+    confluent_produce(broker.bootstrap, "orphans", more)
+    got = confluent_consume(broker.bootstrap, "orphans", range(2), 2000)
+    assert_same(records + more, got)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read()
+    except OSError:
+        return False
+    return stat[stat.rindex(b")") + 2:][:1] != b"Z"
