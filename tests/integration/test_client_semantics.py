@@ -3,6 +3,7 @@ LogAppendTime topics, null header values and null values, acks=0."""
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
@@ -103,3 +104,33 @@ def test_acks_zero(broker):
     PRODUCERS["confluent"](broker.bootstrap, "acks0", records, acks=0, **{"enable.idempotence": False})
     got = CONSUMERS["aiokafka"](broker.bootstrap, "acks0", range(2), len(records))
     assert_same(records, got)
+
+
+@pytest.mark.parametrize("broker", [{"num.partitions": 3, "log.segment.bytes": 64 * 1024}], indirect=True)
+def test_tailing_consumer_across_segment_rolls(broker):
+    """Small segments roll every few hundred records while a consumer tails the topic
+    concurrently (reads from the active segment of another worker's partition, by path
+    and inode, as it rolls); everything arrives once, in order."""
+    import threading
+
+    records = make_records(30_000, 3, tag="tail", seed=4)
+    got: list = []
+    errors: list[str] = []
+
+    def consume() -> None:
+        try:
+            got.extend(CONSUMERS["confluent"](broker.bootstrap, "tail", range(3), len(records), start=0, timeout=90))
+        except BaseException as exc:  # reported below
+            errors.append(repr(exc))
+
+    confluent_create_topic(broker.bootstrap, "tail", 3)
+    thread = threading.Thread(target=consume)
+    thread.start()
+    try:
+        PRODUCERS["confluent"](broker.bootstrap, "tail", records, codec="none", **{"linger.ms": 1, "batch.num.messages": 50})
+    finally:
+        thread.join(100)
+    assert not errors, errors
+    assert_same(records, got)
+    segments = [name for name in os.listdir(os.path.join(broker.log_dir, "tail-0")) if name.endswith(".log")]
+    assert len(segments) > 5, segments
