@@ -281,3 +281,67 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return stat[stat.rindex(b")") + 2:][:1] != b"Z"
+
+
+@pytest.mark.parametrize("broker", [{"workers": 3, "num.partitions": 1}], indirect=True)
+def test_kill_9_of_the_owner_twice_under_idempotent_producers(broker):
+    """Six idempotent producers (separate connections, so most appends are forwarded to
+    the owner over IPC) while the owner is killed twice: retries of batches whose answer
+    was lost are recognised after recovery (producer state rebuilt from the log), so the
+    partition holds every acknowledged record exactly once and nothing else."""
+    from confluent_kafka import Producer
+
+    topic = "crash-idempotent"
+    owner = owner_index(TopicPartition(topic, 0), broker.workers)
+    acked: list[tuple[int, bytes]] = []
+    failed: list[str] = []
+    stop = threading.Event()
+
+    def produce_loop(index: int) -> None:
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all", "enable.idempotence": True,
+                             "linger.ms": 2, "message.timeout.ms": 60_000, "retry.backoff.ms": 50,
+                             "reconnect.backoff.ms": 50, "reconnect.backoff.max.ms": 500})
+
+        def done(err, msg) -> None:
+            if err is not None:
+                failed.append(str(err))
+            else:
+                acked.append((msg.offset(), msg.value()))
+
+        sequence = 0
+        while not stop.is_set():
+            try:
+                producer.produce(topic, value=f"{index}-{sequence}".encode(), partition=0, on_delivery=done)
+                sequence += 1
+            except BufferError:
+                pass
+            producer.poll(0.001 if sequence % 100 else 0.01)
+        if producer.flush(50) != 0:
+            failed.append(f"producer {index}: records left after flush")
+
+    threads = [threading.Thread(target=produce_loop, args=(i,)) for i in range(6)]
+    for thread in threads:
+        thread.start()
+    try:
+        for kill in range(2):
+            wait_until(lambda: len(acked) >= 3000 * (kill + 1), 40, "acknowledged records before the kill")
+            pid = next(s["pid"] for s in broker.stats() if s["worker"] == owner)
+            os.kill(pid, signal.SIGKILL)
+            wait_until(lambda: pid not in broker.worker_pids() and len(broker.worker_pids()) == broker.workers, 20,
+                       "the owner to be replaced")
+            wait_until(lambda: any(s["worker"] == owner and s["pid"] not in (pid, 0) and s["pid"] in broker.worker_pids()
+                                   for s in broker.stats()), 20, "the new owner to serve")
+        wait_until(lambda: len(acked) >= 9000, 40, "acknowledged records after the kills")
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(60)
+    assert not failed, failed[:5]
+
+    high_watermark = _high_watermarks(broker.bootstrap, topic, [0])[0]
+    got = confluent_consume(broker.bootstrap, topic, [0], high_watermark)
+    by_offset = {g.offset: g.value for g in got}
+    assert sorted(by_offset) == list(range(high_watermark)), "the partition has a gap"
+    assert high_watermark == len(acked), f"{high_watermark} records in the log, {len(acked)} acknowledged"
+    assert dict(acked) == by_offset, "an acknowledged record is not at its acknowledged offset"
+    assert len(set(by_offset.values())) == high_watermark, "a record was appended twice"
