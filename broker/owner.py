@@ -128,6 +128,7 @@ class Owner:
             return AppendResult(exc.kafka_error_code, error_message=str(exc))
         except Exception as exc:
             return AppendResult(code_for_exception(exc), error_message=str(exc))
+        self.node.stats["records_appended"] += info.record_count
         self.node.appended(tp)
         return AppendResult(ErrorCode.none, info.first_offset, info.log_append_time, info.log_start_offset,
                             None, info.record_count)
