@@ -13,11 +13,11 @@ import os
 from typing import TYPE_CHECKING, NamedTuple
 
 from broker.protocol.errors import ErrorCode, code_for_exception
-from storage.batch import HEADER_SIZE, check_producer_batch
+from storage.batch import HEADER_SIZE, BatchHeader, check_producer_batch, parse_header
 from storage.checkpoint import read_partition_metadata
 from storage.errors import StorageError
 from storage.log import PartitionLog
-from storage.types import TopicPartition
+from storage.types import FileRange, TopicPartition
 
 if TYPE_CHECKING:
     from broker.node import WorkerNode
@@ -73,7 +73,7 @@ class Owner:
         if found is not None:
             return found
         info = self.node.topic(tp.topic)
-        if info is None or not 0 <= tp.partition < info.partitions or not self.node.owns(tp):
+        if info is None or not info.has_partition(tp.partition) or not self.node.owns(tp):
             return None
         return logs.create_log(tp, overrides=info.configs, topic_id=info.topic_id)
 
@@ -107,9 +107,13 @@ class Owner:
             return AppendResult(ErrorCode.unknown_topic_or_partition)
         try:
             view = memoryview(records)
-            first = check_producer_batch(view, 0, len(view)) if len(view) >= HEADER_SIZE else None
-            if first is None:
+            if len(view) < HEADER_SIZE:
                 return AppendResult(ErrorCode.corrupt_message, error_message="record set shorter than a batch header")
+            first = parse_header(view, 0)
+            if version < 7 or first.producer_id >= 0:
+                # Validate (CRC included) before trusting the header for the zstd rule or the
+                # producer state; otherwise PartitionLog.append validates, once.
+                first = check_producer_batch(view, 0, len(view))
             if version < 7 and _has_zstd(view):
                 return AppendResult(ErrorCode.unsupported_compression_type,
                                     error_message="zstd needs Produce v7 or newer")
@@ -209,8 +213,6 @@ class Owner:
 
 
 def _has_zstd(view: memoryview) -> bool:
-    from storage.batch import parse_header
-
     position = 0
     while position + HEADER_SIZE <= len(view):
         header = parse_header(view, position)
@@ -222,11 +224,10 @@ def _has_zstd(view: memoryview) -> bool:
     return False
 
 
-def _headers_in(file_range: object) -> list:  # type: ignore[type-arg]
+def _headers_in(file_range: FileRange) -> list[BatchHeader]:
     """Batch headers of a file range (61 bytes each, by pread): only for Fetch < v10."""
-    from storage.batch import parse_header
-
-    fd, position, length = file_range.fd, file_range.position, file_range.length  # type: ignore[attr-defined]
+    fd, length = file_range.fd, file_range.length
+    position: int = file_range.position
     headers = []
     end = position + length
     while position + HEADER_SIZE <= end:

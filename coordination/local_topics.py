@@ -19,11 +19,14 @@ import os
 import re
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Callable, Mapping, TypeVar
 
 import orjson
+from kio.schema.errors import ErrorCode
 
 from storage.checkpoint import write_bytes_atomically
+
+T = TypeVar("T")
 
 FILE_NAME = "cluster-metadata.json"
 LOCK_NAME = "cluster-metadata.lock"
@@ -59,6 +62,9 @@ class TopicInfo:
     topic_id: uuid.UUID
     partitions: int
     configs: Mapping[str, str] = field(default_factory=dict)
+
+    def has_partition(self, partition: int) -> bool:
+        return 0 <= partition < self.partitions
 
 
 @dataclass
@@ -122,12 +128,16 @@ class LocalTopicRegistry:
         return sorted(self._snapshot.topics.values(), key=lambda t: t.name)
 
     # ------------------------------------------------------------------ changing
-    def _change(self, mutate: Callable[[_Snapshot], Any]) -> Any:
+    def _change(self, mutate: Callable[[_Snapshot], T], dry_run: bool = False) -> T:
+        """Run ``mutate`` on the current file's contents under the lock and write the
+        result; with ``dry_run`` (validate_only), check and answer without writing."""
         fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             current = self._read_file() if os.path.exists(self.path) else _Snapshot({}, 0)
             result = mutate(current)
+            if dry_run:
+                return result
             doc = {
                 "version": FORMAT_VERSION,
                 "topics": {t.name: {"id": str(t.topic_id), "partitions": t.partitions, "configs": dict(t.configs)}
@@ -142,8 +152,6 @@ class LocalTopicRegistry:
 
     def create(self, name: str, partitions: int, configs: Mapping[str, str], topic_id: uuid.UUID | None = None,
                validate_only: bool = False) -> TopicInfo:
-        from kio.schema.errors import ErrorCode
-
         why = validate_topic_name(name)
         if why:
             raise TopicRegistryError(ErrorCode.invalid_topic_exception, why)
@@ -154,65 +162,39 @@ class LocalTopicRegistry:
         def mutate(snapshot: _Snapshot) -> TopicInfo:
             if name in snapshot.topics:
                 raise TopicRegistryError(ErrorCode.topic_already_exists, f"topic '{name}' already exists")
-            if validate_only:
-                raise _ValidateOnly(info)
             snapshot.topics[name] = info
             return info
 
-        try:
-            result: TopicInfo = self._change(mutate)
-        except _ValidateOnly as done:
-            return done.info
-        return result
+        return self._change(mutate, dry_run=validate_only)
 
     def delete(self, name: str) -> TopicInfo:
-        from kio.schema.errors import ErrorCode
-
         def mutate(snapshot: _Snapshot) -> TopicInfo:
-            info = snapshot.topics.pop(name, None)
-            if info is None:
-                raise TopicRegistryError(ErrorCode.unknown_topic_or_partition, f"topic '{name}' does not exist")
-            return info
+            return snapshot.topics.pop(_existing(snapshot, name).name)
 
-        result: TopicInfo = self._change(mutate)
-        return result
+        return self._change(mutate)
 
     def set_partitions(self, name: str, count: int, validate_only: bool = False) -> TopicInfo:
-        from kio.schema.errors import ErrorCode
-
         def mutate(snapshot: _Snapshot) -> TopicInfo:
-            info = snapshot.topics.get(name)
-            if info is None:
-                raise TopicRegistryError(ErrorCode.unknown_topic_or_partition, f"topic '{name}' does not exist")
+            info = _existing(snapshot, name)
             if count <= info.partitions:
                 raise TopicRegistryError(ErrorCode.invalid_partitions,
                                          f"topic '{name}' has {info.partitions} partitions; the new count {count} must be larger")
             grown = TopicInfo(name, info.topic_id, count, info.configs)
-            if validate_only:
-                raise _ValidateOnly(grown)
             snapshot.topics[name] = grown
             return grown
 
-        try:
-            result: TopicInfo = self._change(mutate)
-        except _ValidateOnly as done:
-            return done.info
-        return result
+        return self._change(mutate, dry_run=validate_only)
 
     def set_configs(self, name: str, update: Callable[[dict[str, str]], dict[str, str]]) -> TopicInfo:
         """Replace a topic's overrides with ``update(current)`` (which validates)."""
-        from kio.schema.errors import ErrorCode
 
         def mutate(snapshot: _Snapshot) -> TopicInfo:
-            info = snapshot.topics.get(name)
-            if info is None:
-                raise TopicRegistryError(ErrorCode.unknown_topic_or_partition, f"topic '{name}' does not exist")
+            info = _existing(snapshot, name)
             changed = TopicInfo(name, info.topic_id, info.partitions, update(dict(info.configs)))
             snapshot.topics[name] = changed
             return changed
 
-        result: TopicInfo = self._change(mutate)
-        return result
+        return self._change(mutate)
 
     def allocate_producer_ids(self, count: int) -> int:
         """Reserve ``count`` producer ids on disk; returns the first. Ids are never reused."""
@@ -222,10 +204,11 @@ class LocalTopicRegistry:
             snapshot.next_producer_id = first + count
             return first
 
-        result: int = self._change(mutate)
-        return result
+        return self._change(mutate)
 
 
-class _ValidateOnly(Exception):
-    def __init__(self, info: TopicInfo) -> None:
-        self.info = info
+def _existing(snapshot: _Snapshot, name: str) -> TopicInfo:
+    info = snapshot.topics.get(name)
+    if info is None:
+        raise TopicRegistryError(ErrorCode.unknown_topic_or_partition, f"topic '{name}' does not exist")
+    return info

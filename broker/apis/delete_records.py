@@ -48,7 +48,7 @@ async def handle_delete_records(ctx: Any, request: Any) -> Any:
         deletable = info is not None and node.logs.default_log_config.with_overrides(info.configs).delete
         partitions = []
         for p in topic.partitions:
-            if info is None or not 0 <= p.partition_index < info.partitions:
+            if info is None or not info.has_partition(p.partition_index):
                 entry = _partition(p.partition_index, ErrorCode.unknown_topic_or_partition)
             elif not deletable:
                 entry = _partition(p.partition_index, ErrorCode.policy_violation)

@@ -70,7 +70,7 @@ def _resolve(ctx: Any, request: Any) -> tuple[list[tuple[str, uuid.UUID]], list[
         for p in topic.partitions:
             if info is None:
                 wanted.append(_Wanted(index, p.partition, missing, None))
-            elif not 0 <= p.partition < info.partitions:
+            elif not info.has_partition(p.partition):
                 wanted.append(_Wanted(index, p.partition, ErrorCode.unknown_topic_or_partition, None))
             else:
                 item = (TopicPartition(info.name, p.partition), int(p.fetch_offset), max(0, int(p.partition_max_bytes)), refuse_zstd)
@@ -94,7 +94,7 @@ async def handle_fetch(ctx: Any, request: Any) -> RawResponse:
     topics, wanted = _resolve(ctx, request)
     items = [w.item for w in wanted if w.item is not None]
     tps = [item[0] for item in items]
-    max_wait = request.max_wait.total_seconds() if hasattr(request.max_wait, "total_seconds") else request.max_wait / 1000
+    max_wait = request.max_wait.total_seconds()  # kio decodes max_wait_ms as a timedelta
     deadline = time.monotonic() + max(0.0, max_wait)
     min_bytes = max(1, int(request.min_bytes))
     watch = node.purgatory.watch(tps) if items and max_wait > 0 else None

@@ -64,7 +64,7 @@ async def handle_list_offsets(ctx: Any, request: Any) -> Any:
         for p in topic.partitions:
             if asked[(topic.name, p.partition_index)] > 1:
                 entry = _partition(p.partition_index, ErrorCode.invalid_request)
-            elif info is None or not 0 <= p.partition_index < info.partitions:
+            elif info is None or not info.has_partition(p.partition_index):
                 entry = _partition(p.partition_index, ErrorCode.unknown_topic_or_partition)
             else:
                 entry = _partition(p.partition_index, ErrorCode.none)

@@ -69,7 +69,7 @@ async def handle_produce(ctx: Any, request: Any) -> Any:
             elif request.transactional_id is not None:
                 entries.append((partition.index, AppendResult(ErrorCode.transactional_id_authorization_failed,
                                                               error_message="transactions are not supported yet")))
-            elif known is None or not 0 <= partition.index < known.partitions:
+            elif known is None or not known.has_partition(partition.index):
                 entries.append((partition.index, AppendResult(ErrorCode.unknown_topic_or_partition)))
             elif not partition.records:
                 entries.append((partition.index, AppendResult(ErrorCode.corrupt_message, error_message="no records")))

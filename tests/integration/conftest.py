@@ -22,6 +22,8 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
+from tests.integration.kio_client import read_frame
+
 START_TIMEOUT = 20.0
 STOP_TIMEOUT = 45.0
 
@@ -91,32 +93,18 @@ def _request(api_key: int, version: int, correlation_id: int, body: bytes) -> by
     return struct.pack(">i", len(frame)) + frame
 
 
-def _read_frame(sock: socket.socket) -> bytes:
-    def exactly(n: int) -> bytes:
-        data = bytearray()
-        while len(data) < n:
-            chunk = sock.recv(n - len(data))
-            if not chunk:
-                raise ConnectionError("broker closed the connection")
-            data += chunk
-        return bytes(data)
-
-    (size,) = struct.unpack(">i", exactly(4))
-    return exactly(size)
-
-
 def round_trip(host: str, port: int, timeout: float = 2.0) -> bool:
     """ApiVersions v0 then Metadata v1 (all topics) on one connection; True if both answer."""
     try:
         with socket.create_connection((host, port), timeout=timeout) as sock:
             sock.settimeout(timeout)
             sock.sendall(_request(18, 0, 1, b""))
-            answer = _read_frame(sock)
+            answer = read_frame(sock)
             correlation_id, error_code = struct.unpack(">ih", answer[:6])
             if correlation_id != 1 or error_code != 0:
                 return False
             sock.sendall(_request(3, 1, 2, struct.pack(">i", -1)))
-            answer = _read_frame(sock)
+            answer = read_frame(sock)
             correlation_id, brokers = struct.unpack(">ii", answer[:8])
             return correlation_id == 2 and brokers >= 1
     except OSError:

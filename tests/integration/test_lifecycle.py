@@ -89,6 +89,25 @@ def _interleave(first, second):
     return list(first) + list(second)
 
 
+def _start_producing(producer, topic: str, prefix: str, partition_of, on_delivery, stop: threading.Event) -> threading.Thread:
+    """Produce ``<prefix><sequence>`` values on a thread until ``stop`` is set."""
+
+    def produce_loop() -> None:
+        sequence = 0
+        while not stop.is_set():
+            try:
+                producer.produce(topic, value=f"{prefix}{sequence:08d}".encode(), partition=partition_of(sequence),
+                                 on_delivery=on_delivery)
+                sequence += 1
+            except BufferError:
+                pass
+            producer.poll(0.001 if sequence % 100 else 0.01)
+
+    thread = threading.Thread(target=produce_loop)
+    thread.start()
+    return thread
+
+
 @pytest.mark.parametrize("victim", ["owner", "other"])
 @pytest.mark.parametrize("broker", [{"workers": 2, "num.partitions": 1}], indirect=True)
 def test_kill_9_of_a_worker_loses_no_acknowledged_record(broker, victim):
@@ -116,18 +135,7 @@ def test_kill_9_of_a_worker_loses_no_acknowledged_record(broker, victim):
         else:
             acked.append((msg.offset(), msg.value()))
 
-    def produce_loop() -> None:
-        sequence = 0
-        while not stop.is_set():
-            try:
-                producer.produce(topic, value=f"v{sequence:08d}".encode(), partition=0, on_delivery=done)
-                sequence += 1
-            except BufferError:
-                pass
-            producer.poll(0.001 if sequence % 100 else 0.01)
-
-    thread = threading.Thread(target=produce_loop)
-    thread.start()
+    thread = _start_producing(producer, topic, "v", lambda sequence: 0, done, stop)
     try:
         wait_until(lambda: len(acked) >= 3000, 30, "3000 acknowledged records before the kill")
         stats = {s["worker"]: s["pid"] for s in broker.stats()}
@@ -193,18 +201,7 @@ def test_sigterm_under_load_answers_parked_fetches_and_keeps_acked_records(broke
         else:
             acked.append((msg.partition(), msg.offset(), msg.value()))
 
-    def produce_loop() -> None:
-        sequence = 0
-        while not stop.is_set():
-            try:
-                producer.produce(topic, value=f"s{sequence:08d}".encode(), partition=sequence % 2, on_delivery=done)
-                sequence += 1
-            except BufferError:
-                pass
-            producer.poll(0.001 if sequence % 100 else 0.01)
-
-    thread = threading.Thread(target=produce_loop)
-    thread.start()
+    thread = _start_producing(producer, topic, "s", lambda sequence: sequence % 2, done, stop)
     try:
         wait_until(lambda: len(acked) >= 2000, 30, "2000 acknowledged records before SIGTERM")
         # The consumer's fetch (min bytes 100 MB of an empty partition) now waits up to 30 s.
