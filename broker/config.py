@@ -78,6 +78,8 @@ SETTINGS: list[Setting] = [
     Setting("socket.send.buffer.bytes", _int, -1, "SO_SNDBUF of client sockets (-1: the OS default, autotuned)."),
     Setting("socket.receive.buffer.bytes", _int, -1, "SO_RCVBUF of client sockets (-1: the OS default, autotuned)."),
     Setting("socket.listen.backlog.size", _int, 1024, "listen() backlog of each worker's socket."),
+    Setting("connection.handoff.enable", _bool, True,
+            "Move a connection whose Produce requests all go to one other worker to that worker."),
     Setting("queued.max.requests", _int, 500, "Unanswered requests per connection before reading pauses."),
     Setting("connections.max.idle.ms", _int, 600_000, "Idle connections are closed after this."),
     Setting("cluster.id", _str, "", "Cluster id; empty: taken from meta.properties or generated."),

@@ -10,6 +10,11 @@ handlers may finish out of order (forwarded or long-polling ones), but their res
 are queued for the socket strictly in sequence. acks=0 Produce takes a slot and writes
 nothing.
 
+Handoff (broker/handoff.py): a connection whose Produce requests all go to one other
+worker is passed to that worker once. From the request that asks for it, the connection
+reads only up to the next frame boundary, lets what is in flight finish, and then hands
+its socket over with nothing of the client's stream left in this process.
+
 Backpressure: reading pauses while ``queued.max.requests`` requests are unanswered or
 more than OUTPUT_HIGH_WATER bytes wait to be sent, and resumes below half of that.
 
@@ -78,7 +83,8 @@ class RequestContext:
 
 
 class Connection:
-    def __init__(self, sock: socket.socket, node: "WorkerNode", connections: set["Connection"]) -> None:
+    def __init__(self, sock: socket.socket, node: "WorkerNode", connections: set["Connection"],
+                 may_hand_off: bool = True) -> None:
         self.sock = sock
         self.fd = sock.fileno()
         self.node = node
@@ -97,6 +103,8 @@ class Connection:
         self._writing = False
         self._tasks: set[asyncio.Task[Any]] = set()
         self.closed = False
+        self._may_hand_off = may_hand_off and bool(node.config["connection.handoff.enable"])
+        self._handoff_to: int | None = None
         self._max_request = int(node.config["socket.request.max.bytes"])
         self._max_queued = int(node.config["queued.max.requests"])
         connections.add(self)
@@ -124,13 +132,50 @@ class Connection:
     def _under_low_water(self) -> bool:
         return self._next_seq - self._next_to_send < self._max_queued // 2 and self._out_bytes <= OUTPUT_HIGH_WATER // 2
 
+    # ------------------------------------------------------------------ handoff
+    def request_handoff(self, target: int) -> None:
+        """Move this connection to worker ``target`` as soon as it is at a clean boundary
+        (at most once per connection; a connection that was handed over stays put)."""
+        if self._may_hand_off and not self.closed and target != self.node.index:
+            self._may_hand_off = False
+            self._handoff_to = target
+
+    def _bytes_to_boundary(self) -> int:
+        """How many bytes complete the partial frame in the input buffer (0: none is partial)."""
+        buf = self._inbuf
+        if len(buf) < 4:
+            return 4 - len(buf) if buf else 0
+        return 4 + max(0, int.from_bytes(buf[0:4], "big", signed=True)) - len(buf)
+
+    def _maybe_hand_off(self) -> None:
+        if self._handoff_to is None or self.closed or self._inbuf or self._big is not None or not self.idle:
+            return
+        target, self._handoff_to = self._handoff_to, None
+        self._pause_reading()
+        if not self.node.hand_off(target, self.sock):
+            self._resume_reading()
+            return
+        # The other worker holds the socket now: forget it here without shutting it down.
+        self.closed = True
+        if self._writing:
+            self.loop.remove_writer(self.fd)
+        self.sock.close()
+        self._connections.discard(self)
+
     # ------------------------------------------------------------------ reading
     def _on_readable(self) -> None:
         if self._big is not None:
             self._read_big_frame()
             return
+        want = RECV_SIZE
+        if self._handoff_to is not None:
+            want = min(RECV_SIZE, self._bytes_to_boundary())
+            if want == 0:
+                self._pause_reading()
+                self._maybe_hand_off()
+                return
         try:
-            data = self.sock.recv(RECV_SIZE)
+            data = self.sock.recv(want)
         except (BlockingIOError, InterruptedError):
             return
         except OSError:
@@ -145,6 +190,7 @@ class Connection:
         except ProtocolViolation as exc:
             log.info("closing %s: %s", self.peer, exc)
             self.close()
+        self._maybe_hand_off()
 
     def _read_frames(self) -> None:
         buf = self._inbuf
@@ -275,6 +321,7 @@ class Connection:
                 except ProtocolViolation as exc:
                     log.info("closing %s: %s", self.peer, exc)
                     self.close()
+        self._maybe_hand_off()
 
     def _frame(self, ctx: RequestContext, result: Any) -> list[bytes | FileChunk] | None:
         if result is dispatch.NO_RESPONSE:
@@ -336,6 +383,7 @@ class Connection:
             self._writing = False
         if not self._reading and not self.closed and self._under_low_water():
             self._resume_reading()
+        self._maybe_hand_off()
 
     # ------------------------------------------------------------------ closing
     def close(self) -> None:

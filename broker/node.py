@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import socket
 import time
 import zlib
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 import orjson
 
 from broker.config import BrokerConfig
+from broker.handoff import HandoffSender
 from broker.ipc import Peers
 from broker.owner import Owner
 from broker.purgatory import FetchPurgatory
@@ -55,7 +57,9 @@ class WorkerNode:
         self.segment_files = SegmentFiles()
         self._producer_ids = iter(())
         self.stats: dict[str, int] = {"connections": 0, "requests": 0, "produce_requests": 0,
-                                      "fetch_requests": 0, "records_appended": 0}
+                                      "fetch_requests": 0, "records_appended": 0,
+                                      "handoffs_out": 0, "handoffs_in": 0}
+        self.handoff = HandoffSender(run_dir)
         self.started = time.time()
 
     def open(self) -> None:
@@ -66,6 +70,13 @@ class WorkerNode:
     # ------------------------------------------------------------------ ownership
     def owner_of(self, tp: TopicPartition) -> int:
         return owner_index(tp, self.count)
+
+    def hand_off(self, target: int, client: socket.socket) -> bool:
+        """Pass a client connection to worker ``target`` (broker/handoff.py)."""
+        if not self.handoff.send(target, client):
+            return False
+        self.stats["handoffs_out"] += 1
+        return True
 
     def owns(self, tp: TopicPartition) -> bool:
         return owner_index(tp, self.count) == self.index
@@ -140,5 +151,6 @@ class WorkerNode:
 
     def close(self) -> None:
         self.segment_files.close()
+        self.handoff.close()
         self.peers.close()
         self.logs.close()

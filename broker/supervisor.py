@@ -33,6 +33,7 @@ import time
 from dataclasses import dataclass, field
 
 from broker.config import BrokerConfig
+from broker.handoff import make_handoff_socket
 from broker.ipc import make_listener
 from storage.manager import ClaimedDirs, ManagerConfig, claim_log_dirs, mark_clean_shutdown
 
@@ -65,6 +66,7 @@ class Supervisor:
         self.run_dir = ""
         self._own_run_dir = False
         self.ipc_listeners: list[socket.socket] = []
+        self.handoff_sockets: list[socket.socket] = []
         self.clean_start = False
 
     # ------------------------------------------------------------------ start
@@ -133,6 +135,7 @@ class Supervisor:
             self.run_dir = tempfile.mkdtemp(prefix=f"castle-{self.config.node_id}-")
             self._own_run_dir = True
         self.ipc_listeners = [make_listener(self.run_dir, i) for i in range(self.count)]
+        self.handoff_sockets = [make_handoff_socket(self.run_dir, i) for i in range(self.count)]
 
     def _heartbeat_path(self, index: int) -> str:
         return os.path.join(self.run_dir, f"worker-{index}.heartbeat")
@@ -152,13 +155,15 @@ class Supervisor:
                     signal.signal(signum, signal.SIG_DFL)
                 os.close(self._wake_r)
                 os.close(self._wake_w)
-                for i, listener in enumerate(self.ipc_listeners):
+                for i, (listener, handoff) in enumerate(zip(self.ipc_listeners, self.handoff_sockets)):
                     if i != slot.index:
                         listener.close()
+                        handoff.close()
                 from broker.worker import run_worker
 
                 code = run_worker(self.config, slot.index, self.count, self.run_dir, self.claimed.cluster_id,
-                                  clean_shutdown, self.ipc_listeners[slot.index], heartbeat)
+                                  clean_shutdown, self.ipc_listeners[slot.index], self.handoff_sockets[slot.index],
+                                  heartbeat)
             except BaseException:
                 log.exception("worker %d crashed", slot.index)
             finally:
@@ -304,7 +309,7 @@ class Supervisor:
         log.info("supervisor stopped (%s)", "clean" if clean else "unclean: the next start recovers")
 
     def _cleanup(self) -> None:
-        for listener in self.ipc_listeners:
+        for listener in [*self.ipc_listeners, *self.handoff_sockets]:
             listener.close()
         if self.run_dir and self._own_run_dir:
             shutil.rmtree(self.run_dir, ignore_errors=True)

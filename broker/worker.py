@@ -26,7 +26,9 @@ import time
 from broker import dispatch
 from broker.config import BrokerConfig
 from broker.connection import Connection
+from broker.handoff import HandoffReceiver
 from broker.ipc import IpcServer
+from broker.memory import keep_freed_memory
 from broker.node import WorkerNode
 
 log = logging.getLogger(__name__)
@@ -35,10 +37,12 @@ BOOT_ERROR = 3  # exit code: the worker cannot start; the supervisor stops the b
 
 
 def run_worker(config: BrokerConfig, index: int, count: int, run_dir: str, cluster_id: str,
-               clean_shutdown: bool, ipc_listener: socket.socket, heartbeat_path: str) -> int:
+               clean_shutdown: bool, ipc_listener: socket.socket, handoff_socket: socket.socket,
+               heartbeat_path: str) -> int:
     from setproctitle import setproctitle
 
     setproctitle(f"castle[{config.node_id}]: worker {index}")
+    keep_freed_memory()
     import uvloop
 
     loop = uvloop.new_event_loop()
@@ -49,7 +53,7 @@ def run_worker(config: BrokerConfig, index: int, count: int, run_dir: str, clust
     except Exception:
         log.exception("worker %d cannot open its logs", index)
         return BOOT_ERROR
-    server = WorkerServer(node, ipc_listener, heartbeat_path)
+    server = WorkerServer(node, ipc_listener, handoff_socket, heartbeat_path)
     try:
         return loop.run_until_complete(server.serve())
     finally:
@@ -57,9 +61,11 @@ def run_worker(config: BrokerConfig, index: int, count: int, run_dir: str, clust
 
 
 class WorkerServer:
-    def __init__(self, node: WorkerNode, ipc_listener: socket.socket, heartbeat_path: str) -> None:
+    def __init__(self, node: WorkerNode, ipc_listener: socket.socket, handoff_socket: socket.socket,
+                 heartbeat_path: str) -> None:
         self.node = node
         self.ipc = IpcServer(ipc_listener, node.ops(), node.notes())
+        self.handoffs = HandoffReceiver(handoff_socket, self._adopt)
         self.heartbeat_path = heartbeat_path
         self.connections: set[Connection] = set()
         self.listener: socket.socket | None = None
@@ -78,6 +84,7 @@ class WorkerServer:
             log.error("worker %d cannot listen on %s: %s", self.node.index, self.node.config.listener, exc)
             return BOOT_ERROR
         loop.add_reader(self.listener.fileno(), self._accept)
+        self.handoffs.start()
         housekeeping = loop.create_task(self.node.housekeeping(self.heartbeat_path))
         orphan_watch = loop.create_task(self._exit_if_orphaned())
         log.info("worker %d (pid %d) serving %s", self.node.index, os.getpid(), self.node.config.listener)
@@ -118,6 +125,12 @@ class WorkerServer:
             self.node.stats["connections"] += 1
             Connection(client, self.node, self.connections)
 
+    def _adopt(self, client: socket.socket) -> None:
+        """A connection another worker handed over (broker/handoff.py); it stays here."""
+        client.setblocking(False)
+        self.node.stats["handoffs_in"] += 1
+        Connection(client, self.node, self.connections, may_hand_off=False)
+
     async def _exit_if_orphaned(self) -> None:
         """A worker whose supervisor died (kill -9) stops itself instead of lingering."""
         while True:
@@ -132,6 +145,7 @@ class WorkerServer:
         if self.listener is not None:
             loop.remove_reader(self.listener.fileno())
             self.listener.close()
+        self.handoffs.close()
         self.node.purgatory.wake_all()
         deadline = time.monotonic() + int(self.node.config["graceful.shutdown.timeout.ms"]) / 1000
         while time.monotonic() < deadline and not all(c.idle for c in self.connections):

@@ -40,6 +40,16 @@ def _partition_answer(index: int, result: AppendResult) -> dict[str, Any]:
             "record_errors": (), "error_message": result.error_message}
 
 
+def _move_to_single_owner(ctx: Any, items: list[tuple[TopicPartition, bytes, int]]) -> None:
+    """A request whose partitions all live on one other worker asks for the connection to
+    move there (broker/handoff.py): this request is still forwarded, the next ones not."""
+    owners = {ctx.node.owner_of(tp) for tp, _records, _version in items}
+    if len(owners) == 1:
+        (owner,) = owners
+        if owner != ctx.node.index:
+            ctx.connection.request_handoff(owner)
+
+
 def _answer(version: int, topics: list[tuple[str, list[tuple[int, AppendResult]]]]) -> Any:
     return build(codec.response_class(KEY, version), {
         "responses": [{"name": name, "partition_responses": [_partition_answer(i, r) for i, r in parts]}
@@ -77,6 +87,7 @@ async def handle_produce(ctx: Any, request: Any) -> Any:
                 entries.append((partition.index, len(items)))
                 items.append((TopicPartition(topic.name, partition.index), bytes(partition.records), version))
         layout.append((topic.name, entries))
+    _move_to_single_owner(ctx, items)
     results = await on_owners(node, "append", items, AppendResult) if items else []
     if acks == 0:
         return NO_RESPONSE

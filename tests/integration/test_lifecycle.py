@@ -280,10 +280,11 @@ def _alive(pid: int) -> bool:
     return stat[stat.rindex(b")") + 2:][:1] != b"Z"
 
 
-@pytest.mark.parametrize("broker", [{"workers": 3, "num.partitions": 1}], indirect=True)
+@pytest.mark.parametrize("broker", [{"workers": 3, "num.partitions": 1, "connection.handoff.enable": "false"}],
+                         indirect=True)
 def test_kill_9_of_the_owner_twice_under_idempotent_producers(broker):
-    """Six idempotent producers (separate connections, so most appends are forwarded to
-    the owner over IPC) while the owner is killed twice: retries of batches whose answer
+    """Six idempotent producers (separate connections, and handoff off, so most appends are
+    forwarded to the owner over IPC) while the owner is killed twice: retries of batches whose answer
     was lost are recognised after recovery (producer state rebuilt from the log), so the
     partition holds every acknowledged record exactly once and nothing else."""
     from confluent_kafka import Producer

@@ -1,7 +1,8 @@
 """Several workers, one writer per partition: many connections (spread by SO_REUSEPORT
 over the workers) produce to the same partition at once; the partition reads back as
 one gap-free offset sequence holding every record exactly once, and the per-worker
-stats prove that more than one worker took produce requests (forwarding to the owner)."""
+stats prove that more than one worker took produce requests (forwarding to the owner, and
+with handoff on, moving connections to it)."""
 
 from __future__ import annotations
 
@@ -19,8 +20,9 @@ PER_PRODUCER = 500
 PARTITION = 1
 
 
-@pytest.mark.parametrize("broker", [{"workers": 2, "num.partitions": 3}, {"workers": 4, "num.partitions": 3}],
-                         indirect=True, ids=["2-workers", "4-workers"])
+@pytest.mark.parametrize("broker", [{"workers": 2, "num.partitions": 3}, {"workers": 4, "num.partitions": 3},
+                                    {"workers": 2, "num.partitions": 3, "connection.handoff.enable": "false"}],
+                         indirect=True, ids=["2-workers", "4-workers", "2-workers-forwarding-only"])
 def test_many_connections_one_partition_single_writer(broker):
     from confluent_kafka import Producer
 
