@@ -27,6 +27,7 @@ from broker.segment_files import SegmentFiles
 from coordination.local_topics import LocalTopicRegistry, TopicInfo
 from storage.config import LogConfig
 from storage.manager import LogManager, ManagerConfig
+from storage.mmap_file import PopulateClock
 from storage.types import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -143,7 +144,9 @@ class WorkerNode:
             await asyncio.sleep(0.5)
 
     def write_stats(self, path: str) -> None:
-        data = orjson.dumps(dict(self.stats, worker=self.index, pid=os.getpid()))
+        data = orjson.dumps(dict(self.stats, worker=self.index, pid=os.getpid(),
+                                 page_populate_seconds=round(PopulateClock.seconds, 6),
+                                 page_populate_bytes=PopulateClock.bytes))
         tmp = f"{path}.tmp"
         with open(tmp, "wb") as handle:
             handle.write(data)

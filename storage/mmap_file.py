@@ -25,6 +25,7 @@ from __future__ import annotations
 import errno
 import mmap
 import os
+import time
 
 from storage.errors import LogDirOfflineError
 
@@ -33,6 +34,17 @@ PAGE = mmap.PAGESIZE
 # copy into the map does not take one page fault per 4 KiB. Python 3.11 lacks the name.
 MADV_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23)
 POPULATE_AHEAD = 1 << 20
+
+
+class PopulateClock:
+    """Wall time and bytes of this process's page pre-faulting (madvise), for the stats.
+
+    Why it is counted: populating new page-cache pages is kernel work whose price depends
+    on the machine, not on Castle (on a VM that takes freed memory back it is a host fault
+    per page, and it dominated the broker's CPU in benchmarks: docs/BENCHMARKS.md)."""
+
+    seconds = 0.0
+    bytes = 0
 
 
 def _round_up(value: int, multiple: int) -> int:
@@ -94,10 +106,13 @@ class MappedFile:
         if target <= self._populated:
             return
         start = self._populated
+        began = time.perf_counter()
         try:
             self.map.madvise(MADV_POPULATE_WRITE, start, target - start)
         except OSError:
             self._populate = False  # older kernel: page faults it is
+        PopulateClock.seconds += time.perf_counter() - began
+        PopulateClock.bytes += target - start
         self._populated = target
 
     def write(self, data: bytes | bytearray | memoryview) -> int:

@@ -74,6 +74,9 @@ def test_pipelined_connection_moves_to_the_owner_once_in_order(broker):
         return (out - before[0], into - before[1]) if out > before[0] else None
 
     assert wait_until(moved, 10, "the stats to count the handoff") == (1, 1)
+    # The owners pre-faulted new log pages for the ~2.4 MB appended, and say how long it took.
+    assert sum(s["page_populate_bytes"] for s in broker.stats()) >= 2 * REQUESTS_PER_PHASE * VALUE_SIZE
+    assert all(s["page_populate_seconds"] >= 0 for s in broker.stats())
     for worker, partition in enumerate(by_worker):
         got = confluent_consume(broker.bootstrap, topic, [partition], REQUESTS_PER_PHASE)
         values = [g.value[:10] for g in sorted(got, key=lambda g: g.offset)]
