@@ -30,6 +30,8 @@ import os
 import socket
 from typing import Callable
 
+from broker.ipc import bind_unix
+
 log = logging.getLogger(__name__)
 
 MAX_FDS_PER_MESSAGE = 1
@@ -41,13 +43,7 @@ def handoff_path(run_dir: str, index: int) -> str:
 
 def make_handoff_socket(run_dir: str, index: int) -> socket.socket:
     """Bind worker ``index``'s handoff socket (done by the supervisor, inherited by the worker)."""
-    path = handoff_path(run_dir, index)
-    if os.path.exists(path):
-        os.unlink(path)
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-    sock.bind(path)
-    sock.set_inheritable(True)
-    return sock
+    return bind_unix(handoff_path(run_dir, index), socket.SOCK_DGRAM)
 
 
 class HandoffSender:

@@ -40,15 +40,21 @@ def socket_path(runtime_dir: str, index: int) -> str:
     return os.path.join(runtime_dir, f"worker-{index}.sock")
 
 
-def make_listener(runtime_dir: str, index: int) -> socket.socket:
-    """Bind and listen (done by the supervisor; the socket outlives worker restarts)."""
-    path = socket_path(runtime_dir, index)
+def bind_unix(path: str, kind: socket.SocketKind) -> socket.socket:
+    """A Unix socket bound at ``path`` (a stale file there is replaced), inheritable: the
+    supervisor binds worker sockets so that they outlive worker restarts."""
     if os.path.exists(path):
         os.unlink(path)
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock = socket.socket(socket.AF_UNIX, kind)
     sock.bind(path)
-    sock.listen(64)
     sock.set_inheritable(True)
+    return sock
+
+
+def make_listener(runtime_dir: str, index: int) -> socket.socket:
+    """Bind and listen (done by the supervisor; the socket outlives worker restarts)."""
+    sock = bind_unix(socket_path(runtime_dir, index), socket.SOCK_STREAM)
+    sock.listen(64)
     return sock
 
 
