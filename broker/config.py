@@ -14,7 +14,7 @@ import tomllib
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
-from storage.config import TOPIC_KEYS, LogConfig
+from storage.config import INT_MAX, TOPIC_KEYS, LogConfig, integer_in
 
 Parser = Callable[[str], Any]
 
@@ -24,10 +24,6 @@ def _bool(value: str) -> bool:
     if text not in ("true", "false"):
         raise ValueError(f"expected true or false, not {value!r}")
     return text == "true"
-
-
-def _int(value: str) -> int:
-    return int(str(value).strip())
 
 
 def _str(value: str) -> str:
@@ -62,38 +58,39 @@ def parse_listener(text: str) -> tuple[str, str, int]:
 
 
 SETTINGS: list[Setting] = [
-    Setting("node.id", _int, 0, "This broker's id, as in meta.properties and Metadata answers."),
+    Setting("node.id", integer_in(0, INT_MAX), 0, "This broker's id, as in meta.properties and Metadata answers."),
     Setting("listeners", _listeners, "PLAINTEXT://127.0.0.1:9092", "Where clients connect (one PLAINTEXT listener)."),
     Setting("advertised.listeners", _str, "", "What Metadata tells clients (defaults to listeners)."),
     Setting("log.dirs", _str, "./data", "Comma-separated data directories."),
-    Setting("workers", _int, 0, "Worker processes; 0 means one per core."),
-    Setting("num.partitions", _int, 1, "Partitions of an auto-created topic."),
-    Setting("default.replication.factor", _int, 1, "Replication factor reported for topics (no replication yet)."),
+    Setting("workers", integer_in(0, 1024), 0, "Worker processes; 0 means one per core."),
+    Setting("num.partitions", integer_in(1, INT_MAX), 1, "Partitions of an auto-created topic."),
+    Setting("default.replication.factor", integer_in(1, 1), 1,
+            "Replication factor of auto-created topics: 1, the only one until replication lands."),
     Setting("auto.create.topics.enable", _bool, True, "Create unknown topics asked for in Metadata."),
     Setting("delete.topic.enable", _bool, True, "Allow DeleteTopics."),
-    Setting("socket.request.max.bytes", _int, 100 * 1024 * 1024, "A bigger request frame closes the connection."),
+    Setting("socket.request.max.bytes", integer_in(1, INT_MAX), 100 * 1024 * 1024, "A bigger request frame closes the connection."),
     # Kafka's defaults are 100 KiB; ours are -1 because a fixed size turns off Linux's
     # buffer autotuning, and a Python worker gains most from few large reads (1 KiB
     # records: 2x the produce throughput, docs/BENCHMARKS.md).
-    Setting("socket.send.buffer.bytes", _int, -1, "SO_SNDBUF of client sockets (-1: the OS default, autotuned)."),
-    Setting("socket.receive.buffer.bytes", _int, -1, "SO_RCVBUF of client sockets (-1: the OS default, autotuned)."),
-    Setting("socket.listen.backlog.size", _int, 1024, "listen() backlog of each worker's socket."),
+    Setting("socket.send.buffer.bytes", integer_in(-1, INT_MAX), -1, "SO_SNDBUF of client sockets (-1: the OS default, autotuned)."),
+    Setting("socket.receive.buffer.bytes", integer_in(-1, INT_MAX), -1, "SO_RCVBUF of client sockets (-1: the OS default, autotuned)."),
+    Setting("socket.listen.backlog.size", integer_in(1, INT_MAX), 1024, "listen() backlog of each worker's socket."),
     Setting("connection.handoff.enable", _bool, True,
             "Move a connection whose Produce requests all go to one other worker to that worker."),
-    Setting("queued.max.requests", _int, 500, "Unanswered requests per connection before reading pauses."),
-    Setting("connections.max.idle.ms", _int, 600_000, "Idle connections are closed after this."),
+    Setting("queued.max.requests", integer_in(1, INT_MAX), 500, "Unanswered requests per connection before reading pauses."),
+    Setting("connections.max.idle.ms", integer_in(-1), 600_000, "A connection with nothing in flight and no traffic this long is closed (-1: never)."),
     Setting("cluster.id", _str, "", "Cluster id; empty: taken from meta.properties or generated."),
-    Setting("log.retention.check.interval.ms", _int, 300_000, "How often retention runs."),
-    Setting("log.flush.scheduler.interval.ms", _int, (1 << 63) - 1, "How often flush.ms deadlines are checked."),
-    Setting("log.flush.offset.checkpoint.interval.ms", _int, 60_000, "How often recovery points are checkpointed."),
-    Setting("log.flush.start.offset.checkpoint.interval.ms", _int, 60_000, "How often log start offsets are checkpointed."),
+    Setting("log.retention.check.interval.ms", integer_in(1), 300_000, "How often retention runs."),
+    Setting("log.flush.scheduler.interval.ms", integer_in(1), (1 << 63) - 1, "How often flush.ms deadlines are checked."),
+    Setting("log.flush.offset.checkpoint.interval.ms", integer_in(0, INT_MAX), 60_000, "How often recovery points are checkpointed."),
+    Setting("log.flush.start.offset.checkpoint.interval.ms", integer_in(0, INT_MAX), 60_000, "How often log start offsets are checkpointed."),
     Setting("log.cleaner.enable", _bool, True, "Run the compaction cleaner for compacted topics."),
-    Setting("log.cleaner.backoff.ms", _int, 15_000, "Sleep between cleaner passes."),
-    Setting("graceful.shutdown.timeout.ms", _int, 30_000, "SIGTERM: how long workers may finish in-flight work."),
-    Setting("worker.heartbeat.timeout.ms", _int, 30_000, "A worker whose loop is silent this long is killed and replaced."),
-    Setting("worker.restart.max", _int, 5, "Worker deaths within worker.restart.window.ms that stop the broker."),
-    Setting("worker.restart.window.ms", _int, 60_000, "The window of worker.restart.max."),
-    Setting("producer.id.block.size", _int, 1000, "Producer ids reserved on disk at a time."),
+    Setting("log.cleaner.backoff.ms", integer_in(0), 15_000, "Sleep between cleaner passes."),
+    Setting("graceful.shutdown.timeout.ms", integer_in(0), 30_000, "SIGTERM: how long workers may finish in-flight work."),
+    Setting("worker.heartbeat.timeout.ms", integer_in(1), 30_000, "A worker whose loop is silent this long is killed and replaced."),
+    Setting("worker.restart.max", integer_in(1, INT_MAX), 5, "Worker deaths within worker.restart.window.ms that stop the broker."),
+    Setting("worker.restart.window.ms", integer_in(1), 60_000, "The window of worker.restart.max."),
+    Setting("producer.id.block.size", integer_in(1, INT_MAX), 1000, "Producer ids reserved on disk at a time."),
     Setting("log.level", _str, "INFO", "Python logging level."),
     Setting("run.dir", _str, "", "Where worker IPC sockets, heartbeats and stats live; empty: a private dir under /tmp."),
 ]

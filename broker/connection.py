@@ -28,6 +28,7 @@ import asyncio
 import logging
 import os
 import socket
+import time
 from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -103,6 +104,7 @@ class Connection:
         self._writing = False
         self._tasks: set[asyncio.Task[Any]] = set()
         self.closed = False
+        self.last_active = time.monotonic()  # last byte in or out (connections.max.idle.ms)
         self._may_hand_off = may_hand_off and bool(node.config["connection.handoff.enable"])
         self._handoff_to: int | None = None
         self._max_request = int(node.config["socket.request.max.bytes"])
@@ -184,6 +186,7 @@ class Connection:
         if not data:
             self.close()
             return
+        self.last_active = time.monotonic()
         self._inbuf += data
         try:
             self._read_frames()
@@ -237,6 +240,7 @@ class Connection:
                     self.close()
                     return
                 self._big_filled += received
+                self.last_active = time.monotonic()
         self._big = None
         try:
             self._handle_frame(bytes(big))
@@ -339,6 +343,8 @@ class Connection:
     # ------------------------------------------------------------------ writing
     def _flush(self) -> None:
         out = self._out
+        if out:
+            self.last_active = time.monotonic()
         try:
             while out:
                 head = out[0]

@@ -87,11 +87,13 @@ class WorkerServer:
         self.handoffs.start()
         housekeeping = loop.create_task(self.node.housekeeping(self.heartbeat_path))
         orphan_watch = loop.create_task(self._exit_if_orphaned())
+        idle_reaper = loop.create_task(self._close_idle_connections())
         log.info("worker %d (pid %d) serving %s", self.node.index, os.getpid(), self.node.config.listener)
         await self.stopping.wait()
         await self._stop()
         housekeeping.cancel()
         orphan_watch.cancel()
+        idle_reaper.cancel()
         return 0
 
     def _bind(self) -> socket.socket:
@@ -130,6 +132,21 @@ class WorkerServer:
         client.setblocking(False)
         self.node.stats["handoffs_in"] += 1
         Connection(client, self.node, self.connections, may_hand_off=False)
+
+    async def _close_idle_connections(self) -> None:
+        """Close connections with nothing in flight and no traffic for
+        connections.max.idle.ms, as Kafka does (negative: never)."""
+        limit_ms = int(self.node.config["connections.max.idle.ms"])
+        if limit_ms < 0:
+            return
+        limit = limit_ms / 1000
+        while True:
+            await asyncio.sleep(min(1.0, max(0.05, limit / 4)))
+            deadline = time.monotonic() - limit
+            for connection in list(self.connections):
+                if connection.idle and connection.last_active < deadline:
+                    log.debug("closing %s: idle for more than %d ms", connection.peer, limit_ms)
+                    connection.close()
 
     async def _exit_if_orphaned(self) -> None:
         """A worker whose supervisor died (kill -9) stops itself instead of lingering."""

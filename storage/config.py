@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 LONG_MAX = (1 << 63) - 1
+LONG_MIN = -(1 << 63)
+INT_MAX = (1 << 31) - 1
 DAY_MS = 24 * 60 * 60 * 1000
 
 CLEANUP_DELETE = "delete"
@@ -24,6 +26,31 @@ def _parse_policy(value: str) -> str:
     if not parts or any(p not in (CLEANUP_DELETE, CLEANUP_COMPACT) for p in parts):
         raise ValueError(f"cleanup.policy must be delete, compact or both, not {value!r}")
     return ",".join(parts)
+
+
+def integer_in(low: int, high: int = LONG_MAX) -> Callable[[Any], int]:
+    """A parser for an integer setting in [low, high], Kafka's INT or LONG with atLeast(low).
+
+    Out-of-range values are refused here, where CreateTopics/AlterConfigs turn the
+    ValueError into INVALID_CONFIG: a topic whose log cannot open (segment.bytes=0 cannot
+    be mapped) must never reach the registry, or every restart of its owner would fail."""
+
+    def parse(value: Any) -> int:
+        number = int(value)
+        if number < low:
+            raise ValueError(f"Value must be at least {low}")
+        if number > high:
+            raise ValueError(f"Value must be no more than {high}")
+        return number
+
+    return parse
+
+
+def _ratio(value: Any) -> float:
+    number = float(value)
+    if not 0.0 <= number <= 1.0:  # also refuses NaN
+        raise ValueError("Value must be between 0 and 1")
+    return number
 
 
 def _parse_timestamp_type(value: str) -> str:
@@ -96,22 +123,26 @@ class LogConfig:
 
 Parser = Callable[[Any], Any]
 
+# Ranges as Kafka 4.x's LogConfig defines them (INT keys also stop at 2^31-1), except
+# segment.bytes: Kafka 4 raised its floor to 1 MiB; Castle keeps Kafka 3's floor of 14
+# bytes (one legacy record's overhead), because small segments are useful in tests and
+# small deployments, and a batch larger than the segment is refused on append anyway.
 # topic key: (LogConfig field, broker-level key, parser)
 TOPIC_KEYS: dict[str, tuple[str, str, Parser]] = {
-    "segment.bytes": ("segment_bytes", "log.segment.bytes", int),
-    "segment.ms": ("segment_ms", "log.roll.ms", int),
-    "segment.index.bytes": ("segment_index_bytes", "log.index.size.max.bytes", int),
-    "index.interval.bytes": ("index_interval_bytes", "log.index.interval.bytes", int),
-    "flush.messages": ("flush_messages", "log.flush.interval.messages", int),
-    "flush.ms": ("flush_ms", "log.flush.interval.ms", int),
-    "retention.ms": ("retention_ms", "log.retention.ms", int),
-    "retention.bytes": ("retention_bytes", "log.retention.bytes", int),
+    "segment.bytes": ("segment_bytes", "log.segment.bytes", integer_in(14, INT_MAX)),
+    "segment.ms": ("segment_ms", "log.roll.ms", integer_in(1)),
+    "segment.index.bytes": ("segment_index_bytes", "log.index.size.max.bytes", integer_in(4, INT_MAX)),
+    "index.interval.bytes": ("index_interval_bytes", "log.index.interval.bytes", integer_in(0, INT_MAX)),
+    "flush.messages": ("flush_messages", "log.flush.interval.messages", integer_in(1)),
+    "flush.ms": ("flush_ms", "log.flush.interval.ms", integer_in(0)),
+    "retention.ms": ("retention_ms", "log.retention.ms", integer_in(-1)),
+    "retention.bytes": ("retention_bytes", "log.retention.bytes", integer_in(LONG_MIN)),
     "cleanup.policy": ("cleanup_policy", "log.cleanup.policy", _parse_policy),
-    "delete.retention.ms": ("delete_retention_ms", "log.cleaner.delete.retention.ms", int),
-    "min.compaction.lag.ms": ("min_compaction_lag_ms", "log.cleaner.min.compaction.lag.ms", int),
-    "min.cleanable.dirty.ratio": ("min_cleanable_dirty_ratio", "log.cleaner.min.cleanable.ratio", float),
-    "max.message.bytes": ("max_message_bytes", "message.max.bytes", int),
+    "delete.retention.ms": ("delete_retention_ms", "log.cleaner.delete.retention.ms", integer_in(0)),
+    "min.compaction.lag.ms": ("min_compaction_lag_ms", "log.cleaner.min.compaction.lag.ms", integer_in(0)),
+    "min.cleanable.dirty.ratio": ("min_cleanable_dirty_ratio", "log.cleaner.min.cleanable.ratio", _ratio),
+    "max.message.bytes": ("max_message_bytes", "message.max.bytes", integer_in(0, INT_MAX)),
     "message.timestamp.type": ("message_timestamp_type", "log.message.timestamp.type", _parse_timestamp_type),
-    "file.delete.delay.ms": ("file_delete_delay_ms", "log.segment.delete.delay.ms", int),
-    "preallocate.window.bytes": ("preallocate_window_bytes", "log.preallocate.window.bytes", int),
+    "file.delete.delay.ms": ("file_delete_delay_ms", "log.segment.delete.delay.ms", integer_in(0)),
+    "preallocate.window.bytes": ("preallocate_window_bytes", "log.preallocate.window.bytes", integer_in(0, INT_MAX)),
 }

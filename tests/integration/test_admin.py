@@ -163,3 +163,30 @@ def test_topic_recreated_after_delete_starts_empty(broker):
     assert sorted(delivered) == [(p, o) for p in range(2) for o in range(5)]
     got = confluent_consume(broker.bootstrap, topic, range(2), 10)
     assert sorted(g.value for g in got) == sorted(r.value for r in records)
+
+
+def test_out_of_range_topic_configs_are_refused_and_the_broker_still_restarts(broker):
+    """segment.bytes=0 once registered a topic whose log could not be mapped: the owner
+    failed and every later start of the broker stopped at boot. Now CreateTopics and
+    AlterConfigs answer INVALID_CONFIG and nothing is registered or changed."""
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
+
+    admin = _confluent_admin(broker)
+    for name, config in [("bad-segment", {"segment.bytes": "0"}), ("bad-ratio", {"min.cleanable.dirty.ratio": "2"}),
+                         ("bad-flush", {"flush.messages": "0"})]:
+        with pytest.raises(KafkaException) as caught:
+            _result(admin.create_topics([NewTopic(name, num_partitions=2, replication_factor=1, config=config)]), name)
+        assert caught.value.args[0].code() == KafkaError.INVALID_CONFIG, caught.value
+    _result(admin.create_topics([NewTopic("good", num_partitions=2, replication_factor=1)]), "good")
+    resource = ConfigResource(ConfigResource.Type.TOPIC, "good", incremental_configs=[
+        ConfigEntry("segment.bytes", "-1", incremental_operation=AlterConfigOpType.SET)])
+    with pytest.raises(KafkaException) as caught:
+        admin.incremental_alter_configs([resource])[resource].result(timeout=20)
+    assert caught.value.args[0].code() == KafkaError.INVALID_CONFIG
+
+    broker.restart()
+    topics = _confluent_admin(broker).list_topics(timeout=10).topics
+    assert "good" in topics and not {"bad-segment", "bad-ratio", "bad-flush"} & set(topics)
+    delivered = confluent_produce(broker.bootstrap, "good", make_records(10, 2, tag="after"))
+    assert len(delivered) == 10

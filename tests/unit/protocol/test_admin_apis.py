@@ -362,6 +362,8 @@ def test_create_topics_errors(broker):
         _new_topic("zero-rf", 1, 0),
         _new_topic("no-partitions", 0),
         _new_topic("bad-config", configs={"retention.ms": "soon"}),
+        _new_topic("zero-segment", configs={"segment.bytes": "0"}),  # once created a log that could not open
+        _new_topic("ratio-2", configs={"min.cleanable.dirty.ratio": "2"}),
         _new_topic("unknown-config", configs={"no.such.key": "1"}),
         _new_topic("null-config", configs={"retention.ms": None}),
         _new_topic("other-broker", -1, -1, assignments=[{"partition_index": 0, "broker_ids": [5]}]),
@@ -375,10 +377,11 @@ def test_create_topics_errors(broker):
         "existing": TOPIC_ALREADY_EXISTS, "bad name!": INVALID_TOPIC_EXCEPTION, "dotted.name": INVALID_TOPIC_EXCEPTION,
         "replicated": INVALID_REPLICATION_FACTOR, "zero-rf": INVALID_REPLICATION_FACTOR,
         "no-partitions": INVALID_PARTITIONS, "bad-config": INVALID_CONFIG, "unknown-config": INVALID_CONFIG,
+        "zero-segment": INVALID_CONFIG, "ratio-2": INVALID_CONFIG,
         "null-config": INVALID_CONFIG, "other-broker": INVALID_REPLICA_ASSIGNMENT, "gap": INVALID_REPLICA_ASSIGNMENT,
         "both": INVALID_REQUEST, "twice": INVALID_REQUEST,
     }
-    assert len(answer.topics) == 13  # a duplicated name is answered once
+    assert len(answer.topics) == 15  # a duplicated name is answered once
     assert all(t.error_message for t in answer.topics)
     assert [t.name for t in broker.node.registry.all()] == ["dotted_name", "existing"]
 
@@ -548,6 +551,12 @@ def test_alter_configs_refusals(broker):
     assert answer.responses[0].error_code == INVALID_CONFIG
     assert answer.responses[0].error_message.startswith("Invalid value soon for configuration retention.ms")
     answer = broker.call(33, 2, {"resources": [
+        {"resource_type": 2, "resource_name": "t", "configs": [{"name": "segment.bytes", "value": "-1"}]},
+    ], "validate_only": False})
+    assert answer.responses[0].error_code == INVALID_CONFIG
+    assert "Value must be at least 14" in answer.responses[0].error_message
+    assert dict(broker.node.registry.get("t").configs) == {"retention.ms": "1000"}
+    answer = broker.call(33, 2, {"resources": [
         {"resource_type": 2, "resource_name": "t", "configs": [{"name": "retention.ms", "value": "5"}]},
     ], "validate_only": True})
     assert answer.responses[0].error_code == NONE
@@ -589,6 +598,9 @@ def test_incremental_alter_configs_refusals(broker):
     assert _incremental(broker, 1, [("cleanup.policy", SUBTRACT, "delete")]) == INVALID_CONFIG  # nothing left
     assert _incremental(broker, 1, [("no.such.key", DELETE, None)]) == INVALID_CONFIG
     assert _incremental(broker, 1, [("retention.ms", SET, "x")]) == INVALID_CONFIG
+    assert _incremental(broker, 1, [("segment.bytes", SET, "0")]) == INVALID_CONFIG
+    assert _incremental(broker, 1, [("flush.messages", SET, "0")]) == INVALID_CONFIG
+    assert _incremental(broker, 1, [("retention.ms", SET, "-2")]) == INVALID_CONFIG
     assert _incremental(broker, 1, [("retention.ms", SET, "5"), ("retention.ms", DELETE, None)]) == INVALID_REQUEST
     assert _incremental(broker, 1, [("retention.ms", 9, "5")]) == INVALID_REQUEST
     assert _incremental(broker, 1, [("retention.ms", SET, "5")], name="absent") == UNKNOWN_TOPIC_OR_PARTITION

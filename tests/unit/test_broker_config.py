@@ -1,0 +1,63 @@
+"""Broker settings (broker/config.py): a .properties or TOML file with Kafka's names, then
+--override flags; each value parsed by its declared type and range; an unknown key or a
+bad value stops `castle serve` with a clear message before anything starts."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from broker.config import ConfigError, load_config, parse_overrides
+
+
+def test_properties_file_as_kafka_writes_them(tmp_path):
+    path = tmp_path / "server.properties"
+    path.write_text("# a comment\n! another\nnode.id=3\nlisteners = PLAINTEXT://127.0.0.1:19999\n"
+                    "log.dirs: /tmp/a,\\\n  /tmp/b\nlog.retention.ms=1000\nauto.create.topics.enable=false\n")
+    config = load_config(str(path))
+    assert config.node_id == 3
+    assert config.listener == ("127.0.0.1", 19999)
+    assert config.log_dirs == ["/tmp/a", "/tmp/b"]
+    assert config["log.retention.ms"] == 1000
+    assert config["auto.create.topics.enable"] is False
+
+
+def test_toml_file_and_overrides_win(tmp_path):
+    path = tmp_path / "castle.toml"
+    path.write_text('workers = 2\n[log]\ndirs = ["/tmp/x"]\n"segment.bytes" = 65536\n')
+    config = load_config(str(path), parse_overrides(["workers=3", "log.segment.bytes=1048576"]))
+    assert config.workers == 3
+    assert config.log_dirs == ["/tmp/x"]
+    assert config["log.segment.bytes"] == 1048576
+
+
+@pytest.mark.parametrize("overrides,message", [
+    ({"no.such.setting": "1"}, "unknown setting 'no.such.setting'"),
+    ({"log.segment.bytes": "0"}, "bad value for log.segment.bytes: Value must be at least 14"),
+    ({"log.flush.interval.messages": "0"}, "bad value for log.flush.interval.messages"),
+    ({"log.cleaner.min.cleanable.ratio": "1.5"}, "between 0 and 1"),
+    ({"workers": "-1"}, "bad value for workers"),
+    ({"queued.max.requests": "0"}, "bad value for queued.max.requests"),
+    ({"default.replication.factor": "3"}, "bad value for default.replication.factor"),
+    ({"num.partitions": "0"}, "bad value for num.partitions"),
+    ({"auto.create.topics.enable": "yes"}, "expected true or false"),
+    ({"listeners": "SSL://127.0.0.1:9093"}, "only PLAINTEXT"),
+])
+def test_bad_settings_are_refused_by_name(overrides, message):
+    with pytest.raises(ConfigError, match=message.replace(".", r"\.").replace("(", r"\(")):
+        load_config(None, overrides)
+
+
+def test_override_needs_key_and_value():
+    with pytest.raises(ConfigError, match="key=value"):
+        parse_overrides(["log.segment.bytes"])
+
+
+def test_castle_serve_stops_on_a_bad_value_before_starting(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "broker", "serve", "--override", f"log.dirs={tmp_path}/data",
+                             "--override", "log.segment.bytes=0"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert "bad value for log.segment.bytes" in result.stderr
+    assert not (tmp_path / "data").exists()
