@@ -8,6 +8,7 @@ even when the test failed, and its stderr is attached to the report of a failed 
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import shutil
@@ -252,6 +253,19 @@ def _is_castle(pid: int) -> bool:
 
 
 # ---------------------------------------------------------------------- fixtures
+@pytest.fixture(autouse=True)
+def collect_clients_on_the_main_thread() -> Iterator[None]:
+    """Destroy the test's leftover client objects here, between tests, on the main thread.
+
+    librdkafka handles (confluent-kafka Producer/Consumer/AdminClient) freed by a garbage
+    collection that happens to run on another thread can crash the interpreter
+    (confluentinc/confluent-kafka-python#1761: rd_kafka_destroy from Producer_dealloc in
+    a GC pass). Tests here start client threads; collecting after each test, once those
+    threads are joined, keeps such deallocations out of the next test's threads."""
+    yield
+    gc.collect()
+
+
 @pytest.fixture
 def broker_factory(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[Callable[..., Broker]]:
     brokers: list[Broker] = []
