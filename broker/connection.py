@@ -157,12 +157,9 @@ class Connection:
         if not self.node.hand_off(target, self.sock):
             self._resume_reading()
             return
-        # The other worker holds the socket now: forget it here without shutting it down.
-        self.closed = True
-        if self._writing:
-            self.loop.remove_writer(self.fd)
-        self.sock.close()
-        self._connections.discard(self)
+        # The other worker holds the socket now. close() only drops this process's fd (no
+        # shutdown), and with the connection idle it has nothing else to release.
+        self.close()
 
     # ------------------------------------------------------------------ reading
     def _on_readable(self) -> None:
