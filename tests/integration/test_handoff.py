@@ -109,3 +109,43 @@ def test_handoff_can_be_switched_off(broker):
 
     wait_until(counted, 10, "the stats to count the requests")
     assert _handoffs(broker) == (0, 0)
+
+
+@pytest.mark.parametrize("broker", [{"workers": 2}], indirect=True)
+def test_a_failed_handoff_keeps_the_connection_forwarding(broker):
+    """When the handoff cannot be sent (here: the workers' handoff sockets are gone from
+    run.dir, so sendmsg fails), the connection stays where it is and every request is still
+    answered, in order, through forwarding."""
+    import os
+
+    from broker.handoff import handoff_path
+    from broker.node import owner_index
+    from storage.types import TopicPartition
+    from tests.integration.clients import confluent_create_topic
+    from tests.integration.kio_client import KioClient, decode_response, read_frame
+
+    topic = "handoff-fails"
+    confluent_create_topic(broker.bootstrap, topic, 4)
+    for index in range(2):
+        os.unlink(handoff_path(broker.run_dir, index))
+    by_worker = [next(p for p in range(4) if owner_index(TopicPartition(topic, p), 2) == w) for w in range(2)]
+    plan = [by_worker[0]] * 40 + [by_worker[1]] * 40
+    with KioClient(broker.bootstrap, timeout=30) as client:
+        sender = threading.Thread(target=client.sock.sendall, args=(b"".join(_produce_frames(topic, plan, 1)),))
+        sender.start()
+        next_offset = {p: 0 for p in by_worker}
+        for index, partition in enumerate(plan):
+            correlation_id, answer = decode_response(0, 9, read_frame(client.sock))
+            assert correlation_id == index + 1
+            (part,) = answer.responses[0].partition_responses
+            assert (part.error_code, part.base_offset) == (0, next_offset[partition])
+            next_offset[partition] += 1
+        sender.join(30)
+
+    def counted() -> list | None:
+        stats = broker.stats()
+        return stats if sum(x["produce_requests"] for x in stats) >= len(plan) else None
+
+    wait_until(counted, 10, "the stats to count the requests")
+    assert _handoffs(broker) == (0, 0)
+    assert "connection stays: handoff to worker" in broker.stderr(), "no handoff was attempted"
