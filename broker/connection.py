@@ -107,6 +107,7 @@ class Connection:
         self.last_active = time.monotonic()  # last byte in or out (connections.max.idle.ms)
         self._may_hand_off = may_hand_off and bool(node.config["connection.handoff.enable"])
         self._handoff_to: int | None = None
+        self._draining = False  # graceful stop: no new requests are read
         self._max_request = int(node.config["socket.request.max.bytes"])
         self._max_queued = int(node.config["queued.max.requests"])
         connections.add(self)
@@ -123,8 +124,16 @@ class Connection:
             self.loop.remove_reader(self.fd)
             self._reading = False
 
+    def drain(self) -> None:
+        """Graceful stop: read no further requests (and do not move); the ones in flight
+        finish and are answered, after which the connection is idle and can be closed."""
+        self._draining = True
+        self._may_hand_off = False
+        self._handoff_to = None
+        self._pause_reading()
+
     def _resume_reading(self) -> None:
-        if not self._reading and not self.closed:
+        if not self._reading and not self.closed and not self._draining:
             self.loop.add_reader(self.fd, self._on_readable)
             self._reading = True
 

@@ -8,6 +8,7 @@ Start (after fork, nothing inherited but plain fds, P12):
 
 Graceful stop on SIGTERM/SIGINT:
     1. stop accepting (close the listener; the kernel sends new connections to others)
+       and stop reading requests on the open connections
     2. answer parked long-polls now, and let in-flight requests finish
        (bounded by graceful.shutdown.timeout.ms)
     3. close connections, flush and close the logs, exit 0
@@ -163,6 +164,11 @@ class WorkerServer:
             loop.remove_reader(self.listener.fileno())
             self.listener.close()
         self.handoffs.close()
+        # Stop reading requests before waiting for the in-flight ones: a connection that
+        # keeps reading is never idle under a busy producer, and a new request forwarded
+        # to a worker that has already stopped would wait out its IPC timeout.
+        for connection in list(self.connections):
+            connection.drain()
         self.node.purgatory.wake_all()
         deadline = time.monotonic() + int(self.node.config["graceful.shutdown.timeout.ms"]) / 1000
         while time.monotonic() < deadline and not all(c.idle for c in self.connections):

@@ -110,6 +110,11 @@ async def handle_fetch(ctx: Any, request: Any) -> RawResponse:
             if not await watch.wait(remaining):
                 results = await on_owners(node, "read", items, ReadResult, None)
                 break
+            if node.purgatory.closed:
+                # Shutdown woke us: answer with what was read. Reading again would ask
+                # owners over IPC that may have stopped already, and such a call waits
+                # out its 30 s timeout (seen once: graceful stop took 30 s).
+                break
             watch.rearm()
     finally:
         if watch is not None:
