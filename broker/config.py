@@ -93,6 +93,23 @@ SETTINGS: list[Setting] = [
     Setting("producer.id.block.size", integer_in(1, INT_MAX), 1000, "Producer ids reserved on disk at a time."),
     Setting("log.level", _str, "INFO", "Python logging level."),
     Setting("run.dir", _str, "", "Where worker IPC sockets, heartbeats and stats live; empty: a private dir under /tmp."),
+    # Coordination and consumer groups (Kafka's names and defaults).
+    Setting("zookeeper.connect", _str, "",
+            "host:port[,host:port][/chroot] of ZooKeeper; empty: the local backend (one machine, election by file lock)."),
+    Setting("zookeeper.session.timeout.ms", integer_in(1), 18_000, "ZooKeeper session timeout."),
+    Setting("zookeeper.connection.timeout.ms", integer_in(1), 18_000, "How long to wait for ZooKeeper at start."),
+    Setting("group.min.session.timeout.ms", integer_in(0, INT_MAX), 6_000, "Smallest session.timeout.ms a member may ask for."),
+    Setting("group.max.session.timeout.ms", integer_in(0, INT_MAX), 1_800_000, "Largest session.timeout.ms a member may ask for."),
+    Setting("group.initial.rebalance.delay.ms", integer_in(0, INT_MAX), 3_000,
+            "How long the first rebalance of an empty group waits for more members."),
+    Setting("group.max.size", integer_in(1, INT_MAX), INT_MAX, "Members a group may have."),
+    Setting("offsets.topic.num.partitions", integer_in(1, INT_MAX), 50, "Partitions of __consumer_offsets (fixed once created)."),
+    Setting("offsets.topic.segment.bytes", integer_in(14, INT_MAX), 100 * 1024 * 1024, "segment.bytes of __consumer_offsets."),
+    Setting("offsets.retention.minutes", integer_in(1, INT_MAX), 7 * 24 * 60, "Offsets of an empty group are kept this long."),
+    Setting("offsets.retention.check.interval.ms", integer_in(1), 600_000, "How often expired offsets are removed."),
+    Setting("offset.metadata.max.bytes", integer_in(0, INT_MAX), 4096, "Largest metadata string of a committed offset."),
+    Setting("coordinator.heartbeat.timeout.ms", integer_in(1), 30_000,
+            "A coordinator process whose loop is silent this long is killed and replaced."),
 ]
 
 # The storage defaults, under their broker-level names, typed by storage.config.

@@ -73,3 +73,28 @@ def load_all() -> None:
 
     for module in pkgutil.iter_modules(broker.apis.__path__):
         importlib.import_module(f"broker.apis.{module.name}")
+
+
+# ---------------------------------------------------------------------- coordinator APIs
+# Group and offset APIs are answered by the coordinator process (broker/coordinator_main.py).
+# A worker forwards the decoded request over IPC; the coordinator runs the API's serve
+# function and sends back the encoded response body. One decorator registers both
+# halves, so the worker's table (and ApiVersions) and the coordinator's stay in step.
+COORDINATOR_HANDLERS: dict[int, Callable[..., Any]] = {}
+
+
+def coordinator_api(api_key: int, name: str, min_version: int, max_version: int,
+                    error_response: Callable[[Any, int, int], Any]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register ``serve(ctx, request)`` to run in the coordinator process, where ``ctx`` is
+    a broker.coordinator_main.CoordinatorContext; workers forward to it."""
+
+    def register(serve: Callable[..., Any]) -> Callable[..., Any]:
+        async def forward(ctx: Any, request: Any) -> Any:
+            return await ctx.node.to_coordinator(ctx, request)
+
+        forward.__name__ = f"forward_{serve.__name__}"
+        api(api_key, name, min_version, max_version, error_response)(forward)
+        COORDINATOR_HANDLERS[api_key] = serve
+        return serve
+
+    return register

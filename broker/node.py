@@ -20,8 +20,9 @@ import orjson
 
 from broker.config import BrokerConfig
 from broker.handoff import HandoffSender
-from broker.ipc import Peers
-from broker.owner import Owner
+from broker.ipc import PeerLink, Peers
+from broker.owner import AppendResult, Owner
+from broker.protocol.errors import ErrorCode, KafkaError
 from broker.purgatory import FetchPurgatory
 from broker.segment_files import SegmentFiles
 from coordination.local_topics import LocalTopicRegistry, TopicInfo
@@ -62,6 +63,11 @@ class WorkerNode:
                                       "handoffs_out": 0, "handoffs_in": 0}
         self.handoff = HandoffSender(run_dir)
         self.started = time.time()
+        from broker.coordinator_main import coordinator_socket_path
+
+        # Group and offset requests go to this broker's coordinator process.
+        self.coordinator_link = PeerLink(-1, coordinator_socket_path(run_dir))
+        self._fence: Any = None
 
     def open(self) -> None:
         self.logs.open()
@@ -111,6 +117,47 @@ class WorkerNode:
         self._producer_ids = iter(range(first, first + block))
         return next(self._producer_ids)
 
+    # ------------------------------------------------------------------ coordinator
+    async def to_coordinator(self, ctx: Any, request: Any) -> bytes:
+        """Hand a group or offset request to the coordinator process; its encoded answer."""
+        host = ctx.connection.peer.rsplit(":", 1)[0]
+        timeout = 60.0
+        rebalance = getattr(request, "rebalance_timeout", None) or getattr(request, "session_timeout", None)
+        if rebalance is not None and hasattr(rebalance, "total_seconds"):
+            timeout += max(0.0, rebalance.total_seconds())  # a JoinGroup may wait a whole rebalance
+        try:
+            body: bytes = await self.coordinator_link.call("serve", ctx.api_key, ctx.api_version, request,
+                                                           ctx.client_id, f"/{host}", timeout=timeout)
+        except KafkaError as exc:
+            if exc.code == ErrorCode.not_leader_or_follower:  # the coordinator process is restarting
+                raise KafkaError(ErrorCode.coordinator_not_available, str(exc)) from None
+            raise
+        return body
+
+    async def find_coordinator(self) -> tuple[int, int, str, int]:
+        try:
+            found: tuple[int, int, str, int] = await self.coordinator_link.call("find", timeout=10)
+        except KafkaError:
+            return int(ErrorCode.coordinator_not_available), -1, "", -1
+        return found
+
+    def append_offsets(self, items: list[tuple[TopicPartition, bytes]], epoch: int) -> list[AppendResult]:
+        """The coordinator's appends to __consumer_offsets, fenced: an epoch older than the
+        backend's current coordinator epoch comes from a deposed coordinator."""
+        current = self.fence_epoch()
+        if epoch < current:
+            return [AppendResult(ErrorCode.not_coordinator, error_message=f"coordinator epoch {epoch} is fenced by {current}")
+                    for _ in items]
+        return self.owner.append([(tp, batch, 9) for tp, batch in items])
+
+    def fence_epoch(self) -> int:
+        if self._fence is None:
+            from coordination.fence import open_fence
+
+            self._fence = open_fence(str(self.config["zookeeper.connect"]), self.config.log_dirs[0])
+        epoch: int = self._fence.current_epoch()
+        return epoch
+
     # ------------------------------------------------------------------ IPC tables
     def ops(self) -> dict[str, Any]:
         owner = self.owner
@@ -121,6 +168,7 @@ class WorkerNode:
             "delete_records": owner.delete_records,
             "partition_state": owner.partition_state,
             "sync_registry": owner.sync_with_registry,
+            "append_offsets": self.append_offsets,
             "stats": lambda: dict(self.stats, worker=self.index, pid=os.getpid()),
         }
 
@@ -155,5 +203,8 @@ class WorkerNode:
     def close(self) -> None:
         self.segment_files.close()
         self.handoff.close()
+        self.coordinator_link.close()
+        if self._fence is not None:
+            self._fence.close()
         self.peers.close()
         self.logs.close()

@@ -33,6 +33,7 @@ import time
 from dataclasses import dataclass, field
 
 from broker.config import BrokerConfig
+from broker.coordinator_main import make_coordinator_listener
 from broker.handoff import make_handoff_socket
 from broker.ipc import make_listener
 from storage.manager import ClaimedDirs, ManagerConfig, claim_log_dirs, mark_clean_shutdown
@@ -52,12 +53,21 @@ class WorkerSlot:
     respawn_at: float = 0.0
     aborted_at: float = 0.0  # when a stale heartbeat got it SIGABRT (monotonic), 0 if not
 
+    @property
+    def name(self) -> str:
+        return "coordinator" if self.index == COORDINATOR else f"worker {self.index}"
+
+
+COORDINATOR = -1  # the index of the coordinator process's slot
+
 
 class Supervisor:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.count = config.workers
         self.slots = [WorkerSlot(i) for i in range(self.count)]
+        self.coordinator_slot = WorkerSlot(COORDINATOR)
+        self.coordinator_listener: socket.socket | None = None
         self.signals: list[int] = []
         self.stopping = False
         self.exit_code = 0
@@ -95,6 +105,7 @@ class Supervisor:
                      self.config.listener, ",".join(self.claimed.paths), "clean" if self.clean_start else "recovering")
             for slot in self.slots:
                 self._spawn(slot, clean_shutdown=self.clean_start)
+            self._spawn(self.coordinator_slot, clean_shutdown=True)
             self._main_loop()
             return self.exit_code
         finally:
@@ -136,8 +147,15 @@ class Supervisor:
             self._own_run_dir = True
         self.ipc_listeners = [make_listener(self.run_dir, i) for i in range(self.count)]
         self.handoff_sockets = [make_handoff_socket(self.run_dir, i) for i in range(self.count)]
+        self.coordinator_listener = make_coordinator_listener(self.run_dir)
+
+    @property
+    def all_slots(self) -> list[WorkerSlot]:
+        return [*self.slots, self.coordinator_slot]
 
     def _heartbeat_path(self, index: int) -> str:
+        if index == COORDINATOR:
+            return os.path.join(self.run_dir, "coordinator.heartbeat")
         return os.path.join(self.run_dir, f"worker-{index}.heartbeat")
 
     # ------------------------------------------------------------------ workers
@@ -159,20 +177,27 @@ class Supervisor:
                     if i != slot.index:
                         listener.close()
                         handoff.close()
+                assert self.coordinator_listener is not None
+                if slot.index == COORDINATOR:
+                    from broker.coordinator_main import run_coordinator
+
+                    code = run_coordinator(self.config, self.count, self.run_dir, self.coordinator_listener, heartbeat)
+                    return
+                self.coordinator_listener.close()
                 from broker.worker import run_worker
 
                 code = run_worker(self.config, slot.index, self.count, self.run_dir, self.claimed.cluster_id,
                                   clean_shutdown, self.ipc_listeners[slot.index], self.handoff_sockets[slot.index],
                                   heartbeat)
             except BaseException:
-                log.exception("worker %d crashed", slot.index)
+                log.exception("%s crashed", slot.name)
             finally:
                 logging.shutdown()
                 os._exit(code)
         slot.pid = pid
         slot.aborted_at = 0.0
         slot.spawned_at = time.monotonic()
-        log.info("spawned worker %d (pid %d)", slot.index, pid)
+        log.info("spawned %s (pid %d)", slot.name, pid)
 
     def _queue_signal(self, signum: int, _frame: object) -> None:
         # A signal handler must not log or do work: queue and wake the loop.
@@ -212,7 +237,7 @@ class Supervisor:
                 return
             if pid == 0:
                 return
-            for slot in self.slots:
+            for slot in self.all_slots:
                 if slot.pid == pid:
                     self._worker_exited(slot, status)
 
@@ -223,9 +248,9 @@ class Supervisor:
         code = os.waitstatus_to_exitcode(status)
         if self.stopping:
             return
-        log.error("worker %d exited with %s", slot.index, f"signal {-code}" if code < 0 else f"code {code}")
+        log.error("%s exited with %s", slot.name, f"signal {-code}" if code < 0 else f"code {code}")
         if code == BOOT_ERROR:
-            log.error("worker %d could not boot: stopping the broker", slot.index)
+            log.error("%s could not boot: stopping the broker", slot.name)
             self.exit_code = 1
             self.stopping = True
             return
@@ -233,8 +258,8 @@ class Supervisor:
         window = int(self.config["worker.restart.window.ms"]) / 1000
         slot.deaths = [t for t in slot.deaths if now - t < window] + [now]
         if len(slot.deaths) > int(self.config["worker.restart.max"]):
-            log.error("worker %d died %d times within %.0f s: crash loop, stopping the broker",
-                      slot.index, len(slot.deaths), window)
+            log.error("%s died %d times within %.0f s: crash loop, stopping the broker",
+                      slot.name, len(slot.deaths), window)
             self.exit_code = 1
             self.stopping = True
             return
@@ -242,22 +267,23 @@ class Supervisor:
 
     def _respawn_due(self) -> None:
         now = time.monotonic()
-        for slot in self.slots:
+        for slot in self.all_slots:
             if slot.pid == 0 and slot.respawn_at and now >= slot.respawn_at:
                 slot.respawn_at = 0.0
                 # Its partitions were not closed cleanly: recover them.
                 self._spawn(slot, clean_shutdown=False)
 
     def _check_heartbeats(self) -> None:
-        timeout = int(self.config["worker.heartbeat.timeout.ms"]) / 1000
         now = time.time()
-        for slot in self.slots:
+        for slot in self.all_slots:
             if not slot.pid:
                 continue
+            key = "coordinator.heartbeat.timeout.ms" if slot.index == COORDINATOR else "worker.heartbeat.timeout.ms"
+            timeout = int(self.config[key]) / 1000
             if slot.aborted_at:
                 # SIGABRT does not end a stopped process, nor one that handles or blocks it.
                 if time.monotonic() - slot.aborted_at > ABORT_GRACE:
-                    log.error("worker %d (pid %d) outlived SIGABRT: SIGKILL", slot.index, slot.pid)
+                    log.error("%s (pid %d) outlived SIGABRT: SIGKILL", slot.name, slot.pid)
                     self._kill(slot.pid, signal.SIGKILL)
                     slot.aborted_at = 0.0
                 continue
@@ -266,7 +292,7 @@ class Supervisor:
             except FileNotFoundError:
                 continue
             if last and now - last > timeout:
-                log.error("worker %d (pid %d) missed its heartbeat for %.0f s: killing it", slot.index, slot.pid, now - last)
+                log.error("%s (pid %d) missed its heartbeat for %.0f s: killing it", slot.name, slot.pid, now - last)
                 self._kill(slot.pid, signal.SIGABRT)
                 slot.aborted_at = time.monotonic()
                 os.utime(self._heartbeat_path(slot.index), (0, 0))
@@ -282,11 +308,11 @@ class Supervisor:
     def _stop(self) -> None:
         self.stopping = True
         statuses: dict[int, int] = {}
-        for slot in self.slots:
+        for slot in self.all_slots:
             if slot.pid:
                 self._kill(slot.pid, signal.SIGTERM)
         deadline = time.monotonic() + int(self.config["graceful.shutdown.timeout.ms"]) / 1000 + 5
-        alive = {slot.pid: slot for slot in self.slots if slot.pid}
+        alive = {slot.pid: slot for slot in self.all_slots if slot.pid}
         while alive and time.monotonic() < deadline:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
@@ -309,8 +335,9 @@ class Supervisor:
         log.info("supervisor stopped (%s)", "clean" if clean else "unclean: the next start recovers")
 
     def _cleanup(self) -> None:
-        for listener in [*self.ipc_listeners, *self.handoff_sockets]:
-            listener.close()
+        for listener in [*self.ipc_listeners, *self.handoff_sockets, self.coordinator_listener]:
+            if listener is not None:
+                listener.close()
         if self.run_dir and self._own_run_dir:
             shutil.rmtree(self.run_dir, ignore_errors=True)
         if self.claimed is not None:

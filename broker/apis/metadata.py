@@ -25,13 +25,14 @@ from broker.protocol.errors import ErrorCode
 from coordination.local_topics import TopicInfo, TopicRegistryError, validate_topic_name
 
 KEY = 3
+INTERNAL_TOPICS = frozenset({"__consumer_offsets"})
 NO_OPERATIONS = -(2**31)
 ZERO_UUID = uuid.UUID(int=0)
 
 
 def _topic_entry(node_id: int, info: TopicInfo) -> dict[str, Any]:
     return {
-        "error_code": 0, "name": info.name, "topic_id": info.topic_id, "is_internal": False,
+        "error_code": 0, "name": info.name, "topic_id": info.topic_id, "is_internal": info.name in INTERNAL_TOPICS,
         "topic_authorized_operations": NO_OPERATIONS,
         "partitions": [
             {"error_code": 0, "partition_index": p, "leader_id": node_id, "leader_epoch": 0,

@@ -20,6 +20,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from broker.apis.metadata import INTERNAL_TOPICS
 from broker.dispatch import NO_RESPONSE, api
 from broker.forwarding import on_owners
 from broker.owner import AppendResult
@@ -79,6 +80,10 @@ async def handle_produce(ctx: Any, request: Any) -> Any:
             elif request.transactional_id is not None:
                 entries.append((partition.index, AppendResult(ErrorCode.transactional_id_authorization_failed,
                                                               error_message="transactions are not supported yet")))
+            elif topic.name in INTERNAL_TOPICS:
+                # Only the coordinator writes __consumer_offsets (fenced by its epoch).
+                entries.append((partition.index, AppendResult(ErrorCode.invalid_topic_exception,
+                                                              error_message=f"cannot append to internal topic {topic.name}")))
             elif known is None or not known.has_partition(partition.index):
                 entries.append((partition.index, AppendResult(ErrorCode.unknown_topic_or_partition)))
             elif not partition.records:

@@ -166,6 +166,10 @@ class Broker:
             if len(pids) != self.workers:
                 return False
             self.known_pids.update(pids)
+            coordinator = self.coordinator_pid()
+            if coordinator is None:
+                return False
+            self.known_pids.add(coordinator)
             served = {s.get("pid") for s in self.stats()}
             return set(pids) <= served and round_trip(self.host, self.port)
 
@@ -175,7 +179,7 @@ class Broker:
         """SIGTERM, wait, then SIGKILL; asserts the exit code when ``expect_code`` is not None."""
         if self.process is None or self.process.poll() is not None:
             return None if self.process is None else self.process.returncode
-        self.known_pids.update(self.worker_pids())
+        self.known_pids.update(children_of(self.process.pid))
         self.process.send_signal(signal.SIGTERM)
         try:
             code: int | None = self.process.wait(timeout)
@@ -191,7 +195,7 @@ class Broker:
     def kill(self) -> None:
         """kill -9 the supervisor and every worker we ever saw (finalizer, crash tests)."""
         if self.process is not None and self.process.poll() is None:
-            self.known_pids.update(self.worker_pids())
+            self.known_pids.update(children_of(self.process.pid))
             self.process.kill()
             self.process.wait(10)
         self._reap_workers(timeout=0)
@@ -216,7 +220,14 @@ class Broker:
     def worker_pids(self) -> list[int]:
         if self.process is None or self.process.poll() is not None:
             return []
-        return children_of(self.process.pid)
+        return [pid for pid in children_of(self.process.pid) if not _is_coordinator(pid)]
+
+    def coordinator_pid(self) -> int | None:
+        """The coordinator process (found by its process title, "castle[N]: coordinator")."""
+        if self.process is None or self.process.poll() is not None:
+            return None
+        found = [pid for pid in children_of(self.process.pid) if _is_coordinator(pid)]
+        return found[0] if found else None
 
     def stats(self) -> list[dict[str, Any]]:
         """The per-worker stats files, by worker index (written every 0.5 s by each worker)."""
@@ -241,6 +252,14 @@ class Broker:
     def cleanup(self) -> None:
         self.kill()
         shutil.rmtree(self.run_dir, ignore_errors=True)
+
+
+def _is_coordinator(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            return b": coordinator" in handle.read()
+    except OSError:
+        return False
 
 
 def _is_castle(pid: int) -> bool:

@@ -42,12 +42,12 @@ def test_import_direction_is_broker_coordination_storage():
     assert not violations, violations
 
 
-def test_mypy_passes_on_storage():
-    result = subprocess.run([sys.executable, "-m", "mypy", "storage"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+def test_mypy_passes_on_storage_and_coordination():
+    result = subprocess.run([sys.executable, "-m", "mypy", "storage", "coordination"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_ruff_passes():
-    result = subprocess.run([sys.executable, "-m", "ruff", "check", "storage", "broker", "loadtest", "tests"], cwd=ROOT,
+    result = subprocess.run([sys.executable, "-m", "ruff", "check", "storage", "broker", "coordination", "loadtest", "tests"], cwd=ROOT,
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -1,0 +1,59 @@
+"""FindCoordinator (key 10), versions 0-6.
+
+Behaviour: names the broker that hosts the elected group coordinator (its node id and
+client listener), so clients see an ordinary broker; the worker asks its broker's
+coordinator process, which knows the election (local backend or ZooKeeper). While no
+coordinator is elected the answer is COORDINATOR_NOT_AVAILABLE (retriable). Transaction
+coordinators (key type 1) are not offered until transactions land: such keys answer
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as InitProducerId does.
+
+Version notes: v1 throttle time and error message; v3 flexible; v4 batches keys
+(coordinator_keys, one answer per key); v5-6 are v4 (new error codes clients accept).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.dispatch import api
+from broker.protocol import codec
+from broker.protocol.build import build
+from broker.protocol.errors import ErrorCode, KafkaError
+
+KEY = 10
+GROUP = 0
+
+
+def _entry(key: str, code: int, node_id: int = -1, host: str = "", port: int = -1, message: str | None = None) -> dict[str, Any]:
+    return {"key": key, "error_code": code, "error_message": message, "node_id": node_id, "host": host, "port": port}
+
+
+def _answer(version: int, entries: list[dict[str, Any]]) -> Any:
+    if version >= 4:
+        return build(codec.response_class(KEY, version), {"throttle_time": 0, "coordinators": entries})
+    return build(codec.response_class(KEY, version), {"throttle_time": 0, **entries[0]})
+
+
+def _keys(request: Any, version: int) -> list[str]:
+    return list(request.coordinator_keys) if version >= 4 else [request.key]
+
+
+def _error(request: Any, version: int, code: int) -> Any:
+    return _answer(version, [_entry(k, code) for k in _keys(request, version)] or [_entry("", code)])
+
+
+@api(KEY, "FindCoordinator", 0, 6, error_response=_error)
+async def handle_find_coordinator(ctx: Any, request: Any) -> Any:
+    version = ctx.api_version
+    keys = _keys(request, version)
+    key_type = int(getattr(request, "key_type", GROUP))
+    if key_type != GROUP:
+        refusal = ErrorCode.transactional_id_authorization_failed if key_type == 1 else ErrorCode.invalid_request
+        return _answer(version, [_entry(k, refusal, message="only group coordinators are offered") for k in keys])
+    try:
+        code, node_id, host, port = await ctx.node.find_coordinator()
+    except KafkaError as exc:
+        code, node_id, host, port = int(exc.code), -1, "", -1
+    if code:
+        return _answer(version, [_entry(k, code, message=ErrorCode(code).name) for k in keys])
+    return _answer(version, [_entry(k, 0, node_id, host, port) for k in keys])

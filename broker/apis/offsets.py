@@ -1,0 +1,129 @@
+"""Committed offsets: OffsetCommit (8) 2-9, OffsetFetch (9) 1-9, OffsetDelete (47) 0.
+
+Behaviour: answered by the coordinator process; commits are acknowledged once appended to
+the group's partition of __consumer_offsets (through its owning worker, fenced by the
+coordinator epoch). A commit with generation -1 to a group that has no members is a
+"simple consumer" commit and is accepted without membership (as Kafka does); otherwise
+the member and generation must be current (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION,
+REBALANCE_IN_PROGRESS while the group completes a rebalance). Commits for topics or
+partitions that do not exist answer UNKNOWN_TOPIC_OR_PARTITION; metadata longer than
+offset.metadata.max.bytes OFFSET_METADATA_TOO_LARGE. OffsetFetch answers -1 for a
+partition without a committed offset. OffsetDelete refuses topics the group's members
+subscribe to (GROUP_SUBSCRIBED_TO_TOPIC).
+
+Version notes: OffsetCommit v2-4 retention_time (an explicit expiry), v3 throttle time,
+v6 committed_leader_epoch, v7 group_instance_id, v8 flexible, v9 = v8 (KIP-848 member
+epochs are for the new protocol, not advertised). OffsetFetch v2 null topics = all and a
+top-level error, v5 committed_leader_epoch, v6 flexible, v7 require_stable (no
+transactions here, so every offset is stable), v8 several groups per request, v9 member
+id and epoch (new protocol; ignored for classic groups).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.apis.groups import _ms
+from broker.dispatch import coordinator_api
+from broker.protocol import codec
+from broker.protocol.build import build
+
+# ---------------------------------------------------------------------- OffsetCommit
+OFFSET_COMMIT = 8
+
+
+def _commit_answer(version: int, request: Any, codes: list[int]) -> Any:
+    it = iter(codes)
+    return build(codec.response_class(OFFSET_COMMIT, version), {"throttle_time": 0, "topics": [
+        {"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": next(it)} for p in t.partitions]}
+        for t in request.topics]})
+
+
+def _commit_error(request: Any, version: int, code: int) -> Any:
+    count = sum(len(t.partitions) for t in request.topics)
+    return _commit_answer(version, request, [code] * count)
+
+
+@coordinator_api(OFFSET_COMMIT, "OffsetCommit", 2, 9, error_response=_commit_error)
+async def serve_offset_commit(ctx: Any, request: Any) -> Any:
+    entries = [(t.name, int(p.partition_index), int(p.committed_offset), int(getattr(p, "committed_leader_epoch", -1)),
+                p.committed_metadata) for t in request.topics for p in t.partitions]
+    retention = _ms(getattr(request, "retention_time", None))
+    codes = await ctx.coordinator.commit_offsets(
+        request.group_id, int(request.generation_id_or_member_epoch), request.member_id,
+        getattr(request, "group_instance_id", None), retention, entries, ctx.topic_exists)
+    return _commit_answer(ctx.api_version, request, codes)
+
+
+# ---------------------------------------------------------------------- OffsetFetch
+OFFSET_FETCH = 9
+
+
+def _wanted(topics: Any) -> list[tuple[str, int]] | None:
+    if topics is None:
+        return None
+    return [(t.name, int(p)) for t in topics for p in t.partition_indexes]
+
+
+def _group_answer(ctx: Any, group_id: str, topics: Any) -> dict[str, Any]:
+    """One group's offsets in the shape every version shares (v8+ nests it in groups)."""
+    wanted = _wanted(topics)
+    code, found = ctx.coordinator.fetch_offsets(group_id, wanted)
+    if code:
+        found = [(t, p, None) for t, p in wanted or ()]
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for topic, partition, value in found:
+        by_topic.setdefault(topic, []).append({
+            "partition_index": partition,
+            "committed_offset": value.offset if value is not None else -1,
+            "committed_leader_epoch": value.leader_epoch if value is not None else -1,
+            "metadata": value.metadata if value is not None else "",
+            "error_code": code})
+    return {"group_id": group_id, "error_code": code,
+            "topics": [{"name": t, "partitions": parts} for t, parts in by_topic.items()]}
+
+
+def _fetch_error(request: Any, version: int, code: int) -> Any:
+    groups = getattr(request, "groups", None)
+    if groups is not None:
+        return build(codec.response_class(OFFSET_FETCH, version), {"throttle_time": 0, "groups": [
+            {"group_id": g.group_id, "error_code": code, "topics": ()} for g in groups]})
+    wanted = _wanted(request.topics) or []
+    return build(codec.response_class(OFFSET_FETCH, version), {"throttle_time": 0, "error_code": code, "topics": [
+        {"name": t, "partitions": [{"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1,
+                                    "metadata": "", "error_code": code}]} for t, p in wanted]})
+
+
+@coordinator_api(OFFSET_FETCH, "OffsetFetch", 1, 9, error_response=_fetch_error)
+def serve_offset_fetch(ctx: Any, request: Any) -> Any:
+    version = ctx.api_version
+    if version >= 8:
+        groups = [_group_answer(ctx, g.group_id, g.topics) for g in request.groups]
+        return build(codec.response_class(OFFSET_FETCH, version), {"throttle_time": 0, "groups": groups})
+    answer = _group_answer(ctx, request.group_id, request.topics)
+    return build(codec.response_class(OFFSET_FETCH, version), {"throttle_time": 0, **answer})
+
+
+# ---------------------------------------------------------------------- OffsetDelete
+OFFSET_DELETE = 47
+
+
+def _delete_answer(code: int, partitions: list[tuple[str, int]], codes: list[int]) -> Any:
+    by_topic: dict[str, list[dict[str, int]]] = {}
+    for (topic, partition), c in zip(partitions, codes):
+        by_topic.setdefault(topic, []).append({"partition_index": partition, "error_code": c})
+    return build(codec.response_class(OFFSET_DELETE, 0), {"error_code": code, "throttle_time": 0, "topics": [
+        {"name": t, "partitions": parts} for t, parts in by_topic.items()]})
+
+
+def _delete_error(request: Any, version: int, code: int) -> Any:
+    return _delete_answer(code, [], [])
+
+
+@coordinator_api(OFFSET_DELETE, "OffsetDelete", 0, 0, error_response=_delete_error)
+async def serve_offset_delete(ctx: Any, request: Any) -> Any:
+    partitions = [(t.name, int(p.partition_index)) for t in request.topics for p in t.partitions]
+    code, codes = await ctx.coordinator.delete_offsets(request.group_id, partitions)
+    if code:
+        return _delete_answer(code, [], [])
+    return _delete_answer(0, partitions, codes)

@@ -1,0 +1,404 @@
+"""The coordinator process: campaigns, and once elected runs consumer groups and offsets.
+
+Started (and restarted) by the supervisor on every broker, beside the workers; it has no
+client listener. Workers hand it group and offset requests over IPC
+(``<run.dir>/coordinator.sock``, bound by the supervisor so it outlives restarts)::
+
+    worker ──("serve", api_key, version, request, client_id, client_host)──▶ coordinator
+           ◀── encoded response body (bytes) ─────────────────────────────────
+    worker ──("find",)──▶ (error code, node id, host, port) of the elected coordinator
+
+Life:
+    1. open the coordination backend (local file lock, or ZooKeeper) and campaign; the
+       campaign blocks in a daemon thread, the loop keeps answering NOT_COORDINATOR
+    2. elected with epoch E: make sure __consumer_offsets exists, then load it
+       partition by partition through the owning workers (COORDINATOR_LOAD_IN_PROGRESS
+       meanwhile), and serve; every append to __consumer_offsets carries E, and the
+       owning worker refuses an epoch older than the backend's current one (fencing)
+    3. session SUSPENDED: stop serving (NOT_COORDINATOR) until CONNECTED again;
+       LOST (or fenced): drop the groups, resign, campaign again
+Deadlines (sessions, join and sync phases, offset retention) are checked by a tick
+every 100 ms on the loop; the heartbeat file is touched from the loop, so a wedged loop
+gets the process replaced by the supervisor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import socket
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from broker import dispatch
+from broker.config import BrokerConfig
+from broker.ipc import IpcServer, PeerLink, bind_unix, socket_path
+from broker.node import owner_index
+from broker.protocol import codec
+from broker.protocol.errors import ErrorCode, KafkaError
+from coordination.groups import offsets_schema as schema
+from coordination.groups.coordinator import CoordinatorSettings, GroupCoordinator
+from storage.records import iter_batches
+from storage.types import TopicPartition
+
+log = logging.getLogger(__name__)
+
+OFFSETS_TOPIC = "__consumer_offsets"
+SOCKET_NAME = "coordinator.sock"
+BOOT_ERROR = 3
+READ_CHUNK = 1 << 20
+TICK_SECONDS = 0.1
+
+
+def coordinator_socket_path(run_dir: str) -> str:
+    return os.path.join(run_dir, SOCKET_NAME)
+
+
+def make_coordinator_listener(run_dir: str) -> socket.socket:
+    sock = bind_unix(coordinator_socket_path(run_dir), socket.SOCK_STREAM)
+    sock.listen(64)
+    return sock
+
+
+def offsets_topic_configs(config: BrokerConfig) -> dict[str, str]:
+    """__consumer_offsets is compacted, as in Kafka; its segments preallocate 1 MiB at a
+    time instead of the default window, because most of its 50 partitions stay tiny."""
+    return {"cleanup.policy": "compact", "segment.bytes": str(config["offsets.topic.segment.bytes"]),
+            "preallocate.window.bytes": str(1 << 20)}
+
+
+def settings_from(config: BrokerConfig) -> CoordinatorSettings:
+    return CoordinatorSettings(
+        min_session_timeout_ms=int(config["group.min.session.timeout.ms"]),
+        max_session_timeout_ms=int(config["group.max.session.timeout.ms"]),
+        initial_rebalance_delay_ms=int(config["group.initial.rebalance.delay.ms"]),
+        max_group_size=int(config["group.max.size"]),
+        offset_metadata_max_bytes=int(config["offset.metadata.max.bytes"]),
+        offsets_retention_ms=int(config["offsets.retention.minutes"]) * 60_000,
+        offsets_retention_check_interval_ms=int(config["offsets.retention.check.interval.ms"]),
+    )
+
+
+@dataclass(slots=True)
+class CoordinatorContext:
+    """What a coordinator-side API function gets (the worker's RequestContext's twin)."""
+
+    coordinator: GroupCoordinator
+    api_key: int
+    api_version: int
+    client_id: str | None
+    client_host: str
+    topic_exists: Callable[[str, int], bool]
+
+
+class WorkerOffsetsLog:
+    """__consumer_offsets as the coordinator sees it: appends and reads go to the
+    partition's owning worker over IPC; appends carry the coordinator epoch."""
+
+    def __init__(self, run_dir: str, workers: int, partitions: int) -> None:
+        self.partitions = partitions
+        self.workers = workers
+        self.epoch = -1
+        self.links = [PeerLink(i, socket_path(run_dir, i)) for i in range(workers)]
+
+    def _link(self, tp: TopicPartition) -> PeerLink:
+        return self.links[owner_index(tp, self.workers)]
+
+    async def append(self, partition: int, batch: bytes) -> int:
+        tp = TopicPartition(OFFSETS_TOPIC, partition)
+        try:
+            results = await self._link(tp).call("append_offsets", [(tp, batch)], self.epoch, timeout=30)
+        except KafkaError as exc:
+            return int(exc.code)
+        return int(results[0].error_code)
+
+    async def read_partition(self, partition: int) -> list[tuple[Any, Any]]:
+        """Every (key, value) of one partition, in log order, up to its high watermark."""
+        tp = TopicPartition(OFFSETS_TOPIC, partition)
+        link = self._link(tp)
+        ((log_start, high_watermark, _end),) = await link.call("partition_state", [tp], timeout=30)
+        entries: list[tuple[Any, Any]] = []
+        offset = max(0, log_start)
+        while offset < high_watermark:
+            (result,) = await link.call("read", [(tp, offset, READ_CHUNK, False)], None, timeout=30)
+            if result.error_code:
+                raise KafkaError(ErrorCode(result.error_code), f"reading {tp} at {offset}")
+            if not result.length:
+                break
+            data = _read_range(result.path, result.inode, result.position, result.length)
+            next_offset = offset
+            for header, records in iter_batches(data):
+                next_offset = header.next_offset
+                if header.is_control:
+                    continue
+                for record in records:
+                    if record.offset < offset or record.key is None:
+                        continue
+                    entry = _decode_entry(record.key, record.value)
+                    if entry is not None:
+                        entries.append(entry)
+            if next_offset <= offset:
+                raise KafkaError(ErrorCode.corrupt_message, f"{tp}: no progress reading at {offset}")
+            offset = next_offset
+        return entries
+
+    def close(self) -> None:
+        for link in self.links:
+            link.close()
+
+
+def _read_range(path: str, inode: int, position: int, length: int) -> bytes:
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        if os.fstat(fd).st_ino != inode:
+            raise KafkaError(ErrorCode.request_timed_out, f"{path} was replaced while loading")
+        return os.pread(fd, length, position)
+    finally:
+        os.close(fd)
+
+
+def _decode_entry(key: bytes, value: bytes | None) -> tuple[Any, Any] | None:
+    try:
+        decoded_key = schema.decode_key(key)
+        if decoded_key is None:
+            return None
+        if value is None:
+            return decoded_key, None
+        if isinstance(decoded_key, schema.OffsetKey):
+            return decoded_key, schema.decode_offset_value(value)
+        return decoded_key, schema.decode_group_value(value)
+    except schema.OffsetsSchemaError as exc:
+        log.warning("skipping an unreadable __consumer_offsets record: %s", exc)
+        return None
+
+
+class CoordinatorProcess:
+    def __init__(self, config: BrokerConfig, workers: int, run_dir: str, listener: socket.socket,
+                 heartbeat_path: str) -> None:
+        self.config = config
+        self.node_id = config.node_id
+        self.run_dir = run_dir
+        self.heartbeat_path = heartbeat_path
+        self.offsets_log = WorkerOffsetsLog(run_dir, workers, int(config["offsets.topic.num.partitions"]))
+        self.coordinator = GroupCoordinator(settings_from(config), self.offsets_log)
+        self.ipc = IpcServer(listener, {"serve": self.serve_request, "find": self.find}, {})
+        self.backend: Any = None
+        self.topics: Any = None
+        self.stopping = asyncio.Event()
+        self.parent = os.getppid()
+        self.suspended = False
+        self._session_lost = asyncio.Event()
+        self.elected_epoch = -1
+
+    # ------------------------------------------------------------------ IPC ops
+    async def serve_request(self, api_key: int, api_version: int, request: Any, client_id: str | None,
+                            client_host: str) -> bytes:
+        serve = dispatch.COORDINATOR_HANDLERS.get(api_key)
+        if serve is None:
+            raise KafkaError(ErrorCode.invalid_request, f"api {api_key} is not a coordinator api")
+        ctx = CoordinatorContext(self.coordinator, api_key, api_version, client_id, client_host, self.topic_exists)
+        try:
+            result = serve(ctx, request)
+            if asyncio.iscoroutine(result):
+                result = await result
+        except Exception as exc:
+            spec = dispatch.REGISTRY[api_key]
+            from broker.protocol.errors import code_for_exception
+
+            assert spec.error_response is not None
+            result = spec.error_response(request, api_version, int(code_for_exception(exc)))
+        return codec.encode_body(result)
+
+    def find(self) -> tuple[int, int, str, int]:
+        """Where the elected coordinator is: (error, node id, host, port)."""
+        if self.coordinator.active or self.coordinator.loading:
+            host, port = self.config.advertised
+            return 0, self.node_id, host, port
+        if self.backend is not None:
+            current = self.backend.coordinator()
+            if current is not None and current[0] != self.node_id:
+                address = self.backend.live_brokers().get(current[0])
+                if address is not None:
+                    return 0, current[0], address[0], address[1]
+        return int(ErrorCode.coordinator_not_available), -1, "", -1
+
+    def topic_exists(self, topic: str, partition: int) -> bool:
+        if self.topics is None:
+            return False
+        info = self.topics.get(topic)
+        if info is None and self.topics.refresh():
+            info = self.topics.get(topic)
+        return info is not None and info.has_partition(partition)
+
+    # ------------------------------------------------------------------ life
+    async def serve(self) -> int:
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, self.stopping.set)
+        dispatch.load_all()
+        await self.ipc.start()
+        try:
+            self.backend = await loop.run_in_executor(None, self._open_backend)
+        except Exception:
+            log.exception("coordinator: cannot open the coordination backend")
+            return BOOT_ERROR
+        self.topics = self.backend.topics()
+        self.backend.add_state_listener(lambda state: loop.call_soon_threadsafe(self._on_session_state, state))
+        tasks = [loop.create_task(self._campaign_forever()), loop.create_task(self._tick()),
+                 loop.create_task(self._heartbeat())]
+        log.info("coordinator (pid %d) campaigning as broker %d", os.getpid(), self.node_id)
+        await self.stopping.wait()
+        for task in tasks:
+            task.cancel()
+        self.coordinator.deactivate()
+        self.ipc.close()
+        self.offsets_log.close()
+        try:
+            self.backend.close()
+        except Exception:
+            log.exception("coordinator: closing the backend failed")
+        log.info("coordinator stopped")
+        return 0
+
+    def _open_backend(self) -> Any:
+        from coordination.backend import open_backend
+
+        backend = open_backend(str(self.config["zookeeper.connect"]), self.config.log_dirs[0], self.node_id)
+        backend.start(int(self.config["zookeeper.connection.timeout.ms"]) / 1000)
+        return backend
+
+    def _on_session_state(self, state: str) -> None:
+        if state == "SUSPENDED":
+            self.suspended = True
+            if self.coordinator.active:
+                log.warning("coordinator: session suspended, not serving until it reconnects")
+                self.coordinator.active = False
+        elif state == "CONNECTED":
+            if self.suspended and self.elected_epoch >= 0 and not self._session_lost.is_set():
+                log.info("coordinator: session reconnected, serving again")
+                self.coordinator.active = not self.coordinator.loading
+            self.suspended = False
+        elif state == "LOST":
+            log.warning("coordinator: session lost, resigning")
+            self._session_lost.set()
+
+    async def _campaign_forever(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            self._session_lost.clear()
+            epoch = await self._in_thread(self.backend.campaign, self.node_id)
+            self.elected_epoch = epoch
+            self.offsets_log.epoch = epoch
+            log.info("coordinator: elected with epoch %d", epoch)
+            try:
+                await self._become_active()
+            except Exception:
+                log.exception("coordinator: loading __consumer_offsets failed; resigning")
+                self.coordinator.loading = False
+                self._session_lost.set()
+            await self._session_lost.wait()
+            self.coordinator.deactivate()
+            self.elected_epoch = -1
+            try:
+                await loop.run_in_executor(None, self.backend.resign)
+            except Exception:
+                log.exception("coordinator: resign failed")
+            await asyncio.sleep(0.5)
+
+    async def _in_thread(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run a blocking call in a daemon thread (a campaign may block for as long as
+        another coordinator lives; a daemon thread never holds up the exit)."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+
+        def run() -> None:
+            try:
+                result = fn(*args)
+            except BaseException as exc:  # noqa: BLE001 - handed to the loop
+                loop.call_soon_threadsafe(_set_exception, future, exc)
+            else:
+                loop.call_soon_threadsafe(_set_result, future, result)
+
+        threading.Thread(target=run, name=f"coordinator-{getattr(fn, '__name__', 'call')}", daemon=True).start()
+        return await future
+
+    async def _become_active(self) -> None:
+        self.coordinator.loading = True
+        await self._ensure_offsets_topic()
+        groups_before = len(self.coordinator.groups)
+        entries: list[tuple[Any, Any]] = []
+        for partition in range(self.offsets_log.partitions):
+            entries.extend(await self.offsets_log.read_partition(partition))
+        self.coordinator.groups.clear()
+        self.coordinator.load(entries)
+        self.coordinator.loading = False
+        self.coordinator.active = not self.suspended
+        log.info("coordinator: loaded %d records, %d groups (had %d)", len(entries), len(self.coordinator.groups),
+                 groups_before)
+
+    async def _ensure_offsets_topic(self) -> None:
+        from coordination.local_topics import TopicRegistryError
+
+        self.topics.refresh()
+        if self.topics.get(OFFSETS_TOPIC) is None:
+            try:
+                await asyncio.get_running_loop().run_in_executor(
+                    None, lambda: self.topics.create(OFFSETS_TOPIC, self.offsets_log.partitions,
+                                                     offsets_topic_configs(self.config)))
+            except TopicRegistryError as exc:
+                if exc.code != ErrorCode.topic_already_exists:
+                    raise
+        info = self.topics.get(OFFSETS_TOPIC) if self.topics.refresh() or True else None
+        if info is not None and info.partitions != self.offsets_log.partitions:
+            log.warning("__consumer_offsets has %d partitions (offsets.topic.num.partitions is %d): using %d",
+                        info.partitions, self.offsets_log.partitions, info.partitions)
+            self.offsets_log.partitions = info.partitions
+        # Every owner creates its partitions' logs before the first read.
+        for link in self.offsets_log.links:
+            await link.call("sync_registry", timeout=30)
+
+    async def _tick(self) -> None:
+        while True:
+            await asyncio.sleep(TICK_SECONDS)
+            try:
+                self.coordinator.tick()
+            except Exception:
+                log.exception("coordinator tick failed")
+
+    async def _heartbeat(self) -> None:
+        while True:
+            os.utime(self.heartbeat_path)
+            if os.getppid() != self.parent:
+                log.error("coordinator: supervisor is gone, stopping")
+                self.stopping.set()
+                return
+            await asyncio.sleep(0.5)
+
+
+def _set_result(future: asyncio.Future[Any], value: Any) -> None:
+    if not future.done():
+        future.set_result(value)
+
+
+def _set_exception(future: asyncio.Future[Any], exc: BaseException) -> None:
+    if not future.done():
+        future.set_exception(exc)
+
+
+def run_coordinator(config: BrokerConfig, workers: int, run_dir: str, listener: socket.socket,
+                    heartbeat_path: str) -> int:
+    from setproctitle import setproctitle
+
+    setproctitle(f"castle[{config.node_id}]: coordinator")
+    import uvloop
+
+    loop = uvloop.new_event_loop()
+    asyncio.set_event_loop(loop)
+    process = CoordinatorProcess(config, workers, run_dir, listener, heartbeat_path)
+    try:
+        return loop.run_until_complete(process.serve())
+    finally:
+        loop.close()

@@ -1,0 +1,154 @@
+"""The coordination backend interface, and ``open_backend`` which picks one.
+
+Two implementations, the same interface:
+
+* ``ZooKeeperBackend`` (coordination/zookeeper.py) when ``zookeeper.connect`` is set: a
+  cluster of brokers registers, elects the group coordinator and keeps the topic registry
+  in ZooKeeper (layout: coordination/znodes.py).
+* ``LocalBackend`` (coordination/local.py) otherwise: one machine, one broker; the
+  election is an exclusive flock, the registry a JSON file.
+
+Every method blocks (network round trips, flock, fsync): call them from an executor
+thread, never from an event loop. Callbacks (state listeners, watches) run on the
+backend's own threads; they must only hand the news over, e.g.
+``loop.call_soon_threadsafe(queue.put_nowait, item)``, and return. Blocking in one stalls
+every other callback of that backend (kazoo delivers them all on one thread), and calling
+back into the backend from a callback can deadlock.
+
+Session states passed to listeners:
+
+* ``CONNECTED``: connected; after a ``LOST`` this is a *new* session.
+* ``SUSPENDED``: the connection dropped; the session (and our ephemeral znodes) may still
+  be alive. A coordinator should stop taking decisions until CONNECTED or LOST.
+* ``LOST``: the session is gone and with it the broker registration and the coordinator
+  znode. The caller must ``reregister()`` and, if it wants to lead, ``campaign()`` again;
+  a coordinator that sees LOST is deposed (its writes are fenced from now on).
+
+Fencing: ``campaign`` returns a new epoch, one higher than any before it, persisted in
+ZooKeeper (/consumers/coordinator_epoch) or on disk (``<data_dir>/coordinator_epoch``).
+Brokers compare the epoch a coordinator stamps on its requests with ``current_epoch()``
+and refuse an older one, so a deposed coordinator that has not noticed yet cannot write.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Callable, Literal, Mapping, Protocol
+
+from coordination.local_topics import TopicInfo
+
+SessionState = Literal["CONNECTED", "SUSPENDED", "LOST"]
+CONNECTED: SessionState = "CONNECTED"
+SUSPENDED: SessionState = "SUSPENDED"
+LOST: SessionState = "LOST"
+
+StateListener = Callable[[SessionState], None]
+Watcher = Callable[[], None]
+
+
+class CoordinationError(Exception):
+    """Base of the backend's own errors."""
+
+
+class CoordinationUnavailable(CoordinationError):
+    """ZooKeeper cannot be reached (within the retry deadline), or the backend is closed."""
+
+
+class BrokerIdInUse(CoordinationError):
+    """Another live broker registered the same node id."""
+
+
+class NotCoordinator(CoordinationError):
+    """A coordinator-only write from a process that is not (or no longer) the coordinator."""
+
+
+class TopicRegistry(Protocol):
+    """What brokers need of a topic registry; LocalTopicRegistry's interface, plus
+    ``replicas``. Changes raise local_topics.TopicRegistryError(code, message)."""
+
+    def refresh(self) -> bool: ...
+    def get(self, name: str) -> TopicInfo | None: ...
+    def by_id(self, topic_id: uuid.UUID) -> TopicInfo | None: ...
+    def all(self) -> list[TopicInfo]: ...
+    def create(self, name: str, partitions: int, configs: Mapping[str, str], topic_id: uuid.UUID | None = None,
+               validate_only: bool = False) -> TopicInfo: ...
+    def delete(self, name: str) -> TopicInfo: ...
+    def set_partitions(self, name: str, count: int, validate_only: bool = False) -> TopicInfo: ...
+    def set_configs(self, name: str, update: Callable[[dict[str, str]], dict[str, str]]) -> TopicInfo: ...
+    def allocate_producer_ids(self, count: int) -> int: ...
+    def replicas(self, name: str) -> dict[int, list[int]]: ...
+
+
+class CoordinationBackend(Protocol):
+    # ------------------------------------------------------------ life cycle
+    def start(self, timeout: float = 30.0) -> None:
+        """Connect (ZooKeeper: create the chroot and the persistent roots); raises
+        CoordinationUnavailable after ``timeout`` seconds."""
+
+    def close(self) -> None:
+        """End the session: our ephemeral znodes go at once, the flock is released, and
+        a ``campaign`` blocked in another thread raises CoordinationUnavailable."""
+
+    def add_state_listener(self, fn: StateListener) -> None:
+        """``fn(state)`` on every session state change, from the backend's thread."""
+
+    # ------------------------------------------------------------ cluster and brokers
+    def cluster_id(self, proposed: str) -> str:
+        """Store ``proposed`` as the cluster id unless one exists; return the stored one."""
+
+    def register_broker(self, node_id: int, host: str, port: int) -> None:
+        """Announce this broker for the session's life; BrokerIdInUse if the id is taken."""
+
+    def reregister(self) -> None:
+        """Register again what ``register_broker`` registered (after LOST)."""
+
+    def live_brokers(self) -> dict[int, tuple[str, int]]:
+        """node id -> (host, port) of every registered broker."""
+
+    def watch_brokers(self, fn: Watcher) -> None:
+        """``fn()`` once now and whenever the set of live brokers changes."""
+
+    # ------------------------------------------------------------ election
+    def campaign(self, node_id: int, timeout: float | None = None) -> int:
+        """Block until this process is the coordinator; return its new epoch (the same
+        one again if it already is). Raises TimeoutError after ``timeout`` seconds, and
+        CoordinationUnavailable when closed meanwhile or when ZooKeeper stays unreachable
+        past the retry deadline (the caller campaigns again)."""
+
+    def resign(self) -> None:
+        """Stop being the coordinator (if we are) so another campaign can win."""
+
+    def coordinator(self) -> tuple[int, int] | None:
+        """(broker id, epoch) of the current coordinator, or None if there is none."""
+
+    def current_epoch(self) -> int:
+        """The latest coordinator epoch ever granted (0 before the first election)."""
+
+    def watch_coordinator(self, fn: Watcher) -> None:
+        """``fn()`` once now and whenever the coordinator changes (elected or gone)."""
+
+    # ------------------------------------------------------------ registry and group mirror
+    def topics(self) -> TopicRegistry:
+        """The topic registry of this backend (one object per backend)."""
+
+    def write_group_members(self, group: str, members: Mapping[str, bytes]) -> None:
+        """Replace the mirror of ``group``'s members (member id -> JSON). Coordinator only."""
+
+    def write_group_owners(self, group: str, owners: Mapping[tuple[str, int], str]) -> None:
+        """Replace the mirror of who owns which partition. Coordinator only."""
+
+    def delete_group(self, group: str) -> None:
+        """Remove the group's mirror. Coordinator only."""
+
+
+def open_backend(zookeeper_connect: str, data_dir: str, node_id: int) -> CoordinationBackend:
+    """``ZooKeeperBackend`` when ``zookeeper_connect`` ("host:port[,host:port][/chroot]")
+    is non-empty, else ``LocalBackend`` over ``data_dir`` (the first log dir). Not started."""
+    if zookeeper_connect.strip():
+        # Imported here so a single-machine broker never loads kazoo.
+        from coordination.zookeeper import ZooKeeperBackend
+
+        return ZooKeeperBackend(zookeeper_connect.strip(), node_id)
+    from coordination.local import LocalBackend
+
+    return LocalBackend(data_dir, node_id)

@@ -1,0 +1,745 @@
+"""The classic group coordinator: JoinGroup, SyncGroup, Heartbeat, LeaveGroup, offsets.
+
+Semantics are Kafka's classic GroupCoordinator (its error codes at the same points), so
+clients behave as they do against Kafka. Everything runs on one asyncio loop (the
+coordinator process's): each group is changed only there, so no locks (P6). A JoinGroup
+or SyncGroup that must wait for the rest of the group is a future parked on the member
+(``join_waiter`` / ``sync_waiter``); ``tick()`` runs every TICK seconds and handles every
+deadline: session expiry, the end of the join phase, a missing leader assignment,
+pending members that never came back, and offset retention.
+
+Persistence goes through ``OffsetsLog`` (the group's partition of __consumer_offsets,
+written by the partition's owning worker and fenced by the coordinator epoch). A commit
+is acknowledged only after its records are appended; the in-memory cache changes after
+the append succeeds. Group metadata is written when a generation becomes Stable or the
+group goes Empty, so a coordinator elected later knows the groups and their members.
+
+Inputs are plain values (the protocol layer in broker/apis translates kio entities);
+results are ``(error code, …)`` tuples or small dataclasses. Expected failures are error
+codes, never exceptions (P3).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Callable, Iterable, Protocol
+
+from kio.schema.errors import ErrorCode
+
+from coordination.groups import offsets_schema as schema
+from coordination.groups.group import Group, Member
+from coordination.groups.state import GroupState
+
+log = logging.getLogger(__name__)
+
+TICK = 0.1  # seconds between deadline checks
+E = ErrorCode
+
+
+class OffsetsLog(Protocol):
+    """Where the coordinator's records go: the __consumer_offsets partitions."""
+
+    partitions: int
+
+    async def append(self, partition: int, batch: bytes) -> int:
+        """Append one record batch to ``partition``; the Kafka error code (0: appended)."""
+        ...
+
+
+@dataclass(frozen=True)
+class CoordinatorSettings:
+    min_session_timeout_ms: int = 6000
+    max_session_timeout_ms: int = 1_800_000
+    initial_rebalance_delay_ms: int = 3000
+    max_group_size: int = 2**31 - 1
+    offset_metadata_max_bytes: int = 4096
+    offsets_retention_ms: int = 7 * 24 * 3600 * 1000
+    offsets_retention_check_interval_ms: int = 600_000
+
+
+@dataclass
+class JoinResult:
+    error_code: int
+    generation: int = -1
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader: str = ""
+    member_id: str = ""
+    members: list[tuple[str, str | None, bytes]] | None = None  # the leader's view: (id, instance id, metadata)
+
+
+@dataclass
+class SyncResult:
+    error_code: int
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    assignment: bytes = b""
+
+
+@dataclass
+class MemberSummary:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    metadata: bytes
+    assignment: bytes
+
+
+@dataclass
+class GroupSummary:
+    error_code: int
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str
+    members: list[MemberSummary]
+
+
+# Append failures a client should see as coordinator trouble (Kafka's
+# GroupMetadataManager maps them the same way).
+def _commit_error(code: int) -> int:
+    if code in (E.unknown_topic_or_partition, E.not_enough_replicas, E.not_enough_replicas_after_append,
+                E.request_timed_out, E.kafka_storage_error):
+        return int(E.coordinator_not_available)
+    if code in (E.not_leader_or_follower,):
+        return int(E.not_coordinator)
+    if code in (E.message_too_large, E.record_list_too_large, E.invalid_fetch_size):
+        return int(E.invalid_commit_offset_size)
+    return code
+
+
+class GroupCoordinator:
+    """All the groups whose __consumer_offsets partitions this coordinator serves."""
+
+    def __init__(self, settings: CoordinatorSettings, offsets_log: OffsetsLog) -> None:
+        self.settings = settings
+        self.log = offsets_log
+        self.groups: dict[str, Group] = {}
+        self.active = False  # elected and loaded: serving
+        self.loading = False
+        self._last_expiry_check = time.monotonic()
+
+    # ------------------------------------------------------------------ availability
+    def _unavailable(self) -> int:
+        if self.loading:
+            return int(E.coordinator_load_in_progress)
+        if not self.active:
+            return int(E.not_coordinator)
+        return 0
+
+    def partition_for(self, group_id: str) -> int:
+        return schema.partition_for(group_id, self.log.partitions)
+
+    # ------------------------------------------------------------------ loading
+    def load(self, entries: Iterable[tuple[schema.OffsetKey | schema.GroupKey, schema.OffsetValue | schema.GroupValue | None]]) -> None:
+        """Replay __consumer_offsets records in log order (later records win, tombstones
+        delete). Groups with members come back Stable with their members and assignment,
+        so consumers that keep heartbeating carry on without a rebalance."""
+        for key, value in entries:
+            if isinstance(key, schema.OffsetKey):
+                group = self.groups.get(key.group)
+                if value is None:
+                    if group is not None:
+                        group.offsets.pop((key.topic, key.partition), None)
+                    continue
+                assert isinstance(value, schema.OffsetValue)
+                if group is None:
+                    group = self.groups[key.group] = Group(key.group)
+                group.offsets[(key.topic, key.partition)] = value
+            else:
+                if value is None:
+                    group = self.groups.pop(key.group, None)
+                    continue
+                assert isinstance(value, schema.GroupValue)
+                self.groups[key.group] = self._restore_group(key.group, value, self.groups.get(key.group))
+        for group_id in [g for g, group in self.groups.items() if not group.members and not group.offsets
+                         and group.generation == 0]:
+            del self.groups[group_id]
+
+    def _restore_group(self, group_id: str, value: schema.GroupValue, previous: Group | None) -> Group:
+        group = Group(group_id, generation=value.generation, protocol_type=value.protocol_type or None,
+                      protocol_name=value.protocol, state_timestamp=value.current_state_timestamp)
+        if previous is not None:
+            group.offsets = previous.offsets
+        now = time.monotonic()
+        for m in value.members:
+            member = Member(m.member_id, m.group_instance_id, m.client_id, m.client_host, m.session_timeout,
+                            m.rebalance_timeout, value.protocol_type, [(value.protocol or "", m.subscription)],
+                            assignment=m.assignment, is_new=False)
+            member.touch(now)
+            group.members[member.member_id] = member
+            if member.group_instance_id is not None:
+                group.static_members[member.group_instance_id] = member.member_id
+        group.leader_id = value.leader if value.leader in group.members else next(iter(group.members), None)
+        group.state = GroupState.STABLE if group.members else GroupState.EMPTY
+        return group
+
+    def deactivate(self) -> None:
+        """Resigned or fenced: fail every parked request with NOT_COORDINATOR, drop state."""
+        self.active = False
+        for group in self.groups.values():
+            for member in group.members.values():
+                self._answer_join(member, JoinResult(int(E.not_coordinator)))
+                self._answer_sync(member, SyncResult(int(E.not_coordinator)))
+        self.groups.clear()
+
+    # ------------------------------------------------------------------ JoinGroup
+    async def join_group(self, group_id: str, member_id: str, group_instance_id: str | None, protocol_type: str,
+                         protocols: list[tuple[str, bytes]], session_timeout_ms: int, rebalance_timeout_ms: int,
+                         client_id: str, client_host: str, require_known_member_id: bool) -> JoinResult:
+        if not group_id:
+            return JoinResult(int(E.invalid_group_id), member_id=member_id)
+        code = self._unavailable()
+        if code:
+            return JoinResult(code, member_id=member_id)
+        s = self.settings
+        if not s.min_session_timeout_ms <= session_timeout_ms <= s.max_session_timeout_ms:
+            return JoinResult(int(E.invalid_session_timeout), member_id=member_id)
+        if rebalance_timeout_ms < 0:
+            rebalance_timeout_ms = session_timeout_ms  # JoinGroup v0 has none: Kafka uses the session timeout
+        group = self.groups.get(group_id)
+        if group is None:
+            if member_id:
+                return JoinResult(int(E.unknown_member_id), member_id=member_id)
+            group = self.groups[group_id] = Group(group_id)
+        if group.is_(GroupState.DEAD):
+            # The group is being deleted; the client finds the coordinator again.
+            return JoinResult(int(E.coordinator_not_available), member_id=member_id)
+        if not group.supports(protocol_type, protocols):
+            return JoinResult(int(E.inconsistent_group_protocol), member_id=member_id)
+        if not member_id:
+            return await self._join_unknown_member(group, group_instance_id, protocol_type, protocols, session_timeout_ms,
+                                                   rebalance_timeout_ms, client_id, client_host, require_known_member_id)
+        return await self._join_known_member(group, member_id, group_instance_id, protocol_type, protocols,
+                                             session_timeout_ms, rebalance_timeout_ms, client_id, client_host)
+
+    async def _join_unknown_member(self, group: Group, group_instance_id: str | None, protocol_type: str,
+                                   protocols: list[tuple[str, bytes]], session_timeout_ms: int, rebalance_timeout_ms: int,
+                                   client_id: str, client_host: str, require_known_member_id: bool) -> JoinResult:
+        new_id = f"{client_id or 'member'}-{uuid.uuid4()}"
+        if group_instance_id is not None:
+            old_id = group.static_members.get(group_instance_id)
+            if old_id is not None:
+                return await self._rejoin_static(group, old_id, new_id, protocol_type, protocols, session_timeout_ms,
+                                                 rebalance_timeout_ms)
+        elif require_known_member_id:
+            # JoinGroup v4+: hand out the id first, so a client that times out and retries
+            # does not leave a ghost member behind (KIP-394).
+            if len(group.members) + len(group.pending_members) >= self.settings.max_group_size:
+                return JoinResult(int(E.group_max_size_reached))
+            group.pending_members[new_id] = time.monotonic() + session_timeout_ms / 1000
+            return JoinResult(int(E.member_id_required), member_id=new_id)
+        if len(group.members) >= self.settings.max_group_size:
+            return JoinResult(int(E.group_max_size_reached))
+        member = Member(new_id, group_instance_id, client_id, client_host, session_timeout_ms, rebalance_timeout_ms,
+                        protocol_type, protocols)
+        return await self._add_member_and_rebalance(group, member)
+
+    async def _join_known_member(self, group: Group, member_id: str, group_instance_id: str | None, protocol_type: str,
+                                 protocols: list[tuple[str, bytes]], session_timeout_ms: int, rebalance_timeout_ms: int,
+                                 client_id: str, client_host: str) -> JoinResult:
+        if member_id in group.pending_members:
+            del group.pending_members[member_id]
+            if len(group.members) >= self.settings.max_group_size:
+                return JoinResult(int(E.group_max_size_reached), member_id=member_id)
+            member = Member(member_id, group_instance_id, client_id, client_host, session_timeout_ms,
+                            rebalance_timeout_ms, protocol_type, protocols)
+            return await self._add_member_and_rebalance(group, member)
+        code = self._check_member(group, member_id, group_instance_id)
+        if code:
+            return JoinResult(code, member_id=member_id)
+        member = group.members[member_id]
+        if group.is_(GroupState.EMPTY):
+            return JoinResult(int(E.unknown_member_id), member_id=member_id)
+        member.session_timeout_ms = session_timeout_ms
+        member.rebalance_timeout_ms = rebalance_timeout_ms
+        member.touch()
+        if group.is_(GroupState.PREPARING_REBALANCE):
+            member.protocols = protocols
+            return await self._await_join(group, member)
+        if group.is_(GroupState.COMPLETING_REBALANCE):
+            if member.same_protocols(protocols):
+                # A retry of a join that already completed: answer it again.
+                return self._join_answer(group, member)
+            member.protocols = protocols
+            self._prepare_rebalance(group, f"member {member_id} changed its protocols")
+            return await self._await_join(group, member)
+        # Stable: the leader rejoining, or changed metadata, starts a rebalance;
+        # a follower with nothing new just gets the current generation.
+        if member_id == group.leader_id or not member.same_protocols(protocols):
+            member.protocols = protocols
+            self._prepare_rebalance(group, f"member {member_id} rejoined")
+            return await self._await_join(group, member)
+        return self._join_answer(group, member)
+
+    async def _rejoin_static(self, group: Group, old_id: str, new_id: str, protocol_type: str,
+                             protocols: list[tuple[str, bytes]], session_timeout_ms: int,
+                             rebalance_timeout_ms: int) -> JoinResult:
+        """A static member (group.instance.id) restarted: it takes over its old place;
+        the old member id is fenced (FENCED_INSTANCE_ID from now on)."""
+        old = group.members[old_id]
+        self._answer_join(old, JoinResult(int(E.fenced_instance_id), member_id=old_id))
+        self._answer_sync(old, SyncResult(int(E.fenced_instance_id)))
+        member = group.replace_static(old_id, new_id)
+        member.session_timeout_ms = session_timeout_ms
+        member.rebalance_timeout_ms = rebalance_timeout_ms
+        member.touch()
+        if group.is_(GroupState.STABLE) and member.same_protocols(protocols):
+            # Nothing changed: no rebalance (KIP-345); it keeps its assignment.
+            answer = self._join_answer(group, member)
+            if member.member_id != group.leader_id:
+                return answer
+            # The leader gets the member list, but must not reassign (KIP-814 skip_assignment).
+            return answer
+        member.protocols = protocols
+        if group.is_(GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+            self._prepare_rebalance(group, f"static member {member.group_instance_id} rejoined with new metadata")
+        return await self._await_join(group, member)
+
+    async def _add_member_and_rebalance(self, group: Group, member: Member) -> JoinResult:
+        member.touch()
+        group.add(member)
+        if group.is_(GroupState.EMPTY, GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+            self._prepare_rebalance(group, f"member {member.member_id} joined")
+        return await self._await_join(group, member)
+
+    async def _await_join(self, group: Group, member: Member) -> JoinResult:
+        future: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
+        if member.join_waiter is not None and not member.join_waiter.done():
+            # A duplicate join while one is parked: the older one is superseded.
+            member.join_waiter.set_result(JoinResult(int(E.rebalance_in_progress), member_id=member.member_id))
+        member.join_waiter = future
+        self._maybe_complete_join(group)
+        return await future
+
+    def _join_answer(self, group: Group, member: Member) -> JoinResult:
+        members = None
+        if member.member_id == group.leader_id and group.protocol_name is not None:
+            members = [(m.member_id, m.group_instance_id, m.metadata_for(group.protocol_name))
+                       for m in group.members.values() if group.protocol_name in dict(m.protocols)]
+        return JoinResult(0, group.generation, group.protocol_type, group.protocol_name, group.leader_id or "",
+                          member.member_id, members or [])
+
+    def _prepare_rebalance(self, group: Group, reason: str) -> None:
+        """Start (or restart) the join phase."""
+        if group.is_(GroupState.COMPLETING_REBALANCE):
+            # The assignment of the generation being completed will never come: members
+            # parked in SyncGroup rejoin.
+            for member in group.members.values():
+                self._answer_sync(member, SyncResult(int(E.rebalance_in_progress)))
+        now = time.monotonic()
+        was_empty = group.is_(GroupState.EMPTY)
+        group.transition(GroupState.PREPARING_REBALANCE)
+        group.rebalance_deadline = now + group.max_rebalance_timeout_ms() / 1000
+        delay = self.settings.initial_rebalance_delay_ms / 1000
+        group.join_not_before = now + delay if was_empty and delay > 0 else 0.0
+        log.info("group %s: preparing to rebalance (generation %d): %s", group.group_id, group.generation, reason)
+
+    def _maybe_complete_join(self, group: Group, force: bool = False) -> None:
+        if not group.is_(GroupState.PREPARING_REBALANCE):
+            return
+        now = time.monotonic()
+        if not force:
+            if group.join_not_before and now < group.join_not_before:
+                return
+            if not group.has_all_members_joined():
+                return
+        self._complete_join(group)
+
+    def _complete_join(self, group: Group) -> None:
+        # Dynamic members that did not rejoin in time are out; static members keep their
+        # place (they may come back with the same group.instance.id).
+        for member in group.not_yet_rejoined():
+            if member.group_instance_id is None:
+                group.remove(member.member_id)
+        group.pending_members.clear()
+        if group.leader_id is not None and group.leader_id in group.members and not group.members[group.leader_id].awaiting_join:
+            joined = [m.member_id for m in group.members.values() if m.awaiting_join]
+            if joined:
+                group.leader_id = joined[0]
+        group.init_next_generation()
+        log.info("group %s: generation %d with %d members (%s)", group.group_id, group.generation, len(group.members),
+                 group.protocol_name)
+        if group.is_(GroupState.EMPTY):
+            self._persist_group_soon(group)
+            return
+        now = time.monotonic()
+        group.sync_deadline = now + group.max_rebalance_timeout_ms() / 1000
+        for member in group.members.values():
+            if member.awaiting_join:
+                self._answer_join(member, self._join_answer(group, member))
+                member.is_new = False
+            member.touch(now)
+
+    def _answer_join(self, member: Member, result: JoinResult) -> None:
+        waiter, member.join_waiter = member.join_waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(result)
+
+    def _answer_sync(self, member: Member, result: SyncResult) -> None:
+        waiter, member.sync_waiter = member.sync_waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(result)
+
+    def _check_member(self, group: Group, member_id: str, group_instance_id: str | None) -> int:
+        """UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID, or 0."""
+        if group_instance_id is not None:
+            known = group.static_members.get(group_instance_id)
+            if known is not None and known != member_id:
+                return int(E.fenced_instance_id)
+        member = group.members.get(member_id)
+        if member is None:
+            return int(E.unknown_member_id)
+        if group_instance_id is not None and member.group_instance_id != group_instance_id:
+            return int(E.fenced_instance_id)
+        return 0
+
+    # ------------------------------------------------------------------ SyncGroup
+    async def sync_group(self, group_id: str, generation: int, member_id: str, group_instance_id: str | None,
+                         protocol_type: str | None, protocol_name: str | None,
+                         assignments: list[tuple[str, bytes]]) -> SyncResult:
+        code = self._unavailable()
+        if code:
+            return SyncResult(code)
+        group = self.groups.get(group_id)
+        if group is None:
+            return SyncResult(int(E.unknown_member_id))
+        if group.is_(GroupState.DEAD):
+            return SyncResult(int(E.coordinator_not_available))
+        code = self._check_member(group, member_id, group_instance_id)
+        if code:
+            return SyncResult(code)
+        if generation != group.generation:
+            return SyncResult(int(E.illegal_generation))
+        if (protocol_type is not None and protocol_type != group.protocol_type) or \
+                (protocol_name is not None and protocol_name != group.protocol_name):
+            return SyncResult(int(E.inconsistent_group_protocol))
+        member = group.members[member_id]
+        member.touch()
+        if group.is_(GroupState.EMPTY):
+            return SyncResult(int(E.unknown_member_id))
+        if group.is_(GroupState.PREPARING_REBALANCE):
+            return SyncResult(int(E.rebalance_in_progress))
+        if group.is_(GroupState.STABLE):
+            return SyncResult(0, group.protocol_type, group.protocol_name, member.assignment)
+        # CompletingRebalance: park until the leader's assignment arrives.
+        future: asyncio.Future[SyncResult] = asyncio.get_running_loop().create_future()
+        if member.sync_waiter is not None and not member.sync_waiter.done():
+            member.sync_waiter.set_result(SyncResult(int(E.rebalance_in_progress)))
+        member.sync_waiter = future
+        if member_id == group.leader_id:
+            # A member named twice keeps the last assignment given (as Kafka's toMap).
+            await self._install_assignment(group, generation, dict(assignments))
+        return await future
+
+    async def _install_assignment(self, group: Group, generation: int, assignments: dict[str, bytes]) -> None:
+        # Assignments for ids that are not members are dropped; members the leader left
+        # out get an empty assignment (as Kafka does).
+        for member in group.members.values():
+            member.assignment = assignments.get(member.member_id, b"")
+        code = await self._persist_group(group)
+        if group.generation != generation or not group.is_(GroupState.COMPLETING_REBALANCE):
+            return  # the group moved on while the metadata was written; its waiters were answered
+        if code:
+            for member in group.members.values():
+                member.assignment = b""
+                self._answer_sync(member, SyncResult(_commit_error(code)))
+            self._prepare_rebalance(group, f"group metadata could not be written (error {code})")
+            return
+        group.transition(GroupState.STABLE)
+        for member in group.members.values():
+            self._answer_sync(member, SyncResult(0, group.protocol_type, group.protocol_name, member.assignment))
+
+    # ------------------------------------------------------------------ Heartbeat
+    def heartbeat(self, group_id: str, generation: int, member_id: str, group_instance_id: str | None) -> int:
+        code = self._unavailable()
+        if code:
+            return code
+        group = self.groups.get(group_id)
+        if group is None:
+            return int(E.unknown_member_id)
+        if group.is_(GroupState.DEAD):
+            return int(E.coordinator_not_available)
+        code = self._check_member(group, member_id, group_instance_id)
+        if code:
+            return code
+        if group.is_(GroupState.EMPTY):
+            return int(E.unknown_member_id)
+        if generation != group.generation:
+            return int(E.illegal_generation)
+        group.members[member_id].touch()
+        if group.is_(GroupState.PREPARING_REBALANCE):
+            return int(E.rebalance_in_progress)
+        return 0
+
+    # ------------------------------------------------------------------ LeaveGroup
+    def leave_group(self, group_id: str, leaving: list[tuple[str, str | None]]) -> tuple[int, list[int]]:
+        """(top-level error, per-member errors). A member given only by its
+        group.instance.id (member id "") leaves by instance id, as admin tools do."""
+        code = self._unavailable()
+        if code:
+            return code, [code] * len(leaving)
+        group = self.groups.get(group_id)
+        if group is None or group.is_(GroupState.DEAD):
+            return 0, [int(E.unknown_member_id)] * len(leaving)
+        results = []
+        removed = []
+        for member_id, instance_id in leaving:
+            if not member_id and instance_id is not None:
+                member_id = group.static_members.get(instance_id, "")
+                if not member_id:
+                    results.append(int(E.unknown_member_id))
+                    continue
+            if member_id in group.pending_members and instance_id is None:
+                del group.pending_members[member_id]
+                results.append(0)
+                continue
+            code = self._check_member(group, member_id, instance_id)
+            results.append(code)
+            if not code:
+                removed.append(member_id)
+        if removed:
+            self._remove_members(group, removed, "left the group")
+        return 0, results
+
+    def _remove_members(self, group: Group, member_ids: list[str], why: str) -> None:
+        for member_id in member_ids:
+            member = group.remove(member_id)
+            if member is not None:
+                self._answer_join(member, JoinResult(int(E.unknown_member_id), member_id=member_id))
+                self._answer_sync(member, SyncResult(int(E.unknown_member_id)))
+        log.info("group %s: %s %s", group.group_id, ", ".join(member_ids), why)
+        if group.is_(GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+            self._prepare_rebalance(group, f"{len(member_ids)} member(s) {why}")
+        if group.is_(GroupState.PREPARING_REBALANCE):
+            if not group.members and not group.pending_members:
+                self._complete_join(group)
+            else:
+                self._maybe_complete_join(group)
+
+    # ------------------------------------------------------------------ deadlines
+    def tick(self) -> None:
+        """Expire sessions, end join phases and sync phases that ran out of time."""
+        if not self.active:
+            return
+        now = time.monotonic()
+        for group in list(self.groups.values()):
+            for pending, deadline in list(group.pending_members.items()):
+                if now > deadline:
+                    del group.pending_members[pending]
+                    self._maybe_complete_join(group)
+            expired = [m.member_id for m in group.members.values()
+                       if now > m.session_deadline and not m.awaiting_join and m.sync_waiter is None]
+            if expired:
+                self._remove_members(group, expired, "missed the session timeout")
+            if group.is_(GroupState.PREPARING_REBALANCE):
+                if now >= group.rebalance_deadline:
+                    self._maybe_complete_join(group, force=True)
+                else:
+                    self._maybe_complete_join(group)
+            elif group.is_(GroupState.COMPLETING_REBALANCE) and now >= group.sync_deadline:
+                leader = group.members.get(group.leader_id or "")
+                if leader is None or leader.sync_waiter is None:
+                    missing = [m.member_id for m in group.members.values() if m.sync_waiter is None]
+                    self._remove_members(group, missing, "sent no SyncGroup in time")
+        interval = self.settings.offsets_retention_check_interval_ms / 1000
+        if now - self._last_expiry_check >= interval:
+            self._last_expiry_check = now
+            asyncio.ensure_future(self.expire_offsets())
+
+    # ------------------------------------------------------------------ offsets
+    async def commit_offsets(self, group_id: str, generation: int, member_id: str, group_instance_id: str | None,
+                             retention_ms: int, offsets: list[tuple[str, int, int, int, str | None]],
+                             known_topic: Callable[[str, int], bool]) -> list[int]:
+        """offsets: (topic, partition, offset, leader epoch, metadata). One code per entry."""
+        code = self._unavailable()
+        if code:
+            return [code] * len(offsets)
+        group = self.groups.get(group_id)
+        if not group_id:
+            return [int(E.invalid_group_id)] * len(offsets)
+        if group is None:
+            if generation >= 0:
+                # A member of a generation this coordinator never saw (or of a deleted group).
+                return [int(E.illegal_generation)] * len(offsets)
+            group = self.groups[group_id] = Group(group_id)  # simple consumer: commits without joining
+        if group.is_(GroupState.DEAD):
+            return [int(E.coordinator_not_available)] * len(offsets)
+        if not (generation < 0 and group.is_(GroupState.EMPTY)):
+            code = self._check_member(group, member_id, group_instance_id)
+            if not code and generation != group.generation:
+                code = int(E.illegal_generation)
+            if not code and group.is_(GroupState.COMPLETING_REBALANCE):
+                code = int(E.rebalance_in_progress)
+            if code:
+                return [code] * len(offsets)
+            group.members[member_id].touch()
+        now_ms = int(time.time() * 1000)
+        expire = now_ms + retention_ms if retention_ms >= 0 else -1
+        results: list[int] = []
+        records: list[tuple[bytes, bytes | None]] = []
+        accepted: list[tuple[tuple[str, int], schema.OffsetValue]] = []
+        for topic, partition, offset, leader_epoch, metadata in offsets:
+            if not known_topic(topic, partition):
+                results.append(int(E.unknown_topic_or_partition))
+                continue
+            if metadata is not None and len(metadata.encode()) > self.settings.offset_metadata_max_bytes:
+                results.append(int(E.offset_metadata_too_large))
+                continue
+            value = schema.OffsetValue(offset, leader_epoch, metadata or "", now_ms, expire)
+            records.append((schema.encode_key(schema.OffsetKey(group_id, topic, partition)), schema.encode_offset_value(value)))
+            accepted.append(((topic, partition), value))
+            results.append(0)
+        if records:
+            code = await self.log.append(self.partition_for(group_id), schema.offsets_batch(records, now_ms))
+            if code:
+                code = _commit_error(code)
+                return [code if r == 0 else r for r in results]
+            for key, value in accepted:
+                group.offsets[key] = value
+        return results
+
+    def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None) -> tuple[int, list[tuple[str, int, schema.OffsetValue | None]]]:
+        """(group error, [(topic, partition, value or None)]); ``partitions`` None = all committed."""
+        code = self._unavailable()
+        if code:
+            return code, []
+        group = self.groups.get(group_id)
+        offsets = group.offsets if group is not None else {}
+        if partitions is None:
+            return 0, [(t, p, v) for (t, p), v in sorted(offsets.items())]
+        return 0, [(t, p, offsets.get((t, p))) for t, p in partitions]
+
+    async def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> tuple[int, list[int]]:
+        """OffsetDelete: refused for topics the group's members subscribe to."""
+        code = self._unavailable()
+        if code:
+            return code, []
+        group = self.groups.get(group_id)
+        if group is None or group.is_(GroupState.DEAD):
+            return int(E.group_id_not_found), []
+        subscribed: set[str] = set()
+        if not group.is_(GroupState.EMPTY):
+            topics = group.subscribed_topics()
+            if topics is None:
+                return int(E.non_empty_group), []
+            subscribed = topics
+        results = []
+        tombstones = []
+        for topic, partition in partitions:
+            if topic in subscribed:
+                results.append(int(E.group_subscribed_to_topic))
+                continue
+            results.append(0)
+            if (topic, partition) in group.offsets:
+                tombstones.append((topic, partition))
+        code = await self._write_tombstones(group, tombstones, include_group=False)
+        if code:
+            return code, []
+        return 0, results
+
+    async def _write_tombstones(self, group: Group, partitions: list[tuple[str, int]], include_group: bool) -> int:
+        records: list[tuple[bytes, bytes | None]] = [
+            (schema.encode_key(schema.OffsetKey(group.group_id, t, p)), None) for t, p in partitions]
+        if include_group:
+            records.append((schema.encode_key(schema.GroupKey(group.group_id)), None))
+        if not records:
+            return 0
+        code = await self.log.append(self.partition_for(group.group_id), schema.offsets_batch(records, int(time.time() * 1000)))
+        if code:
+            return _commit_error(code)
+        for key in partitions:
+            group.offsets.pop(key, None)
+        return 0
+
+    async def expire_offsets(self) -> None:
+        """offsets.retention.minutes: offsets of empty groups (or with an explicit expire
+        time from OffsetCommit v2-4) are deleted; an empty group with no offsets left goes."""
+        now_ms = int(time.time() * 1000)
+        retention = self.settings.offsets_retention_ms
+        for group in list(self.groups.values()):
+            if not group.is_(GroupState.EMPTY):
+                continue
+            expired = []
+            for key, value in group.offsets.items():
+                if value.expire_timestamp >= 0:
+                    if now_ms >= value.expire_timestamp:
+                        expired.append(key)
+                elif now_ms >= max(value.commit_timestamp, group.state_timestamp) + retention:
+                    expired.append(key)
+            empty_now = len(expired) == len(group.offsets)
+            if not expired:
+                continue
+            code = await self._write_tombstones(group, expired, include_group=empty_now and not group.members)
+            if not code and empty_now and not group.members and group.is_(GroupState.EMPTY):
+                group.transition(GroupState.DEAD)
+                self.groups.pop(group.group_id, None)
+            log.info("group %s: %d offsets expired", group.group_id, len(expired))
+
+    # ------------------------------------------------------------------ group metadata
+    def _group_value(self, group: Group) -> schema.GroupValue:
+        protocol = group.protocol_name
+        members = tuple(
+            schema.MemberValue(m.member_id, m.group_instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
+                               m.session_timeout_ms, m.metadata_for(protocol) if protocol and protocol in dict(m.protocols) else b"",
+                               m.assignment)
+            for m in group.members.values())
+        return schema.GroupValue(group.protocol_type or "", group.generation, protocol, group.leader_id if members else None,
+                                 group.state_timestamp, members)
+
+    async def _persist_group(self, group: Group) -> int:
+        record = (schema.encode_key(schema.GroupKey(group.group_id)), schema.encode_group_value(self._group_value(group)))
+        return await self.log.append(self.partition_for(group.group_id), schema.offsets_batch([record], int(time.time() * 1000)))
+
+    def _persist_group_soon(self, group: Group) -> None:
+        async def write() -> None:
+            code = await self._persist_group(group)
+            if code:
+                log.warning("group %s: metadata not written (error %d)", group.group_id, code)
+
+        asyncio.ensure_future(write())
+
+    # ------------------------------------------------------------------ admin
+    def describe(self, group_id: str) -> GroupSummary:
+        code = self._unavailable()
+        if code:
+            return GroupSummary(code, group_id, "", "", "", [])
+        group = self.groups.get(group_id)
+        if group is None:
+            return GroupSummary(int(E.group_id_not_found), group_id, GroupState.DEAD.wire_name, "", "", [])
+        stable = group.is_(GroupState.STABLE)
+        members = [MemberSummary(m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                                 m.metadata_for(group.protocol_name) if stable and group.protocol_name else b"",
+                                 m.assignment if stable else b"")
+                   for m in group.members.values()]
+        return GroupSummary(0, group_id, group.state.wire_name, group.protocol_type or "",
+                            (group.protocol_name or "") if stable else "", members)
+
+    def list_groups(self, states: set[GroupState] | None) -> tuple[int, list[tuple[str, str, str]]]:
+        code = self._unavailable()
+        if code:
+            return code, []
+        return 0, [(g.group_id, g.protocol_type or "", g.state.wire_name) for g in self.groups.values()
+                   if not g.is_(GroupState.DEAD) and (states is None or g.state in states)]
+
+    async def delete_groups(self, group_ids: list[str]) -> list[int]:
+        results = []
+        for group_id in group_ids:
+            code = self._unavailable()
+            group = self.groups.get(group_id)
+            if not code and (group is None or group.is_(GroupState.DEAD)):
+                code = int(E.group_id_not_found)
+            elif not code and group is not None and (group.members or not group.is_(GroupState.EMPTY)):
+                code = int(E.non_empty_group)
+            if not code and group is not None:
+                code = await self._write_tombstones(group, list(group.offsets), include_group=True)
+                if not code:
+                    group.transition(GroupState.DEAD)
+                    self.groups.pop(group_id, None)
+            results.append(code)
+        return results

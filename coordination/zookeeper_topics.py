@@ -1,0 +1,594 @@
+"""The topic registry of the ZooKeeper backend: LocalTopicRegistry's interface over znodes.
+
+    /brokers/topics/<topic>                        topic id and partition -> replicas (who hosts what)
+    /brokers/topics/<topic>/partitions/<p>/state   leader, leader_epoch, isr, controller_epoch
+    /config/topics/<topic>                         the topic's config overrides
+    /latest_producer_id_block                      the last block of producer ids handed out
+
+(JSON in coordination/znodes.py.) A topic exists when its /brokers/topics node exists;
+the config node is written in the same multi-op transaction when the topic is created and
+deleted in the one that deletes it, so the two never disagree for a reader.
+
+Reading is from an in-memory snapshot that ``refresh()`` brings up to date, as with the
+local registry. Brokers call ``refresh()`` often (every metadata request), so it must be
+cheap when nothing changed: each znode read leaves a ZooKeeper watch, the watch only marks
+the topic (or the topic list) dirty, and ``refresh()`` re-reads just the dirty ones; with
+nothing dirty it does no I/O at all. kazoo drops every watch when the connection drops
+(and fires them with a NONE event), so that event marks everything dirty.
+
+Changes are optimistic: read with the znode version, write with a version check, start
+over on BadVersion; multi-znode changes are one ZooKeeper transaction. Errors are
+``TopicRegistryError(code, message)`` with Kafka's codes, like the local registry's;
+ZooKeeper being unreachable past the retry deadline is ``CoordinationUnavailable``.
+
+Placement: partitions are spread over the brokers round robin from a random first broker,
+the second and later replicas shifted, which is Kafka's rack-unaware assignment; adding
+partitions continues the rotation where partition 0 started it, as Kafka does.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import uuid
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping, TypeVar
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import (
+    BadVersionError,
+    ConnectionClosedError,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    RolledBackError,
+    RuntimeInconsistency,
+)
+from kazoo.protocol.states import EventType, WatchedEvent
+from kazoo.retry import KazooRetry, RetryFailedError
+from kio.schema.errors import ErrorCode
+
+from coordination.backend import CoordinationUnavailable
+from coordination.local_topics import TopicInfo, TopicRegistryError, validate_topic_name
+from coordination.znodes import (
+    BrokerIdsZNode,
+    CoordinatorEpochZNode,
+    PartitionState,
+    ProducerIdBlock,
+    ProducerIdBlockZNode,
+    TopicConfigZNode,
+    TopicPartitionStateZNode,
+    TopicsZNode,
+    TopicZNode,
+)
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+# Optimistic changes give up after this many lost races in a row (a livelock, not load).
+MAX_RACES = 20
+
+
+# ----------------------------------------------------------------------------- kazoo helpers
+def default_retry(deadline: float = 30.0) -> KazooRetry:
+    """Retry a call through connection losses (and session expiry) for ``deadline`` s."""
+    return KazooRetry(max_tries=-1, delay=0.05, backoff=2, max_delay=1.0, deadline=deadline)
+
+
+def retrying(retry: KazooRetry, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``fn(*args, **kwargs)`` under a private copy of ``retry`` (a KazooRetry keeps its
+    attempt count in itself, so one shared by threads would mix their counts)."""
+    try:
+        return retry.copy()(fn, *args, **kwargs)
+    except (RetryFailedError, ConnectionClosedError, InterruptedError) as exc:
+        raise CoordinationUnavailable(f"ZooKeeper did not answer: {exc!r}") from exc
+
+
+def transact(client: KazooClient, retry: KazooRetry, build: Callable[[Any], None]) -> list[Any]:
+    """Commit the transaction ``build(tx)`` fills in; returns kazoo's per-op results, where
+    a failed op is an exception instance. A retried commit (after a lost connection) may
+    find its own earlier success: callers read back before reporting a conflict."""
+
+    def once() -> list[Any]:
+        tx = client.transaction()
+        build(tx)
+        return list(tx.commit())
+
+    return retrying(retry, once)
+
+
+def failure(results: Iterable[Any]) -> tuple[int, Exception] | None:
+    """The op that made a transaction fail (the others report RolledBack/RuntimeInconsistency)."""
+    for index, result in enumerate(results):
+        if isinstance(result, Exception) and not isinstance(result, (RolledBackError, RuntimeInconsistency)):
+            return index, result
+    return None
+
+
+# ----------------------------------------------------------------------------- placement
+def assign_replicas(brokers: list[int], first_partition: int, count: int, replication_factor: int,
+                    start_index: int, shift: int) -> dict[int, list[int]]:
+    """Kafka's rack-unaware assignment. Partition p's leader is broker
+    ``(p + start_index) mod n``; follower j sits ``1 + (shift + j) mod (n - 1)`` places after
+    it, ``shift`` growing by one each full round so followers do not pile up together."""
+    n = len(brokers)
+    if replication_factor > n:
+        raise TopicRegistryError(ErrorCode.invalid_replication_factor,
+                                 f"Replication factor: {replication_factor} larger than available brokers: {n}.")
+    placed: dict[int, list[int]] = {}
+    for partition in range(first_partition, first_partition + count):
+        if partition > 0 and partition % n == 0:
+            shift += 1
+        first = (partition + start_index) % n
+        replicas = [brokers[first]]
+        for j in range(replication_factor - 1):
+            replicas.append(brokers[(first + 1 + (shift + j) % (n - 1)) % n])
+        placed[partition] = replicas
+    return placed
+
+
+@dataclass(frozen=True, slots=True)
+class _Topic:
+    info: TopicInfo
+    replicas: dict[int, list[int]]
+
+
+# ----------------------------------------------------------------------------- the registry
+class ZooKeeperTopicRegistry:
+    """Thread-safe: reads see an immutable snapshot, changes go straight to ZooKeeper."""
+
+    def __init__(self, client: KazooClient, broker_id: int = -1, retry: KazooRetry | None = None,
+                 rng: random.Random | None = None) -> None:
+        self.client = client
+        self.broker_id = broker_id  # recorded in /latest_producer_id_block, as Kafka does
+        self._retry = retry or default_retry()
+        self._rng = rng or random.Random()
+        self._topics: dict[str, _Topic] = {}
+        self._by_id: dict[uuid.UUID, TopicInfo] = {}
+        self._refresh_lock = threading.Lock()
+        self._flags_lock = threading.Lock()
+        self._all_dirty = True       # nothing read yet, or the watches were dropped
+        self._list_dirty = False
+        self._dirty: set[str] = set()
+
+    def _call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        return retrying(self._retry, fn, *args, **kwargs)
+
+    # ------------------------------------------------------------------ watches (kazoo's thread)
+    def _on_list(self, event: WatchedEvent) -> None:
+        with self._flags_lock:
+            if event.type == EventType.NONE:
+                self._all_dirty = True
+            else:
+                self._list_dirty = True
+
+    def _on_topic(self, event: WatchedEvent) -> None:
+        with self._flags_lock:
+            if event.type == EventType.NONE or not event.path:
+                self._all_dirty = True
+            else:
+                self._dirty.add(event.path.rsplit("/", 1)[1])
+
+    def invalidate(self, name: str | None = None) -> None:
+        """Make the next refresh() re-read ``name`` (all when None); a change made through
+        this object does it itself, so that it is read back at once, not when the watch
+        notification arrives."""
+        with self._flags_lock:
+            if name is None:
+                self._all_dirty = True
+            else:
+                self._list_dirty = True
+                self._dirty.add(name)
+
+    # ------------------------------------------------------------------ reading
+    def refresh(self) -> bool:
+        """Re-read what changed since the last refresh; True when the snapshot changed.
+
+        While ZooKeeper is unreachable this returns False at once and readers keep the
+        last snapshot (as Kafka brokers serve metadata from their cache): a metadata
+        request must not wait out a retry deadline. The reload happens on reconnection.
+        """
+        if not self.client.connected:
+            return False
+        with self._refresh_lock:
+            with self._flags_lock:
+                full, listed, dirty = self._all_dirty, self._list_dirty, self._dirty
+                self._all_dirty, self._list_dirty, self._dirty = False, False, set()
+            if not (full or listed or dirty):
+                return False
+            try:
+                topics = self._reload(full, listed, dirty)
+            except BaseException:
+                with self._flags_lock:  # try again next time
+                    self._all_dirty |= full
+                    self._list_dirty |= listed
+                    self._dirty |= dirty
+                raise
+            changed = topics != self._topics
+            if changed:
+                self._topics = topics
+                self._by_id = {t.info.topic_id: t.info for t in topics.values()}
+            return changed
+
+    def _reload(self, full: bool, listed: bool, dirty: set[str]) -> dict[str, _Topic]:
+        topics = {} if full else dict(self._topics)
+        load = set(dirty)
+        if full or listed:
+            names = set(self._call(self.client.get_children, TopicsZNode.PATH, watch=self._on_list))
+            for gone in set(topics) - names:
+                del topics[gone]
+            load |= names - set(topics)
+            load &= names
+        for name, entry in self._call(self._load_many, sorted(load)).items():
+            if entry is None:
+                topics.pop(name, None)
+            else:
+                topics[name] = entry
+        return topics
+
+    def _load_many(self, names: list[str]) -> dict[str, _Topic | None]:
+        """Read topics and their configs with all requests in flight at once (one round
+        trip, not two per topic), each read leaving a watch behind."""
+        pending = [(name,
+                    self.client.get_async(TopicZNode.path(name), watch=self._on_topic),
+                    self.client.get_async(TopicConfigZNode.path(name), watch=self._on_topic))
+                   for name in names]
+        loaded: dict[str, _Topic | None] = {}
+        for name, topic_result, config_result in pending:
+            try:
+                topic_data, _ = topic_result.get()
+            except NoNodeError:
+                loaded[name] = None
+                continue
+            try:
+                config_data, _ = config_result.get()
+            except NoNodeError:
+                config_data = None
+                self.client.exists(TopicConfigZNode.path(name), watch=self._on_topic)  # see it appear
+            loaded[name] = _decode_topic(name, topic_data, config_data)
+        return loaded
+
+    def get(self, name: str) -> TopicInfo | None:
+        entry = self._topics.get(name)
+        return None if entry is None else entry.info
+
+    def by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
+        return self._by_id.get(topic_id)
+
+    def all(self) -> list[TopicInfo]:
+        return sorted((t.info for t in self._topics.values()), key=lambda t: t.name)
+
+    def replicas(self, name: str) -> dict[int, list[int]]:
+        """partition -> replica broker ids (the first is the preferred leader)."""
+        entry = self._topics.get(name)
+        if entry is None:
+            raise TopicRegistryError(ErrorCode.unknown_topic_or_partition, f"topic '{name}' does not exist")
+        return {p: list(r) for p, r in entry.replicas.items()}
+
+    def live_broker_ids(self) -> list[int]:
+        children = self._call(self.client.get_children, BrokerIdsZNode.PATH)
+        return sorted(int(c) for c in children if c.isdigit())
+
+    # ------------------------------------------------------------------ changing
+    def _changed(self, name: str) -> None:
+        self.invalidate(name)
+        self.refresh()
+
+    def create(self, name: str, partitions: int, configs: Mapping[str, str], topic_id: uuid.UUID | None = None,
+               validate_only: bool = False, assignment: Mapping[int, list[int]] | None = None,
+               brokers: list[int] | None = None) -> TopicInfo:
+        """Create a topic. ``assignment`` (partition -> replicas) places it explicitly;
+        otherwise ``partitions`` are spread over ``brokers`` (default: the live ones), one
+        replica each."""
+        why = validate_topic_name(name)
+        if why:
+            raise TopicRegistryError(ErrorCode.invalid_topic_exception, why)
+        if assignment is not None:
+            replicas = self._check_assignment(assignment, partitions, brokers)
+        else:
+            if partitions <= 0:
+                raise TopicRegistryError(ErrorCode.invalid_partitions,
+                                         f"number of partitions must be positive, not {partitions}")
+            ids = sorted(set(brokers)) if brokers is not None else self.live_broker_ids()
+            if not ids:
+                raise TopicRegistryError(ErrorCode.invalid_replication_factor,
+                                         "Replication factor: 1 larger than available brokers: 0.")
+            start = self._rng.randrange(len(ids))
+            replicas = assign_replicas(ids, 0, partitions, 1, start, start)
+        info = TopicInfo(name, topic_id or uuid.uuid4(), len(replicas), dict(configs))
+        topic_path, config_path = TopicZNode.path(name), TopicConfigZNode.path(name)
+        if self._call(self.client.exists, topic_path) is not None:
+            raise TopicRegistryError(ErrorCode.topic_already_exists, f"topic '{name}' already exists")
+        if validate_only:
+            return info
+        topic_data = TopicZNode.encode(info.topic_id, replicas)
+        config_data = TopicConfigZNode.encode(info.configs)
+        for _ in range(MAX_RACES):
+            # A config node left behind by a deletion that did not finish is overwritten.
+            stale = self._call(self.client.exists, config_path)
+
+            def build(tx: Any) -> None:
+                if stale is None:
+                    tx.create(config_path, config_data)
+                else:
+                    tx.set_data(config_path, config_data, version=stale.version)
+                tx.create(topic_path, topic_data)
+
+            failed = failure(transact(self.client, self._retry, build))
+            if failed is None:
+                self._changed(name)
+                return info
+            index, error = failed
+            if index == 1 and isinstance(error, NodeExistsError):
+                if self._topic_id_of(name) == info.topic_id:
+                    self._changed(name)  # our own commit, retried after a lost answer
+                    return info
+                raise TopicRegistryError(ErrorCode.topic_already_exists, f"topic '{name}' already exists")
+            if not isinstance(error, (NodeExistsError, BadVersionError, NoNodeError)):
+                raise error
+        raise TopicRegistryError(ErrorCode.unknown_server_error, f"topic '{name}': too many concurrent changes")
+
+    def _topic_id_of(self, name: str) -> uuid.UUID | None:
+        try:
+            data, _ = self._call(self.client.get, TopicZNode.path(name))
+        except NoNodeError:
+            return None
+        return TopicZNode.decode(name, data).topic_id
+
+    def _check_assignment(self, assignment: Mapping[int, list[int]], partitions: int,
+                          brokers: list[int] | None) -> dict[int, list[int]]:
+        def refuse(why: str) -> TopicRegistryError:
+            return TopicRegistryError(ErrorCode.invalid_replica_assignment, why)
+
+        if not assignment:
+            raise refuse("the replica assignment is empty")
+        if partitions > 0 and partitions != len(assignment):
+            raise refuse(f"{partitions} partitions asked for but the assignment has {len(assignment)}")
+        if sorted(assignment) != list(range(len(assignment))):
+            raise refuse(f"partitions should be a consecutive 0-based integer sequence, got {sorted(assignment)}")
+        width = len(assignment[0])
+        for partition, replicas in assignment.items():
+            if not replicas:
+                raise refuse(f"partition {partition} has no replicas")
+            if len(set(replicas)) != len(replicas):
+                raise refuse(f"duplicate brokers in the replicas of partition {partition}: {replicas}")
+            if len(replicas) != width:
+                raise refuse(f"partition {partition} has {len(replicas)} replicas, partition 0 has {width}")
+        known = set(brokers) if brokers is not None else set(self.live_broker_ids())
+        unknown = sorted({b for r in assignment.values() for b in r} - known)
+        if unknown:
+            raise refuse(f"Unknown broker(s) in replica assignment: {', '.join(map(str, unknown))}.")
+        return {p: list(r) for p, r in assignment.items()}
+
+    def delete(self, name: str) -> TopicInfo:
+        topic_path, config_path = TopicZNode.path(name), TopicConfigZNode.path(name)
+        partitions_path = TopicPartitionStateZNode.partitions_path(name)
+        for _ in range(MAX_RACES):
+            try:
+                data, stat = self._call(self.client.get, topic_path)
+            except NoNodeError:
+                raise TopicRegistryError(ErrorCode.unknown_topic_or_partition, f"topic '{name}' does not exist") from None
+            try:
+                config_data: bytes | None = self._call(self.client.get, config_path)[0]
+            except NoNodeError:
+                config_data = None
+            info = _decode_info(name, data, config_data)
+            # The partition states first, in chunks (a big topic exceeds one request);
+            # then topic, partitions and config nodes in one transaction, version-checked,
+            # so a concurrent delete or change makes us start over instead of half-deleting.
+            self._delete_partition_states(name)
+            has_partitions = self._call(self.client.exists, partitions_path) is not None
+            has_config = config_data is not None or self._call(self.client.exists, config_path) is not None
+
+            def build(tx: Any) -> None:
+                if has_partitions:
+                    tx.delete(partitions_path)
+                tx.delete(topic_path, version=stat.version)
+                if has_config:
+                    tx.delete(config_path)
+
+            failed = failure(transact(self.client, self._retry, build))
+            if failed is None or (isinstance(failed[1], NoNodeError) and
+                                  self._call(self.client.exists, topic_path) is None):
+                self._changed(name)
+                if info is None:
+                    raise TopicRegistryError(ErrorCode.unknown_topic_or_partition, f"topic '{name}' is unreadable")
+                return info
+            if not isinstance(failed[1], (NotEmptyError, BadVersionError, NoNodeError)):
+                raise failed[1]
+        raise TopicRegistryError(ErrorCode.unknown_server_error, f"topic '{name}': too many concurrent changes")
+
+    def _delete_partition_states(self, name: str) -> None:
+        """Delete every partitions/<p>/state and partitions/<p>, pipelined: ZooKeeper runs
+        one session's requests in order, so each state goes before its parent."""
+        partitions_path = TopicPartitionStateZNode.partitions_path(name)
+
+        def once() -> None:
+            try:
+                children = self.client.get_children(partitions_path)
+            except NoNodeError:
+                return
+            pending = []
+            for child in children:
+                pending.append(self.client.delete_async(f"{partitions_path}/{child}/state"))
+                pending.append(self.client.delete_async(f"{partitions_path}/{child}"))
+            for result in pending:
+                try:
+                    result.get()
+                except NoNodeError:
+                    pass  # already gone (a concurrent delete, or a retry of ours)
+
+        self._call(once)
+
+    def set_partitions(self, name: str, count: int, validate_only: bool = False) -> TopicInfo:
+        topic_path = TopicZNode.path(name)
+        for _ in range(MAX_RACES):
+            try:
+                data, stat = self._call(self.client.get, topic_path)
+            except NoNodeError:
+                raise TopicRegistryError(ErrorCode.unknown_topic_or_partition, f"topic '{name}' does not exist") from None
+            current = TopicZNode.decode(name, data)
+            if current.topic_id is None:
+                raise TopicRegistryError(ErrorCode.unknown_server_error, f"topic '{name}' has no topic id in {topic_path}")
+            have = len(current.replicas)
+            if count <= have:
+                raise TopicRegistryError(ErrorCode.invalid_partitions,
+                                         f"topic '{name}' has {have} partitions; the new count {count} must be larger")
+            ids = self.live_broker_ids()
+            if not ids:
+                raise TopicRegistryError(ErrorCode.invalid_replication_factor,
+                                         "Replication factor: 1 larger than available brokers: 0.")
+            # Continue the rotation: the first broker at or after partition 0's leader.
+            leader0 = current.replicas[0][0] if current.replicas.get(0) else ids[0]
+            start = next((i for i, b in enumerate(ids) if b >= leader0), 0)
+            width = len(current.replicas[0]) if current.replicas.get(0) else 1
+            replicas = dict(current.replicas)
+            replicas.update(assign_replicas(ids, have, count - have, width, start, start))
+            configs = self._read_configs(name)
+            info = TopicInfo(name, current.topic_id, count, configs)
+            if validate_only:
+                return info
+            try:
+                self._call(self.client.set, topic_path, TopicZNode.encode(current.topic_id, replicas),
+                           version=stat.version)
+            except BadVersionError:
+                continue
+            except NoNodeError:
+                raise TopicRegistryError(ErrorCode.unknown_topic_or_partition, f"topic '{name}' does not exist") from None
+            self._changed(name)
+            return info
+        raise TopicRegistryError(ErrorCode.unknown_server_error, f"topic '{name}': too many concurrent changes")
+
+    def _read_configs(self, name: str) -> dict[str, str]:
+        try:
+            data, _ = self._call(self.client.get, TopicConfigZNode.path(name))
+        except NoNodeError:
+            return {}
+        return TopicConfigZNode.decode(name, data)
+
+    def set_configs(self, name: str, update: Callable[[dict[str, str]], dict[str, str]]) -> TopicInfo:
+        """Replace a topic's overrides with ``update(current)`` (which validates)."""
+        topic_path, config_path = TopicZNode.path(name), TopicConfigZNode.path(name)
+        for _ in range(MAX_RACES):
+            try:
+                topic_data, _ = self._call(self.client.get, topic_path)
+            except NoNodeError:
+                raise TopicRegistryError(ErrorCode.unknown_topic_or_partition, f"topic '{name}' does not exist") from None
+            try:
+                data, stat = self._call(self.client.get, config_path)
+                version: int | None = stat.version
+            except NoNodeError:
+                data, version = None, None
+            configs = dict(update(TopicConfigZNode.decode(name, data)))
+            encoded = TopicConfigZNode.encode(configs)
+
+            def build(tx: Any) -> None:
+                tx.check(topic_path, -1)  # the topic still exists: no stray config for a deleted topic
+                if version is None:
+                    tx.create(config_path, encoded)
+                else:
+                    tx.set_data(config_path, encoded, version=version)
+
+            failed = failure(transact(self.client, self._retry, build))
+            if failed is None:
+                self._changed(name)
+                assignment = TopicZNode.decode(name, topic_data)
+                return TopicInfo(name, assignment.topic_id or uuid.UUID(int=0), len(assignment.replicas), configs)
+            if failed[0] == 0:
+                raise TopicRegistryError(ErrorCode.unknown_topic_or_partition, f"topic '{name}' does not exist")
+            if not isinstance(failed[1], (NodeExistsError, BadVersionError, NoNodeError)):
+                raise failed[1]
+        raise TopicRegistryError(ErrorCode.unknown_server_error, f"topic '{name}': too many concurrent changes")
+
+    def allocate_producer_ids(self, count: int) -> int:
+        """Reserve ``count`` producer ids cluster-wide; returns the first. Ids are never
+        reused (a block whose answer was lost is skipped, not handed out twice)."""
+        if count <= 0:
+            raise ValueError(f"count must be positive, not {count}")
+        path = ProducerIdBlockZNode.PATH
+        for _ in range(MAX_RACES):
+            try:
+                data, stat = self._call(self.client.get, path)
+            except NoNodeError:
+                try:
+                    self._call(self.client.create, path, ProducerIdBlockZNode.encode(ProducerIdBlock(self.broker_id, 0, count - 1)))
+                except NodeExistsError:
+                    continue
+                return 0
+            first = ProducerIdBlockZNode.decode(data).block_end + 1
+            block = ProducerIdBlock(self.broker_id, first, first + count - 1)
+            try:
+                self._call(self.client.set, path, ProducerIdBlockZNode.encode(block), version=stat.version)
+            except BadVersionError:
+                continue
+            return first
+        raise CoordinationUnavailable("producer id block: too many concurrent allocations")
+
+    # ------------------------------------------------------------------ partition state
+    def set_partition_state(self, topic: str, partition: int, leader: int, leader_epoch: int, isr: list[int],
+                            controller_epoch: int | None = None) -> PartitionState:
+        """Write /brokers/topics/<topic>/partitions/<p>/state; ``controller_epoch``
+        defaults to the current coordinator epoch."""
+        if controller_epoch is None:
+            try:
+                controller_epoch = CoordinatorEpochZNode.decode(self._call(self.client.get, CoordinatorEpochZNode.PATH)[0])
+            except NoNodeError:
+                controller_epoch = 0
+        state = PartitionState(leader, leader_epoch, list(isr), controller_epoch)
+        data = TopicPartitionStateZNode.encode(state)
+        path = TopicPartitionStateZNode.path(topic, partition)
+        try:
+            self._call(self.client.set, path, data)
+            return state
+        except NoNodeError:
+            pass
+        unknown = TopicRegistryError(ErrorCode.unknown_topic_or_partition, f"partition {topic}-{partition} does not exist")
+        try:
+            assignment = TopicZNode.decode(topic, self._call(self.client.get, TopicZNode.path(topic))[0])
+        except NoNodeError:
+            raise unknown from None
+        if partition not in assignment.replicas:
+            raise unknown
+        # Parents one by one and never with makepath: if the topic is deleted meanwhile
+        # the create fails (NoNode) instead of bringing back an empty topic node.
+        for parent in (TopicPartitionStateZNode.partitions_path(topic), TopicPartitionStateZNode.partition_path(topic, partition)):
+            try:
+                self._call(self.client.create, parent)
+            except NodeExistsError:
+                pass
+            except NoNodeError:
+                raise unknown from None
+        try:
+            self._call(self.client.create, path, data)
+        except NodeExistsError:
+            self._call(self.client.set, path, data)
+        except NoNodeError:
+            raise unknown from None
+        return state
+
+    def partition_state(self, topic: str, partition: int) -> PartitionState | None:
+        try:
+            data, _ = self._call(self.client.get, TopicPartitionStateZNode.path(topic, partition))
+        except NoNodeError:
+            return None
+        return TopicPartitionStateZNode.decode(topic, partition, data)
+
+
+def _decode_info(name: str, topic_data: bytes, config_data: bytes | None) -> TopicInfo | None:
+    entry = _decode_topic(name, topic_data, config_data)
+    return None if entry is None else entry.info
+
+
+def _decode_topic(name: str, topic_data: bytes, config_data: bytes | None) -> _Topic | None:
+    """None (with a warning) for a znode we cannot use; the watch stays, so a fix is seen."""
+    try:
+        assignment = TopicZNode.decode(name, topic_data)
+        configs = TopicConfigZNode.decode(name, config_data)
+    except ValueError as exc:
+        log.warning("ignoring topic %r: %s", name, exc)
+        return None
+    if assignment.topic_id is None:
+        log.warning("ignoring topic %r: %s has no topic_id (written by Kafka < 2.8?)", name, TopicZNode.path(name))
+        return None
+    return _Topic(TopicInfo(name, assignment.topic_id, len(assignment.replicas), configs), assignment.replicas)

@@ -1,0 +1,140 @@
+"""A consumer-group member as its own process, so a test can kill -9 it.
+
+    python -m tests.integration.group_member CLIENT BOOTSTRAP GROUP TOPIC [SECONDS]
+
+CLIENT is confluent, kafka-python or aiokafka. The member subscribes with the range
+assignor, consumes, and commits synchronously after every poll that returned records.
+It prints one JSON object per line on stdout (flushed at once, so a killed member's
+output is complete up to its death):
+
+    {"event": "assigned", "partitions": [0, 1]}
+    {"event": "record", "partition": 0, "offset": 5, "value": "..."}
+    {"event": "committed", "offsets": {"0": 6}}       # next offsets, as committed
+    {"event": "closed"}
+
+It stops after SECONDS (default 60) or on SIGTERM, leaving the group cleanly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sys
+import time
+from typing import Any
+
+SESSION_TIMEOUT_MS = 6000
+HEARTBEAT_MS = 500
+
+stop = False
+
+
+def _on_term(_signum: int, _frame: Any) -> None:
+    global stop
+    stop = True
+
+
+def emit(**fields: Any) -> None:
+    sys.stdout.write(json.dumps(fields) + "\n")
+    sys.stdout.flush()
+
+
+def run_confluent(bootstrap: str, group: str, topic: str, deadline: float) -> None:
+    from confluent_kafka import Consumer, TopicPartition
+
+    assigned: list[int] = []
+
+    def on_assign(_consumer: Any, partitions: list[Any]) -> None:
+        assigned[:] = sorted(p.partition for p in partitions)
+        emit(event="assigned", partitions=assigned)
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False, "session.timeout.ms": SESSION_TIMEOUT_MS,
+                         "heartbeat.interval.ms": HEARTBEAT_MS, "partition.assignment.strategy": "range"})
+    consumer.subscribe([topic], on_assign=on_assign)
+    while not stop and time.time() < deadline:
+        messages = consumer.consume(100, 0.2)
+        positions: dict[int, int] = {}
+        for message in messages:
+            if message.error():
+                continue
+            emit(event="record", partition=message.partition(), offset=message.offset(), value=message.value().decode())
+            positions[message.partition()] = message.offset() + 1
+        if positions:
+            consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in positions.items()], asynchronous=False)
+            emit(event="committed", offsets={str(p): o for p, o in positions.items()})
+    consumer.close()
+    emit(event="closed")
+
+
+def run_kafka_python(bootstrap: str, group: str, topic: str, deadline: float) -> None:
+    from kafka import KafkaConsumer, OffsetAndMetadata
+    from kafka.coordinator.assignors.range import RangePartitionAssignor
+
+    consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
+                             enable_auto_commit=False, session_timeout_ms=SESSION_TIMEOUT_MS,
+                             heartbeat_interval_ms=HEARTBEAT_MS, partition_assignment_strategy=[RangePartitionAssignor])
+    last_assignment: list[int] | None = None
+    while not stop and time.time() < deadline:
+        batches = consumer.poll(200)
+        assignment = sorted(tp.partition for tp in consumer.assignment())
+        if assignment != last_assignment:
+            last_assignment = assignment
+            emit(event="assigned", partitions=assignment)
+        positions = {}
+        for tp, messages in batches.items():
+            for message in messages:
+                emit(event="record", partition=tp.partition, offset=message.offset, value=message.value.decode())
+                positions[tp] = message.offset + 1
+        if positions:
+            consumer.commit({tp: OffsetAndMetadata(o, "", -1) for tp, o in positions.items()})
+            emit(event="committed", offsets={str(tp.partition): o for tp, o in positions.items()})
+    consumer.close()
+    emit(event="closed")
+
+
+def run_aiokafka(bootstrap: str, group: str, topic: str, deadline: float) -> None:
+    async def main() -> None:
+        from aiokafka import AIOKafkaConsumer
+        from aiokafka.coordinator.assignors.range import RangePartitionAssignor
+
+        consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
+                                    enable_auto_commit=False, session_timeout_ms=SESSION_TIMEOUT_MS,
+                                    heartbeat_interval_ms=HEARTBEAT_MS,
+                                    partition_assignment_strategy=(RangePartitionAssignor,))
+        await consumer.start()
+        last_assignment: list[int] | None = None
+        while not stop and time.time() < deadline:
+            batches = await consumer.getmany(timeout_ms=200)
+            assignment = sorted(tp.partition for tp in consumer.assignment())
+            if assignment != last_assignment:
+                last_assignment = assignment
+                emit(event="assigned", partitions=assignment)
+            positions = {}
+            for tp, messages in batches.items():
+                for message in messages:
+                    emit(event="record", partition=tp.partition, offset=message.offset, value=message.value.decode())
+                    positions[tp] = message.offset + 1
+            if positions:
+                await consumer.commit(positions)
+                emit(event="committed", offsets={str(tp.partition): o for tp, o in positions.items()})
+        await consumer.stop()
+        emit(event="closed")
+
+    asyncio.run(main())
+
+
+RUNNERS = {"confluent": run_confluent, "kafka-python": run_kafka_python, "aiokafka": run_aiokafka}
+
+
+def main(argv: list[str]) -> int:
+    client, bootstrap, group, topic = argv[:4]
+    seconds = float(argv[4]) if len(argv) > 4 else 60.0
+    signal.signal(signal.SIGTERM, _on_term)
+    RUNNERS[client](bootstrap, group, topic, time.time() + seconds)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
