@@ -25,6 +25,7 @@ gets the process replaced by the supervisor.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import os
 import signal
@@ -33,14 +34,19 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable
 
+import orjson
+
 from broker import dispatch
 from broker.config import BrokerConfig
 from broker.ipc import IpcServer, PeerLink, bind_unix, socket_path
 from broker.node import owner_index
 from broker.protocol import codec
 from broker.protocol.errors import ErrorCode, KafkaError
+from broker.remote_partition import RemotePartitionClient, coordinator_client_id
 from coordination.groups import offsets_schema as schema
 from coordination.groups.coordinator import CoordinatorSettings, GroupCoordinator
+from coordination.groups.group import CONSUMER_PROTOCOL_TYPE, Group, parse_assignment_partitions
+from coordination.groups.state import GroupState
 from storage.records import iter_batches
 from storage.types import TopicPartition
 
@@ -94,21 +100,41 @@ class CoordinatorContext:
     topic_exists: Callable[[str, int], bool]
 
 
-class WorkerOffsetsLog:
-    """__consumer_offsets as the coordinator sees it: appends and reads go to the
-    partition's owning worker over IPC; appends carry the coordinator epoch."""
+Locator = Callable[[int], tuple[int, str, int]]  # partition -> (holder broker, host, port)
 
-    def __init__(self, run_dir: str, workers: int, partitions: int) -> None:
+
+class WorkerOffsetsLog:
+    """__consumer_offsets as the coordinator sees it. A partition this broker holds is
+    written and read through its owning worker (IPC); a partition another broker holds,
+    over the Kafka protocol like any client, with the epoch in the client id
+    (broker/remote_partition.py). Every append carries the coordinator epoch."""
+
+    def __init__(self, run_dir: str, workers: int, partitions: int, node_id: int) -> None:
         self.partitions = partitions
         self.workers = workers
+        self.node_id = node_id
         self.epoch = -1
         self.links = [PeerLink(i, socket_path(run_dir, i)) for i in range(workers)]
+        self.locate: Locator = lambda _partition: (node_id, "", -1)
+        self._remote: dict[tuple[str, int, int], RemotePartitionClient] = {}
 
     def _link(self, tp: TopicPartition) -> PeerLink:
         return self.links[owner_index(tp, self.workers)]
 
+    def _remote_client(self, host: str, port: int) -> RemotePartitionClient:
+        key = (host, port, self.epoch)
+        client = self._remote.get(key)
+        if client is None:
+            client = self._remote[key] = RemotePartitionClient(host, port, coordinator_client_id(self.epoch))
+        return client
+
     async def append(self, partition: int, batch: bytes) -> int:
         tp = TopicPartition(OFFSETS_TOPIC, partition)
+        holder, host, port = self.locate(partition)
+        if holder != self.node_id:
+            if holder < 0 or port < 0:
+                return int(ErrorCode.coordinator_not_available)  # its broker is down
+            return await self._remote_client(host, port).produce(OFFSETS_TOPIC, partition, batch)
         try:
             results = await self._link(tp).call("append_offsets", [(tp, batch)], self.epoch, timeout=30)
         except KafkaError as exc:
@@ -117,6 +143,14 @@ class WorkerOffsetsLog:
 
     async def read_partition(self, partition: int) -> list[tuple[Any, Any]]:
         """Every (key, value) of one partition, in log order, up to its high watermark."""
+        holder, host, port = self.locate(partition)
+        if holder != self.node_id:
+            if holder < 0 or port < 0:
+                raise KafkaError(ErrorCode.coordinator_not_available, f"{OFFSETS_TOPIC}-{partition}: its broker is down")
+            code, data = await self._remote_client(host, port).read_all(OFFSETS_TOPIC, partition)
+            if code:
+                raise KafkaError(ErrorCode(code), f"reading {OFFSETS_TOPIC}-{partition} from broker {holder}")
+            return _entries_of(data, 0)
         tp = TopicPartition(OFFSETS_TOPIC, partition)
         link = self._link(tp)
         ((log_start, high_watermark, _end),) = await link.call("partition_state", [tp], timeout=30)
@@ -129,25 +163,33 @@ class WorkerOffsetsLog:
             if not result.length:
                 break
             data = _read_range(result.path, result.inode, result.position, result.length)
-            next_offset = offset
-            for header, records in iter_batches(data):
-                next_offset = header.next_offset
-                if header.is_control:
-                    continue
-                for record in records:
-                    if record.offset < offset or record.key is None:
-                        continue
-                    entry = _decode_entry(record.key, record.value)
-                    if entry is not None:
-                        entries.append(entry)
+            entries.extend(_entries_of(data, offset))
+            next_offset = max((header.next_offset for header, _records in iter_batches(data)), default=offset)
             if next_offset <= offset:
                 raise KafkaError(ErrorCode.corrupt_message, f"{tp}: no progress reading at {offset}")
             offset = next_offset
         return entries
 
-    def close(self) -> None:
+    async def close(self) -> None:
         for link in self.links:
             link.close()
+        for client in self._remote.values():
+            await client.close()
+
+
+def _entries_of(data: bytes, from_offset: int) -> list[tuple[Any, Any]]:
+    """(key, value) of the records of whole batches in ``data`` at or after ``from_offset``."""
+    entries = []
+    for header, records in iter_batches(data):
+        if header.is_control:
+            continue
+        for record in records:
+            if record.offset < from_offset or record.key is None:
+                continue
+            entry = _decode_entry(record.key, record.value)
+            if entry is not None:
+                entries.append(entry)
+    return entries
 
 
 def _read_range(path: str, inode: int, position: int, length: int) -> bytes:
@@ -177,13 +219,22 @@ def _decode_entry(key: bytes, value: bytes | None) -> tuple[Any, Any] | None:
 
 class CoordinatorProcess:
     def __init__(self, config: BrokerConfig, workers: int, run_dir: str, listener: socket.socket,
-                 heartbeat_path: str) -> None:
+                 heartbeat_path: str, cluster_id: str) -> None:
         self.config = config
         self.node_id = config.node_id
         self.run_dir = run_dir
+        self.cluster_id = cluster_id
+        self.zookeeper = bool(config["zookeeper.connect"])
         self.heartbeat_path = heartbeat_path
-        self.offsets_log = WorkerOffsetsLog(run_dir, workers, int(config["offsets.topic.num.partitions"]))
+        self.offsets_log = WorkerOffsetsLog(run_dir, workers, int(config["offsets.topic.num.partitions"]), self.node_id)
+        self.offsets_log.locate = self.locate_offsets_partition
+        # Caches kept by watches, so the IPC answers never wait on ZooKeeper.
+        self.brokers: dict[int, tuple[str, int]] = {self.node_id: config.advertised}
+        self.elected: tuple[int, int] | None = None
         self.coordinator = GroupCoordinator(settings_from(config), self.offsets_log)
+        self.coordinator.on_group_change = self._mirror_group
+        # One thread writes the group mirror, so a group's writes land in order.
+        self._mirror_executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="group-mirror")
         self.ipc = IpcServer(listener, {"serve": self.serve_request, "find": self.find}, {})
         self.backend: Any = None
         self.topics: Any = None
@@ -217,13 +268,23 @@ class CoordinatorProcess:
         if self.coordinator.active or self.coordinator.loading:
             host, port = self.config.advertised
             return 0, self.node_id, host, port
-        if self.backend is not None:
-            current = self.backend.coordinator()
-            if current is not None and current[0] != self.node_id:
-                address = self.backend.live_brokers().get(current[0])
-                if address is not None:
-                    return 0, current[0], address[0], address[1]
+        if self.elected is not None and self.elected[0] != self.node_id:
+            address = self.brokers.get(self.elected[0])
+            if address is not None:
+                return 0, self.elected[0], address[0], address[1]
         return int(ErrorCode.coordinator_not_available), -1, "", -1
+
+    def locate_offsets_partition(self, partition: int) -> tuple[int, str, int]:
+        """(holder, host, port) of a __consumer_offsets partition, from the caches."""
+        if not self.zookeeper or self.topics is None:
+            return self.node_id, "", -1
+        try:
+            replicas = self.topics.replicas(OFFSETS_TOPIC).get(partition) or [-1]
+        except Exception:
+            return -1, "", -1
+        holder = replicas[0]
+        host, port = self.brokers.get(holder, ("", -1))
+        return holder, host, port
 
     def topic_exists(self, topic: str, partition: int) -> bool:
         if self.topics is None:
@@ -247,15 +308,30 @@ class CoordinatorProcess:
             return BOOT_ERROR
         self.topics = self.backend.topics()
         self.backend.add_state_listener(lambda state: loop.call_soon_threadsafe(self._on_session_state, state))
+        if self.zookeeper:
+            try:
+                await loop.run_in_executor(None, self._join_cluster)
+            except Exception as exc:
+                log.error("coordinator: cannot join the cluster: %s", exc)
+                return BOOT_ERROR
+            self.backend.watch_brokers(lambda: loop.call_soon_threadsafe(self._refresh_soon))
+            self.backend.watch_coordinator(lambda: loop.call_soon_threadsafe(self._refresh_soon))
         tasks = [loop.create_task(self._campaign_forever()), loop.create_task(self._tick()),
                  loop.create_task(self._heartbeat())]
+        if self.zookeeper:
+            tasks.append(loop.create_task(self._write_partition_states()))
         log.info("coordinator (pid %d) campaigning as broker %d", os.getpid(), self.node_id)
         await self.stopping.wait()
         for task in tasks:
             task.cancel()
+        # Bounded: in Python 3.11 a cancellation that meets a reply arriving at the same
+        # moment can be swallowed by asyncio.wait_for (the IPC call's timeout), and the task
+        # runs on; the campaign loop also checks ``stopping`` for that reason.
+        await asyncio.wait(tasks, timeout=2)
         self.coordinator.deactivate()
         self.ipc.close()
-        self.offsets_log.close()
+        await self.offsets_log.close()
+        self._mirror_executor.shutdown(wait=True, cancel_futures=False)
         try:
             self.backend.close()
         except Exception:
@@ -263,10 +339,93 @@ class CoordinatorProcess:
         log.info("coordinator stopped")
         return 0
 
+    def _mirror_group(self, group: Group) -> None:
+        """Keep /consumers/<group>/ids and /owners (or the local backend's group file)
+        current, for operators; written off the loop, fenced by the backend."""
+        backend = self.backend
+        if backend is None:
+            return
+        group_id = group.group_id
+        if group.is_(GroupState.DEAD):
+            self._mirror_executor.submit(_log_failure, backend.delete_group, group_id)
+            return
+        members = {m.member_id: orjson.dumps({
+            "version": 1, "client_id": m.client_id, "client_host": m.client_host,
+            "group_instance_id": m.group_instance_id, "session_timeout_ms": m.session_timeout_ms,
+            "rebalance_timeout_ms": m.rebalance_timeout_ms, "generation": group.generation})
+            for m in group.members.values()}
+        owners: dict[tuple[str, int], str] = {}
+        if group.protocol_type == CONSUMER_PROTOCOL_TYPE:
+            for m in group.members.values():
+                try:
+                    owners.update({tp: m.member_id for tp in parse_assignment_partitions(m.assignment)})
+                except ValueError:
+                    pass  # a client's own assignment format: members only
+        self._mirror_executor.submit(_log_failure, backend.write_group_members, group_id, members)
+        self._mirror_executor.submit(_log_failure, backend.write_group_owners, group_id, owners)
+
+    def _join_cluster(self) -> None:
+        """ZooKeeper mode: the cluster id must match the log dirs', and this broker
+        registers (a live broker with the same node.id stops this one, with a message)."""
+        stored = self.backend.cluster_id(self.cluster_id)
+        if stored != self.cluster_id:
+            raise RuntimeError(f"ZooKeeper holds cluster id {stored}, the log dirs belong to cluster {self.cluster_id}")
+        host, port = self.config.advertised
+        self.backend.register_broker(self.node_id, host, port,
+                                     wait_for_stale=int(self.config["zookeeper.session.timeout.ms"]) / 1000)
+        self.brokers = dict(self.backend.live_brokers())
+        self.elected = self.backend.coordinator()
+
+    def _refresh_soon(self) -> None:
+        asyncio.ensure_future(self._refresh_caches())
+
+    async def _refresh_caches(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            brokers, elected = await loop.run_in_executor(
+                None, lambda: (self.backend.live_brokers(), self.backend.coordinator()))
+        except Exception as exc:
+            log.warning("coordinator: cannot refresh brokers and coordinator: %s", exc)
+            return
+        self.brokers, self.elected = dict(brokers), elected
+
+    async def _write_partition_states(self) -> None:
+        """Each broker writes the state of the partitions it holds (leader = itself), at
+        start and whenever topics change (checked every second)."""
+        loop = asyncio.get_running_loop()
+        written: set[tuple[str, int]] = set()
+        while True:
+            try:
+                written = await loop.run_in_executor(None, self._partition_states_once, written)
+            except Exception as exc:
+                log.warning("coordinator: writing partition states failed: %s", exc)
+            await asyncio.sleep(1.0)
+
+    def _partition_states_once(self, written: set[tuple[str, int]]) -> set[tuple[str, int]]:
+        self.topics.refresh()
+        held = set()
+        for info in self.topics.all():
+            for partition, replicas in self.topics.replicas(info.name).items():
+                if replicas and replicas[0] == self.node_id:
+                    held.add((info.name, partition))
+        for topic, partition in sorted(held - written):
+            state = self.topics.partition_state(topic, partition)
+            if state is None or state.leader != self.node_id:
+                epoch = state.leader_epoch + 1 if state is not None else 0
+                self.topics.set_partition_state(topic, partition, self.node_id, epoch, [self.node_id])
+        return held
+
     def _open_backend(self) -> Any:
         from coordination.backend import open_backend
 
-        backend = open_backend(str(self.config["zookeeper.connect"]), self.config.log_dirs[0], self.node_id)
+        backend: Any
+        if self.zookeeper:
+            from coordination.zookeeper import ZooKeeperBackend
+
+            backend = ZooKeeperBackend(str(self.config["zookeeper.connect"]), self.node_id,
+                                       session_timeout=int(self.config["zookeeper.session.timeout.ms"]) / 1000)
+        else:
+            backend = open_backend("", self.config.log_dirs[0], self.node_id)
         backend.start(int(self.config["zookeeper.connection.timeout.ms"]) / 1000)
         return backend
 
@@ -284,10 +443,20 @@ class CoordinatorProcess:
         elif state == "LOST":
             log.warning("coordinator: session lost, resigning")
             self._session_lost.set()
+            if self.zookeeper:
+                asyncio.ensure_future(self._reregister())
+
+    async def _reregister(self) -> None:
+        """The lost session took this broker's registration with it: register again (kazoo
+        reconnects with a new session on its own)."""
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, self.backend.reregister)
+        except Exception as exc:
+            log.error("coordinator: cannot register again after losing the session: %s", exc)
 
     async def _campaign_forever(self) -> None:
         loop = asyncio.get_running_loop()
-        while True:
+        while not self.stopping.is_set():
             self._session_lost.clear()
             epoch = await self._in_thread(self.backend.campaign, self.node_id)
             self.elected_epoch = epoch
@@ -378,6 +547,13 @@ class CoordinatorProcess:
             await asyncio.sleep(0.5)
 
 
+def _log_failure(fn: Callable[..., Any], *args: Any) -> None:
+    try:
+        fn(*args)
+    except Exception as exc:  # a deposed coordinator's mirror write is refused: expected
+        log.info("group mirror write %s%r not done: %s", getattr(fn, "__name__", fn), args[:1], exc)
+
+
 def _set_result(future: asyncio.Future[Any], value: Any) -> None:
     if not future.done():
         future.set_result(value)
@@ -389,7 +565,7 @@ def _set_exception(future: asyncio.Future[Any], exc: BaseException) -> None:
 
 
 def run_coordinator(config: BrokerConfig, workers: int, run_dir: str, listener: socket.socket,
-                    heartbeat_path: str) -> int:
+                    heartbeat_path: str, cluster_id: str) -> int:
     from setproctitle import setproctitle
 
     setproctitle(f"castle[{config.node_id}]: coordinator")
@@ -397,7 +573,7 @@ def run_coordinator(config: BrokerConfig, workers: int, run_dir: str, listener: 
 
     loop = uvloop.new_event_loop()
     asyncio.set_event_loop(loop)
-    process = CoordinatorProcess(config, workers, run_dir, listener, heartbeat_path)
+    process = CoordinatorProcess(config, workers, run_dir, listener, heartbeat_path, cluster_id)
     try:
         return loop.run_until_complete(process.serve())
     finally:

@@ -2,7 +2,8 @@
 
 The owner runs the op directly when it is this worker, over IPC otherwise; all owners
 work concurrently. Results come back in the order of the items, whichever worker
-answered first. A worker that cannot answer (restarting, timed out) fails only its own
+answered first. Partitions another broker holds answer NOT_LEADER_OR_FOLLOWER without
+being sent anywhere. A worker that cannot answer (restarting, timed out) fails only its own
 partitions, each with that error code (narrowest scope, P3).
 """
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
 
-from broker.protocol.errors import code_for_exception
+from broker.protocol.errors import ErrorCode, code_for_exception
 from storage.types import TopicPartition
 
 if TYPE_CHECKING:
@@ -22,10 +23,14 @@ async def on_owners(node: "WorkerNode", op: str, items: Sequence[tuple[Any, ...]
                     *extra: Any, timeout: float = 30.0) -> list[Any]:
     """Run ``Owner.<op>(items_of_that_owner, *extra)`` on each owner; items[i][0] is a tp."""
     groups: dict[int, list[int]] = {}
+    results: list[Any] = [None] * len(items)
     for position, item in enumerate(items):
         tp: TopicPartition = item[0]
+        if not node.holds(tp):
+            # Another broker of the cluster holds it: the client refreshes its metadata.
+            results[position] = error_result(int(ErrorCode.not_leader_or_follower))
+            continue
         groups.setdefault(node.owner_of(tp), []).append(position)
-    results: list[Any] = [None] * len(items)
 
     def fail(positions: list[int], exc: BaseException) -> None:
         code = int(code_for_exception(exc))

@@ -21,11 +21,12 @@ import orjson
 from broker.config import BrokerConfig
 from broker.handoff import HandoffSender
 from broker.ipc import PeerLink, Peers
-from broker.owner import AppendResult, Owner
+from broker.owner import Owner
 from broker.protocol.errors import ErrorCode, KafkaError
 from broker.purgatory import FetchPurgatory
 from broker.segment_files import SegmentFiles
-from coordination.local_topics import LocalTopicRegistry, TopicInfo
+from coordination.cluster import open_cluster
+from coordination.local_topics import TopicInfo
 from storage.config import LogConfig
 from storage.manager import LogManager, ManagerConfig
 from storage.mmap_file import PopulateClock
@@ -47,7 +48,10 @@ class WorkerNode:
         self.run_dir = run_dir
         self.cluster_id = cluster_id
         self.node_id = config.node_id
-        self.registry = LocalTopicRegistry(config.log_dirs[0])
+        # Topics, partition holders, live brokers, the coordinator epoch: from the data
+        # dir (local backend) or ZooKeeper (zookeeper.connect).
+        self.cluster = open_cluster(config)
+        self.registry = self.cluster.registry
         self.registry.refresh()
         settings = config.storage_settings()
         self.logs = LogManager(ManagerConfig.from_broker_config(settings), LogConfig.from_broker_config(settings),
@@ -67,7 +71,6 @@ class WorkerNode:
 
         # Group and offset requests go to this broker's coordinator process.
         self.coordinator_link = PeerLink(-1, coordinator_socket_path(run_dir))
-        self._fence: Any = None
 
     def open(self) -> None:
         self.logs.open()
@@ -86,7 +89,18 @@ class WorkerNode:
         return True
 
     def owns(self, tp: TopicPartition) -> bool:
-        return owner_index(tp, self.count) == self.index
+        """This worker writes ``tp``: this broker holds it and it maps to this worker."""
+        return owner_index(tp, self.count) == self.index and self.cluster.holder_of(tp.topic, tp.partition) == self.node_id
+
+    def holds(self, tp: TopicPartition) -> bool:
+        """This broker holds ``tp`` (is its leader); other brokers' partitions answer
+        NOT_LEADER_OR_FOLLOWER."""
+        return self.cluster.holder_of(tp.topic, tp.partition) == self.node_id
+
+    def leader_of(self, topic: str, partition: int) -> int:
+        """The live broker that leads the partition, -1 while its holder is down."""
+        holder = self.cluster.holder_of(topic, partition)
+        return holder if holder in self.cluster.live_brokers() else -1
 
     def topic(self, name: str) -> TopicInfo | None:
         info = self.registry.get(name)
@@ -141,22 +155,9 @@ class WorkerNode:
             return int(ErrorCode.coordinator_not_available), -1, "", -1
         return found
 
-    def append_offsets(self, items: list[tuple[TopicPartition, bytes]], epoch: int) -> list[AppendResult]:
-        """The coordinator's appends to __consumer_offsets, fenced: an epoch older than the
-        backend's current coordinator epoch comes from a deposed coordinator."""
-        current = self.fence_epoch()
-        if epoch < current:
-            return [AppendResult(ErrorCode.not_coordinator, error_message=f"coordinator epoch {epoch} is fenced by {current}")
-                    for _ in items]
-        return self.owner.append([(tp, batch, 9) for tp, batch in items])
-
     def fence_epoch(self) -> int:
-        if self._fence is None:
-            from coordination.fence import open_fence
-
-            self._fence = open_fence(str(self.config["zookeeper.connect"]), self.config.log_dirs[0])
-        epoch: int = self._fence.current_epoch()
-        return epoch
+        """The current coordinator epoch (file or ZooKeeper watch; never blocks)."""
+        return self.cluster.current_epoch()
 
     # ------------------------------------------------------------------ IPC tables
     def ops(self) -> dict[str, Any]:
@@ -168,7 +169,7 @@ class WorkerNode:
             "delete_records": owner.delete_records,
             "partition_state": owner.partition_state,
             "sync_registry": owner.sync_with_registry,
-            "append_offsets": self.append_offsets,
+            "append_offsets": owner.append_offsets,
             "stats": lambda: dict(self.stats, worker=self.index, pid=os.getpid()),
         }
 
@@ -204,7 +205,6 @@ class WorkerNode:
         self.segment_files.close()
         self.handoff.close()
         self.coordinator_link.close()
-        if self._fence is not None:
-            self._fence.close()
+        self.cluster.close()
         self.peers.close()
         self.logs.close()

@@ -137,6 +137,15 @@ class Owner:
         return AppendResult(ErrorCode.none, info.first_offset, info.log_append_time, info.log_start_offset,
                             None, info.record_count)
 
+    def append_offsets(self, items: list[tuple[TopicPartition, bytes]], epoch: int) -> list[AppendResult]:
+        """The coordinator's appends to __consumer_offsets, fenced: an epoch older than the
+        current coordinator epoch comes from a deposed coordinator (NOT_COORDINATOR)."""
+        current = self.node.fence_epoch()
+        if epoch < current:
+            return [AppendResult(ErrorCode.not_coordinator, error_message=f"coordinator epoch {epoch} is fenced by {current}")
+                    for _ in items]
+        return self.append([(tp, batch, 9) for tp, batch in items])
+
     # ------------------------------------------------------------------ fetch
     def read(self, items: list[tuple[TopicPartition, int, int, bool]], watcher: int | None) -> list[ReadResult]:
         """items: (tp, fetch offset, max bytes, refuse zstd). ``watcher``: the worker to

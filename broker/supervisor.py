@@ -88,6 +88,8 @@ class Supervisor:
         if self.config["cluster.id"]:
             settings["cluster.id"] = self.config["cluster.id"]
         try:
+            if self.config["zookeeper.connect"]:
+                settings["cluster.id"] = self._cluster_id_from_zookeeper(str(self.config["cluster.id"]))
             self.claimed = claim_log_dirs(ManagerConfig.from_broker_config(settings))
         except Exception as exc:
             log.error("cannot start: %s", exc)
@@ -111,6 +113,31 @@ class Supervisor:
         finally:
             self._cleanup()
 
+    def _cluster_id_from_zookeeper(self, configured: str) -> str:
+        """The cluster id in /cluster/id, created by the first broker (with the id of its
+        meta.properties, cluster.id, or a new one), as Kafka's ZooKeeper mode does; the log
+        dirs' meta.properties must then agree. A short-lived session, closed before any
+        fork (P12)."""
+        import base64
+        import uuid
+
+        from coordination.zookeeper import ZooKeeperBackend
+        from storage.checkpoint import read_meta_properties
+
+        proposed = configured
+        for path in self.config.log_dirs:
+            meta = read_meta_properties(path) if os.path.isdir(path) else None
+            if meta and meta.get("cluster.id"):
+                proposed = proposed or meta["cluster.id"]
+        proposed = proposed or base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        backend = ZooKeeperBackend(str(self.config["zookeeper.connect"]), self.config.node_id,
+                                   session_timeout=int(self.config["zookeeper.session.timeout.ms"]) / 1000)
+        try:
+            backend.start(int(self.config["zookeeper.connection.timeout.ms"]) / 1000)
+            return backend.cluster_id(proposed)
+        finally:
+            backend.close()
+
     def _adopt_existing_partitions(self) -> None:
         """First start on dirs written without a registry: register the topics found."""
         from coordination.local_topics import LocalTopicRegistry
@@ -118,6 +145,8 @@ class Supervisor:
         from storage.types import TopicPartition
 
         assert self.claimed is not None
+        if self.config["zookeeper.connect"]:
+            return  # the cluster's topics are in ZooKeeper
         registry = LocalTopicRegistry(self.claimed.paths[0])
         if registry.exists():
             return
@@ -181,7 +210,8 @@ class Supervisor:
                 if slot.index == COORDINATOR:
                     from broker.coordinator_main import run_coordinator
 
-                    code = run_coordinator(self.config, self.count, self.run_dir, self.coordinator_listener, heartbeat)
+                    code = run_coordinator(self.config, self.count, self.run_dir, self.coordinator_listener, heartbeat,
+                                           self.claimed.cluster_id)
                     return
                 self.coordinator_listener.close()
                 from broker.worker import run_worker

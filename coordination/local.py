@@ -34,6 +34,7 @@ import fcntl
 import logging
 import os
 import threading
+import uuid
 from typing import Any, Callable, Mapping
 
 import orjson
@@ -46,7 +47,7 @@ from coordination.backend import (
     StateListener,
     Watcher,
 )
-from coordination.local_topics import LocalTopicRegistry, TopicRegistryError
+from coordination.local_topics import LocalTopicRegistry, TopicInfo, TopicRegistryError
 from coordination.znodes import ClusterIdZNode, CoordinatorEpochZNode, CoordinatorZNode, znode_name
 from storage import files
 from storage.checkpoint import read_bytes_if_exists, write_bytes_atomically
@@ -68,6 +69,16 @@ class LocalTopics(LocalTopicRegistry):
     def __init__(self, log_dir: str, node_id: int) -> None:
         super().__init__(log_dir)
         self.node_id = node_id
+
+    def create(self, name: str, partitions: int, configs: Mapping[str, str], topic_id: uuid.UUID | None = None,
+               validate_only: bool = False, assignment: Mapping[int, list[int]] | None = None,
+               brokers: list[int] | None = None) -> TopicInfo:
+        """As LocalTopicRegistry.create; a placement can only name this broker."""
+        for replicas in (assignment or {}).values():
+            if list(replicas) != [self.node_id]:
+                raise TopicRegistryError(ErrorCode.invalid_replica_assignment,
+                                         f"replicas {list(replicas)}: this broker ({self.node_id}) is the only one")
+        return super().create(name, partitions, configs, topic_id=topic_id, validate_only=validate_only)
 
     def replicas(self, name: str) -> dict[int, list[int]]:
         info = self.get(name)

@@ -30,15 +30,23 @@ NO_OPERATIONS = -(2**31)
 ZERO_UUID = uuid.UUID(int=0)
 
 
-def _topic_entry(node_id: int, info: TopicInfo) -> dict[str, Any]:
+def _partition_entry(node: Any, topic: str, partition: int) -> dict[str, Any]:
+    """The partition's holder leads it while alive; while it is down the partition has
+    no leader (-1, LEADER_NOT_AVAILABLE), as Kafka reports an offline partition."""
+    holder = node.cluster.holder_of(topic, partition)
+    if holder in node.cluster.live_brokers():
+        return {"error_code": 0, "partition_index": partition, "leader_id": holder, "leader_epoch": 0,
+                "replica_nodes": (holder,), "isr_nodes": (holder,), "offline_replicas": ()}
+    replicas = (holder,) if holder >= 0 else ()
+    return {"error_code": ErrorCode.leader_not_available, "partition_index": partition, "leader_id": -1,
+            "leader_epoch": 0, "replica_nodes": replicas, "isr_nodes": (), "offline_replicas": replicas}
+
+
+def _topic_entry(node: Any, info: TopicInfo) -> dict[str, Any]:
     return {
         "error_code": 0, "name": info.name, "topic_id": info.topic_id, "is_internal": info.name in INTERNAL_TOPICS,
         "topic_authorized_operations": NO_OPERATIONS,
-        "partitions": [
-            {"error_code": 0, "partition_index": p, "leader_id": node_id, "leader_epoch": 0,
-             "replica_nodes": (node_id,), "isr_nodes": (node_id,), "offline_replicas": ()}
-            for p in range(info.partitions)
-        ],
+        "partitions": [_partition_entry(node, info.name, p) for p in range(info.partitions)],
     }
 
 
@@ -56,9 +64,9 @@ async def _auto_create(ctx: Any, name: str) -> dict[str, Any]:
             return _error_entry(exc.code, name)
         node.registry.refresh()
         existing = node.topic(name)
-        return _topic_entry(node.node_id, existing) if existing else _error_entry(ErrorCode.leader_not_available, name)
+        return _topic_entry(node, existing) if existing else _error_entry(ErrorCode.leader_not_available, name)
     await node.registry_changed()
-    return _topic_entry(node.node_id, info)
+    return _topic_entry(node, info)
 
 
 @api(KEY, "Metadata", 0, 12)
@@ -72,31 +80,32 @@ async def handle_metadata(ctx: Any, request: Any) -> Any:
     allow_create = bool(getattr(request, "allow_auto_topic_creation", True)) and bool(node.config["auto.create.topics.enable"])
     topics: list[dict[str, Any]] = []
     if requested is None:
-        topics = [_topic_entry(node.node_id, info) for info in node.registry.all()]
+        topics = [_topic_entry(node, info) for info in node.registry.all()]
     else:
         for wanted in requested:
             name = wanted.name
             topic_id = getattr(wanted, "topic_id", None)
             if name is None and topic_id is not None and topic_id != ZERO_UUID:
                 info = node.registry.by_id(topic_id)
-                topics.append(_topic_entry(node.node_id, info) if info else _error_entry(ErrorCode.unknown_topic_id, None, topic_id))
+                topics.append(_topic_entry(node, info) if info else _error_entry(ErrorCode.unknown_topic_id, None, topic_id))
                 continue
             if name is None:
                 topics.append(_error_entry(ErrorCode.invalid_request, None))
                 continue
             info = node.topic(name)
             if info is not None:
-                topics.append(_topic_entry(node.node_id, info))
+                topics.append(_topic_entry(node, info))
             elif validate_topic_name(name) is not None:
                 topics.append(_error_entry(ErrorCode.invalid_topic_exception, name))
             elif allow_create:
                 topics.append(await _auto_create(ctx, name))
             else:
                 topics.append(_error_entry(ErrorCode.unknown_topic_or_partition, name))
-    host, port = node.config.advertised
+    brokers = dict(node.cluster.live_brokers())
+    brokers.setdefault(node.node_id, node.config.advertised)  # we answer, so we are alive
     return build(codec.response_class(KEY, version), {
         "throttle_time": 0,
-        "brokers": [{"node_id": node.node_id, "host": host, "port": port, "rack": None}],
+        "brokers": [{"node_id": b, "host": h, "port": p, "rack": None} for b, (h, p) in sorted(brokers.items())],
         "cluster_id": node.cluster_id,
         "controller_id": node.node_id,
         "topics": topics,

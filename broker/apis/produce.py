@@ -27,6 +27,7 @@ from broker.owner import AppendResult
 from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
+from broker.remote_partition import epoch_from_client_id
 from storage.types import TopicPartition
 
 KEY = 0
@@ -44,7 +45,7 @@ def _partition_answer(index: int, result: AppendResult) -> dict[str, Any]:
 def _move_to_single_owner(ctx: Any, items: list[tuple[TopicPartition, bytes, int]]) -> None:
     """A request whose partitions all live on one other worker asks for the connection to
     move there (broker/handoff.py): this request is still forwarded, the next ones not."""
-    owners = {ctx.node.owner_of(tp) for tp, _records, _version in items}
+    owners = {ctx.node.owner_of(tp) for tp, _records, _version in items if ctx.node.holds(tp)}
     if len(owners) == 1:
         (owner,) = owners
         if owner != ctx.node.index:
@@ -71,6 +72,10 @@ async def handle_produce(ctx: Any, request: Any) -> Any:
     acks = int(request.acks)
     layout: list[tuple[str, list[tuple[int, AppendResult | int]]]] = []
     items: list[tuple[TopicPartition, bytes, int]] = []
+    # The group coordinator of another broker writes __consumer_offsets like a client,
+    # naming its epoch in the client id; the owner fences an older epoch.
+    coordinator_epoch = epoch_from_client_id(ctx.client_id)
+    internal_items: list[tuple[TopicPartition, bytes]] = []
     for topic in request.topic_data:
         entries: list[tuple[int, AppendResult | int]] = []
         known = node.topic(topic.name)
@@ -80,6 +85,10 @@ async def handle_produce(ctx: Any, request: Any) -> Any:
             elif request.transactional_id is not None:
                 entries.append((partition.index, AppendResult(ErrorCode.transactional_id_authorization_failed,
                                                               error_message="transactions are not supported yet")))
+            elif topic.name in INTERNAL_TOPICS and coordinator_epoch is not None and partition.records \
+                    and known is not None and known.has_partition(partition.index):
+                entries.append((partition.index, -1 - len(internal_items)))
+                internal_items.append((TopicPartition(topic.name, partition.index), bytes(partition.records)))
             elif topic.name in INTERNAL_TOPICS:
                 # Only the coordinator writes __consumer_offsets (fenced by its epoch).
                 entries.append((partition.index, AppendResult(ErrorCode.invalid_topic_exception,
@@ -94,6 +103,9 @@ async def handle_produce(ctx: Any, request: Any) -> Any:
         layout.append((topic.name, entries))
     _move_to_single_owner(ctx, items)
     results = await on_owners(node, "append", items, AppendResult) if items else []
+    if internal_items:
+        internal = await on_owners(node, "append_offsets", internal_items, AppendResult, coordinator_epoch)
+        results = results + internal[::-1]  # index -1 - i is internal[i]
     if acks == 0:
         return NO_RESPONSE
     return _answer(version, [(name, [(index, results[r] if isinstance(r, int) else r) for index, r in entries])

@@ -6,10 +6,12 @@ change the handler waits until every worker has synced its partitions
 whichever worker it reaches. The request ``timeout`` is not used: the answer comes once
 that sync is done.
 
-* One broker, no replication: a replication factor of -1 (the default) or 1 is accepted,
-  anything larger is INVALID_REPLICATION_FACTOR, and explicit replica assignments must
-  name exactly this node for every partition (else INVALID_REPLICA_ASSIGNMENT). Topics are
-  reported with replication factor 1 whatever default.replication.factor says.
+* No replication: a replication factor of -1 (the default) or 1 is accepted, anything
+  larger is INVALID_REPLICATION_FACTOR. Partitions are spread over the live brokers (one
+  broker with the local backend; the brokers registered in ZooKeeper otherwise), or placed
+  by an explicit assignment, which must name exactly one live broker per partition (else
+  INVALID_REPLICA_ASSIGNMENT). Topics are reported with replication factor 1 whatever
+  default.replication.factor says.
 * CreateTopics checks, in order: the name (Kafka's Topic.validate rules, and no collision
   of '.' with '_' against an existing topic: INVALID_TOPIC_EXCEPTION), null config values
   (INVALID_CONFIG), partitions/replication/assignments, the configs
@@ -68,10 +70,12 @@ def _registry_error(exc: TopicRegistryError) -> KafkaError:
 
 
 def _check_replicas(node: Any, broker_ids: Any, what: str) -> None:
-    if list(broker_ids) != [node.node_id]:
+    live = sorted(node.cluster.live_brokers())
+    replicas = list(broker_ids)
+    if len(replicas) != 1 or replicas[0] not in live:
         raise KafkaError(ErrorCode.invalid_replica_assignment,
-                         f"{what}: replicas {list(broker_ids)}; this cluster has one broker, so each partition's "
-                         f"replicas must be exactly [{node.node_id}]")
+                         f"{what}: replicas {replicas}; without replication each partition has exactly one replica, "
+                         f"one of the live brokers {live}")
 
 
 # ---------------------------------------------------------------------------- CreateTopics
@@ -112,8 +116,8 @@ def _partition_count(node: Any, topic: Any) -> int:
                          "Replication factor must be larger than 0, or -1 to use the default value.")
     if factor > 1:
         raise KafkaError(ErrorCode.invalid_replication_factor,
-                         f"Unable to replicate the partition {factor} time(s): The target replication factor of "
-                         f"{factor} cannot be reached because only 1 broker(s) are registered.")
+                         f"Unable to replicate the partition {factor} time(s): replication is not supported yet, "
+                         f"every partition has one replica.")
     return count
 
 
@@ -133,7 +137,9 @@ def _create_one(node: Any, topic: Any, validate_only: bool) -> tuple[dict[str, A
         partitions = _partition_count(node, topic)
         configs = check_overrides(node, {c.name: c.value for c in topic.configs})
         try:
-            info = node.registry.create(name, partitions, configs, validate_only=validate_only)
+            placement = {"assignment": {a.partition_index: list(a.broker_ids) for a in topic.assignments}} \
+                if topic.assignments else {}
+            info = node.registry.create(name, partitions, configs, validate_only=validate_only, **placement)
         except TopicRegistryError as exc:
             raise _registry_error(exc) from None
     except KafkaError as exc:

@@ -122,6 +122,9 @@ class GroupCoordinator:
         self.groups: dict[str, Group] = {}
         self.active = False  # elected and loaded: serving
         self.loading = False
+        # Told when a group becomes Stable, goes Empty, or is removed (state DEAD), so the
+        # process can mirror it for operators (ZooKeeper /consumers/<group>). Must not block.
+        self.on_group_change: Callable[[Group], None] = lambda _group: None
         self._last_expiry_check = time.monotonic()
 
     # ------------------------------------------------------------------ availability
@@ -367,6 +370,7 @@ class GroupCoordinator:
                  group.protocol_name)
         if group.is_(GroupState.EMPTY):
             self._persist_group_soon(group)
+            self.on_group_change(group)
             return
         now = time.monotonic()
         group.sync_deadline = now + group.max_rebalance_timeout_ms() / 1000
@@ -454,6 +458,7 @@ class GroupCoordinator:
         group.transition(GroupState.STABLE)
         for member in group.members.values():
             self._answer_sync(member, SyncResult(0, group.protocol_type, group.protocol_name, member.assignment))
+        self.on_group_change(group)
 
     # ------------------------------------------------------------------ Heartbeat
     def heartbeat(self, group_id: str, generation: int, member_id: str, group_instance_id: str | None) -> int:
@@ -679,6 +684,7 @@ class GroupCoordinator:
             if not code and empty_now and not group.members and group.is_(GroupState.EMPTY):
                 group.transition(GroupState.DEAD)
                 self.groups.pop(group.group_id, None)
+                self.on_group_change(group)
             log.info("group %s: %d offsets expired", group.group_id, len(expired))
 
     # ------------------------------------------------------------------ group metadata
@@ -741,5 +747,6 @@ class GroupCoordinator:
                 if not code:
                     group.transition(GroupState.DEAD)
                     self.groups.pop(group_id, None)
+                    self.on_group_change(group)
             results.append(code)
         return results

@@ -221,3 +221,36 @@ def parse_subscription_topics(metadata: bytes) -> set[str]:
         return topics
     except (struct.error, UnicodeDecodeError) as exc:
         raise ValueError(f"not a consumer subscription: {exc}") from None
+
+
+def parse_assignment_partitions(assignment: bytes) -> list[tuple[str, int]]:
+    """The partitions of a ConsumerProtocolAssignment (every version starts the same way)::
+
+        version              int16
+        assigned_partitions  int32 count, then per topic: int16 length, UTF-8 name,
+                             int32 count, int32 partition ...
+        …                    user data (not needed here)
+    """
+    try:
+        position = 2
+        (topics,) = _I32.unpack_from(assignment, position)
+        position += 4
+        if topics < 0 or topics > len(assignment):
+            raise ValueError(f"bad topic count {topics}")
+        out = []
+        for _ in range(topics):
+            (length,) = _I16.unpack_from(assignment, position)
+            position += 2
+            if length < 0 or position + length > len(assignment):
+                raise ValueError("topic name runs past the assignment")
+            topic = assignment[position:position + length].decode()
+            position += length
+            (count,) = _I32.unpack_from(assignment, position)
+            position += 4
+            if count < 0 or position + 4 * count > len(assignment):
+                raise ValueError(f"bad partition count {count}")
+            out += [(topic, _I32.unpack_from(assignment, position + 4 * i)[0]) for i in range(count)]
+            position += 4 * count
+        return out
+    except (struct.error, UnicodeDecodeError) as exc:
+        raise ValueError(f"not a consumer assignment: {exc}") from None

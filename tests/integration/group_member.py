@@ -40,6 +40,19 @@ def emit(**fields: Any) -> None:
     sys.stdout.flush()
 
 
+def report(batches: dict[Any, list[Any]], assignment: list[int], last_assignment: list[int] | None) -> dict[Any, int]:
+    """Emit a changed assignment and the records of one poll (kafka-python and aiokafka
+    shape: {TopicPartition: [messages]}); the next offset to commit per partition."""
+    if assignment != last_assignment:
+        emit(event="assigned", partitions=assignment)
+    positions = {}
+    for tp, messages in batches.items():
+        for message in messages:
+            emit(event="record", partition=tp.partition, offset=message.offset, value=message.value.decode())
+            positions[tp] = message.offset + 1
+    return positions
+
+
 def run_confluent(bootstrap: str, group: str, topic: str, deadline: float) -> None:
     from confluent_kafka import Consumer, TopicPartition
 
@@ -79,14 +92,8 @@ def run_kafka_python(bootstrap: str, group: str, topic: str, deadline: float) ->
     while not stop and time.time() < deadline:
         batches = consumer.poll(200)
         assignment = sorted(tp.partition for tp in consumer.assignment())
-        if assignment != last_assignment:
-            last_assignment = assignment
-            emit(event="assigned", partitions=assignment)
-        positions = {}
-        for tp, messages in batches.items():
-            for message in messages:
-                emit(event="record", partition=tp.partition, offset=message.offset, value=message.value.decode())
-                positions[tp] = message.offset + 1
+        positions = report(batches, assignment, last_assignment)
+        last_assignment = assignment
         if positions:
             consumer.commit({tp: OffsetAndMetadata(o, "", -1) for tp, o in positions.items()})
             emit(event="committed", offsets={str(tp.partition): o for tp, o in positions.items()})
@@ -108,14 +115,8 @@ def run_aiokafka(bootstrap: str, group: str, topic: str, deadline: float) -> Non
         while not stop and time.time() < deadline:
             batches = await consumer.getmany(timeout_ms=200)
             assignment = sorted(tp.partition for tp in consumer.assignment())
-            if assignment != last_assignment:
-                last_assignment = assignment
-                emit(event="assigned", partitions=assignment)
-            positions = {}
-            for tp, messages in batches.items():
-                for message in messages:
-                    emit(event="record", partition=tp.partition, offset=message.offset, value=message.value.decode())
-                    positions[tp] = message.offset + 1
+            positions = report(batches, assignment, last_assignment)
+            last_assignment = assignment
             if positions:
                 await consumer.commit(positions)
                 emit(event="committed", offsets={str(tp.partition): o for tp, o in positions.items()})

@@ -51,15 +51,16 @@ def decode_response(api_key: int, version: int, frame: bytes) -> tuple[int, Any]
 
 
 class KioClient:
-    def __init__(self, bootstrap: str, timeout: float = 10.0) -> None:
+    def __init__(self, bootstrap: str, timeout: float = 10.0, client_id: str = "kio-tests") -> None:
         host, port = bootstrap.rsplit(":", 1)
         self.sock = socket.create_connection((host, int(port)), timeout=timeout)
         self.sock.settimeout(timeout)
+        self.client_id = client_id
         self._next = 0
 
     def send(self, api_key: int, version: int, body: Any) -> int:
         self._next += 1
-        self.sock.sendall(encode_request(api_key, version, self._next, body))
+        self.sock.sendall(encode_request(api_key, version, self._next, body, self.client_id))
         return self._next
 
     def call(self, api_key: int, version: int, body: Any) -> Any:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import socket
 import struct
+import time
 from typing import Any
 
 import pytest
@@ -330,3 +331,33 @@ def test_clients_cannot_produce_to_consumer_offsets(broker: Any) -> None:
         answer = _produce(client, 9, "__consumer_offsets", _batch([b"forged"]))
         assert answer.responses[0].partition_responses[0].error_code == ErrorCode.invalid_topic_exception
         assert fetch(client, 9, "guarded", [("t", 0)]) == {("t", 0): (5, 0)}
+
+
+def test_a_deposed_coordinators_offset_writes_are_fenced(broker: Any) -> None:
+    """Writes to __consumer_offsets carry the coordinator epoch in the client id; the
+    partition's owner refuses an epoch older than the current one (NOT_COORDINATOR)."""
+    import os
+
+    from broker.remote_partition import coordinator_client_id
+    from coordination.groups import offsets_schema as schema
+
+    with KioClient(broker.bootstrap) as client:
+        ensure_topic(client, "t")
+        commit(client, 9, "fenced", [("t", 0, 5)])  # the coordinator writes; the topic exists
+    with open(os.path.join(broker.log_dir, "coordinator_epoch"), "rb") as handle:
+        epoch = int(handle.read())
+    assert epoch >= 1
+    partition = schema.partition_for("fenced", 3)
+    record = (schema.encode_key(schema.OffsetKey("fenced", "t", 0)),
+              schema.encode_offset_value(schema.OffsetValue(999, -1, "", int(time.time() * 1000))))
+
+    def write(client_id: str) -> int:
+        with KioClient(broker.bootstrap, client_id=client_id) as writer:
+            answer = writer.call(0, 9, request(0, 9, transactional_id=None, acks=-1, timeout=5000, topic_data=[
+                {"name": "__consumer_offsets", "partition_data": [
+                    {"index": partition, "records": schema.offsets_batch([record], int(time.time() * 1000))}]}]))
+            return int(answer.responses[0].partition_responses[0].error_code)
+
+    assert write(coordinator_client_id(epoch - 1)) == ErrorCode.not_coordinator
+    assert write(coordinator_client_id(epoch)) == 0
+    assert write("castle-coordinator/not-a-number") == ErrorCode.invalid_topic_exception

@@ -1,0 +1,423 @@
+"""A Kafka client for one partition held by another broker of the cluster.
+
+The coordinator process writes and reads partitions of __consumer_offsets. When another
+broker holds the partition, the coordinator reaches it over the Kafka protocol, as any
+client would, with a client id that carries its coordinator epoch
+(``castle-coordinator/<epoch>``) so the receiving broker can fence a deposed coordinator
+(coordination/fence.py compares the epoch with the current one).
+
+One ``RemotePartitionClient`` is one TCP connection to one broker, opened on the first
+call and opened again on the call after a failure. Requests are pipelined: each gets a
+correlation id, and one reader task matches answers to callers. Framing (ours, bodies by
+kio; all three APIs are used at flexible versions)::
+
+    request   size            int32   bytes that follow
+              api_key         int16
+              api_version     int16
+              correlation_id  int32
+              client_id       int16 length + UTF-8 (stays int16 in header v2)
+              tagged fields   0x00    (header v2: flexible versions only)
+              body            kio
+    response  size            int32
+              correlation_id  int32
+              tagged fields   0x00    (header v1: flexible versions; ApiVersions answers
+                                       always use header v0)
+              body            kio
+
+Versions: Produce v9, ListOffsets v7, Fetch v12. Fetch stays at v12 because v13+ names
+topics by id, which would cost a Metadata round trip first; v12 names them.
+
+Failures never raise: every call returns the Kafka error code a client would surface.
+    refused, reset, closed by the peer, an unreadable answer  NETWORK_EXCEPTION (13)
+    no answer within ``timeout`` (connect included)            REQUEST_TIMED_OUT (7)
+A timed-out call closes the connection, as Java's NetworkClient does, so that a late
+answer can never be taken for another request's (other calls in flight on it fail too).
+Reads (ListOffsets, Fetch) are idempotent and are tried once more on a fresh connection
+when a connection opened by an earlier call fails: the broker may have closed it while
+it sat idle (a restart). Produce is never retried here: the broker may have appended the
+batch before the connection broke, and the coordinator answers its own client with the
+error, who retries as Kafka clients do.
+
+Works on uvloop and on the default asyncio loop (streams and ``asyncio.timeout`` only).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import re
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from kio.serial import entity_reader
+
+from broker.protocol import codec
+from broker.protocol.build import build
+from broker.protocol.errors import ErrorCode, KafkaError, ProtocolViolation
+from storage.batch import LOG_OVERHEAD, LOG_OVERHEAD_STRUCT, MAGIC_V2, MIN_BATCH_LENGTH, parse_header
+
+COORDINATOR_CLIENT_PREFIX = "castle-coordinator/"
+# An epoch in a client id: decimal, no sign, no leading zero, at most a Java long.
+_EPOCH_DIGITS = re.compile(r"0|[1-9][0-9]{0,18}")
+_MAX_EPOCH = (1 << 63) - 1
+
+PRODUCE, FETCH, LIST_OFFSETS, API_VERSIONS = 0, 1, 2, 18
+PRODUCE_VERSION, FETCH_VERSION, LIST_OFFSETS_VERSION = 9, 12, 7
+EARLIEST_TIMESTAMP, LATEST_TIMESTAMP = -2, -1
+
+READ_CHUNK = 1 << 20
+MAX_READ_CHUNK = 64 << 20
+# A response larger than this is garbage, not an answer: the largest we ask for is one
+# MAX_READ_CHUNK fetch; the slack covers the response's own fields.
+MAX_RESPONSE_SIZE = MAX_READ_CHUNK + (1 << 20)
+
+SIZE = struct.Struct(">i")
+REQUEST_HEADER = struct.Struct(">hhih")  # api_key, api_version, correlation_id, client_id length
+CORRELATION_ID = struct.Struct(">i")
+
+
+# ---------------------------------------------------------------------- client ids
+def coordinator_client_id(epoch: int) -> str:
+    """The client id the coordinator elected with ``epoch`` uses towards other brokers."""
+    if not 0 <= epoch <= _MAX_EPOCH:
+        raise ValueError(f"coordinator epoch {epoch} out of range")
+    return f"{COORDINATOR_CLIENT_PREFIX}{epoch}"
+
+
+def epoch_from_client_id(client_id: str | None) -> int | None:
+    """The coordinator epoch in ``client_id``; None for any other or malformed client id
+    (strict: exactly what ``coordinator_client_id`` writes, so one epoch has one id)."""
+    if client_id is None or not client_id.startswith(COORDINATOR_CLIENT_PREFIX):
+        return None
+    digits = client_id[len(COORDINATOR_CLIENT_PREFIX):]
+    if not _EPOCH_DIGITS.fullmatch(digits):  # [0-9], not str.isdigit: no "²", no "١"
+        return None
+    epoch = int(digits)
+    return epoch if epoch <= _MAX_EPOCH else None
+
+
+# ---------------------------------------------------------------------- framing
+@functools.cache
+def _reader(cls: type) -> Any:
+    return entity_reader(cls)
+
+
+def encode_request(api_key: int, version: int, correlation_id: int, client_id: str, body: Any) -> bytes:
+    """One whole request frame, size prefix included."""
+    client = client_id.encode()
+    header = REQUEST_HEADER.pack(api_key, version, correlation_id, len(client)) + client
+    if codec.is_flexible(api_key, version):
+        header += b"\x00"  # no tagged fields
+    payload = codec.encode_body(body)
+    return SIZE.pack(len(header) + len(payload)) + header + payload
+
+
+def response_header_size(api_key: int, version: int) -> int:
+    """Bytes before the body: correlation id, plus the tagged-fields byte of header v1."""
+    if api_key != API_VERSIONS and codec.is_flexible(api_key, version):
+        return CORRELATION_ID.size + 1
+    return CORRELATION_ID.size
+
+
+# ---------------------------------------------------------------------- connection
+@dataclass(slots=True)
+class _Pending:
+    future: asyncio.Future[Any]
+    response_class: type
+    header_size: int
+
+
+class _Connection:
+    """One open socket: frames are written in call order; a reader task decodes answers
+    and resolves the caller's future by correlation id. Any failure closes it and fails
+    every call in flight with NETWORK_EXCEPTION."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader = reader
+        self.writer = writer
+        self.pending: dict[int, _Pending] = {}
+        self.closed = False
+        self.task = asyncio.get_running_loop().create_task(self._read_answers())
+
+    def send(self, correlation_id: int, frame: bytes, answer: type | None, header_size: int) -> asyncio.Future[Any] | None:
+        """Queue ``frame``; the future of its answer, or None when none will come (acks=0)."""
+        if self.closed:
+            raise KafkaError(ErrorCode.network_exception, "connection closed")
+        future: asyncio.Future[Any] | None = None
+        if answer is not None:
+            future = asyncio.get_running_loop().create_future()
+            # Registered before the write: the answer cannot overtake it.
+            self.pending[correlation_id] = _Pending(future, answer, header_size)
+        self.writer.write(frame)
+        return future
+
+    async def drain(self) -> bool:
+        """Wait for the socket buffer to drain; False (and closed) if the write failed.
+        Not raising keeps one path for the caller: its future already holds the error."""
+        try:
+            await self.writer.drain()
+        except (OSError, RuntimeError) as exc:  # RuntimeError: the transport is closing
+            self.close(f"write failed: {exc!r}")
+            return False
+        return not self.closed
+
+    async def _read_answers(self) -> None:
+        reason = "closed by the peer"
+        try:
+            while True:
+                (size,) = SIZE.unpack(await self.reader.readexactly(SIZE.size))
+                if not CORRELATION_ID.size <= size <= MAX_RESPONSE_SIZE:
+                    raise ProtocolViolation(f"response of {size} bytes")
+                frame = await self.reader.readexactly(size)
+                (correlation_id,) = CORRELATION_ID.unpack_from(frame)
+                # Popped here only, even for a caller that gave up (its future is then
+                # cancelled): an id we never sent means the stream is out of step.
+                pending = self.pending.pop(correlation_id, None)
+                if pending is None:
+                    raise ProtocolViolation(f"answer to correlation id {correlation_id}, which is not in flight")
+                if pending.future.done():
+                    continue
+                try:
+                    entity, _size = _reader(pending.response_class)(frame, pending.header_size)
+                except Exception as exc:  # kio raises several types on malformed input
+                    raise ProtocolViolation(f"cannot decode {pending.response_class.__name__}: {exc!r}") from None
+                pending.future.set_result(entity)
+        except asyncio.CancelledError:
+            reason = "closed"
+        except asyncio.IncompleteReadError:
+            pass
+        except (OSError, ProtocolViolation) as exc:
+            reason = repr(exc)
+        except Exception as exc:  # never leave callers waiting for their timeout
+            reason = f"unexpected {exc!r}"
+        self.close(reason)
+
+    def close(self, reason: str = "closed") -> None:
+        if self.closed:
+            return
+        self.closed = True
+        for pending in self.pending.values():
+            if not pending.future.done():
+                pending.future.set_exception(KafkaError(ErrorCode.network_exception, reason))
+        self.pending.clear()
+        self.writer.close()
+        if self.task is not asyncio.current_task():
+            self.task.cancel()
+
+    async def wait_closed(self) -> None:
+        with contextlib.suppress(Exception, asyncio.CancelledError):
+            await self.writer.wait_closed()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.task
+
+
+# ---------------------------------------------------------------------- the client
+class RemotePartitionClient:
+    """One connection to one broker (host, port), opened lazily, re-opened after a
+    failure; requests pipelined with correlation ids; every call has a timeout.
+
+    Used from one event loop (its connection and lock belong to the loop that opened them)."""
+
+    def __init__(self, host: str, port: int, client_id: str, timeout: float = 30.0) -> None:
+        self.host = host
+        self.port = port
+        self.client_id = client_id
+        self.timeout = timeout
+        self._connection: _Connection | None = None
+        self._connecting: asyncio.Lock | None = None
+        self._next_correlation_id = 0
+        self._closed = False
+
+    # ------------------------------------------------------------------ API
+    async def produce(self, topic: str, partition: int, batch: bytes, acks: int = -1) -> int:
+        """Append ``batch`` (Produce v9); the partition's error code. With acks=0 the broker
+        sends no answer: 0 means the request was written."""
+        body = {"transactional_id": None, "acks": acks, "timeout": int(self.timeout * 1000),
+                "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": batch}]}]}
+        try:
+            answer = await self._call(PRODUCE, PRODUCE_VERSION, body, expect_answer=acks != 0, idempotent=False)
+            if answer is None:
+                return 0
+            return int(_partition_of(answer.responses, "name", "partition_responses", "index", topic, partition).error_code)
+        except KafkaError as exc:
+            return int(exc.code)
+
+    async def high_watermark(self, topic: str, partition: int) -> tuple[int, int, int]:
+        """(error, log start offset, high watermark), by ListOffsets v7 for the earliest
+        (-2) and the latest (-1) offset; two pipelined requests, as Kafka refuses a
+        partition named twice in one."""
+        earliest, latest = await asyncio.gather(self._list_offset(topic, partition, EARLIEST_TIMESTAMP),
+                                                self._list_offset(topic, partition, LATEST_TIMESTAMP))
+        error = earliest[0] or latest[0]
+        if error:
+            return error, -1, -1
+        return 0, earliest[1], latest[1]
+
+    async def fetch(self, topic: str, partition: int, offset: int, max_bytes: int = READ_CHUNK) -> tuple[int, int, bytes]:
+        """(error, high watermark, record bytes) of one Fetch v12 from ``offset``: the raw
+        batches as the broker sent them; the last may be cut short at ``max_bytes``."""
+        body = {"replica_id": -1, "max_wait": 0, "min_bytes": 1, "max_bytes": max_bytes, "isolation_level": 0,
+                "session_id": 0, "session_epoch": -1, "forgotten_topics_data": (), "rack_id": "",
+                "topics": [{"topic": topic, "partitions": [
+                    {"partition": partition, "current_leader_epoch": -1, "fetch_offset": offset,
+                     "last_fetched_epoch": -1, "log_start_offset": -1, "partition_max_bytes": max_bytes}]}]}
+        try:
+            answer = await self._call(FETCH, FETCH_VERSION, body)
+            if answer.error_code:
+                return int(answer.error_code), -1, b""
+            data = _partition_of(answer.responses, "topic", "partitions", "partition_index", topic, partition)
+        except KafkaError as exc:
+            return int(exc.code), -1, b""
+        if data.error_code:
+            return int(data.error_code), int(data.high_watermark), b""
+        return 0, int(data.high_watermark), data.records or b""
+
+    async def read_all(self, topic: str, partition: int, max_bytes: int = READ_CHUNK) -> tuple[int, bytes]:
+        """Every batch from the log start to the high watermark (as it was when the read
+        began), concatenated; (error, b"") on failure. Batches come whole, so the first
+        may hold records below the log start offset (after DeleteRecords): callers that
+        care skip them, as WorkerOffsetsLog.read_partition does."""
+        error, log_start, high_watermark = await self.high_watermark(topic, partition)
+        if error:
+            return error, b""
+        chunks: list[bytes] = []
+        offset = max(0, log_start)
+        chunk = max_bytes
+        while offset < high_watermark:
+            error, fetched_high_watermark, data = await self.fetch(topic, partition, offset, chunk)
+            if error:
+                return error, b""
+            try:
+                length, next_offset = complete_batches(data, offset, high_watermark)
+            except KafkaError as exc:
+                return int(exc.code), b""
+            if next_offset > offset:
+                chunks.append(data[:length])
+                offset = next_offset
+                continue
+            if not data and fetched_high_watermark <= offset:
+                break  # the log ends below the watermark we started with: nothing left
+            # No whole batch fitted (or none came): a broker may cut a batch larger than
+            # max_bytes. Ask for more, up to a bound, rather than loop forever.
+            if chunk >= MAX_READ_CHUNK:
+                return int(ErrorCode.corrupt_message), b""
+            chunk = min(chunk * 2, MAX_READ_CHUNK)
+        return 0, b"".join(chunks)
+
+    async def close(self) -> None:
+        """Close the connection; later calls answer NETWORK_EXCEPTION without connecting."""
+        self._closed = True
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            connection.close()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.timeout):
+                    await connection.wait_closed()
+
+    # ------------------------------------------------------------------ calls
+    async def _list_offset(self, topic: str, partition: int, timestamp: int) -> tuple[int, int]:
+        body = {"replica_id": -1, "isolation_level": 0, "topics": [{"name": topic, "partitions": [
+            {"partition_index": partition, "current_leader_epoch": -1, "timestamp": timestamp}]}]}
+        try:
+            answer = await self._call(LIST_OFFSETS, LIST_OFFSETS_VERSION, body)
+            data = _partition_of(answer.topics, "name", "partitions", "partition_index", topic, partition)
+        except KafkaError as exc:
+            return int(exc.code), -1
+        return int(data.error_code), int(data.offset)
+
+    async def _call(self, api_key: int, version: int, fields: dict[str, Any], *, expect_answer: bool = True,
+                    idempotent: bool = True) -> Any:
+        """Send one request and return the decoded answer (None when ``expect_answer`` is
+        False); raises KafkaError with the code to surface. One deadline covers the
+        connect, the write, the answer and the one retry of an idempotent request."""
+        if self._closed:
+            raise KafkaError(ErrorCode.network_exception, "client closed")
+        request_class = codec.request_class(api_key, version)
+        assert request_class is not None, f"kio has no api {api_key} v{version}"  # our fixed versions
+        body = build(request_class, fields)
+        answer_class = codec.response_class(api_key, version) if expect_answer else None
+        header_size = response_header_size(api_key, version)
+        connection: _Connection | None = None
+        try:
+            async with asyncio.timeout(self.timeout):
+                attempts = 2 if idempotent else 1
+                while True:
+                    attempts -= 1
+                    connection, reused = await self._connect()
+                    self._next_correlation_id = (self._next_correlation_id + 1) & 0x7FFFFFFF
+                    correlation_id = self._next_correlation_id
+                    frame = encode_request(api_key, version, correlation_id, self.client_id, body)
+                    try:
+                        future = connection.send(correlation_id, frame, answer_class, header_size)
+                        written = await connection.drain()
+                        if future is not None:
+                            return await future
+                        if not written:
+                            raise KafkaError(ErrorCode.network_exception, "write failed")
+                        return None
+                    except KafkaError as exc:
+                        if exc.code != ErrorCode.network_exception or not reused or attempts <= 0:
+                            raise
+        except TimeoutError:
+            if connection is not None:
+                connection.close("request timed out")
+            raise KafkaError(ErrorCode.request_timed_out, f"no answer from {self.host}:{self.port} "
+                                                          f"within {self.timeout} s") from None
+
+    async def _connect(self) -> tuple[_Connection, bool]:
+        """The open connection, or a new one; True when it was opened by an earlier call."""
+        connection = self._connection
+        if connection is not None and not connection.closed:
+            return connection, True
+        if self._connecting is None:
+            self._connecting = asyncio.Lock()
+        async with self._connecting:  # concurrent callers share one connect
+            connection = self._connection
+            if connection is not None and not connection.closed:
+                return connection, True
+            if self._closed:
+                raise KafkaError(ErrorCode.network_exception, "client closed")
+            try:
+                reader, writer = await asyncio.open_connection(self.host, self.port)
+            except OSError as exc:
+                raise KafkaError(ErrorCode.network_exception, f"cannot connect to {self.host}:{self.port}: {exc}") from None
+            connection = self._connection = _Connection(reader, writer)
+            return connection, False
+
+
+def _partition_of(topics: Any, topic_field: str, partitions_field: str, index_field: str, topic: str,
+                  partition: int) -> Any:
+    """The answer's entry for (topic, partition); a broker that leaves it out has broken
+    the protocol, which a client sees as UNKNOWN_SERVER_ERROR."""
+    for entry in topics:
+        if getattr(entry, topic_field) == topic:
+            for data in getattr(entry, partitions_field):
+                if getattr(data, index_field) == partition:
+                    return data
+    raise KafkaError(ErrorCode.unknown_server_error, f"the answer has no {topic}-{partition}")
+
+
+def complete_batches(data: bytes, offset: int, high_watermark: int) -> tuple[int, int]:
+    """(bytes of the whole batches at the start of ``data`` that begin below
+    ``high_watermark``, the offset after the last of them — ``offset`` when there is
+    none). A batch cut short at max_bytes ends the scan: it is fetched again whole.
+    Raises KafkaError(CORRUPT_MESSAGE) on a batch no broker would send."""
+    position = 0
+    next_offset = offset
+    while len(data) - position >= LOG_OVERHEAD:
+        _base_offset, batch_length = LOG_OVERHEAD_STRUCT.unpack_from(data, position)
+        if batch_length < MIN_BATCH_LENGTH:
+            raise KafkaError(ErrorCode.corrupt_message, f"batchLength {batch_length} at byte {position}")
+        end = position + LOG_OVERHEAD + batch_length
+        if end > len(data):
+            break
+        header = parse_header(data, position)
+        if header.magic != MAGIC_V2:
+            raise KafkaError(ErrorCode.corrupt_message, f"magic {header.magic} at byte {position}")
+        if header.base_offset >= high_watermark:
+            break
+        next_offset = max(next_offset, header.next_offset)
+        position = end
+    return position, next_offset

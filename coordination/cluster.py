@@ -1,0 +1,203 @@
+"""What a worker process knows of the cluster: topics, who holds each partition, which
+brokers are alive, and the coordinator epoch (for fencing).
+
+Two implementations with one shape, chosen by ``zookeeper.connect``:
+
+- ``LocalCluster``: one broker. Topics in ``<log.dirs[0]>/cluster-metadata.json``; this
+  broker holds every partition; the epoch is ``<log.dirs[0]>/coordinator_epoch``.
+- ``ZooKeeperCluster``: one KazooClient per worker process. Topics come from
+  ZooKeeperTopicRegistry (a snapshot refreshed from watches); live brokers and the epoch
+  are kept current by a children watch on /brokers/ids and a data watch on
+  /consumers/coordinator_epoch, so the worker's hot path (``leader_of``, ``live_brokers``,
+  ``current_epoch``) never waits on ZooKeeper. Watch callbacks run on kazoo's thread and
+  only replace whole values (an attribute assignment is atomic under the GIL).
+
+A partition's leader is the first broker of its replica list (no replication yet: the
+only replica); ``leader_of`` answers -1 when that broker is not alive.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any, Mapping, Protocol
+
+from coordination.fence import FileEpochFence
+from coordination.local import LocalTopics
+
+log = logging.getLogger(__name__)
+
+
+class ClusterView(Protocol):
+    node_id: int
+    registry: Any  # a TopicRegistry (coordination.backend): LocalTopics, or ZooKeeper's behind a refresh proxy
+
+    def refresh(self) -> bool:
+        """Bring the topic snapshot up to date; True when it changed."""
+        ...
+
+    def replicas(self, topic: str) -> Mapping[int, list[int]]: ...
+
+    def holder_of(self, topic: str, partition: int) -> int:
+        """The broker that holds the partition (whether alive or not), -1 if unknown."""
+        ...
+
+    def live_brokers(self) -> Mapping[int, tuple[str, int]]: ...
+
+    def current_epoch(self) -> int: ...
+
+    def close(self) -> None: ...
+
+
+class LocalCluster:
+    def __init__(self, log_dir: str, node_id: int, advertised: tuple[str, int]) -> None:
+        self.node_id = node_id
+        self.registry = LocalTopics(log_dir, node_id)
+        self._fence = FileEpochFence(log_dir)
+        self._brokers = {node_id: advertised}
+
+    def refresh(self) -> bool:
+        return self.registry.refresh()
+
+    def replicas(self, topic: str) -> Mapping[int, list[int]]:
+        info = self.registry.get(topic)
+        return {p: [self.node_id] for p in range(info.partitions)} if info is not None else {}
+
+    def holder_of(self, topic: str, partition: int) -> int:
+        return self.node_id
+
+    def live_brokers(self) -> Mapping[int, tuple[str, int]]:
+        return self._brokers
+
+    def current_epoch(self) -> int:
+        return self._fence.current_epoch()
+
+    def close(self) -> None:
+        pass
+
+
+class ZooKeeperCluster:
+    def __init__(self, zookeeper_connect: str, node_id: int, session_timeout: float, start_timeout: float) -> None:
+        from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+
+        from coordination.znodes import BrokerIdsZNode, CoordinatorEpochZNode
+        from coordination.zookeeper import ZooKeeperBackend
+
+        self.node_id = node_id
+        self.backend = ZooKeeperBackend(zookeeper_connect, node_id, session_timeout=session_timeout)
+        self.backend.start(start_timeout)
+        self._topics = self.backend.topics()
+        self.registry = _RefreshingRegistry(self._topics, self)
+        self._holders: dict[str, dict[int, int]] = {}
+        self._brokers: dict[int, tuple[str, int]] = {}
+        self._epoch = 0
+        self._lock = threading.Lock()
+        self._topics.refresh()
+        self._rebuild_holders()
+        # A watch callback runs on kazoo's one callback thread, where a blocking ZooKeeper
+        # call can deadlock: it only wakes this reader thread.
+        self._brokers_dirty = threading.Event()
+        self._closed = False
+        threading.Thread(target=self._read_brokers, name="live-brokers", daemon=True).start()
+        ChildrenWatch(self.backend.client, BrokerIdsZNode.PATH, func=self._brokers_changed)
+        DataWatch(self.backend.client, CoordinatorEpochZNode.PATH, func=self._epoch_changed)
+
+    # ------------------------------------------------------------------ watches (kazoo's thread)
+    def _brokers_changed(self, _children: list[str]) -> None:
+        self._brokers_dirty.set()
+
+    def _read_brokers(self) -> None:
+        while not self._closed:
+            self._brokers_dirty.wait()
+            self._brokers_dirty.clear()
+            if self._closed:
+                return
+            try:
+                self._brokers = dict(self.backend.live_brokers())
+            except Exception:
+                log.exception("cannot read the live brokers")
+                self._brokers_dirty.set()
+                time.sleep(0.5)
+
+    def _epoch_changed(self, data: bytes | None, _stat: Any) -> None:
+        if data:
+            try:
+                epoch = int(data.strip() or b"0")
+            except ValueError:
+                log.warning("unreadable coordinator epoch %r", data)
+                return
+            with self._lock:
+                self._epoch = max(self._epoch, epoch)
+
+    # ------------------------------------------------------------------ reads
+    def refresh(self) -> bool:
+        changed = self._topics.refresh()
+        if changed:
+            self._rebuild_holders()
+        return changed
+
+    def _rebuild_holders(self) -> None:
+        holders = {}
+        for info in self._topics.all():
+            try:
+                replicas = self._topics.replicas(info.name)
+            except Exception:
+                continue
+            holders[info.name] = {p: (r[0] if r else -1) for p, r in replicas.items()}
+        self._holders = holders
+
+    def replicas(self, topic: str) -> Mapping[int, list[int]]:
+        try:
+            return self._topics.replicas(topic)
+        except Exception:
+            return {}
+
+    def holder_of(self, topic: str, partition: int) -> int:
+        holders = self._holders.get(topic)
+        if holders is None or partition not in holders:
+            # New to us (or grown): the snapshot may already have it even when another
+            # caller's refresh() consumed the change.
+            self.refresh()
+            self._rebuild_holders()
+            holders = self._holders.get(topic, {})
+        return holders.get(partition, -1)
+
+    def live_brokers(self) -> Mapping[int, tuple[str, int]]:
+        return self._brokers
+
+    def current_epoch(self) -> int:
+        with self._lock:
+            return self._epoch
+
+    def close(self) -> None:
+        self._closed = True
+        self._brokers_dirty.set()
+        self.backend.close()
+
+
+class _RefreshingRegistry:
+    """The ZooKeeper topic registry, whose refresh() also updates the partition holders
+    (callers anywhere in the broker refresh the registry directly)."""
+
+    def __init__(self, registry: Any, cluster: ZooKeeperCluster) -> None:
+        self._registry = registry
+        self._cluster = cluster
+
+    def refresh(self) -> bool:
+        return self._cluster.refresh()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._registry, name)
+
+
+def open_cluster(config: Any) -> ClusterView:
+    """The view for a broker config (broker.config.BrokerConfig)."""
+    connect = str(config["zookeeper.connect"])
+    if connect:
+        return ZooKeeperCluster(connect, config.node_id, int(config["zookeeper.session.timeout.ms"]) / 1000,
+                                int(config["zookeeper.connection.timeout.ms"]) / 1000)
+    return LocalCluster(config.log_dirs[0], config.node_id, config.advertised)
+
+
+__all__ = ["ClusterView", "LocalCluster", "ZooKeeperCluster", "open_cluster"]
