@@ -293,12 +293,10 @@ class GroupCoordinator:
         member.rebalance_timeout_ms = rebalance_timeout_ms
         member.touch()
         if group.is_(GroupState.STABLE) and member.same_protocols(protocols):
-            # Nothing changed: no rebalance (KIP-345); it keeps its assignment.
-            answer = self._join_answer(group, member)
-            if member.member_id != group.leader_id:
-                return answer
-            # The leader gets the member list, but must not reassign (KIP-814 skip_assignment).
-            return answer
+            # Nothing changed: no rebalance (KIP-345); it keeps its assignment. A returning
+            # leader gets the member list too; its SyncGroup in Stable just returns its
+            # assignment, so an assignment it computes again is not installed.
+            return self._join_answer(group, member)
         member.protocols = protocols
         if group.is_(GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
             self._prepare_rebalance(group, f"static member {member.group_instance_id} rejoined with new metadata")

@@ -9,6 +9,7 @@ the coordinator process (kill -9, found by its process title).
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 import uuid
@@ -191,5 +192,64 @@ def test_group_carries_on_after_the_coordinator_process_is_killed(cluster: Any, 
     finally:
         for member in started:
             member.stop(timeout=15)
+        client.stop()
+        client.close()
+
+
+def heartbeat_error(bootstrap: str) -> int:
+    with KioClient(bootstrap) as raw:
+        answer = raw.call(12, 4, request(12, 4, group_id="probe", generation_id=1, member_id="m", group_instance_id=None))
+        return int(answer.error_code)
+
+
+def test_coordinator_stops_serving_while_its_session_is_suspended(cluster: Any, zookeeper_server: Any) -> None:
+    """ZooKeeper stops answering (SIGSTOP): once the coordinator's session is SUSPENDED it
+    answers NOT_COORDINATOR (it cannot know whether it is still elected); when the session
+    comes back it serves again."""
+    import signal as signals
+
+    broker = cluster(1)
+    wait_until(lambda: heartbeat_error(broker.bootstrap) == ErrorCode.unknown_member_id, 20, "the coordinator serving")
+    zookeeper_server.proc.send_signal(signals.SIGSTOP)
+    try:
+        wait_until(lambda: heartbeat_error(broker.bootstrap) == ErrorCode.not_coordinator, SESSION_MS / 1000 * 3,
+                   "the coordinator to stop serving")
+    finally:
+        zookeeper_server.proc.send_signal(signals.SIGCONT)
+    wait_until(lambda: heartbeat_error(broker.bootstrap) == ErrorCode.unknown_member_id, 30, "the coordinator serving again")
+
+
+def test_coordinator_campaigns_again_after_its_session_is_lost(cluster: Any, zk_connect: str) -> None:
+    """The coordinator process is paused (SIGSTOP) for longer than its ZooKeeper session:
+    the session expires and its ephemeral nodes go. When it resumes it sees LOST, resigns,
+    registers the broker again, campaigns again (a new epoch), reloads the offsets, and the
+    group goes on from its committed offsets."""
+    import signal as signals
+
+    broker = cluster(1)
+    create_topic(broker.bootstrap, "lost", 2)
+    client = zk(zk_connect)
+    member = MemberProcess("confluent", broker.bootstrap, "g-lost", "lost")
+    try:
+        wait_until(lambda: member.assignment() == [0, 1], 30, "the member assigned")
+        first = produce(broker.bootstrap, "lost", 2, 50, "before")
+        wait_until(lambda: set(consumed_values([member])) >= first, 30, "the first records consumed")
+        epoch_before = int(client.get("/consumers/coordinator_epoch")[0])
+        coordinator = broker.coordinator_pid()
+        assert coordinator is not None
+        os.kill(coordinator, signals.SIGSTOP)
+        try:
+            wait_until(lambda: not client.exists("/consumers/coordinator"), SESSION_MS / 1000 * 4, "the session expired")
+        finally:
+            os.kill(coordinator, signals.SIGCONT)
+        wait_until(lambda: client.exists("/consumers/coordinator")
+                   and int(client.get("/consumers/coordinator_epoch")[0]) > epoch_before, 40, "a new election")
+        wait_until(lambda: client.exists("/brokers/ids/1"), 20, "the broker registered again")
+        assert broker.coordinator_pid() == coordinator, "the same process, not a restart"
+        second = produce(broker.bootstrap, "lost", 2, 50, "after")
+        wait_until(lambda: set(consumed_values([member])) >= first | second, 60, "the records after the outage consumed")
+        assert set(consumed_values([member])) == first | second
+    finally:
+        member.stop(timeout=15)
         client.stop()
         client.close()
