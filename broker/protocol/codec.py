@@ -15,6 +15,7 @@ from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
 from broker.protocol.errors import ProtocolViolation
+from broker.protocol.guard import check_request
 
 
 @functools.cache
@@ -54,6 +55,7 @@ def decode_request(api_key: int, version: int, frame: bytes | memoryview, offset
     cls = request_class(api_key, version)
     if cls is None:
         raise ProtocolViolation(f"no schema for api {api_key} v{version}")
+    check_request(cls, frame, offset)  # kio's reader aborts the process on absurd lengths
     try:
         entity, _size = _reader(cls)(frame, offset)
     except Exception as exc:  # kio raises several types on malformed input

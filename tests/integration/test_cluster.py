@@ -113,6 +113,22 @@ def test_topics_spread_over_brokers_and_metadata_names_every_leader(cluster: Any
             {"name": "spread", "partition_data": [{"index": foreign, "records": _batch([b"wrong broker"])}]}]))
         assert answer.responses[0].partition_responses[0].error_code == ErrorCode.not_leader_or_follower
 
+    # An explicit replica assignment is honoured (kafka-python's admin: confluent-kafka
+    # 2.16 refuses a NewTopic with an assignment on the client side).
+    from kafka.admin import KafkaAdminClient
+    from kafka.admin import NewTopic as KafkaNewTopic
+    from kafka.errors import InvalidReplicationAssignmentError
+
+    admin = KafkaAdminClient(bootstrap_servers=one.bootstrap)
+    try:
+        admin.create_topics([KafkaNewTopic("by-hand", -1, -1, replica_assignments={0: [2], 1: [2], 2: [1]})])
+        wait_until(lambda: leaders(metadata(one.bootstrap, "by-hand")) == {0: (2, 0), 1: (2, 0), 2: (1, 0)}, 10,
+                   "the assignment as given")
+        with pytest.raises(InvalidReplicationAssignmentError):
+            admin.create_topics([KafkaNewTopic("nowhere", -1, -1, replica_assignments={0: [9]})])
+    finally:
+        admin.close()
+
     # While broker 2 is down its partitions have no leader.
     two.stop()
     wait_until(lambda: {b.node_id for b in metadata(one.bootstrap, "spread").brokers} == {1}, 10, "broker 2 gone")
@@ -163,9 +179,12 @@ def test_group_carries_on_after_the_coordinator_process_is_killed(cluster: Any, 
         assert len(members) == 2
         owners = {client.get(f"/consumers/g-failover/owners/failover/{p}")[0].decode() for p in range(4)}
         assert len(owners) == 2 and all(any(o.startswith(m[:8]) for m in members) for o in owners)
-        # The other broker's coordinator process is not elected: it answers NOT_COORDINATOR.
+        # The other broker's coordinator process is not elected: it answers NOT_COORDINATOR,
+        # and its FindCoordinator names the elected one.
         other = brokers[3 - elected]
         with KioClient(other.bootstrap) as raw:
+            found = raw.call(10, 6, request(10, 6, key_type=0, coordinator_keys=["g-failover"])).coordinators[0]
+            assert (found.error_code, found.node_id, found.port) == (0, elected, brokers[elected].port)
             answer = raw.call(12, 4, request(12, 4, group_id="g-failover", generation_id=1, member_id="m",
                                              group_instance_id=None))
             assert answer.error_code == ErrorCode.not_coordinator

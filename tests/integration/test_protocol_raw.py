@@ -178,6 +178,10 @@ def _closed(sock: socket.socket) -> bool:
         return True
 
 
+def _with_size(frame: bytes) -> bytes:
+    return struct.pack(">i", len(frame)) + frame
+
+
 BAD_FRAMES = {
     "garbage": struct.pack(">i", 12) + b"\xde\xad\xbe\xef" * 3,
     "huge size": struct.pack(">i", 200 * 1024 * 1024) + b"\x00" * 16,
@@ -185,6 +189,11 @@ BAD_FRAMES = {
     "unknown api key": struct.pack(">i", 10) + struct.pack(">hhih", 4242, 0, 1, -1),
     "unsupported produce version": struct.pack(">i", 10) + struct.pack(">hhih", 0, 1, 1, -1),
     "body cut short": struct.pack(">i", 14) + struct.pack(">hhih", 3, 4, 1, -1) + struct.pack(">i", 3),
+    # A flexible FindCoordinator v5 whose coordinator_keys declares billions of entries:
+    # kio's native reader would try to allocate them and abort the worker (broker/protocol/guard.py).
+    "absurd array count": _with_size(struct.pack(">hhih", 10, 5, 1, -1) + b"\x00" + bytes.fromhex("e5faaab6bf5660447acc47be9664549cb8")),
+    "absurd produce partition count": _with_size(struct.pack(">hhih", 0, 9, 1, -1) + b"\x00"
+                                                 + b"\x00" + struct.pack(">hi", 1, 1000) + b"\x02\x01t" + b"\xff\xff\xff\xff\x0f"),
 }
 
 
