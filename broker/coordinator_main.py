@@ -43,6 +43,7 @@ from broker.node import owner_index
 from broker.protocol import codec
 from broker.protocol.errors import ErrorCode, KafkaError
 from broker.remote_partition import RemotePartitionClient, coordinator_client_id
+from broker.segment_files import SegmentFiles
 from coordination.groups import offsets_schema as schema
 from coordination.groups.coordinator import CoordinatorSettings, GroupCoordinator
 from coordination.groups.group import CONSUMER_PROTOCOL_TYPE, Group, parse_assignment_partitions
@@ -117,6 +118,7 @@ class WorkerOffsetsLog:
         self.links = [PeerLink(i, socket_path(run_dir, i)) for i in range(workers)]
         self.locate: Locator = lambda _partition: (node_id, "", -1)
         self._remote: dict[tuple[str, int, int], RemotePartitionClient] = {}
+        self.files = SegmentFiles(capacity=16)
 
     def _link(self, tp: TopicPartition) -> PeerLink:
         return self.links[owner_index(tp, self.workers)]
@@ -150,7 +152,7 @@ class WorkerOffsetsLog:
             code, data = await self._remote_client(host, port).read_all(OFFSETS_TOPIC, partition)
             if code:
                 raise KafkaError(ErrorCode(code), f"reading {OFFSETS_TOPIC}-{partition} from broker {holder}")
-            return _entries_of(data, 0)
+            return _entries_of(data, 0)[0]
         tp = TopicPartition(OFFSETS_TOPIC, partition)
         link = self._link(tp)
         ((log_start, high_watermark, _end),) = await link.call("partition_state", [tp], timeout=30)
@@ -162,25 +164,39 @@ class WorkerOffsetsLog:
                 raise KafkaError(ErrorCode(result.error_code), f"reading {tp} at {offset}")
             if not result.length:
                 break
-            data = _read_range(result.path, result.inode, result.position, result.length)
-            entries.extend(_entries_of(data, offset))
-            next_offset = max((header.next_offset for header, _records in iter_batches(data)), default=offset)
+            data = self._read_range(result.path, result.inode, result.position, result.length)
+            found, next_offset = _entries_of(data, offset)
+            entries.extend(found)
             if next_offset <= offset:
                 raise KafkaError(ErrorCode.corrupt_message, f"{tp}: no progress reading at {offset}")
             offset = next_offset
         return entries
+
+    def _read_range(self, path: str, inode: int, position: int, length: int) -> bytes:
+        """The bytes the owner pointed at, from the same file (checked by inode, as Fetch does)."""
+        fd = self.files.dup_fd(path, inode)
+        if fd is None:
+            raise KafkaError(ErrorCode.request_timed_out, f"{path} was replaced while loading")
+        try:
+            return os.pread(fd, length, position)
+        finally:
+            os.close(fd)
 
     async def close(self) -> None:
         for link in self.links:
             link.close()
         for client in self._remote.values():
             await client.close()
+        self.files.close()
 
 
-def _entries_of(data: bytes, from_offset: int) -> list[tuple[Any, Any]]:
-    """(key, value) of the records of whole batches in ``data`` at or after ``from_offset``."""
+def _entries_of(data: bytes, from_offset: int) -> tuple[list[tuple[Any, Any]], int]:
+    """(key, value) of the records of whole batches in ``data`` at or after ``from_offset``,
+    and the offset after the last whole batch (``from_offset`` if there is none)."""
     entries = []
+    next_offset = from_offset
     for header, records in iter_batches(data):
+        next_offset = max(next_offset, header.next_offset)
         if header.is_control:
             continue
         for record in records:
@@ -189,17 +205,7 @@ def _entries_of(data: bytes, from_offset: int) -> list[tuple[Any, Any]]:
             entry = _decode_entry(record.key, record.value)
             if entry is not None:
                 entries.append(entry)
-    return entries
-
-
-def _read_range(path: str, inode: int, position: int, length: int) -> bytes:
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        if os.fstat(fd).st_ino != inode:
-            raise KafkaError(ErrorCode.request_timed_out, f"{path} was replaced while loading")
-        return os.pread(fd, length, position)
-    finally:
-        os.close(fd)
+    return entries, next_offset
 
 
 def _decode_entry(key: bytes, value: bytes | None) -> tuple[Any, Any] | None:
@@ -520,7 +526,8 @@ class CoordinatorProcess:
             except TopicRegistryError as exc:
                 if exc.code != ErrorCode.topic_already_exists:
                     raise
-        info = self.topics.get(OFFSETS_TOPIC) if self.topics.refresh() or True else None
+        self.topics.refresh()
+        info = self.topics.get(OFFSETS_TOPIC)
         if info is not None and info.partitions != self.offsets_log.partitions:
             log.warning("__consumer_offsets has %d partitions (offsets.topic.num.partitions is %d): using %d",
                         info.partitions, self.offsets_log.partitions, info.partitions)

@@ -20,7 +20,7 @@ import orjson
 
 from broker.config import BrokerConfig
 from broker.handoff import HandoffSender
-from broker.ipc import PeerLink, Peers
+from broker.ipc import PeerLink, Peers, PeerUnavailable
 from broker.owner import Owner
 from broker.protocol.errors import ErrorCode, KafkaError
 from broker.purgatory import FetchPurgatory
@@ -90,17 +90,12 @@ class WorkerNode:
 
     def owns(self, tp: TopicPartition) -> bool:
         """This worker writes ``tp``: this broker holds it and it maps to this worker."""
-        return owner_index(tp, self.count) == self.index and self.cluster.holder_of(tp.topic, tp.partition) == self.node_id
+        return owner_index(tp, self.count) == self.index and self.holds(tp)
 
     def holds(self, tp: TopicPartition) -> bool:
         """This broker holds ``tp`` (is its leader); other brokers' partitions answer
         NOT_LEADER_OR_FOLLOWER."""
         return self.cluster.holder_of(tp.topic, tp.partition) == self.node_id
-
-    def leader_of(self, topic: str, partition: int) -> int:
-        """The live broker that leads the partition, -1 while its holder is down."""
-        holder = self.cluster.holder_of(topic, partition)
-        return holder if holder in self.cluster.live_brokers() else -1
 
     def topic(self, name: str) -> TopicInfo | None:
         info = self.registry.get(name)
@@ -142,10 +137,8 @@ class WorkerNode:
         try:
             body: bytes = await self.coordinator_link.call("serve", ctx.api_key, ctx.api_version, request,
                                                            ctx.client_id, f"/{host}", timeout=timeout)
-        except KafkaError as exc:
-            if exc.code == ErrorCode.not_leader_or_follower:  # the coordinator process is restarting
-                raise KafkaError(ErrorCode.coordinator_not_available, str(exc)) from None
-            raise
+        except PeerUnavailable as exc:  # the coordinator process is restarting
+            raise KafkaError(ErrorCode.coordinator_not_available, str(exc)) from None
         return body
 
     async def find_coordinator(self) -> tuple[int, int, str, int]:

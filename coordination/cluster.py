@@ -8,12 +8,12 @@ Two implementations with one shape, chosen by ``zookeeper.connect``:
 - ``ZooKeeperCluster``: one KazooClient per worker process. Topics come from
   ZooKeeperTopicRegistry (a snapshot refreshed from watches); live brokers and the epoch
   are kept current by a children watch on /brokers/ids and a data watch on
-  /consumers/coordinator_epoch, so the worker's hot path (``leader_of``, ``live_brokers``,
+  /consumers/coordinator_epoch, so the worker's hot path (``holder_of``, ``live_brokers``,
   ``current_epoch``) never waits on ZooKeeper. Watch callbacks run on kazoo's thread and
   only replace whole values (an attribute assignment is atomic under the GIL).
 
 A partition's leader is the first broker of its replica list (no replication yet: the
-only replica); ``leader_of`` answers -1 when that broker is not alive.
+only replica); Metadata reports no leader (-1) while that broker is not alive.
 """
 
 from __future__ import annotations

@@ -27,15 +27,16 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import types
 import typing
 from typing import Any
 
 from broker.protocol.errors import ProtocolViolation
+from broker.protocol.framing import read_uvarint
 
 FIXED_SIZES = {"bool": 1, "int8": 1, "int16": 2, "int32": 4, "timedelta_i32": 4, "int64": 8, "timedelta_i64": 8,
                "float64": 8, "uuid": 16, "uint16": 2, "uint32": 4, "uint64": 8}
 VARIABLE = frozenset({"string", "bytes", "records"})
-MAX_UVARINT_BYTES = 5
 
 # A step: (is_array, kind) with kind a kafka_type string, a nested entity class, or an
 # int: the total size of a run of fixed-size fields, skipped at once.
@@ -82,27 +83,13 @@ def _plan(cls: Any) -> tuple[bool, tuple[Step, ...]]:
 def _unwrap(hint: Any) -> tuple[bool, Any]:
     """(is an array, element type) of a field's type hint, Optional removed."""
     origin = typing.get_origin(hint)
-    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+    if origin in (typing.Union, types.UnionType):
         real = [a for a in typing.get_args(hint) if a is not type(None)]
         return _unwrap(real[0])
     if origin is tuple:
         (inner, _ellipsis) = typing.get_args(hint)
         return True, _unwrap(inner)[1]
     return False, hint
-
-
-def _uvarint(buf: bytes | memoryview, position: int, end: int) -> tuple[int, int]:
-    value = shift = 0
-    for i in range(MAX_UVARINT_BYTES):
-        if position >= end:
-            raise _Short("a varint runs past the end")
-        byte = buf[position]
-        position += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, position
-        shift += 7
-    raise _Short("a varint longer than 5 bytes")
 
 
 def _signed(buf: bytes | memoryview, position: int, end: int, size: int) -> tuple[int, int]:
@@ -114,7 +101,7 @@ def _signed(buf: bytes | memoryview, position: int, end: int, size: int) -> tupl
 def _count(buf: bytes | memoryview, position: int, end: int, flexible: bool, size: int) -> tuple[int, int]:
     """A declared array count or byte length (-1: null), checked against the bytes left."""
     if flexible:
-        raw, position = _uvarint(buf, position, end)
+        raw, position = read_uvarint(buf, position)
         count = raw - 1
     else:
         count, position = _signed(buf, position, end, size)
@@ -154,12 +141,12 @@ def _entity(cls: Any, buf: bytes | memoryview, position: int, end: int) -> int:
         else:
             position = _value(kind, buf, position, end, flexible)
     if flexible:
-        tags, position = _uvarint(buf, position, end)
+        tags, position = read_uvarint(buf, position)
         if tags > end - position:
             raise _Short(f"declares {tags} tagged fields but {end - position} bytes are left")
         for _ in range(tags):
-            _tag, position = _uvarint(buf, position, end)
-            size, position = _uvarint(buf, position, end)
+            _tag, position = read_uvarint(buf, position)
+            size, position = read_uvarint(buf, position)
             position += size
             if position > end:
                 raise _Short("a tagged field runs past the end")
