@@ -74,12 +74,10 @@ import datetime
 import gc
 import json
 import os
-import platform
 import random
 import shlex
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -88,7 +86,9 @@ import threading
 import time
 from typing import Any, Callable, Iterable
 
+from loadtest.brokers import OwnBroker, process_role, wait_until
 from loadtest.common import CLOCK_TICKS, ensure_topic, info, percentile, proc_cpu_ticks, process_tree
+from loadtest.machine import git_state, load_average, machine_info, system_cpu
 
 PYTHON = sys.executable
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -337,34 +337,6 @@ class Child:
             return ""
 
 
-def wait_until(condition: Callable[[], Any], timeout: float, what: str, interval: float = 0.02) -> Any:
-    deadline = now() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if now() > deadline:
-            raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(interval)
-
-
-# ------------------------------------------------------------------------------ broker CPU
-
-
-def _role_of(pid: int, root: int) -> str:
-    if pid == root:
-        return "supervisor"
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as handle:
-            cmdline = handle.read()
-    except OSError:
-        return "gone"
-    if b": coordinator" in cmdline:
-        return "coordinator"
-    if b": worker" in cmdline:
-        return "worker"
-    return "other"
-
 
 class TreeCpu:
     """CPU of a process tree between start() and stop(), per role (supervisor, worker,
@@ -393,7 +365,7 @@ class TreeCpu:
         end = self._snapshot()
         by_role: dict[str, float] = {}
         for pid, ticks in end.items():
-            role = _role_of(pid, self.root) if self.root is not None else "process"
+            role = process_role(pid, self.root) if self.root is not None else "process"
             by_role[role] = by_role.get(role, 0.0) + (ticks - self._start.get(pid, 0)) / CLOCK_TICKS
         lost = set(self._start) - set(end)
         self.result = {
@@ -403,105 +375,6 @@ class TreeCpu:
             "exited_during": len(lost),
         }
         return self.result
-
-
-# ------------------------------------------------------------------------------ the broker
-
-
-def castle_command() -> list[str]:
-    script = os.path.join(os.path.dirname(PYTHON), "castle")
-    return [script] if os.path.exists(script) else [PYTHON, "-m", "broker"]
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-class OwnBroker:
-    """``castle serve`` as a child, on a free port, with a temporary log dir and run dir."""
-
-    def __init__(self, base_dir: str, overrides: dict[str, str]) -> None:
-        self.port = free_port()
-        self.bootstrap = f"127.0.0.1:{self.port}"
-        self.log_dir = os.path.join(base_dir, "data")
-        self.run_dir = os.path.join(base_dir, "run")  # short: IPC socket paths (sun_path <= 108 bytes)
-        self.stderr_path = os.path.join(base_dir, "broker.stderr")
-        self.settings = {"log.dirs": self.log_dir, "listeners": f"PLAINTEXT://{self.bootstrap}", "run.dir": self.run_dir}
-        self.settings.update(overrides)
-        self.command = castle_command() + ["serve"]
-        for key, value in self.settings.items():
-            self.command += ["--override", f"{key}={value}"]
-        self.known_pids: set[int] = set()
-        with open(self.stderr_path, "wb") as err:
-            self.process = subprocess.Popen(self.command, stdin=subprocess.DEVNULL, stdout=err, stderr=err,
-                                            start_new_session=True)
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-    def children(self) -> list[int]:
-        return [p for p in process_tree(self.pid) if p != self.pid]
-
-    def wait_ready(self, timeout: float = 30.0) -> None:
-        def ready() -> bool:
-            if self.process.poll() is not None:
-                raise SystemExit(f"castle serve exited with {self.process.returncode} while starting:\n{self.stderr_tail()}")
-            kids = self.children()
-            self.known_pids.update(kids)
-            if not any(_role_of(p, self.pid) == "coordinator" for p in kids):
-                return False
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
-                    return True
-            except OSError:
-                return False
-
-        wait_until(ready, timeout, f"castle serve on {self.bootstrap}", interval=0.1)
-
-    def stop(self, timeout: float = 45.0) -> int | None:
-        self.known_pids.update(self.children())
-        code: int | None = self.process.poll()
-        if code is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                code = self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                info(f"WARNING: castle serve (pid {self.pid}) did not stop {timeout} s after SIGTERM; SIGKILL")
-                self.process.kill()
-                self.process.wait(10)
-                code = None
-        # Workers and the coordinator exit with the supervisor; any left over is killed by PID.
-        deadline = now() + 10
-        for pid in sorted(self.known_pids):
-            while _alive_castle(pid) and now() < deadline:
-                time.sleep(0.05)
-            if _alive_castle(pid):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-        return code
-
-    def stderr_tail(self, lines: int = 40) -> str:
-        try:
-            with open(self.stderr_path, "rb") as handle:
-                return "\n".join(handle.read().decode(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
-
-
-def _alive_castle(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            stat = handle.read()
-        with open(f"/proc/{pid}/cmdline", "rb") as handle:
-            cmdline = handle.read()
-    except OSError:
-        return False
-    return stat[stat.rindex(b")") + 2:][:1] != b"Z" and b"castle" in cmdline
 
 
 # ------------------------------------------------------------------------------ helpers
@@ -829,76 +702,6 @@ def join_figures(all_events: list[dict[str, Any]], m: int) -> dict[str, Any]:
 # =============================================================================== main
 
 
-def machine_info() -> dict[str, Any]:
-    try:
-        with open("/proc/cpuinfo") as handle:
-            cpuinfo = handle.read()
-    except OSError:
-        cpuinfo = ""
-
-    def field(name: str) -> str | None:
-        return next((line.split(":", 1)[1].strip() for line in cpuinfo.splitlines() if line.startswith(name)), None)
-
-    mem = None
-    try:
-        with open("/proc/meminfo") as handle:
-            mem = int(handle.readline().split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        import confluent_kafka
-
-        clients = {"confluent_kafka": confluent_kafka.__version__, "librdkafka": confluent_kafka.libversion()[0]}
-    except ImportError:
-        clients = {}
-    return {
-        "nproc": len(os.sched_getaffinity(0)),
-        "cpu_count": os.cpu_count(),
-        "cpu_model": field("model name"),
-        "cpu_family": field("cpu family"),
-        "cpu_model_number": field("model\t"),
-        "cpu_mhz": field("cpu MHz"),
-        "mem_total_bytes": mem,
-        "kernel": platform.release(),
-        "python": f"{platform.python_implementation()} {platform.python_version()}",
-        "hostname": socket.gethostname(),
-        **clients,
-    }
-
-
-def system_cpu() -> tuple[int, int] | None:
-    """(busy, total) jiffies of the whole machine from /proc/stat: how loaded the machine
-    was during the run, the benchmark's own processes and anyone else's together."""
-    try:
-        with open("/proc/stat") as handle:
-            values = [int(v) for v in handle.readline().split()[1:]]
-    except (OSError, ValueError):
-        return None
-    idle = values[3] + (values[4] if len(values) > 4 else 0)  # idle + iowait
-    return sum(values) - idle, sum(values)
-
-
-def load_average() -> list[float] | None:
-    try:
-        with open("/proc/loadavg") as handle:
-            return [float(v) for v in handle.read().split()[:3]]
-    except (OSError, ValueError):
-        return None
-
-
-def git_state() -> dict[str, Any]:
-    def git(*cmd: str) -> str | None:
-        try:
-            return subprocess.run(["git", *cmd], cwd=REPO_ROOT, capture_output=True, text=True, timeout=10).stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            return None
-
-    status = git("status", "--porcelain", "--untracked-files=no")
-    return {"source_dir": REPO_ROOT, "commit": git("rev-parse", "HEAD") or None,
-            "subject": git("log", "-1", "--format=%s") or None,
-            "modified_files": status.splitlines() if status else []}  # fmt: skip
-
-
 def parse_overrides(pairs: Iterable[str], what: str) -> dict[str, str]:
     out = {}
     for pair in pairs:
@@ -1042,7 +845,7 @@ def main(argv: list[str] | None = None) -> int:
             bootstrap, root = broker.bootstrap, broker.pid
             result["broker"] = {"started_here": True, "log": broker.stderr_path, "bootstrap": bootstrap, "pid": broker.pid,
                                 "command": shlex.join(broker.command), "overrides": args.broker_overrides,
-                                "processes": {str(p): _role_of(p, broker.pid) for p in process_tree(broker.pid)}}  # fmt: skip
+                                "processes": {str(p): process_role(p, broker.pid) for p in process_tree(broker.pid)}}  # fmt: skip
         if "recovery" in args.phases:
             result["recovery"] = recovery_phase(args, bootstrap, args.topic_prefix, work_dir,
                                                 broker.stderr_path if broker else None)

@@ -28,8 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import select
-import signal
 import statistics
 import subprocess
 import sys
@@ -37,6 +35,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, NamedTuple
 
+from loadtest.brokers import MockBroker
 from loadtest.common import CLOCK_TICKS, BrokerCpu, info
 
 PYTHON = sys.executable
@@ -70,54 +69,6 @@ class Target:
 
 
 # ----------------------------------------------------------------- the mock
-
-
-class MockBroker:
-    """python -m loadtest.mock_broker as a child process, stopped by PID on exit."""
-
-    def __init__(self, topics: list[str], partitions: int, ready_timeout_s: float = 30.0) -> None:
-        cmd = [PYTHON, "-m", "loadtest.mock_broker", "--partitions", str(partitions)]
-        for topic in topics:
-            cmd += ["--topic", topic]
-        self.proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.PIPE)
-        try:
-            self.bootstrap = self._read_bootstrap(ready_timeout_s)
-        except BaseException:
-            self.stop()
-            raise
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def _read_bootstrap(self, timeout_s: float) -> str:
-        """Waits for the BOOTSTRAP= line. Reads the raw pipe: select() on a buffered
-        reader would miss lines already pulled into the buffer by a previous read."""
-        assert self.proc.stdout is not None
-        fd, seen = self.proc.stdout.fileno(), b""
-        deadline = time.monotonic() + timeout_s
-        while (left := deadline - time.monotonic()) > 0:
-            if not select.select([fd], [], [], left)[0]:
-                continue
-            chunk = os.read(fd, 4096)
-            if not chunk:
-                break  # EOF: the child died
-            seen += chunk
-            for line in seen.split(b"\n")[:-1]:  # complete lines only
-                if line.startswith(b"BOOTSTRAP="):
-                    return line.split(b"=", 1)[1].decode().strip()
-        raise SystemExit(f"mock broker gave no BOOTSTRAP line (exit code {self.proc.poll()})")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.kill(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
 
 
 def idle_cpu_rate(pid: int, seconds: float) -> float:
