@@ -79,7 +79,6 @@ import shlex
 import shutil
 import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -87,6 +86,7 @@ import time
 from typing import Any, Callable, Iterable
 
 from loadtest.brokers import OwnBroker, process_role, wait_until
+from loadtest.children import ChildProcess, emit
 from loadtest.common import CLOCK_TICKS, ensure_topic, info, percentile, proc_cpu_ticks, process_tree
 from loadtest.machine import git_state, load_average, machine_info, system_cpu
 
@@ -98,16 +98,6 @@ now = time.monotonic
 # =============================================================================== child roles
 # Each child prints one JSON object per line on stdout, flushed at once, so a child
 # killed with SIGKILL has told everything up to its death.
-
-_emit_lock = threading.Lock()
-
-
-def emit(**fields: Any) -> None:
-    line = json.dumps(fields) + "\n"
-    with _emit_lock:
-        sys.stdout.write(line)
-        sys.stdout.flush()
-
 
 def _stop_on_sigterm() -> threading.Event:
     stop = threading.Event()
@@ -264,78 +254,9 @@ ROLES: dict[str, Callable[[dict[str, Any]], None]] = {
 # =============================================================================== the parent
 
 
-class Child:
-    """A child role process; its JSON lines are collected by a reader thread."""
-
-    def __init__(self, role: str, cfg: dict[str, Any], name: str, log_dir: str, stdin: bool = False) -> None:
-        self.name = name
-        self.events: list[dict[str, Any]] = []
-        self._lock = threading.Lock()
-        self.stderr_path = os.path.join(log_dir, f"{name}.stderr")
-        with open(self.stderr_path, "wb") as err:
-            self.process = subprocess.Popen(
-                [PYTHON, "-m", "loadtest.bench_groups", role, json.dumps(cfg)], cwd=REPO_ROOT,
-                stdin=subprocess.PIPE if stdin else subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err,
-                start_new_session=True)  # fmt: skip
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue
-            with self._lock:
-                self.events.append(event)
-
-    def snapshot(self, kind: str | None = None) -> list[dict[str, Any]]:
-        with self._lock:
-            return [e for e in self.events if kind is None or e["event"] == kind]
-
-    def send(self, line: str) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.write(line.encode())
-        self.process.stdin.flush()
-
-    def kill(self) -> None:
-        if self.process.poll() is None:
-            os.kill(self.process.pid, signal.SIGKILL)
-        self.process.wait(10)
-        self._reader.join(10)
-
-    def stop(self, timeout: float = 30.0) -> int | None:
-        """SIGTERM, wait, SIGKILL if it did not exit; returns the exit code (None: killed)."""
-        code: int | None
-        if self.process.poll() is None:
-            os.kill(self.process.pid, signal.SIGTERM)
-            try:
-                code = self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                info(f"WARNING: {self.name} (pid {self.pid}) did not exit {timeout} s after SIGTERM; SIGKILL")
-                self.kill()
-                code = None
-        else:
-            code = self.process.returncode
-        self._reader.join(10)
-        if self.process.stdin is not None:
-            self.process.stdin.close()
-        if self.process.stdout is not None:
-            self.process.stdout.close()
-        return code
-
-    def stderr_tail(self, lines: int = 20) -> str:
-        try:
-            with open(self.stderr_path, "rb") as handle:
-                return "\n".join(handle.read().decode(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
-
+def Child(role: str, cfg: dict[str, Any], name: str, log_dir: str, stdin: bool = False) -> ChildProcess:
+    """A role of this module (member, producer, joiners) as a child process."""
+    return ChildProcess([PYTHON, "-m", "loadtest.bench_groups", role, json.dumps(cfg)], name, log_dir, stdin=stdin)
 
 
 class TreeCpu:

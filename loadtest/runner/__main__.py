@@ -1,0 +1,209 @@
+"""python -m loadtest.runner: run workload files against a broker, optionally beside another.
+
+    # a Castle started for the run, against librdkafka's mock cluster, 3 alternating rounds
+    .venv/bin/python -m loadtest.runner loadtest/workloads/max-throughput-100b.toml \\
+        --start-castle --compare mock --repeat 3
+
+    # a broker already running (its supervisor PID gives CPU and memory of all its processes)
+    .venv/bin/python -m loadtest.runner loadtest/workloads/*.toml --bootstrap 127.0.0.1:9092 --broker-pid PID
+
+Results go to --out (default bench-results/runner-<UTC time>/): one JSON per run,
+summary.json (medians and ratios), report.md and the charts (report.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from typing import Any
+
+import orjson
+
+from loadtest.brokers import OwnBroker
+from loadtest.common import info
+from loadtest.machine import git_state, machine_info
+from loadtest.runner.report import write_report
+from loadtest.runner.run import Target, run_workload
+from loadtest.runner.workload import Workload, WorkloadError, load_workload, workload_from_dict
+
+# The figures compared between two brokers, as (path in a result, higher is better).
+FIGURES = {
+    "publish_records_per_s": (("publish", "records_per_s"), True),
+    "publish_mib_per_s": (("publish", "mib_per_s"), True),
+    "consume_records_per_s": (("consume", "records_per_s"), True),
+    "consume_mib_per_s": (("consume", "mib_per_s"), True),
+    "publish_p50_ms": (("publish", "latency_ms", "p50"), False),
+    "publish_p99_ms": (("publish", "latency_ms", "p99"), False),
+    "publish_p99_9_ms": (("publish", "latency_ms", "p99_9"), False),
+    "publish_max_ms": (("publish", "latency_ms", "max"), False),
+    "e2e_p50_ms": (("consume", "latency_ms", "p50"), False),
+    "e2e_p99_ms": (("consume", "latency_ms", "p99"), False),
+    "e2e_p99_9_ms": (("consume", "latency_ms", "p99_9"), False),
+    "e2e_max_ms": (("consume", "latency_ms", "max"), False),
+    "broker_cpu_s_per_m_records": (("broker", "cpu_s_per_m_records"), False),
+    "broker_rss_anon_mib_max": (("broker", "rss_anon_mib_max"), False),
+    "broker_pss_anon_mib_max": (("broker", "pss_anon_mib_max"), False),
+}
+
+
+def figure(result: dict[str, Any], path: tuple[str, ...]) -> float | None:
+    value: Any = result
+    for key in path:
+        if not isinstance(value, dict) or value.get(key) is None:
+            return None
+        value = value[key]
+    return float(value)
+
+
+def medians(results: list[dict[str, Any]]) -> dict[str, float | None]:
+    out: dict[str, float | None] = {}
+    for name, (path, _) in FIGURES.items():
+        values = [v for v in (figure(r, path) for r in results) if v is not None]
+        out[name] = round(statistics.median(values), 3) if values else None
+    return out
+
+
+def ratios(ours: dict[str, float | None], theirs: dict[str, float | None]) -> dict[str, float | None]:
+    """ours / theirs for every figure both have (throughput: > 1 is better for us;
+    latency, CPU and memory: < 1 is better for us)."""
+    return {name: round(ours[name] / theirs[name], 3) if ours.get(name) and theirs.get(name) else None  # type: ignore[operator]
+            for name in FIGURES}
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m loadtest.runner", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("workloads", nargs="+", help="workload files (TOML; see loadtest/runner/workload.py)")
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--bootstrap", help="the broker under test (any Kafka-protocol broker)")
+    where.add_argument("--start-castle", action="store_true", help="start a Castle on a free port for the run")
+    parser.add_argument("--name", default=None, help="the name of the broker under test in the report (default castle)")
+    parser.add_argument("--broker-pid", type=int, help="the broker's root PID: CPU and memory of it and its descendants")
+    parser.add_argument("--castle-override", action="append", default=[], metavar="KEY=VALUE",
+                        help="a setting for --start-castle (repeatable)")
+    parser.add_argument("--compare", metavar="ADDRESS|mock",
+                        help="also run every workload against this broker, alternating; 'mock' starts librdkafka's mock cluster per run")
+    parser.add_argument("--compare-name", default=None, help="its name in the report (default mock or the address)")
+    parser.add_argument("--compare-pid", type=int, help="the compared broker's root PID (not needed for mock)")
+    parser.add_argument("--repeat", type=int, default=1, help="rounds per workload; the report shows medians")
+    parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                        help="override a workload field for every workload, e.g. --set duration_s=20 (repeatable)")
+    parser.add_argument("--out", default=None, help="results folder (default bench-results/runner-<UTC time>)")
+    parser.add_argument("--progress", dest="progress", action="store_true", default=None, help="progress bars (default: when stderr is a terminal)")
+    parser.add_argument("--no-progress", dest="progress", action="store_false")
+    return parser.parse_args(argv)
+
+
+def _overrides(pairs: list[str]) -> dict[str, Any]:
+    import tomllib
+
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise SystemExit(f"--set wants FIELD=VALUE, got {pair!r}")
+        try:
+            out[key.strip()] = tomllib.loads(f"v = {value}")["v"]  # numbers, booleans, quoted strings
+        except tomllib.TOMLDecodeError:
+            out[key.strip()] = value
+    return out
+
+
+def load_workloads(paths: list[str], overrides: dict[str, Any]) -> list[Workload]:
+    out = []
+    for path in paths:
+        try:
+            w = load_workload(path)
+            out.append(workload_from_dict({**w.as_dict(), **overrides}) if overrides else w)
+        except (WorkloadError, OSError) as exc:
+            raise SystemExit(f"workload {path}: {exc}") from None
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    workloads = load_workloads(args.workloads, _overrides(args.set))
+    out_dir = args.out or os.path.join("bench-results", "runner-" + time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()))
+    os.makedirs(out_dir, exist_ok=True)
+    progress = sys.stderr.isatty() if args.progress is None else args.progress
+    own: OwnBroker | None = None
+    try:
+        if args.start_castle:
+            overrides = dict(p.split("=", 1) for p in args.castle_override)
+            own = OwnBroker(tempfile.mkdtemp(prefix="castle-", dir=out_dir), overrides)
+            own.wait_ready()
+            primary = Target(args.name or "castle", own.bootstrap, root_pid=own.pid)
+            info(f"started castle serve (pid {own.pid}) on {own.bootstrap}")
+        else:
+            primary = Target(args.name or "castle", args.bootstrap, root_pid=args.broker_pid)
+        targets = [primary]
+        if args.compare == "mock":
+            targets.append(Target(args.compare_name or "mock"))
+        elif args.compare:
+            targets.append(Target(args.compare_name or args.compare, args.compare, root_pid=args.compare_pid))
+        summary = run_all(workloads, targets, args.repeat, out_dir, progress)
+    finally:
+        if own is not None:
+            code = own.stop()
+            info(f"castle serve exited with {code}")
+    summary["machine"] = machine_info()
+    summary["code"] = git_state()
+    summary["command"] = " ".join(["python -m loadtest.runner", *(argv if argv is not None else sys.argv[1:])])
+    with open(os.path.join(out_dir, "summary.json"), "wb") as handle:
+        handle.write(orjson.dumps(summary, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
+    report = write_report(summary, out_dir)
+    info(f"results in {out_dir} (summary.json, {os.path.basename(report)})")
+    return 0 if not summary["failures"] else 1
+
+
+def run_all(workloads: list[Workload], targets: list[Target], repeat: int, out_dir: str, progress: bool) -> dict[str, Any]:
+    """Every workload against every target, repeat rounds; the targets take turns going
+    first from one round to the next, so neither always runs on a warmer machine."""
+    summary: dict[str, Any] = {"workloads": {}, "failures": [], "targets": [t.name for t in targets]}
+    for w in workloads:
+        runs: dict[str, list[dict[str, Any]]] = {t.name: [] for t in targets}
+        skipped = [t.name for t in targets[1:] if t.is_mock and not w.compare]
+        for rnd in range(repeat):
+            order = targets if rnd % 2 == 0 else targets[::-1]
+            for target in order:
+                if target.name in skipped:
+                    continue
+                label = f"{w.name}-{target.name.replace(':', '_')}-r{rnd + 1}"
+                info(f"== {label}")
+                try:
+                    result = run_workload(w, target, out_dir, label, progress=progress)
+                except Exception as exc:  # one failed run must not lose the others
+                    info(f"{label} FAILED: {exc}")
+                    summary["failures"].append({"label": label, "error": str(exc)})
+                    continue
+                runs[target.name].append(result)
+                info(_one_line(result))
+        entry: dict[str, Any] = {"workload": w.as_dict(), "skipped": skipped,
+                                 "medians": {name: medians(rs) for name, rs in runs.items() if rs},
+                                 "runs": {name: [r["label"] for r in rs] for name, rs in runs.items()}}
+        if len(entry["medians"]) == 2:
+            ours, theirs = (entry["medians"][t.name] for t in targets)
+            entry["ratios"] = ratios(ours, theirs)
+        summary["workloads"][w.name] = entry
+    return summary
+
+
+def _one_line(result: dict[str, Any]) -> str:
+    pub, con, broker = result.get("publish", {}), result.get("consume", {}), result.get("broker", {})
+    parts = [f"publish {pub.get('records_per_s', 0):,.0f} rec/s {pub.get('mib_per_s') or 0:.1f} MiB/s"]
+    if pub.get("latency_ms", {}).get("p99") is not None:
+        parts.append(f"p99 {pub['latency_ms']['p99']} ms")
+    if con:
+        parts.append(f"consume {con.get('records_per_s', 0):,.0f} rec/s {con.get('mib_per_s') or 0:.1f} MiB/s, "
+                     f"e2e p99 {con.get('latency_ms', {}).get('p99')} ms, missing {con.get('missing')}")
+    if broker:
+        parts.append(f"broker {broker.get('cpu_s_per_m_records')} CPU-s/M, anon max {broker.get('rss_anon_mib_max')} MiB")
+    return "   " + "; ".join(parts)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,502 @@
+"""One run of one workload against one broker: start the clients, measure, write a result.
+
+The phases of a live run (a workload without backlog_mib):
+
+1. topics: created through the AdminClient with the workload's partition count (the mock
+   is started per run with them, since it cannot create topics);
+2. idle connections, if any, opened and held by their own process;
+3. consumers start, and the run waits until every group holds every partition;
+4. producers start; after warmup_s the measured window of duration_s begins;
+5. producers stop (flushing), consumers get up to DRAIN_S to read what was acknowledged,
+   then everything stops and the run's topics are deleted.
+
+A catch-up run (backlog_mib > 0) writes the backlog first with no consumer running, then
+starts the consumers from the earliest offset and measures until each group has read every
+acknowledged record; its window is from the consumers' start to the last record read.
+
+Rates and latencies count only the intervals that end inside the window. Every child
+reports once a second (wall clock), so the timeline buckets are one second wide.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from loadtest.brokers import PYTHON, MockBroker, wait_until
+from loadtest.children import ChildProcess
+from loadtest.common import MIB, info
+from loadtest.runner.histogram import merge_into, new_histogram, summary_ms
+from loadtest.runner.procstats import BrokerProcesses, Sample
+from loadtest.runner.workload import Workload
+
+DRAIN_S = 30.0
+ASSIGN_TIMEOUT_S = 120.0
+TOPIC_TIMEOUT_S = 120.0
+CONNECTIONS_TIMEOUT_S = 300.0
+
+
+@dataclass
+class Target:
+    """A broker to run against: an address and how to find its processes, or 'mock'."""
+
+    name: str
+    bootstrap: str | None = None  # None for the mock: it gets an address per run
+    root_pid: int | None = None  # a tree root (Castle's supervisor) ...
+    pids: list[int] = field(default_factory=list)  # ... or fixed PIDs
+
+    @property
+    def is_mock(self) -> bool:
+        return self.bootstrap is None
+
+
+def _admin(bootstrap: str) -> AdminClient:
+    return AdminClient({"bootstrap.servers": bootstrap})
+
+
+def create_topics(bootstrap: str, topics: list[str], partitions: int) -> None:
+    """Create the run's topics and wait until Metadata shows every partition with a leader."""
+    admin = _admin(bootstrap)
+    futures = admin.create_topics([NewTopic(t, partitions, 1) for t in topics], request_timeout=TOPIC_TIMEOUT_S)
+    for topic, future in futures.items():
+        try:
+            future.result(timeout=TOPIC_TIMEOUT_S + 5)
+        except KafkaException as exc:
+            raise SystemExit(f"could not create topic {topic!r} on {bootstrap}: {exc.args[0]}") from None
+
+    def ready() -> bool:
+        md = admin.list_topics(timeout=10).topics
+        return all(t in md and len(md[t].partitions) == partitions and
+                   all(p.leader >= 0 for p in md[t].partitions.values()) for t in topics)
+
+    wait_until(ready, TOPIC_TIMEOUT_S, f"{len(topics)} topic(s) with {partitions} partition(s) each", interval=0.2)
+
+
+def delete_topics(bootstrap: str, topics: list[str]) -> None:
+    """Free the disk a run used (a catch-up backlog is GBs); failures only reported."""
+    try:
+        admin = _admin(bootstrap)  # held: the futures fail if the client is collected first
+        for topic, future in admin.delete_topics(topics, request_timeout=60).items():
+            try:
+                future.result(timeout=65)
+            except KafkaException as exc:
+                info(f"could not delete topic {topic!r}: {exc.args[0]}")
+    except Exception as exc:  # the run's result matters more than its clean-up
+        info(f"could not delete the run's topics: {exc}")
+
+
+class Clients:
+    """The run's child processes, by kind."""
+
+    def __init__(self, log_dir: str) -> None:
+        self.log_dir = log_dir
+        self.producers: list[ChildProcess] = []
+        self.consumers: dict[str, list[ChildProcess]] = {}  # group -> members
+        self.connections: ChildProcess | None = None
+
+    def start(self, module: str, cfg: dict[str, Any], name: str) -> ChildProcess:
+        return ChildProcess([PYTHON, "-m", module, json.dumps(cfg)], name, self.log_dir)
+
+    def all(self) -> list[ChildProcess]:
+        members = [c for group in self.consumers.values() for c in group]
+        return self.producers + members + ([self.connections] if self.connections else [])
+
+    def failed(self) -> list[str]:
+        """Children that exited on their own with an error, with their stderr's tail."""
+        return [f"{c.name} exited with {c.process.returncode}:\n{c.stderr_tail()}"
+                for c in self.all() if c.process.poll() not in (None, 0)]
+
+    def check(self) -> None:
+        failures = self.failed()
+        if failures:
+            raise RuntimeError("a client process failed: " + "\n".join(failures))
+
+    def stop_all(self) -> None:
+        for child in self.all():
+            child.stop(timeout=DRAIN_S + 30)
+
+
+class Sampler(threading.Thread):
+    """Samples the broker's processes once a second, with the wall time of each sample."""
+
+    def __init__(self, processes: BrokerProcesses) -> None:
+        super().__init__(daemon=True)
+        self.processes = processes
+        self.samples: list[tuple[float, Sample]] = []
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        while True:
+            self.samples.append((time.time(), self.processes.sample()))
+            if self.stopped.wait(1.0):
+                return
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.join(10)
+        self.samples.append((time.time(), self.processes.sample()))
+
+
+def _intervals(child: ChildProcess) -> list[dict[str, Any]]:
+    """A child's interval and done lines, each turned into the increment since the
+    child's previous line (children report cumulative counters)."""
+    out = []
+    previous: dict[str, Any] = {}
+    for event in child.snapshot():
+        if event["event"] not in ("interval", "done"):
+            continue
+        delta = {k: v - previous.get(k, 0) for k, v in event.items()
+                 if isinstance(v, (int, float)) and not isinstance(v, bool) and k != "t"}
+        out.append({"t": event["t"], "hist": event.get("hist"), **delta})
+        previous = event
+    return out
+
+
+def _all_intervals(children: list[ChildProcess]) -> list[dict[str, Any]]:
+    return [i for child in children for i in _intervals(child)]
+
+
+def _latest(children: list[ChildProcess], key: str) -> int:
+    total = 0
+    for child in children:
+        lines = [e for e in child.snapshot() if e["event"] in ("interval", "done")]
+        total += lines[-1][key] if lines else 0
+    return total
+
+
+def window_figures(children: list[ChildProcess], count_key: str, bytes_key: str, start: float, end: float,
+                   rate_span: tuple[float, float] | None = None) -> dict[str, Any]:
+    """Records, bytes, rates and the latency summary of the intervals ending in (start, end].
+
+    Children report on their own one-second clocks, so a window does not fall on interval
+    boundaries: each child's rate is its count over the time its counted intervals really
+    cover (from its previous line to its last line in the window), and the rates add up.
+    rate_span, when given, replaces that with one fixed span (a catch-up read is timed
+    from the consumers' start to the last record).
+    """
+    histogram = new_histogram()
+    records = nbytes = errors = 0
+    records_per_s = bytes_per_s = 0.0
+    for child in children:
+        lines = _intervals(child)
+        inside = [i for i in lines if start < i["t"] <= end]
+        if not inside:
+            continue
+        before = [i["t"] for i in lines if i["t"] <= start]
+        span = inside[-1]["t"] - (before[-1] if before else start)
+        n, b = sum(i.get(count_key, 0) for i in inside), sum(i.get(bytes_key, 0) for i in inside)
+        records, nbytes = records + n, nbytes + b
+        errors += sum(i.get("errors", 0) for i in inside)
+        if span > 0:
+            records_per_s, bytes_per_s = records_per_s + n / span, bytes_per_s + b / span
+        for i in inside:
+            if i.get("hist"):
+                merge_into(histogram, i["hist"])
+    if rate_span is not None:
+        seconds = rate_span[1] - rate_span[0]
+        records_per_s, bytes_per_s = (records / seconds, nbytes / seconds) if seconds > 0 else (0.0, 0.0)
+    return {"records": records, "bytes": nbytes, "errors": errors,
+            "records_per_s": round(records_per_s, 1), "mib_per_s": round(bytes_per_s / MIB, 3),
+            "latency_ms": summary_ms(histogram)}
+
+
+def _broker_figures(samples: list[tuple[float, Sample]], start: float, end: float, records: int) -> dict[str, Any]:
+    inside = [s for t, s in samples if start <= t <= end + 1.0]
+    before = [s for t, s in samples if t <= start]
+    if not inside:
+        return {}
+    first = before[-1] if before else inside[0]
+    cpu = inside[-1].cpu_s - first.cpu_s
+    anon = [s.rss_anon_mib for s in inside]
+    pss_anon = [s.pss_anon_mib for s in inside if s.pss_anon_mib is not None]
+    pss = [s.pss_mib for s in inside if s.pss_mib is not None]
+    return {"cpu_s": round(cpu, 2), "cpu_cores": round(cpu / (end - start), 3) if end > start else None,
+            "cpu_s_per_m_records": round(cpu / records * 1e6, 3) if records else None,
+            "rss_anon_mib_max": round(max(anon), 1), "rss_anon_mib_mean": round(sum(anon) / len(anon), 1),
+            "pss_anon_mib_max": round(max(pss_anon), 1) if pss_anon else None,
+            "pss_mib_max": round(max(pss), 1) if pss else None,
+            "processes": max(s.processes for s in inside)}
+
+
+def _timeline(producer_iv: list[dict[str, Any]], consumer_iv: list[dict[str, Any]],
+              samples: list[tuple[float, Sample]], t0: float) -> list[dict[str, Any]]:
+    """One row per second since t0: rates, interval p99s, broker CPU cores and memory."""
+    rows: dict[int, dict[str, Any]] = {}
+
+    def row(t: float) -> dict[str, Any]:
+        second = int(t - t0)
+        return rows.setdefault(second, {"t": second, "publish_records": 0, "publish_bytes": 0,
+                                        "consume_records": 0, "consume_bytes": 0,
+                                        "_pub": new_histogram(), "_e2e": new_histogram()})
+
+    for i in producer_iv:
+        r = row(i["t"])
+        r["publish_records"] += i.get("acked", 0)
+        r["publish_bytes"] += i.get("acked_bytes", 0)
+        if i.get("hist"):
+            merge_into(r["_pub"], i["hist"])
+    for i in consumer_iv:
+        r = row(i["t"])
+        r["consume_records"] += i.get("consumed", 0)
+        r["consume_bytes"] += i.get("bytes", 0)
+        if i.get("hist"):
+            merge_into(r["_e2e"], i["hist"])
+    previous: tuple[float, Sample] | None = None
+    for t, s in samples:
+        if previous is not None and t > previous[0] and t >= t0:
+            r = row(t)
+            r["broker_cpu_cores"] = round((s.cpu_s - previous[1].cpu_s) / (t - previous[0]), 3)
+            r["broker_rss_anon_mib"] = round(s.rss_anon_mib, 1)
+        previous = (t, s)
+    out = []
+    for second in sorted(rows):
+        if second < 0:
+            continue
+        r = rows[second]
+        pub, e2e = r.pop("_pub"), r.pop("_e2e")
+        r["publish_p99_ms"] = summary_ms(pub)["p99"]
+        r["e2e_p99_ms"] = summary_ms(e2e)["p99"]
+        out.append(r)
+    return out
+
+
+def producer_cfg(w: Workload, bootstrap: str, topics: list[str], index: int, max_bytes: int = 0) -> dict[str, Any]:
+    return {"bootstrap": bootstrap, "topics": topics, "index": index, "record_size": w.record_size,
+            "key_distribution": w.key_distribution, "key_count": w.key_count, "acks": w.acks,
+            "compression": w.compression, "linger_ms": w.linger_ms, "batch_size": w.batch_size,
+            "rate": w.target_records_per_s / w.producers, "max_bytes": max_bytes,
+            "producer_config": w.producer_config}
+
+
+def consumer_cfg(w: Workload, bootstrap: str, topics: list[str], group: str) -> dict[str, Any]:
+    # A catch-up read is timed to its last record from these lines: report 4 times a second.
+    return {"bootstrap": bootstrap, "topics": topics, "group": group, "consumer_config": w.consumer_config,
+            "interval_s": 0.25 if w.catch_up else 1.0}
+
+
+class Progress:
+    """A tqdm bar on stderr when it is a terminal or asked for; silent otherwise."""
+
+    def __init__(self, enabled: bool, total: float, label: str, unit: str) -> None:
+        self.bar = None
+        if enabled:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=round(total, 1), desc=label, unit=unit, leave=True, dynamic_ncols=True,
+                            bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.0f}/{total:.0f} {unit} [{elapsed}<{remaining}] {postfix}")
+
+    def update(self, done: float, postfix: str = "") -> None:
+        if self.bar is not None:
+            self.bar.n = min(done, self.bar.total)
+            self.bar.set_postfix_str(postfix, refresh=False)
+            self.bar.refresh()
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _wait(condition: Callable[[], bool], clients: Clients, timeout: float, what: str) -> None:
+    def ok() -> bool:
+        clients.check()
+        return condition()
+
+    wait_until(ok, timeout, what, interval=0.1)
+
+
+def run_workload(w: Workload, target: Target, out_dir: str, label: str, progress: bool = False) -> dict[str, Any]:
+    """Run w against target once; returns the result (also written to out_dir/label.json)."""
+    os.makedirs(out_dir, exist_ok=True)
+    log_dir = tempfile.mkdtemp(prefix=f"{label}-", dir=out_dir)
+    prefix = f"{label}-{int(time.time())}"
+    topics = w.topic_names(prefix)
+    mock: MockBroker | None = None
+    clients = Clients(log_dir)
+    result: dict[str, Any] = {"workload": w.as_dict(), "target": target.name, "label": label,
+                              "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    sampler: Sampler | None = None
+    try:
+        if target.is_mock:
+            mock = MockBroker(topics, w.partitions_per_topic)
+            bootstrap, processes = mock.bootstrap, BrokerProcesses(pids=[mock.pid])
+        else:
+            assert target.bootstrap is not None
+            bootstrap = target.bootstrap
+            create_topics(bootstrap, topics, w.partitions_per_topic)
+            processes = (BrokerProcesses(root=target.root_pid, pids=target.pids)
+                         if target.root_pid or target.pids else None)  # fmt: skip
+        result["bootstrap"] = bootstrap
+        sampler = Sampler(processes) if processes else None
+        if sampler:
+            sampler.start()
+        if w.idle_connections:
+            result["idle_connections"] = _open_idle_connections(w, bootstrap, clients)
+        if w.catch_up:
+            _catch_up(w, bootstrap, topics, clients, result, progress, label)
+        else:
+            _live(w, bootstrap, topics, clients, result, progress, label)
+        if w.idle_connections:
+            result["idle_connections"].update(_close_idle_connections(clients))
+    finally:
+        clients.stop_all()
+        if sampler:
+            sampler.stop()
+        if mock is not None:
+            mock.stop()
+        elif target.bootstrap:
+            delete_topics(target.bootstrap, topics)
+    window = result.get("window")
+    if sampler and window:
+        result["broker"] = _broker_figures(sampler.samples, window[0], window[1], result["publish"]["records"]
+                                           if not w.catch_up else result["consume"]["records"])
+    if window:
+        result["timeline"] = _timeline(_all_intervals(clients.producers), _all_intervals(_members(clients)),
+                                       sampler.samples if sampler else [], result["t0"])
+    result["client_logs"] = log_dir
+    with open(os.path.join(out_dir, f"{label}.json"), "w") as handle:
+        json.dump(result, handle, indent=1, sort_keys=True)
+    return result
+
+
+def _members(clients: Clients) -> list[ChildProcess]:
+    return [c for group in clients.consumers.values() for c in group]
+
+
+def _start_consumers(w: Workload, bootstrap: str, topics: list[str], clients: Clients, label: str) -> None:
+    partitions = w.topics * w.partitions_per_topic
+    for g in range(w.consumer_groups):
+        group = f"{label}-g{g}-{int(time.time())}"
+        clients.consumers[group] = [clients.start("loadtest.runner.consumer", consumer_cfg(w, bootstrap, topics, group),
+                                                  f"consumer-g{g}-{i}") for i in range(w.consumers)]
+
+    def assigned() -> bool:
+        # Every group holds every partition: the latest assignment of each member, summed.
+        for members in clients.consumers.values():
+            held = 0
+            for member in members:
+                events = member.snapshot("assigned")
+                held += events[-1]["partitions"] if events else 0
+            if held < partitions:
+                return False
+        return True
+
+    _wait(assigned, clients, ASSIGN_TIMEOUT_S, f"{w.consumer_groups} group(s) of {w.consumers} to hold {partitions} partitions")
+
+
+def _live(w: Workload, bootstrap: str, topics: list[str], clients: Clients, result: dict[str, Any],
+          progress: bool, label: str) -> None:
+    if w.consumers and w.consumer_groups:
+        _start_consumers(w, bootstrap, topics, clients, label)
+    t0 = time.time()
+    result["t0"] = t0
+    clients.producers = [clients.start("loadtest.runner.producer", producer_cfg(w, bootstrap, topics, i), f"producer-{i}")
+                         for i in range(w.producers)]
+    start, end = t0 + w.warmup_s, t0 + w.warmup_s + w.duration_s
+    bar = Progress(progress, w.warmup_s + w.duration_s, label, "s")
+    try:
+        while time.time() < end:
+            clients.check()
+            time.sleep(0.5)
+            bar.update(time.time() - t0, f"{_latest(clients.producers, 'acked'):,} acked")
+    finally:
+        bar.close()
+    for producer in clients.producers:
+        producer.stop(timeout=DRAIN_S + 30)
+    acked = _latest(clients.producers, "acked")
+    if clients.consumers:
+        def drained() -> bool:
+            return all(_latest(members, "consumed") >= acked for members in clients.consumers.values())
+
+        try:
+            wait_until(drained, DRAIN_S, "the consumers to read every acknowledged record", interval=0.2)
+        except TimeoutError:
+            info(f"{label}: consumers did not read every acknowledged record within {DRAIN_S:.0f} s")
+    result["window"] = (start, end)
+    result["publish"] = window_figures(clients.producers, "acked", "acked_bytes", start, end)
+    result["publish"]["acked_total"] = acked
+    members = _members(clients)
+    if members:
+        for member in members:
+            member.stop(timeout=DRAIN_S + 30)
+        result["consume"] = window_figures(members, "consumed", "bytes", start, end)
+        consumed = {g: _latest(ms, "consumed") for g, ms in clients.consumers.items()}
+        result["consume"]["consumed_total_per_group"] = consumed
+        result["consume"]["missing"] = sum(max(0, acked - c) for c in consumed.values())
+
+
+def _catch_up(w: Workload, bootstrap: str, topics: list[str], clients: Clients, result: dict[str, Any],
+              progress: bool, label: str) -> None:
+    backlog = int(w.backlog_mib * MIB)
+    share = backlog // w.producers
+    fill_t0 = time.time()
+    clients.producers = [clients.start("loadtest.runner.producer", producer_cfg(w, bootstrap, topics, i, share),
+                                       f"producer-{i}") for i in range(w.producers)]
+    bar = Progress(progress, w.backlog_mib, f"{label} backlog", "MiB")
+    try:
+        while not all(p.snapshot("done") for p in clients.producers):
+            clients.check()
+            time.sleep(0.5)
+            bar.update(_latest(clients.producers, "acked_bytes") / MIB)
+    finally:
+        bar.close()
+    fill_end = time.time()
+    result["backlog"] = window_figures(clients.producers, "acked", "acked_bytes", fill_t0, fill_end + 1e9,
+                                       rate_span=(fill_t0, fill_end))
+    acked = _latest(clients.producers, "acked")
+    t0 = time.time()
+    result["t0"] = t0
+    _start_consumers(w, bootstrap, topics, clients, label)
+    bar = Progress(progress, acked, f"{label} catch-up", "records")
+    try:
+        deadline = t0 + w.duration_s
+        while True:
+            clients.check()
+            done = min(_latest(members, "consumed") for members in clients.consumers.values())
+            bar.update(done)
+            if done >= acked or time.time() > deadline:
+                break
+            time.sleep(0.2)
+    finally:
+        bar.close()
+    end = time.time()
+    members = _members(clients)
+    for member in members:
+        member.stop(timeout=DRAIN_S + 30)
+    reading = [i for i in _all_intervals(members) if i.get("consumed")]
+    first_read = min((i["t"] for i in reading), default=t0)
+    result["window"] = (t0, end)
+    result["publish"] = {"records": acked, "bytes": _latest(clients.producers, "acked_bytes")}
+    # Everything the members reported counts, up to their final line after SIGTERM; the
+    # rate is over the consumers' start (join included) to the moment all was read.
+    result["consume"] = window_figures(members, "consumed", "bytes", t0 - 1e9, end + 1e9, rate_span=(t0, end))
+    result["consume"]["first_record_after_s"] = round(first_read - t0, 3)
+    consumed = {g: _latest(ms, "consumed") for g, ms in clients.consumers.items()}
+    result["consume"]["consumed_total_per_group"] = consumed
+    result["consume"]["missing"] = sum(max(0, acked - c) for c in consumed.values())
+
+
+def _open_idle_connections(w: Workload, bootstrap: str, clients: Clients) -> dict[str, Any]:
+    clients.connections = ChildProcess([PYTHON, "-m", "loadtest.runner.idle_connections", "--bootstrap", bootstrap,
+                                        "--count", str(w.idle_connections), "--hold-s", "86400", "--json"],
+                                       "idle-connections", clients.log_dir)
+    child = clients.connections
+    _wait(lambda: bool(child.snapshot("established")), clients, CONNECTIONS_TIMEOUT_S,
+          f"{w.idle_connections} idle connections")
+    return dict(child.snapshot("established")[-1])
+
+
+def _close_idle_connections(clients: Clients) -> dict[str, Any]:
+    child = clients.connections
+    assert child is not None
+    held = child.snapshot("held")
+    child.stop(timeout=60)
+    summary = [e for e in child.snapshot() if e["event"] not in ("established", "held")]
+    return {"held_last": held[-1] if held else None, "summary": summary[-1] if summary else None}
