@@ -78,6 +78,8 @@ SETTINGS: list[Setting] = [
     Setting("connection.handoff.enable", _bool, True,
             "Move a connection whose Produce requests all go to one other worker to that worker."),
     Setting("queued.max.requests", integer_in(1, INT_MAX), 500, "Unanswered requests per connection before reading pauses."),
+    Setting("queued.max.request.bytes", integer_in(1, INT_MAX), 16 * 1024 * 1024,
+            "Bytes of unanswered request frames per connection before reading pauses (Kafka's is per broker)."),
     Setting("connections.max.idle.ms", integer_in(-1), 600_000, "A connection with nothing in flight and no traffic this long is closed (-1: never)."),
     Setting("cluster.id", _str, "", "Cluster id; empty: taken from meta.properties or generated."),
     Setting("log.retention.check.interval.ms", integer_in(1), 300_000, "How often retention runs."),

@@ -15,8 +15,11 @@ worker is passed to that worker once. From the request that asks for it, the con
 reads only up to the next frame boundary, lets what is in flight finish, and then hands
 its socket over with nothing of the client's stream left in this process.
 
-Backpressure: reading pauses while ``queued.max.requests`` requests are unanswered or
-more than OUTPUT_HIGH_WATER bytes wait to be sent, and resumes below half of that.
+Backpressure: reading pauses while ``queued.max.requests`` requests are unanswered, or
+their frames hold more than ``queued.max.request.bytes``, or more than OUTPUT_HIGH_WATER
+bytes wait to be sent, and resumes below half of that. The byte bound is what keeps a
+worker's memory flat under a producer that pipelines 1 MB Produce requests: 500 of
+them would be 500 MB.
 
 A protocol violation (bad size, unknown API, unparseable body, unsupported version of
 anything but ApiVersions) closes this connection only.
@@ -110,6 +113,9 @@ class Connection:
         self._draining = False  # graceful stop: no new requests are read
         self._max_request = int(node.config["socket.request.max.bytes"])
         self._max_queued = int(node.config["queued.max.requests"])
+        self._max_queued_bytes = int(node.config["queued.max.request.bytes"])
+        self._queued_bytes = 0  # frames of unanswered requests
+        self._frame_sizes: dict[int, int] = {}  # seq -> frame size, until answered
         connections.add(self)
         self._resume_reading()
 
@@ -138,10 +144,12 @@ class Connection:
             self._reading = True
 
     def _over_limits(self) -> bool:
-        return self._next_seq - self._next_to_send >= self._max_queued or self._out_bytes > OUTPUT_HIGH_WATER
+        return (self._next_seq - self._next_to_send >= self._max_queued or self._out_bytes > OUTPUT_HIGH_WATER
+                or self._queued_bytes > self._max_queued_bytes)
 
     def _under_low_water(self) -> bool:
-        return self._next_seq - self._next_to_send < self._max_queued // 2 and self._out_bytes <= OUTPUT_HIGH_WATER // 2
+        return (self._next_seq - self._next_to_send < self._max_queued // 2 and self._out_bytes <= OUTPUT_HIGH_WATER // 2
+                and self._queued_bytes <= self._max_queued_bytes // 2)
 
     # ------------------------------------------------------------------ handoff
     def request_handoff(self, target: int) -> None:
@@ -260,6 +268,8 @@ class Connection:
         spec, header, request = decode_frame(frame)
         seq = self._next_seq
         self._next_seq += 1
+        self._frame_sizes[seq] = len(frame)
+        self._queued_bytes += len(frame)
         self.node.stats["requests"] += 1
         ctx = RequestContext(self.node, self, header.api_key, header.api_version, header.correlation_id, header.client_id)
         if request is None:  # ApiVersions of a version we do not speak
@@ -307,6 +317,7 @@ class Connection:
         if result is _CLOSE:
             self.close()
             return
+        self._queued_bytes -= self._frame_sizes.pop(seq, 0)
         self._finished[seq] = self._frame(ctx, result)
         while self._next_to_send in self._finished:
             chunks = self._finished.pop(self._next_to_send)
@@ -323,15 +334,22 @@ class Connection:
                     self._out.append(chunk)
                     self._out_bytes += size
         self._flush()
-        if not self._reading and not self.closed and self._under_low_water():
-            self._resume_reading()
-            if self._inbuf:
-                try:
-                    self._read_frames()
-                except ProtocolViolation as exc:
-                    log.info("closing %s: %s", self.peer, exc)
-                    self.close()
+        self._maybe_resume_reading()
         self._maybe_hand_off()
+
+    def _maybe_resume_reading(self) -> None:
+        """Resume reading once under the low-water marks, answering first the whole frames
+        already in the input buffer: the socket may hold nothing more, so no readable event
+        would come for them (a pipelining client that sent everything would wait forever)."""
+        if self._reading or self.closed or not self._under_low_water():
+            return
+        self._resume_reading()
+        if self._inbuf:
+            try:
+                self._read_frames()
+            except ProtocolViolation as exc:
+                log.info("closing %s: %s", self.peer, exc)
+                self.close()
 
     def _frame(self, ctx: RequestContext, result: Any) -> list[bytes | FileChunk] | None:
         if result is dispatch.NO_RESPONSE:
@@ -393,8 +411,7 @@ class Connection:
         if self._writing:
             self.loop.remove_writer(self.fd)
             self._writing = False
-        if not self._reading and not self.closed and self._under_low_water():
-            self._resume_reading()
+        self._maybe_resume_reading()
         self._maybe_hand_off()
 
     # ------------------------------------------------------------------ closing

@@ -261,3 +261,23 @@ def test_pipelined_requests_are_answered_in_order(broker: Any) -> None:
             assert answer.responses[0].partition_responses[0].base_offset == expected - sent[0]
         correlation_id, _answer = decode_response(1, 12, read_frame(client.sock))
         assert got == sent and correlation_id == fetch_id
+
+
+@pytest.mark.parametrize("broker", [{"queued.max.request.bytes": 100_000}], indirect=True)
+def test_pipelined_requests_over_the_byte_bound_are_all_answered_in_order(broker: Any) -> None:
+    """queued.max.request.bytes pauses reading while unanswered frames hold more than it;
+    reading resumes as they are answered, so 40 pipelined 64 KiB Produce requests (26x the
+    bound) are all written and answered, in order."""
+    value = b"v" * 65536
+    with KioClient(broker.bootstrap) as client:
+        _create_topic(client, "pipelined-bytes")
+        sent = [client.send(0, 9, _req(0, 9, {"transactional_id": None, "acks": 1, "timeout": 5000, "topic_data": [
+            {"name": "pipelined-bytes", "partition_data": [{"index": 0, "records": _batch([value])}]}]}))
+            for _ in range(40)]
+        got = []
+        for expected in sent:
+            correlation_id, answer = decode_response(0, 9, read_frame(client.sock))
+            got.append(correlation_id)
+            partition = answer.responses[0].partition_responses[0]
+            assert partition.error_code == 0 and partition.base_offset == expected - sent[0]
+    assert got == sent
