@@ -23,6 +23,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import resource
 import select
 import shutil
 import signal
@@ -381,4 +382,20 @@ def serve(config: BrokerConfig) -> int:
     if sys.platform != "linux":
         log.error("castle serve needs Linux (SO_REUSEPORT load balancing, sendfile)")
         return 1
+    raise_open_files_limit()
     return Supervisor(config).run()
+
+
+def raise_open_files_limit() -> None:
+    """Every connection and every open segment, index and map takes a descriptor; the
+    soft limit (often 1024) would cap a broker at a few hundred clients while the hard
+    limit allows far more. Raise soft to hard, as Kafka's packaging does with
+    LimitNOFILE; workers inherit it."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (ValueError, OSError) as exc:
+            log.warning("could not raise the open files limit from %d to %d: %s", soft, hard, exc)
+            return
+    log.info("open files limit: %d", hard)

@@ -32,6 +32,8 @@ from broker.ipc import IpcServer
 from broker.memory import keep_freed_memory
 from broker.node import WorkerNode
 
+ACCEPT_BACKOFF_MS = 100
+
 log = logging.getLogger(__name__)
 
 BOOT_ERROR = 3  # exit code: the worker cannot start; the supervisor stops the broker
@@ -117,7 +119,14 @@ class WorkerServer:
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as exc:
-                log.warning("accept failed: %s", exc)
+                # Out of descriptors (EMFILE/ENFILE) or kernel memory: the pending
+                # connection stays queued and the listener stays readable, so retrying at
+                # once would spin the worker at full CPU writing this line. Stop
+                # accepting for a moment; connections that close free what is needed.
+                log.warning("accept failed: %s; not accepting for %d ms", exc, ACCEPT_BACKOFF_MS)
+                loop = asyncio.get_running_loop()
+                loop.remove_reader(self.listener.fileno())
+                loop.call_later(ACCEPT_BACKOFF_MS / 1000, self._resume_accepting)
                 return
             client.setblocking(False)
             client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -127,6 +136,10 @@ class WorkerServer:
                     client.setsockopt(socket.SOL_SOCKET, option, size)
             self.node.stats["connections"] += 1
             Connection(client, self.node, self.connections)
+
+    def _resume_accepting(self) -> None:
+        if self.listener is not None and self.listener.fileno() >= 0 and not self.stopping.is_set():
+            asyncio.get_running_loop().add_reader(self.listener.fileno(), self._accept)
 
     def _adopt(self, client: socket.socket) -> None:
         """A connection another worker handed over (broker/handoff.py); it stays here."""
