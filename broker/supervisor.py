@@ -89,6 +89,7 @@ class Supervisor:
         if self.config["cluster.id"]:
             settings["cluster.id"] = self.config["cluster.id"]
         try:
+            ensure_port_free(*self.config.listener)
             if self.config["zookeeper.connect"]:
                 settings["cluster.id"] = self._cluster_id_from_zookeeper(str(self.config["cluster.id"]))
             self.claimed = claim_log_dirs(ManagerConfig.from_broker_config(settings))
@@ -384,6 +385,27 @@ def serve(config: BrokerConfig) -> int:
         return 1
     raise_open_files_limit()
     return Supervisor(config).run()
+
+
+def ensure_port_free(host: str, port: int) -> None:
+    """Refuse to start on a port another process listens on.
+
+    Workers bind with SO_REUSEPORT, which lets any socket of the same user that also sets
+    it join the port: a second broker started on the same address would silently get half
+    of the connections (found when a forgotten benchmark broker answered with another
+    cluster id). A bind without SO_REUSEPORT fails on a port anyone listens on, so one
+    such bind, released at once, tells. (A process that binds in the instant before the
+    workers do is not caught; the data-dir lock still keeps two brokers off one log.)
+    """
+    if port == 0:
+        return
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # TIME_WAIT leftovers are fine
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise RuntimeError(f"cannot listen on {host}:{port}: {exc.strerror} (is another broker running there?)") from None
 
 
 def raise_open_files_limit() -> None:

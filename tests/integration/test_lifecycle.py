@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import threading
 import time
 
@@ -20,7 +21,7 @@ from tests.integration.clients import (
     kafka_python_consume,
     make_records,
 )
-from tests.integration.conftest import wait_until
+from tests.integration.conftest import round_trip, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -343,3 +344,22 @@ def test_kill_9_of_the_owner_twice_under_idempotent_producers(broker):
     assert high_watermark == len(acked), f"{high_watermark} records in the log, {len(acked)} acknowledged"
     assert dict(acked) == by_offset, "an acknowledged record is not at its acknowledged offset"
     assert len(set(by_offset.values())) == high_watermark, "a record was appended twice"
+
+
+def test_a_second_broker_on_the_same_port_refuses_to_start(broker, broker_factory):
+    """SO_REUSEPORT would let a second broker share the port and take half the clients:
+    it must refuse with a clear message instead, and the first broker keeps serving."""
+    second = broker_factory(workers=1, start=False)
+    second.port = broker.port
+    with open(second.stderr_path, "ab") as err:
+        process = subprocess.Popen(second.command(), stdin=subprocess.DEVNULL, stdout=err, stderr=err,
+                                   start_new_session=True)
+    try:
+        code = process.wait(30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+    assert code == 1
+    assert f"cannot listen on 127.0.0.1:{broker.port}" in second.stderr()
+    assert round_trip(broker.host, broker.port)
