@@ -11,6 +11,10 @@ time the producer wrote into the first 8 bytes of the value, in µs (producer an
 consumer share this machine's clock). To keep that cheap at a million records per
 second, at most SAMPLES_PER_BATCH records of each batch are timed, evenly spread, each
 counted for the records it stands for.
+
+With read_to_end (a read of a backlog), it also tells when it has reached the end of every
+partition it holds: {"event": "caught_up", "t", "consumed", "bytes", "t_first", "t_last"}
+(wall times of its first and latest record), once per assignment.
 """
 
 from __future__ import annotations
@@ -38,7 +42,12 @@ def consumer_config(cfg: dict[str, Any]) -> dict[str, Any]:
         "auto.offset.reset": "earliest",
         "enable.auto.commit": True,
         "auto.commit.interval.ms": 1000,
-        "enable.partition.eof": False,
+        "enable.partition.eof": bool(cfg.get("read_to_end")),
+        # Once its local queue holds queued.min.messages (100,000) records, librdkafka
+        # stops fetching for fetch.queue.backoff.ms (1,000 ms by default) and does not
+        # resume early when the application drains the queue: a fast reader would be
+        # held to ~100,000 records a second by that pause, whatever the broker.
+        "fetch.queue.backoff.ms": 10,
     }
     config.update(cfg.get("consumer_config", {}))
     return config
@@ -49,9 +58,22 @@ def run(cfg: dict[str, Any]) -> None:
     signal.signal(signal.SIGTERM, lambda _s, _f: stop.set())
     signal.signal(signal.SIGINT, lambda _s, _f: stop.set())
     consumer = Consumer(consumer_config(cfg))
-    consumer.subscribe(cfg["topics"], on_assign=lambda _c, parts: emit(event="assigned", t=time.time(), partitions=len(parts)))
+    held: set[tuple[str, int]] = set()  # the current assignment
+    at_end: set[tuple[str, int]] = set()  # partitions of it read to their end
+    told = False  # caught_up sent for this assignment
+
+    def on_assign(_consumer: Any, partitions: list[Any]) -> None:
+        nonlocal told
+        held.clear()
+        held.update((p.topic, p.partition) for p in partitions)
+        at_end.clear()
+        told = False
+        emit(event="assigned", t=time.time(), partitions=len(partitions))
+
+    consumer.subscribe(cfg["topics"], on_assign=on_assign)
     interval = float(cfg.get("interval_s", 1.0))
     consumed = nbytes = errors = 0
+    t_first = t_last = None
     first_error: str | None = None
     window = new_histogram()
     next_report = time.monotonic() + interval
@@ -68,14 +90,24 @@ def run(cfg: dict[str, Any]) -> None:
             if len(good) != len(messages):
                 for m in messages:
                     err = m.error()
-                    if err is not None and err.code() != KafkaError._PARTITION_EOF:
+                    if err is None:
+                        continue
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        at_end.add((m.topic(), m.partition()))
+                    else:
                         errors += 1
                         first_error = first_error or str(err)
+            if good:
+                t_last = time.time()
+                t_first = t_first or t_last
             consumed += len(good)
             nbytes += sum(map(len, good))
             stride = max(1, len(good) // SAMPLES_PER_BATCH)
             for m in good[::stride]:
                 record_us(window, now_us - int.from_bytes(m.value()[:8], "big"), stride)
+        if held and not told and at_end >= held:
+            told = True
+            emit(event="caught_up", t=time.time(), consumed=consumed, bytes=nbytes, t_first=t_first, t_last=t_last)
         if time.monotonic() >= next_report:
             report()
             window = new_histogram()

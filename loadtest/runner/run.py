@@ -339,8 +339,8 @@ def run_workload(w: Workload, target: Target, out_dir: str, label: str, progress
             sampler.start()
         if w.idle_connections:
             result["idle_connections"] = _open_idle_connections(w, bootstrap, clients)
-        if w.catch_up:
-            _catch_up(w, bootstrap, topics, clients, result, progress, label)
+        if w.catch_up or w.read_after_write:
+            _write_then_read(w, bootstrap, topics, clients, result, progress, label)
         else:
             _live(w, bootstrap, topics, clients, result, progress, label)
         if w.idle_connections:
@@ -353,10 +353,14 @@ def run_workload(w: Workload, target: Target, out_dir: str, label: str, progress
             mock.stop()
         elif target.bootstrap:
             delete_topics(target.bootstrap, topics)
-    window = result.get("window")
+    window = result.get("window") or result.get("write_window")
     if sampler and window:
-        result["broker"] = _broker_figures(sampler.samples, window[0], window[1], result["publish"]["records"]
-                                           if not w.catch_up else result["consume"]["records"])
+        # Live: the broker's cost of writing and serving the consumers together, per
+        # record published. Write then read: the two phases apart.
+        result["broker"] = _broker_figures(sampler.samples, window[0], window[1], result["publish"]["records"])
+        if "read_window" in result:
+            read = result["read_window"]
+            result["broker_read"] = _broker_figures(sampler.samples, read[0], read[1], result["consume"]["records"])
     if window:
         result["timeline"] = _timeline(_all_intervals(clients.producers), _all_intervals(_members(clients)),
                                        sampler.samples if sampler else [], result["t0"])
@@ -370,11 +374,13 @@ def _members(clients: Clients) -> list[ChildProcess]:
     return [c for group in clients.consumers.values() for c in group]
 
 
-def _start_consumers(w: Workload, bootstrap: str, topics: list[str], clients: Clients, label: str) -> None:
+def _start_consumers(w: Workload, bootstrap: str, topics: list[str], clients: Clients, label: str,
+                     read_to_end: bool = False) -> None:
     partitions = w.topics * w.partitions_per_topic
     for g in range(w.consumer_groups):
         group = f"{label}-g{g}-{int(time.time())}"
-        clients.consumers[group] = [clients.start("loadtest.runner.consumer", consumer_cfg(w, bootstrap, topics, group),
+        cfg = {**consumer_cfg(w, bootstrap, topics, group), "read_to_end": read_to_end}
+        clients.consumers[group] = [clients.start("loadtest.runner.consumer", cfg,
                                                   f"consumer-g{g}-{i}") for i in range(w.consumers)]
 
     def assigned() -> bool:
@@ -395,6 +401,30 @@ def _live(w: Workload, bootstrap: str, topics: list[str], clients: Clients, resu
           progress: bool, label: str) -> None:
     if w.consumers and w.consumer_groups:
         _start_consumers(w, bootstrap, topics, clients, label)
+    start, end = _produce_for_the_window(w, bootstrap, topics, clients, result, progress, label)
+    acked = result["publish"]["acked_total"]
+    if clients.consumers:
+        def drained() -> bool:
+            return all(_latest(members, "consumed") >= acked for members in clients.consumers.values())
+
+        try:
+            wait_until(drained, DRAIN_S, "the consumers to read every acknowledged record", interval=0.2)
+        except TimeoutError:
+            info(f"{label}: consumers did not read every acknowledged record within {DRAIN_S:.0f} s")
+    members = _members(clients)
+    if members:
+        for member in members:
+            member.stop(timeout=DRAIN_S + 30)
+        result["consume"] = window_figures(members, "consumed", "bytes", start, end)
+        consumed = {g: _latest(ms, "consumed") for g, ms in clients.consumers.items()}
+        result["consume"]["consumed_total_per_group"] = consumed
+        result["consume"]["missing"] = sum(max(0, acked - c) for c in consumed.values())
+
+
+def _produce_for_the_window(w: Workload, bootstrap: str, topics: list[str], clients: Clients, result: dict[str, Any],
+                            progress: bool, label: str) -> tuple[float, float]:
+    """Producers for warmup_s + duration_s, then stopped (flushing); publish figures of
+    the window into result. Returns the window."""
     t0 = time.time()
     result["t0"] = t0
     clients.producers = [clients.start("loadtest.runner.producer", producer_cfg(w, bootstrap, topics, i), f"producer-{i}")
@@ -410,77 +440,82 @@ def _live(w: Workload, bootstrap: str, topics: list[str], clients: Clients, resu
         bar.close()
     for producer in clients.producers:
         producer.stop(timeout=DRAIN_S + 30)
-    acked = _latest(clients.producers, "acked")
-    if clients.consumers:
-        def drained() -> bool:
-            return all(_latest(members, "consumed") >= acked for members in clients.consumers.values())
-
-        try:
-            wait_until(drained, DRAIN_S, "the consumers to read every acknowledged record", interval=0.2)
-        except TimeoutError:
-            info(f"{label}: consumers did not read every acknowledged record within {DRAIN_S:.0f} s")
     result["window"] = (start, end)
     result["publish"] = window_figures(clients.producers, "acked", "acked_bytes", start, end)
-    result["publish"]["acked_total"] = acked
-    members = _members(clients)
-    if members:
-        for member in members:
-            member.stop(timeout=DRAIN_S + 30)
-        result["consume"] = window_figures(members, "consumed", "bytes", start, end)
-        consumed = {g: _latest(ms, "consumed") for g, ms in clients.consumers.items()}
-        result["consume"]["consumed_total_per_group"] = consumed
-        result["consume"]["missing"] = sum(max(0, acked - c) for c in consumed.values())
+    result["publish"]["acked_total"] = _latest(clients.producers, "acked")
+    return start, end
 
 
-def _catch_up(w: Workload, bootstrap: str, topics: list[str], clients: Clients, result: dict[str, Any],
-              progress: bool, label: str) -> None:
-    backlog = int(w.backlog_mib * MIB)
-    share = backlog // w.producers
-    fill_t0 = time.time()
-    clients.producers = [clients.start("loadtest.runner.producer", producer_cfg(w, bootstrap, topics, i, share),
-                                       f"producer-{i}") for i in range(w.producers)]
-    bar = Progress(progress, w.backlog_mib, f"{label} backlog", "MiB")
-    try:
-        while not all(p.snapshot("done") for p in clients.producers):
-            clients.check()
-            time.sleep(0.5)
-            bar.update(_latest(clients.producers, "acked_bytes") / MIB)
-    finally:
-        bar.close()
-    fill_end = time.time()
-    result["backlog"] = window_figures(clients.producers, "acked", "acked_bytes", fill_t0, fill_end + 1e9,
-                                       rate_span=(fill_t0, fill_end))
+def _write_then_read(w: Workload, bootstrap: str, topics: list[str], clients: Clients, result: dict[str, Any],
+                     progress: bool, label: str) -> None:
+    """Producers first, alone; then the consumers read everything back from the earliest
+    offset. A catch-up run writes backlog_mib; a read-after-write run writes for
+    warmup_s + duration_s and measures publish over the window as a live run does."""
+    if w.catch_up:
+        share = int(w.backlog_mib * MIB) // w.producers
+        write_t0 = time.time()
+        clients.producers = [clients.start("loadtest.runner.producer", producer_cfg(w, bootstrap, topics, i, share),
+                                           f"producer-{i}") for i in range(w.producers)]
+        bar = Progress(progress, w.backlog_mib, f"{label} backlog", "MiB")
+        try:
+            while not all(p.snapshot("done") for p in clients.producers):
+                clients.check()
+                time.sleep(0.5)
+                bar.update(_latest(clients.producers, "acked_bytes") / MIB)
+        finally:
+            bar.close()
+        write_end = time.time()
+        result["publish"] = window_figures(clients.producers, "acked", "acked_bytes", write_t0 - 1e9, write_end + 1e9,
+                                           rate_span=(write_t0, write_end))
+        result["write_window"] = (write_t0, write_end)
+    else:
+        _produce_for_the_window(w, bootstrap, topics, clients, result, progress, label)
+        result["write_window"] = result.pop("window")
     acked = _latest(clients.producers, "acked")
+    result["publish"]["acked_total"] = acked
+    result["t0"] = result["write_window"][0] if w.catch_up else result["t0"]  # the timeline starts with the writes
     t0 = time.time()
-    result["t0"] = t0
-    _start_consumers(w, bootstrap, topics, clients, label)
-    bar = Progress(progress, acked, f"{label} catch-up", "records")
+    _start_consumers(w, bootstrap, topics, clients, label, read_to_end=True)
+    bar = Progress(progress, acked, f"{label} read", "records")
+    deadline = t0 + (w.duration_s if w.catch_up else max(120.0, 4 * w.duration_s))
     try:
-        deadline = t0 + w.duration_s
-        while True:
+        while not _groups_caught_up(clients):
             clients.check()
-            done = min(_latest(members, "consumed") for members in clients.consumers.values())
-            bar.update(done)
-            if done >= acked or time.time() > deadline:
+            bar.update(min(_latest(members, "consumed") for members in clients.consumers.values()))
+            if time.time() > deadline:
+                info(f"{label}: the consumers did not reach the end of every partition in time")
                 break
-            time.sleep(0.2)
+            time.sleep(0.1)
     finally:
         bar.close()
     end = time.time()
     members = _members(clients)
+    caught = [e for m in members for e in m.snapshot("caught_up")]
     for member in members:
         member.stop(timeout=DRAIN_S + 30)
-    reading = [i for i in _all_intervals(members) if i.get("consumed")]
-    first_read = min((i["t"] for i in reading), default=t0)
-    result["window"] = (t0, end)
-    result["publish"] = {"records": acked, "bytes": _latest(clients.producers, "acked_bytes")}
+    firsts = [e["t_first"] for e in caught if e.get("t_first")]
+    lasts = [e["t_last"] for e in caught if e.get("t_last")]
+    read_span = (min(firsts), max(lasts)) if firsts and lasts and max(lasts) > min(firsts) else (t0, end)
+    result["read_window"] = (t0, end)
     # Everything the members reported counts, up to their final line after SIGTERM; the
-    # rate is over the consumers' start (join included) to the moment all was read.
-    result["consume"] = window_figures(members, "consumed", "bytes", t0 - 1e9, end + 1e9, rate_span=(t0, end))
-    result["consume"]["first_record_after_s"] = round(first_read - t0, 3)
+    # rate is over the read itself, from the first record to the last (the group's join
+    # is first_record_after_s, reported beside it).
+    result["consume"] = window_figures(members, "consumed", "bytes", t0 - 1e9, end + 1e9, rate_span=read_span)
+    result["consume"]["first_record_after_s"] = round(read_span[0] - t0, 3)
+    result["consume"]["read_s"] = round(read_span[1] - read_span[0], 3)
     consumed = {g: _latest(ms, "consumed") for g, ms in clients.consumers.items()}
     result["consume"]["consumed_total_per_group"] = consumed
     result["consume"]["missing"] = sum(max(0, acked - c) for c in consumed.values())
+
+
+def _groups_caught_up(clients: Clients) -> bool:
+    """Every member of every group said caught_up after its latest assignment."""
+    for members in clients.consumers.values():
+        for member in members:
+            events = [e for e in member.snapshot() if e["event"] in ("assigned", "caught_up")]
+            if not events or events[-1]["event"] != "caught_up":
+                return False
+    return True
 
 
 def _open_idle_connections(w: Workload, bootstrap: str, clients: Clients) -> dict[str, Any]:

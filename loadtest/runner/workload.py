@@ -21,6 +21,10 @@ Catch-up reads: ``backlog_mib = 4096`` makes the producers write that much first
 consumer running; the consumers then start from the earliest offset and the run measures
 how fast they read it all (duration_s is then only a bound). ``idle_connections = 5000``
 holds that many idle connections (ApiVersions and Metadata done) during the run.
+``read_after_write = true``: producers run alone for warmup_s + duration_s, then the
+consumers read everything back (Kafka's producer and consumer perf tools run one after
+the other, like this); publish and consume are each measured without the other
+competing for this machine's cores.
 ``producer_config`` / ``consumer_config`` tables pass librdkafka settings through.
 ``compare = false`` marks a workload the reference broker cannot hold (the librdkafka mock
 keeps ~5 MiB per partition), so ``--compare`` skips it.
@@ -66,6 +70,7 @@ class Workload:
     duration_s: float = 60.0
     warmup_s: float = 10.0
     backlog_mib: float = 0.0
+    read_after_write: bool = False
     idle_connections: int = 0
     compare: bool = True
     producer_config: dict[str, Any] = field(default_factory=dict)
@@ -119,8 +124,8 @@ def workload_from_dict(data: dict[str, Any], default_name: str = "") -> Workload
     for name in ("rate", "rate_mib_s", "linger_ms", "warmup_s", "backlog_mib"):
         _check(getattr(w, name) >= 0, name, "must be >= 0")
     _check(w.duration_s > 0, "duration_s", "must be > 0")
-    _check(not w.catch_up or (w.consumers >= 1 and w.consumer_groups >= 1), "backlog_mib",
-           "a catch-up read needs consumers")
+    _check(not (w.catch_up or w.read_after_write) or (w.consumers >= 1 and w.consumer_groups >= 1),
+           "backlog_mib", "a catch-up read (or read_after_write) needs consumers")
     return w
 
 
