@@ -122,8 +122,10 @@ def load_workloads(paths: list[str], overrides: dict[str, Any]) -> list[Workload
         try:
             w = load_workload(path)
             out.append(workload_from_dict({**w.as_dict(), **overrides}) if overrides else w)
-        except (WorkloadError, OSError) as exc:
-            raise SystemExit(f"workload {path}: {exc}") from None
+        except WorkloadError as exc:
+            raise SystemExit(f"workload {exc}") from None
+        except OSError as exc:
+            raise SystemExit(f"workload {path}: {exc.strerror}") from None
     return out
 
 

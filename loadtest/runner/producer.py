@@ -133,6 +133,10 @@ def run(cfg: dict[str, Any]) -> None:
             counters.report()
 
     threading.Thread(target=reporter, daemon=True).start()
+    # Connect and learn the partitions first, so the rate schedule does not start with a
+    # debt of the connection time that it would then pay off in a burst.
+    for topic in topics:
+        producer.list_topics(topic, timeout=30)
     emit(event="started", t=time.time(), pid_topics=len(topics))
     start = time.monotonic()
     sent = 0

@@ -35,6 +35,7 @@ from loadtest.brokers import PYTHON, MockBroker, wait_until
 from loadtest.children import ChildProcess
 from loadtest.common import MIB, info
 from loadtest.runner.histogram import merge_into, new_histogram, summary_ms
+from loadtest.runner.idle_connections import IdleConnectionsChild
 from loadtest.runner.procstats import BrokerProcesses, Sample
 from loadtest.runner.workload import Workload
 
@@ -42,6 +43,7 @@ DRAIN_S = 30.0
 ASSIGN_TIMEOUT_S = 120.0
 TOPIC_TIMEOUT_S = 120.0
 CONNECTIONS_TIMEOUT_S = 300.0
+READ_TIMEOUT_MIN_S = 120.0
 
 
 @dataclass
@@ -100,14 +102,13 @@ class Clients:
         self.log_dir = log_dir
         self.producers: list[ChildProcess] = []
         self.consumers: dict[str, list[ChildProcess]] = {}  # group -> members
-        self.connections: ChildProcess | None = None
+        self.connections: IdleConnectionsChild | None = None
 
     def start(self, module: str, cfg: dict[str, Any], name: str) -> ChildProcess:
         return ChildProcess([PYTHON, "-m", module, json.dumps(cfg)], name, self.log_dir)
 
     def all(self) -> list[ChildProcess]:
-        members = [c for group in self.consumers.values() for c in group]
-        return self.producers + members + ([self.connections] if self.connections else [])
+        return self.producers + [c for group in self.consumers.values() for c in group]
 
     def failed(self) -> list[str]:
         """Children that exited on their own with an error, with their stderr's tail."""
@@ -116,12 +117,23 @@ class Clients:
 
     def check(self) -> None:
         failures = self.failed()
+        if self.connections is not None and self.connections.process is not None and self.connections.process.poll() is not None:
+            failures.append(f"the idle connections process exited with {self.connections.process.returncode}")
         if failures:
             raise RuntimeError("a client process failed: " + "\n".join(failures))
+
+    def save_events(self) -> None:
+        """Every child's lines as <name>.events.jsonl beside its stderr, to look into a run."""
+        for child in self.all():
+            with open(os.path.join(self.log_dir, f"{child.name}.events.jsonl"), "w") as handle:
+                for event in child.snapshot():
+                    handle.write(json.dumps({k: v for k, v in event.items() if k != "hist"}) + "\n")
 
     def stop_all(self) -> None:
         for child in self.all():
             child.stop(timeout=DRAIN_S + 30)
+        if self.connections is not None:
+            self.connections.kill()
 
 
 class Sampler(threading.Thread):
@@ -147,16 +159,21 @@ class Sampler(threading.Thread):
 
 def _intervals(child: ChildProcess) -> list[dict[str, Any]]:
     """A child's interval and done lines, each turned into the increment since the
-    child's previous line (children report cumulative counters)."""
+    child's previous line (children report cumulative counters), with "t_prev": the time
+    of that previous line (its "started" line for the first)."""
     out = []
     previous: dict[str, Any] = {}
+    t_prev: float | None = None
     for event in child.snapshot():
+        if event["event"] == "started":
+            t_prev = event["t"]
+            continue
         if event["event"] not in ("interval", "done"):
             continue
         delta = {k: v - previous.get(k, 0) for k, v in event.items()
                  if isinstance(v, (int, float)) and not isinstance(v, bool) and k != "t"}
-        out.append({"t": event["t"], "hist": event.get("hist"), **delta})
-        previous = event
+        out.append({"t": event["t"], "t_prev": t_prev if t_prev is not None else event["t"], "hist": event.get("hist"), **delta})
+        previous, t_prev = event, event["t"]
     return out
 
 
@@ -174,24 +191,22 @@ def _latest(children: list[ChildProcess], key: str) -> int:
 
 def window_figures(children: list[ChildProcess], count_key: str, bytes_key: str, start: float, end: float,
                    rate_span: tuple[float, float] | None = None) -> dict[str, Any]:
-    """Records, bytes, rates and the latency summary of the intervals ending in (start, end].
+    """Records, bytes, rates and the latency summary of the intervals that lie wholly
+    inside [start, end].
 
     Children report on their own one-second clocks, so a window does not fall on interval
-    boundaries: each child's rate is its count over the time its counted intervals really
-    cover (from its previous line to its last line in the window), and the rates add up.
-    rate_span, when given, replaces that with one fixed span (a catch-up read is timed
-    from the consumers' start to the last record).
+    boundaries: only whole intervals count, each child's rate is its count over the time
+    they cover, and the children's rates add up. rate_span, when given, replaces that with
+    one fixed span (a catch-up read is timed from its first record to its last).
     """
     histogram = new_histogram()
     records = nbytes = errors = 0
     records_per_s = bytes_per_s = 0.0
     for child in children:
-        lines = _intervals(child)
-        inside = [i for i in lines if start < i["t"] <= end]
+        inside = [i for i in _intervals(child) if i["t_prev"] >= start - 0.05 and i["t"] <= end + 0.05]
         if not inside:
             continue
-        before = [i["t"] for i in lines if i["t"] <= start]
-        span = inside[-1]["t"] - (before[-1] if before else start)
+        span = inside[-1]["t"] - inside[0]["t_prev"]
         n, b = sum(i.get(count_key, 0) for i in inside), sum(i.get(bytes_key, 0) for i in inside)
         records, nbytes = records + n, nbytes + b
         errors += sum(i.get("errors", 0) for i in inside)
@@ -338,7 +353,7 @@ def run_workload(w: Workload, target: Target, out_dir: str, label: str, progress
         if sampler:
             sampler.start()
         if w.idle_connections:
-            result["idle_connections"] = _open_idle_connections(w, bootstrap, clients)
+            result["idle_connections"] = _open_idle_connections(w, bootstrap, clients, mock=target.is_mock)
         if w.catch_up or w.read_after_write:
             _write_then_read(w, bootstrap, topics, clients, result, progress, label)
         else:
@@ -347,6 +362,7 @@ def run_workload(w: Workload, target: Target, out_dir: str, label: str, progress
             result["idle_connections"].update(_close_idle_connections(clients))
     finally:
         clients.stop_all()
+        clients.save_events()
         if sampler:
             sampler.stop()
         if mock is not None:
@@ -477,7 +493,8 @@ def _write_then_read(w: Workload, bootstrap: str, topics: list[str], clients: Cl
     t0 = time.time()
     _start_consumers(w, bootstrap, topics, clients, label, read_to_end=True)
     bar = Progress(progress, acked, f"{label} read", "records")
-    deadline = t0 + (w.duration_s if w.catch_up else max(120.0, 4 * w.duration_s))
+    # A bound, not a measure: the group's join alone takes group.initial.rebalance.delay.ms.
+    deadline = t0 + max(READ_TIMEOUT_MIN_S, w.duration_s if w.catch_up else 4 * w.duration_s)
     try:
         while not _groups_caught_up(clients):
             clients.check()
@@ -518,20 +535,22 @@ def _groups_caught_up(clients: Clients) -> bool:
     return True
 
 
-def _open_idle_connections(w: Workload, bootstrap: str, clients: Clients) -> dict[str, Any]:
-    clients.connections = ChildProcess([PYTHON, "-m", "loadtest.runner.idle_connections", "--bootstrap", bootstrap,
-                                        "--count", str(w.idle_connections), "--hold-s", "86400", "--json"],
-                                       "idle-connections", clients.log_dir)
-    child = clients.connections
-    _wait(lambda: bool(child.snapshot("established")), clients, CONNECTIONS_TIMEOUT_S,
-          f"{w.idle_connections} idle connections")
-    return dict(child.snapshot("established")[-1])
+def _open_idle_connections(w: Workload, bootstrap: str, clients: Clients, mock: bool) -> dict[str, Any]:
+    # The mock's listen backlog is 5: open its connections 4 at a time (idle_connections.py).
+    stderr = open(os.path.join(clients.log_dir, "idle-connections.stderr"), "wb")
+    clients.connections = IdleConnectionsChild(bootstrap, w.idle_connections, concurrency=4 if mock else 200,
+                                               report_interval_s=5.0, stderr=stderr).start()
+    stderr.close()  # the child holds its own descriptor
+    established = clients.connections.wait_established(timeout=CONNECTIONS_TIMEOUT_S)
+    if established.get("failed"):
+        raise RuntimeError(f"{established['failed']} of {w.idle_connections} idle connections failed: {established.get('errors')}")
+    return dict(established)
 
 
 def _close_idle_connections(clients: Clients) -> dict[str, Any]:
     child = clients.connections
     assert child is not None
-    held = child.snapshot("held")
-    child.stop(timeout=60)
-    summary = [e for e in child.snapshot() if e["event"] not in ("established", "held")]
-    return {"held_last": held[-1] if held else None, "summary": summary[-1] if summary else None}
+    held = [e for e in child.events if e.get("event") == "held"]
+    summary = child.stop(timeout=60)
+    clients.connections = None
+    return {"held_last": held[-1] if held else None, "summary": summary}

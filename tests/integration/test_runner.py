@@ -1,0 +1,118 @@
+"""The workload runner end to end, against a real Castle (and librdkafka's mock cluster
+for --compare): tiny workloads that must produce a JSON result with every figure the
+issue names, and a report."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+TINY = """
+name = "{name}"
+description = "test"
+topics = 2
+partitions_per_topic = 2
+record_size = 256
+key_distribution = "round-robin"
+producers = 2
+consumers = 2
+consumer_groups = 1
+rate = {rate}
+acks = "all"
+compression = "lz4"
+linger_ms = 2
+duration_s = 3
+warmup_s = 1
+{extra}
+"""
+
+
+def _workload(tmp_path, name: str, extra: str = "", rate: int = 2000) -> str:
+    path = tmp_path / f"{name}.toml"
+    path.write_text(TINY.format(name=name, extra=extra, rate=rate))
+    return str(path)
+
+
+def _run(args: list[str], timeout: float = 180) -> subprocess.CompletedProcess:
+    process = subprocess.Popen([sys.executable, "-m", "loadtest.runner", *args, "--no-progress"], cwd=REPO,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        out, err = process.communicate(timeout=10)
+    return subprocess.CompletedProcess(process.args, process.returncode, out, err)
+
+
+def _load(out_dir, label: str) -> dict:
+    with open(os.path.join(out_dir, f"{label}.json")) as handle:
+        return json.load(handle)
+
+
+def _assert_latency(summary: dict) -> None:
+    assert summary["count"] > 0
+    assert 0 < summary["p50"] <= summary["p99"] <= summary["p99_9"] <= summary["max"]
+
+
+def test_a_live_workload_gives_every_figure(broker, tmp_path):
+    out = tmp_path / "out"
+    done = _run([_workload(tmp_path, "live"), "--bootstrap", broker.bootstrap, "--broker-pid", str(broker.pid),
+                 "--out", str(out)])
+    assert done.returncode == 0, done.stderr[-3000:]
+    r = _load(out, "live-castle-r1")
+    assert r["publish"]["records"] > 0 and r["publish"]["errors"] == 0
+    assert r["publish"]["records_per_s"] == pytest.approx(2000, rel=0.25)  # the workload's rate
+    _assert_latency(r["publish"]["latency_ms"])
+    assert r["consume"]["records"] > 0 and r["consume"]["missing"] == 0
+    _assert_latency(r["consume"]["latency_ms"])  # end to end
+    broker_figures = r["broker"]
+    assert broker_figures["cpu_s"] > 0 and broker_figures["cpu_s_per_m_records"] > 0
+    assert broker_figures["rss_anon_mib_max"] > 10 and broker_figures["processes"] == 4  # supervisor, 2 workers, coordinator
+    assert len(r["timeline"]) >= 3 and any(row["publish_records"] for row in r["timeline"])
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["workloads"]["live"]["medians"]["castle"]["publish_records_per_s"] > 0
+    assert summary["machine"]["nproc"] >= 1 and summary["failures"] == []
+    assert (out / "report.md").exists() and (out / "live-throughput.png").stat().st_size > 0
+
+
+def test_catch_up_and_read_after_write_read_everything_back(broker, tmp_path):
+    out = tmp_path / "out"
+    catch_up = _workload(tmp_path, "backlog", "backlog_mib = 8", rate=0)
+    after = _workload(tmp_path, "after", "read_after_write = true", rate=0)
+    done = _run([catch_up, after, "--bootstrap", broker.bootstrap, "--broker-pid", str(broker.pid), "--out", str(out)])
+    assert done.returncode == 0, done.stderr[-3000:]
+    for label in ("backlog-castle-r1", "after-castle-r1"):
+        r = _load(out, label)
+        assert r["publish"]["acked_total"] > 0
+        assert r["consume"]["missing"] == 0, r["consume"]
+        assert sum(r["consume"]["consumed_total_per_group"].values()) >= r["publish"]["acked_total"]
+        assert r["consume"]["mib_per_s"] > 0 and r["consume"]["read_s"] > 0
+        assert r["broker_read"]["cpu_s"] >= 0 and r["broker"]["rss_anon_mib_max"] > 0
+    backlog = _load(out, "backlog-castle-r1")
+    assert backlog["publish"]["bytes"] >= 8 * 2**20 - 256 * 2  # the producers' shares of 8 MiB
+
+
+def test_compare_against_the_mock_reports_ratios(broker, tmp_path):
+    out = tmp_path / "out"
+    done = _run([_workload(tmp_path, "cmp", "idle_connections = 100"), "--bootstrap", broker.bootstrap,
+                 "--broker-pid", str(broker.pid), "--compare", "mock", "--out", str(out)])
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    entry = summary["workloads"]["cmp"]
+    assert set(entry["medians"]) == {"castle", "mock"}
+    assert entry["ratios"]["publish_records_per_s"] == pytest.approx(1.0, rel=0.3)  # both hold the rate
+    mock = _load(out, "cmp-mock-r1")
+    assert mock["broker"]["cpu_s"] >= 0 and mock["broker"]["processes"] == 1
+    for label in ("cmp-castle-r1", "cmp-mock-r1"):
+        held = _load(out, label)["idle_connections"]
+        assert held["open"] == 100 and held["failed"] == 0
+        assert held["summary"]["closed_by_peer"] == 0
+    assert "| castle / mock |" in (out / "report.md").read_text()

@@ -1,0 +1,124 @@
+"""The workload runner's pieces that need no broker: workload files, histograms, medians
+and ratios, and the report (Markdown and charts)."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import random
+from array import array
+
+import pytest
+
+from loadtest.runner.__main__ import FIGURES, _overrides, medians, ratios
+from loadtest.runner.histogram import encode, merge_into, new_histogram, record_us, summary_ms
+from loadtest.runner.producer import histogram_of_seconds
+from loadtest.runner.report import write_report
+from loadtest.runner.workload import WorkloadError, load_workload, workload_from_dict
+
+WORKLOADS = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "..", "..", "loadtest", "workloads", "*.toml")))
+
+
+def test_every_shipped_workload_loads():
+    names = {load_workload(path).name for path in WORKLOADS}
+    assert {"max-throughput-100b", "max-throughput-1kb", "fixed-rate-latency", "many-partitions",
+            "many-connections", "catch-up"} <= names
+    assert load_workload([p for p in WORKLOADS if p.endswith("many-connections.toml")][0]).idle_connections >= 5000
+    assert load_workload([p for p in WORKLOADS if p.endswith("many-partitions.toml")][0]).partitions_per_topic == 1000
+    catch_up = load_workload([p for p in WORKLOADS if p.endswith("catch-up.toml")][0])
+    assert catch_up.catch_up and not catch_up.compare
+
+
+def test_a_byte_rate_becomes_records_per_second():
+    w = workload_from_dict({"name": "r", "record_size": 1024, "rate_mib_s": 10})
+    assert w.target_records_per_s == 10 * 1024
+
+
+@pytest.mark.parametrize("fields, complaint", [
+    ({"name": "x", "partitions": 4}, "partitions: unknown field"),
+    ({"name": "x", "compression": "brotli"}, "compression"),
+    ({"name": "x", "rate": 10, "rate_mib_s": 1}, "rate"),
+    ({"name": "x", "record_size": 4}, "record_size"),
+    ({"name": "x", "acks": 2}, "acks"),
+    ({"name": "x", "duration_s": 0}, "duration_s"),
+    ({"name": "x", "backlog_mib": 10, "consumers": 0}, "backlog_mib"),
+    ({"name": "x", "topics": "many"}, "topics"),
+])
+def test_bad_workloads_name_the_field(fields, complaint):
+    with pytest.raises(WorkloadError, match=complaint):
+        workload_from_dict(fields)
+
+
+def test_a_broken_toml_file_is_a_workload_error(tmp_path):
+    path = tmp_path / "bad.toml"
+    path.write_text('name = "x"\nrate = \n')
+    with pytest.raises(WorkloadError, match="bad.toml"):
+        load_workload(str(path))
+
+
+def test_set_overrides_parse_toml_values():
+    assert _overrides(["duration_s=20", "acks=\"all\"", "compare=false", "compression=lz4"]) == {
+        "duration_s": 20, "acks": "all", "compare": False, "compression": "lz4"}
+
+
+def test_histograms_travel_and_merge():
+    a, b = new_histogram(), new_histogram()
+    for v in range(1, 1001):
+        record_us(a, v * 1000)  # 1..1000 ms
+    record_us(b, 5_000_000, count=10)  # ten of 5 s
+    total = new_histogram()
+    merge_into(total, encode(a))
+    merge_into(total, encode(b))
+    s = summary_ms(total)
+    assert s["count"] == 1010
+    assert s["p50"] == pytest.approx(505, rel=0.01)
+    assert s["max"] == pytest.approx(5000, rel=0.001)
+    assert summary_ms(new_histogram())["p99"] is None
+
+
+def test_delivery_latencies_histogrammed_with_numpy_match_exact_percentiles():
+    rng = random.Random(7)
+    seconds = array("d", (rng.lognormvariate(-5, 1) for _ in range(50_000)))
+    exact = sorted(seconds)
+    s = summary_ms(histogram_of_seconds(seconds))
+    assert s["count"] == len(seconds)
+    for key, q in (("p50", 0.50), ("p99", 0.99), ("p99_9", 0.999)):
+        assert s[key] == pytest.approx(exact[int(q * len(exact)) - 1] * 1000, rel=0.01)
+    assert s["max"] == pytest.approx(exact[-1] * 1000, rel=0.01)
+
+
+def _result(label: str, pub: float, con: float, p99: float, cpu: float) -> dict:
+    return {"label": label, "publish": {"records_per_s": pub, "mib_per_s": pub / 10_000, "latency_ms": {"p50": 1.0, "p99": p99}},
+            "consume": {"records_per_s": con, "mib_per_s": con / 10_000, "latency_ms": {"p50": 2.0, "p99": 2 * p99}},
+            "broker": {"cpu_s_per_m_records": cpu, "rss_anon_mib_max": 100.0},
+            "timeline": [{"t": t, "publish_bytes": 1_000_000, "consume_bytes": 900_000} for t in range(5)]}
+
+
+def test_medians_and_ratios():
+    runs = [_result("a", 100, 90, 5, 0.3), _result("b", 300, 80, 7, 0.1), _result("c", 200, 70, 6, 0.2)]
+    m = medians(runs)
+    assert m["publish_records_per_s"] == 200 and m["consume_records_per_s"] == 80 and m["publish_p99_ms"] == 6
+    assert m["e2e_max_ms"] is None  # no run has it
+    r = ratios(m, medians([_result("m", 400, 160, 3, 0.1)]))
+    assert r["publish_records_per_s"] == 0.5 and r["publish_p99_ms"] == 2.0 and r["e2e_max_ms"] is None
+    assert set(r) == set(FIGURES)
+
+
+def test_the_report_has_a_table_with_ratios_and_both_charts(tmp_path):
+    runs = {"castle": [_result("w-castle-r1", 90, 90, 5, 0.3)], "mock": [_result("w-mock-r1", 100, 80, 4, 0.1)]}
+    for rs in runs.values():
+        for r in rs:
+            (tmp_path / f"{r['label']}.json").write_text(json.dumps(r))
+    entry = {"workload": {"name": "w", "description": "a test workload"}, "skipped": [],
+             "medians": {name: medians(rs) for name, rs in runs.items()},
+             "runs": {name: [r["label"] for r in rs] for name, rs in runs.items()}}
+    entry["ratios"] = ratios(entry["medians"]["castle"], entry["medians"]["mock"])
+    path = write_report({"workloads": {"w": entry}, "failures": [{"label": "x-r1", "error": "boom"}],
+                         "command": "python -m loadtest.runner w.toml"}, str(tmp_path))
+    text = open(path).read()
+    assert "| castle / mock | 0.90x |" in text
+    assert "a test workload" in text and "x-r1: boom" in text
+    for png in ("w-throughput.png", "w-latency.png"):
+        with open(tmp_path / png, "rb") as handle:
+            assert handle.read(8) == b"\x89PNG\r\n\x1a\n"
