@@ -122,3 +122,14 @@ def test_the_report_has_a_table_with_ratios_and_both_charts(tmp_path):
     for png in ("w-throughput.png", "w-latency.png"):
         with open(tmp_path / png, "rb") as handle:
             assert handle.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_pyspy_summary_counts_inclusive_and_self_shares(tmp_path):
+    from loadtest.pyspy_summary import summarise
+
+    raw = tmp_path / "w.txt"
+    raw.write_text("main;serve;append;prefault 6\nmain;serve;flush 3\nmain;idle 1\n")
+    total, inclusive, own = summarise([str(raw)])
+    assert total == 10
+    assert inclusive["main"] == 10 and inclusive["serve"] == 9 and inclusive["append"] == 6
+    assert own["prefault"] == 6 and own["flush"] == 3 and own["serve"] == 0
