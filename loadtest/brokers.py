@@ -17,7 +17,7 @@ import sys
 import time
 from typing import Any, Callable
 
-from loadtest.common import info, process_tree
+from loadtest.common import file_tail, info, process_tree
 
 PYTHON = sys.executable
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -129,11 +129,7 @@ class OwnBroker:
         return code
 
     def stderr_tail(self, lines: int = 40) -> str:
-        try:
-            with open(self.stderr_path, "rb") as handle:
-                return "\n".join(handle.read().decode(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
+        return file_tail(self.stderr_path, lines)
 
 
 def _alive_castle(pid: int) -> bool:

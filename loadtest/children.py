@@ -17,7 +17,7 @@ import threading
 from typing import Any
 
 from loadtest.brokers import REPO_ROOT
-from loadtest.common import info
+from loadtest.common import file_tail, info
 
 _emit_lock = threading.Lock()
 
@@ -100,8 +100,4 @@ class ChildProcess:
         return code
 
     def stderr_tail(self, lines: int = 20) -> str:
-        try:
-            with open(self.stderr_path, "rb") as handle:
-                return "\n".join(handle.read().decode(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
+        return file_tail(self.stderr_path, lines)

@@ -217,15 +217,32 @@ def topic_partitions(client: Any, topic: str, timeout_s: float = 15.0) -> list[i
 # ---------------------------------------------------------------------- output
 
 
-def parse_client_config(pairs: Iterable[str]) -> dict[str, str]:
-    """--client-config key=value (repeatable) into a librdkafka config dict."""
+def key_values(pairs: Iterable[str]) -> dict[str, str]:
+    """librdkafka settings given as key=value strings; ValueError names a bad one."""
     config = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep:
-            raise SystemExit(f"--client-config wants key=value, got {pair!r}")
+            raise ValueError(f"librdkafka setting {pair!r} is not key=value")
         config[key.strip()] = value.strip()
     return config
+
+
+def parse_client_config(pairs: Iterable[str]) -> dict[str, str]:
+    """--client-config key=value (repeatable) into a librdkafka config dict."""
+    try:
+        return key_values(pairs)
+    except ValueError as exc:
+        raise SystemExit(f"--client-config: {exc}") from None
+
+
+def file_tail(path: str, lines: int) -> str:
+    """The last lines of a log file ('' if it cannot be read): a child's stderr in an error."""
+    try:
+        with open(path, "rb") as handle:
+            return "\n".join(handle.read().decode(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
 
 
 def info(message: str) -> None:

@@ -84,6 +84,8 @@ from locust import User, events, task
 from locust.env import Environment
 from locust.runners import MasterRunner
 
+from loadtest.common import key_values
+
 log = logging.getLogger("castle.locust")
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
@@ -148,14 +150,8 @@ def bootstrap_servers(environment: Environment) -> str:
 
 
 def extra_config(text: str) -> dict[str, str]:
-    out = {}
-    for item in text.split(","):
-        if item.strip():
-            key, sep, value = item.partition("=")
-            if not sep:
-                raise ValueError(f"librdkafka setting {item!r} is not key=value")
-            out[key.strip()] = value.strip()
-    return out
+    """--castle-producer-config / --castle-consumer-config: key=value,key=value."""
+    return key_values(item for item in text.split(",") if item.strip())
 
 
 def _options(environment: Environment) -> Any:

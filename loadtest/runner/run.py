@@ -252,18 +252,15 @@ def _timeline(producer_iv: list[dict[str, Any]], consumer_iv: list[dict[str, Any
                                         "consume_records": 0, "consume_bytes": 0,
                                         "_pub": new_histogram(), "_e2e": new_histogram()})
 
-    for i in producer_iv:
-        r = row(i["t"])
-        r["publish_records"] += i.get("acked", 0)
-        r["publish_bytes"] += i.get("acked_bytes", 0)
-        if i.get("hist"):
-            merge_into(r["_pub"], i["hist"])
-    for i in consumer_iv:
-        r = row(i["t"])
-        r["consume_records"] += i.get("consumed", 0)
-        r["consume_bytes"] += i.get("bytes", 0)
-        if i.get("hist"):
-            merge_into(r["_e2e"], i["hist"])
+    # (intervals, their count and byte keys, the row's columns for them)
+    for intervals, count_key, bytes_key, side, hist in ((producer_iv, "acked", "acked_bytes", "publish", "_pub"),
+                                                        (consumer_iv, "consumed", "bytes", "consume", "_e2e")):
+        for i in intervals:
+            r = row(i["t"])
+            r[f"{side}_records"] += i.get(count_key, 0)
+            r[f"{side}_bytes"] += i.get(bytes_key, 0)
+            if i.get("hist"):
+                merge_into(r[hist], i["hist"])
     previous: tuple[float, Sample] | None = None
     for t, s in samples:
         if previous is not None and t > previous[0] and t >= t0:

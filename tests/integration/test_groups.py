@@ -8,17 +8,17 @@ session.timeout.ms=6000 and heartbeat.interval.ms=500.
 
 from __future__ import annotations
 
-import json
+import atexit
 import os
-import signal
-import subprocess
+import shutil
 import sys
-import threading
+import tempfile
 import time
 from typing import Any
 
 import pytest
 
+from loadtest.children import ChildProcess
 from tests.integration.conftest import wait_until
 
 ROOT_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -26,33 +26,17 @@ ROOT_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__fil
 GROUP_BROKER = {"group.initial.rebalance.delay.ms": 0, "group.min.session.timeout.ms": 1000,
                 "offsets.topic.num.partitions": 4}
 CLIENTS = ["confluent", "kafka-python", "aiokafka"]
+MEMBER_LOGS = tempfile.mkdtemp(prefix="castle-members-")  # members' stderr files
+atexit.register(shutil.rmtree, MEMBER_LOGS, True)
 
 
-class MemberProcess:
-    """One group member process; its JSON lines are collected by a reader thread."""
+class MemberProcess(ChildProcess):
+    """One group member process (tests/integration/group_member.py); its JSON lines are
+    collected by ChildProcess's reader thread, its stderr goes to a file."""
 
     def __init__(self, client: str, bootstrap: str, group: str, topic: str, seconds: float = 90) -> None:
-        self.events: list[dict[str, Any]] = []
-        self._lock = threading.Lock()
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "tests.integration.group_member", client, bootstrap, group, topic, str(seconds)],
-            cwd=ROOT_DIR, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue
-            with self._lock:
-                self.events.append(event)
-
-    def snapshot(self) -> list[dict[str, Any]]:
-        with self._lock:
-            return list(self.events)
+        super().__init__([sys.executable, "-m", "tests.integration.group_member", client, bootstrap, group, topic, str(seconds)],
+                         f"member-{client}", tempfile.mkdtemp(prefix="member-", dir=MEMBER_LOGS))
 
     def assignment(self) -> list[int] | None:
         found = [e["partitions"] for e in self.snapshot() if e["event"] == "assigned"]
@@ -68,25 +52,8 @@ class MemberProcess:
                 out.update({int(p): o for p, o in event["offsets"].items()})
         return out
 
-    def kill(self) -> None:
-        self.process.kill()
-        self.process.wait(10)
-        self._reader.join(10)
-
-    def stop(self, timeout: float = 30) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
-        self._reader.join(10)
-
     def stderr(self) -> str:
-        if self.process.poll() is None or self.process.stderr is None:
-            return ""
-        return self.process.stderr.read().decode(errors="replace")[-3000:]
+        return self.stderr_tail(40)
 
 
 @pytest.fixture
