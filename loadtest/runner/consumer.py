@@ -58,8 +58,8 @@ def run(cfg: dict[str, Any]) -> None:
     signal.signal(signal.SIGTERM, lambda _s, _f: stop.set())
     signal.signal(signal.SIGINT, lambda _s, _f: stop.set())
     consumer = Consumer(consumer_config(cfg))
-    held: set[tuple[str, int]] = set()  # the current assignment
-    at_end: set[tuple[str, int]] = set()  # partitions of it read to their end
+    held: set[tuple[str | None, int | None]] = set()  # the current assignment
+    at_end: set[tuple[str | None, int | None]] = set()  # partitions of it read to their end
     told = False  # caught_up sent for this assignment
 
     def on_assign(_consumer: Any, partitions: list[Any]) -> None:
@@ -104,7 +104,7 @@ def run(cfg: dict[str, Any]) -> None:
             nbytes += sum(map(len, good))
             stride = max(1, len(good) // SAMPLES_PER_BATCH)
             for m in good[::stride]:
-                record_us(window, now_us - int.from_bytes(m.value()[:8], "big"), stride)
+                record_us(window, now_us - int.from_bytes((m.value() or b"")[:8], "big"), stride)
         if held and not told and at_end >= held:
             told = True
             emit(event="caught_up", t=time.time(), consumed=consumed, bytes=nbytes, t_first=t_first, t_last=t_last)

@@ -335,6 +335,7 @@ def run_workload(w: Workload, target: Target, out_dir: str, label: str, progress
     result: dict[str, Any] = {"workload": w.as_dict(), "target": target.name, "label": label,
                               "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     sampler: Sampler | None = None
+    processes: BrokerProcesses | None
     try:
         if target.is_mock:
             mock = MockBroker(topics, w.partitions_per_topic)

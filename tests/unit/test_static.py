@@ -42,8 +42,14 @@ def test_import_direction_is_broker_coordination_storage():
     assert not violations, violations
 
 
-def test_mypy_passes_on_storage_and_coordination():
-    result = subprocess.run([sys.executable, "-m", "mypy", "storage", "coordination"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+# The load tools written for issue 5 are typed too; the older loadtest modules are not checked yet.
+TYPED_LOADTEST = ["loadtest/runner", "loadtest/children.py", "loadtest/brokers.py", "loadtest/machine.py",
+                  "loadtest/pyspy_summary.py", "loadtest/locustfile.py", "loadtest/loopback_limit.py"]
+
+
+def test_mypy_passes_on_storage_coordination_and_the_load_tools():
+    result = subprocess.run([sys.executable, "-m", "mypy", "storage", "coordination", *TYPED_LOADTEST], cwd=ROOT,
+                            capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
