@@ -70,8 +70,9 @@ def test_pipelined_connection_moves_to_the_owner_once_in_order(broker):
         assert not sender.is_alive()
 
     def moved() -> tuple[int, int] | None:
+        # Each worker writes its own stats file on its own schedule: wait for both sides.
         out, into = _handoffs(broker)
-        return (out - before[0], into - before[1]) if out > before[0] else None
+        return (out - before[0], into - before[1]) if out > before[0] and into > before[1] else None
 
     assert wait_until(moved, 10, "the stats to count the handoff") == (1, 1)
     # The owners pre-faulted new log pages for the ~2.4 MB appended, and say how long it took.
