@@ -84,6 +84,7 @@ class RequestContext:
     api_version: int
     correlation_id: int
     client_id: str | None
+    frame_size: int = 0  # counted in the connection's queued request bytes until answered
 
 
 class Connection:
@@ -116,7 +117,6 @@ class Connection:
         self._max_queued = int(node.config["queued.max.requests"])
         self._max_queued_bytes = int(node.config["queued.max.request.bytes"])
         self._queued_bytes = 0  # frames of unanswered requests
-        self._frame_sizes: dict[int, int] = {}  # seq -> frame size, until answered
         connections.add(self)
         self._resume_reading()
 
@@ -269,10 +269,10 @@ class Connection:
         spec, header, request = decode_frame(frame)
         seq = self._next_seq
         self._next_seq += 1
-        self._frame_sizes[seq] = len(frame)
         self._queued_bytes += len(frame)
         self.node.stats["requests"] += 1
-        ctx = RequestContext(self.node, self, header.api_key, header.api_version, header.correlation_id, header.client_id)
+        ctx = RequestContext(self.node, self, header.api_key, header.api_version, header.correlation_id, header.client_id,
+                             len(frame))
         if request is None:  # ApiVersions of a version we do not speak
             from broker.apis.api_versions import unsupported_version_response
 
@@ -318,7 +318,7 @@ class Connection:
         if result is _CLOSE:
             self.close()
             return
-        self._queued_bytes -= self._frame_sizes.pop(seq, 0)
+        self._queued_bytes -= ctx.frame_size
         self._finished[seq] = self._frame(ctx, result)
         while self._next_to_send in self._finished:
             chunks = self._finished.pop(self._next_to_send)

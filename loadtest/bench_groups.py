@@ -87,7 +87,7 @@ from typing import Any, Callable, Iterable
 
 from loadtest.brokers import OwnBroker, process_role, wait_until
 from loadtest.children import ChildProcess, emit
-from loadtest.common import CLOCK_TICKS, ensure_topic, info, percentile, proc_cpu_ticks, process_tree
+from loadtest.common import CLOCK_TICKS, ensure_topic, info, parse_key_values, percentile, proc_cpu_ticks, process_tree
 from loadtest.machine import git_state, load_average, machine_info, system_cpu
 
 PYTHON = sys.executable
@@ -623,16 +623,6 @@ def join_figures(all_events: list[dict[str, Any]], m: int) -> dict[str, Any]:
 # =============================================================================== main
 
 
-def parse_overrides(pairs: Iterable[str], what: str) -> dict[str, str]:
-    out = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep:
-            raise SystemExit(f"{what} wants KEY=VALUE, got {pair!r}")
-        out[key.strip()] = value.strip()
-    return out
-
-
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m loadtest.bench_groups", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
@@ -683,8 +673,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         p.error("--broker-pid goes with --bootstrap (the started broker's PID is known)")
     if args.kill_jitter_s is None:
         args.kill_jitter_s = args.heartbeat_interval_ms / 1000
-    args.client_config = parse_overrides(args.client_config, "--client-config")
-    args.broker_overrides = {**DEFAULT_BROKER_OVERRIDES, **parse_overrides(args.broker_override, "--broker-override")}
+    args.client_config = parse_key_values(args.client_config, "--client-config")
+    args.broker_overrides = {**DEFAULT_BROKER_OVERRIDES, **parse_key_values(args.broker_override, "--broker-override")}
     return args
 
 

@@ -218,22 +218,27 @@ def topic_partitions(client: Any, topic: str, timeout_s: float = 15.0) -> list[i
 
 
 def key_values(pairs: Iterable[str]) -> dict[str, str]:
-    """librdkafka settings given as key=value strings; ValueError names a bad one."""
+    """Settings given as key=value strings (librdkafka's, a broker's); ValueError names a bad one."""
     config = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep:
-            raise ValueError(f"librdkafka setting {pair!r} is not key=value")
+            raise ValueError(f"setting {pair!r} is not key=value")
         config[key.strip()] = value.strip()
     return config
 
 
-def parse_client_config(pairs: Iterable[str]) -> dict[str, str]:
-    """--client-config key=value (repeatable) into a librdkafka config dict."""
+def parse_key_values(pairs: Iterable[str], option: str) -> dict[str, str]:
+    """A repeatable KEY=VALUE command-line option; a bad one stops the tool, naming it."""
     try:
         return key_values(pairs)
     except ValueError as exc:
-        raise SystemExit(f"--client-config: {exc}") from None
+        raise SystemExit(f"{option}: {exc}") from None
+
+
+def parse_client_config(pairs: Iterable[str]) -> dict[str, str]:
+    """--client-config key=value (repeatable) into a librdkafka config dict."""
+    return parse_key_values(pairs, "--client-config")
 
 
 def file_tail(path: str, lines: int) -> str:

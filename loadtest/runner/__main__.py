@@ -19,12 +19,13 @@ import statistics
 import sys
 import tempfile
 import time
+import tomllib
 from typing import Any
 
 import orjson
 
 from loadtest.brokers import OwnBroker
-from loadtest.common import info
+from loadtest.common import info, parse_key_values
 from loadtest.machine import git_state, machine_info
 from loadtest.runner.report import write_report
 from loadtest.runner.run import Target, run_workload
@@ -102,8 +103,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def _overrides(pairs: list[str]) -> dict[str, Any]:
-    import tomllib
-
     out: dict[str, Any] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
@@ -138,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     own: OwnBroker | None = None
     try:
         if args.start_castle:
-            overrides = dict(p.split("=", 1) for p in args.castle_override)
+            overrides = parse_key_values(args.castle_override, "--castle-override")
             own = OwnBroker(tempfile.mkdtemp(prefix="castle-", dir=out_dir), overrides)
             own.wait_ready()
             primary = Target(args.name or "castle", own.bootstrap, root_pid=own.pid)

@@ -79,7 +79,10 @@ def run(cfg: dict[str, Any]) -> None:
     next_report = time.monotonic() + interval
 
     def report(event: str = "interval", **extra: Any) -> None:
+        """Emit the counters and this interval's latencies; the next interval starts empty."""
+        nonlocal window
         emit(event=event, t=time.time(), consumed=consumed, bytes=nbytes, errors=errors, hist=encode(window), **extra)
+        window = new_histogram()
 
     emit(event="started", t=time.time())
     while not stop.is_set():
@@ -98,7 +101,7 @@ def run(cfg: dict[str, Any]) -> None:
                         errors += 1
                         first_error = first_error or str(err)
             if good:
-                t_last = time.time()
+                t_last = now_us / 1e6
                 t_first = t_first or t_last
             consumed += len(good)
             nbytes += sum(map(len, good))
@@ -110,10 +113,8 @@ def run(cfg: dict[str, Any]) -> None:
             emit(event="caught_up", t=time.time(), consumed=consumed, bytes=nbytes, t_first=t_first, t_last=t_last)
         if time.monotonic() >= next_report:
             report()
-            window = new_histogram()
             next_report += interval
     report()
-    window = new_histogram()
     consumer.close()
     report(event="done", first_error=first_error)
 

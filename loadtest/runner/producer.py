@@ -137,7 +137,7 @@ def run(cfg: dict[str, Any]) -> None:
     # debt of the connection time that it would then pay off in a burst.
     for topic in topics:
         producer.list_topics(topic, timeout=30)
-    emit(event="started", t=time.time(), pid_topics=len(topics))
+    emit(event="started", t=time.time(), topics=len(topics))
     start = time.monotonic()
     sent = 0
     produce, poll = producer.produce, producer.poll

@@ -10,11 +10,12 @@ The phases of a live run (a workload without backlog_mib):
 5. producers stop (flushing), consumers get up to DRAIN_S to read what was acknowledged,
    then everything stops and the run's topics are deleted.
 
-A catch-up run (backlog_mib > 0) writes the backlog first with no consumer running, then
-starts the consumers from the earliest offset and measures until each group has read every
-acknowledged record; its window is from the consumers' start to the last record read.
+A write-then-read run (backlog_mib > 0, a catch-up; or read_after_write) runs the
+producers alone first, for backlog_mib bytes or for warmup_s + duration_s, then starts the
+consumers from the earliest offset until every member has reached the end of every
+partition it holds; the read rate is timed from its first record to its last.
 
-Rates and latencies count only the intervals that end inside the window. Every child
+Rates and latencies count only whole reporting intervals inside the window. Every child
 reports once a second (wall clock), so the timeline buckets are one second wide.
 """
 
@@ -107,8 +108,12 @@ class Clients:
     def start(self, module: str, cfg: dict[str, Any], name: str) -> ChildProcess:
         return ChildProcess([PYTHON, "-m", module, json.dumps(cfg)], name, self.log_dir)
 
+    def members(self) -> list[ChildProcess]:
+        """Every consumer of every group."""
+        return [c for group in self.consumers.values() for c in group]
+
     def all(self) -> list[ChildProcess]:
-        return self.producers + [c for group in self.consumers.values() for c in group]
+        return self.producers + self.members()
 
     def failed(self) -> list[str]:
         """Children that exited on their own with an error, with their stderr's tail."""
@@ -376,16 +381,12 @@ def run_workload(w: Workload, target: Target, out_dir: str, label: str, progress
             read = result["read_window"]
             result["broker_read"] = _broker_figures(sampler.samples, read[0], read[1], result["consume"]["records"])
     if window:
-        result["timeline"] = _timeline(_all_intervals(clients.producers), _all_intervals(_members(clients)),
+        result["timeline"] = _timeline(_all_intervals(clients.producers), _all_intervals(clients.members()),
                                        sampler.samples if sampler else [], result["t0"])
     result["client_logs"] = log_dir
     with open(os.path.join(out_dir, f"{label}.json"), "w") as handle:
         json.dump(result, handle, indent=1, sort_keys=True)
     return result
-
-
-def _members(clients: Clients) -> list[ChildProcess]:
-    return [c for group in clients.consumers.values() for c in group]
 
 
 def _start_consumers(w: Workload, bootstrap: str, topics: list[str], clients: Clients, label: str,
@@ -425,14 +426,18 @@ def _live(w: Workload, bootstrap: str, topics: list[str], clients: Clients, resu
             wait_until(drained, DRAIN_S, "the consumers to read every acknowledged record", interval=0.2)
         except TimeoutError:
             info(f"{label}: consumers did not read every acknowledged record within {DRAIN_S:.0f} s")
-    members = _members(clients)
+    members = clients.members()
     if members:
         for member in members:
             member.stop(timeout=DRAIN_S + 30)
         result["consume"] = window_figures(members, "consumed", "bytes", start, end)
-        consumed = {g: _latest(ms, "consumed") for g, ms in clients.consumers.items()}
-        result["consume"]["consumed_total_per_group"] = consumed
-        result["consume"]["missing"] = sum(max(0, acked - c) for c in consumed.values())
+        result["consume"].update(_read_totals(clients, acked))
+
+
+def _read_totals(clients: Clients, acked: int) -> dict[str, Any]:
+    """What each group read in all, and how many acknowledged records some group missed."""
+    consumed = {g: _latest(members, "consumed") for g, members in clients.consumers.items()}
+    return {"consumed_total_per_group": consumed, "missing": sum(max(0, acked - c) for c in consumed.values())}
 
 
 def _produce_for_the_window(w: Workload, bootstrap: str, topics: list[str], clients: Clients, result: dict[str, Any],
@@ -481,13 +486,13 @@ def _write_then_read(w: Workload, bootstrap: str, topics: list[str], clients: Cl
         write_end = time.time()
         result["publish"] = window_figures(clients.producers, "acked", "acked_bytes", write_t0 - 1e9, write_end + 1e9,
                                            rate_span=(write_t0, write_end))
+        result["publish"]["acked_total"] = _latest(clients.producers, "acked")
         result["write_window"] = (write_t0, write_end)
+        result["t0"] = write_t0  # the timeline starts with the writes
     else:
         _produce_for_the_window(w, bootstrap, topics, clients, result, progress, label)
         result["write_window"] = result.pop("window")
-    acked = _latest(clients.producers, "acked")
-    result["publish"]["acked_total"] = acked
-    result["t0"] = result["write_window"][0] if w.catch_up else result["t0"]  # the timeline starts with the writes
+    acked = result["publish"]["acked_total"]
     t0 = time.time()
     _start_consumers(w, bootstrap, topics, clients, label, read_to_end=True)
     bar = Progress(progress, acked, f"{label} read", "records")
@@ -504,7 +509,7 @@ def _write_then_read(w: Workload, bootstrap: str, topics: list[str], clients: Cl
     finally:
         bar.close()
     end = time.time()
-    members = _members(clients)
+    members = clients.members()
     caught = [e for m in members for e in m.snapshot("caught_up")]
     for member in members:
         member.stop(timeout=DRAIN_S + 30)
@@ -518,9 +523,7 @@ def _write_then_read(w: Workload, bootstrap: str, topics: list[str], clients: Cl
     result["consume"] = window_figures(members, "consumed", "bytes", t0 - 1e9, end + 1e9, rate_span=read_span)
     result["consume"]["first_record_after_s"] = round(read_span[0] - t0, 3)
     result["consume"]["read_s"] = round(read_span[1] - read_span[0], 3)
-    consumed = {g: _latest(ms, "consumed") for g, ms in clients.consumers.items()}
-    result["consume"]["consumed_total_per_group"] = consumed
-    result["consume"]["missing"] = sum(max(0, acked - c) for c in consumed.values())
+    result["consume"].update(_read_totals(clients, acked))
 
 
 def _groups_caught_up(clients: Clients) -> bool:
