@@ -133,3 +133,11 @@ def test_pyspy_summary_counts_inclusive_and_self_shares(tmp_path):
     assert total == 10
     assert inclusive["main"] == 10 and inclusive["serve"] == 9 and inclusive["append"] == 6
     assert own["prefault"] == 6 and own["flush"] == 3 and own["serve"] == 0
+
+
+def test_a_key_value_option_without_equals_stops_the_tool_naming_the_option():
+    from loadtest.common import parse_key_values
+
+    assert parse_key_values(["a=1", " b = x=y "], "--castle-override") == {"a": "1", "b": "x=y"}
+    with pytest.raises(SystemExit, match="--castle-override: setting 'nokv' is not key=value"):
+        parse_key_values(["a=1", "nokv"], "--castle-override")
