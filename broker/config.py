@@ -75,6 +75,11 @@ SETTINGS: list[Setting] = [
     Setting("socket.send.buffer.bytes", integer_in(-1, INT_MAX), -1, "SO_SNDBUF of client sockets (-1: the OS default, autotuned)."),
     Setting("socket.receive.buffer.bytes", integer_in(-1, INT_MAX), -1, "SO_RCVBUF of client sockets (-1: the OS default, autotuned)."),
     Setting("socket.listen.backlog.size", integer_in(1, INT_MAX), 1024, "listen() backlog of each worker's socket."),
+    Setting("worker.listeners.enable", _bool, True,
+            "With more than one worker, each worker also listens on a port of its own and Metadata advertises it "
+            "as the leader node of the partitions it owns, so clients reach the owner without a forward."),
+    Setting("worker.listeners.port.base", integer_in(0, 65535), 0,
+            "Worker i's own port is this + i; 0: ports the OS picks at start (kept across worker restarts)."),
     Setting("connection.handoff.enable", _bool, True,
             "Move a connection whose Produce requests all go to one other worker to that worker."),
     Setting("queued.max.requests", integer_in(1, INT_MAX), 500, "Unanswered requests per connection before reading pauses."),
@@ -135,6 +140,10 @@ class BrokerConfig:
 
     def __init__(self, values: Mapping[str, Any]) -> None:
         self._values = dict(values)
+        # A runtime fact, not a setting: the ports the supervisor bound for the workers'
+        # own listeners (broker/worker_listeners.py), empty when they are off. Set before
+        # the fork, so every worker and the coordinator see the same ports.
+        self.worker_ports: tuple[int, ...] = ()
 
     def __getitem__(self, name: str) -> Any:
         return self._values[name]
@@ -162,6 +171,12 @@ class BrokerConfig:
         if host in ("", "0.0.0.0", "::"):
             host = "127.0.0.1"
         return host, port
+
+    @property
+    def worker_endpoints(self) -> tuple[tuple[str, int], ...]:
+        """Where clients reach each worker of this broker directly (advertised host)."""
+        host, _port = self.advertised
+        return tuple((host, port) for port in self.worker_ports)
 
     @property
     def workers(self) -> int:

@@ -39,7 +39,7 @@ import orjson
 from broker import dispatch
 from broker.config import BrokerConfig
 from broker.ipc import IpcServer, PeerLink, bind_unix, socket_path
-from broker.node import owner_index
+from broker.placement import owner_index
 from broker.protocol import codec
 from broker.protocol.errors import ErrorCode, KafkaError
 from broker.remote_partition import RemotePartitionClient, coordinator_client_id
@@ -378,7 +378,8 @@ class CoordinatorProcess:
             raise RuntimeError(f"ZooKeeper holds cluster id {stored}, the log dirs belong to cluster {self.cluster_id}")
         host, port = self.config.advertised
         self.backend.register_broker(self.node_id, host, port,
-                                     wait_for_stale=int(self.config["zookeeper.session.timeout.ms"]) / 1000)
+                                     wait_for_stale=int(self.config["zookeeper.session.timeout.ms"]) / 1000,
+                                     workers=self.config.worker_endpoints)
         self.brokers = dict(self.backend.live_brokers())
         self.elected = self.backend.coordinator()
 

@@ -43,6 +43,7 @@ async def on_owners(node: "WorkerNode", op: str, items: Sequence[tuple[Any, ...]
     local = groups.pop(node.index, None)
     waiting: list[tuple[list[int], Awaitable[Any]]] = []
     for owner, positions in groups.items():
+        node.stats["forwards"] += 1
         try:
             waiting.append((positions, node.peers.call(owner, op, [items[p] for p in positions], *extra, timeout=timeout)))
         except Exception as exc:

@@ -1,9 +1,7 @@
 """WorkerNode: the state one worker process serves from, and its peers and stats.
 
-Partition ownership is a pure function of (topic, partition, worker count):
-``(crc32(topic) + partition) % workers``, so every worker computes the same owner
-without talking to the others, and a restart with another worker count simply hands
-partitions to new owners (the logs are in the same dirs; only the writer changes).
+Partition ownership is a pure function of (topic, partition, worker count): see
+broker/placement.py.
 """
 
 from __future__ import annotations
@@ -13,7 +11,6 @@ import logging
 import os
 import socket
 import time
-import zlib
 from typing import Any
 
 import orjson
@@ -22,6 +19,7 @@ from broker.config import BrokerConfig
 from broker.handoff import HandoffSender
 from broker.ipc import PeerLink, Peers, PeerUnavailable
 from broker.owner import Owner
+from broker.placement import owner_index
 from broker.protocol.errors import ErrorCode, KafkaError
 from broker.purgatory import FetchPurgatory
 from broker.segment_files import SegmentFiles
@@ -33,10 +31,6 @@ from storage.mmap_file import PopulateClock
 from storage.types import TopicPartition
 
 log = logging.getLogger(__name__)
-
-
-def owner_index(tp: TopicPartition, workers: int) -> int:
-    return (zlib.crc32(tp.topic.encode()) + tp.partition) % workers
 
 
 class WorkerNode:
@@ -64,7 +58,7 @@ class WorkerNode:
         self._producer_ids = iter(())
         self.stats: dict[str, int] = {"connections": 0, "requests": 0, "produce_requests": 0,
                                       "fetch_requests": 0, "records_appended": 0,
-                                      "handoffs_out": 0, "handoffs_in": 0}
+                                      "handoffs_out": 0, "handoffs_in": 0, "forwards": 0}
         self.handoff = HandoffSender(run_dir)
         self.started = time.time()
         from broker.coordinator_main import coordinator_socket_path

@@ -37,6 +37,7 @@ from broker.config import BrokerConfig
 from broker.coordinator_main import make_coordinator_listener
 from broker.handoff import make_handoff_socket
 from broker.ipc import make_listener
+from broker.worker_listeners import bind_worker_listeners
 from storage.manager import ClaimedDirs, ManagerConfig, claim_log_dirs, mark_clean_shutdown
 
 log = logging.getLogger(__name__)
@@ -78,6 +79,7 @@ class Supervisor:
         self._own_run_dir = False
         self.ipc_listeners: list[socket.socket] = []
         self.handoff_sockets: list[socket.socket] = []
+        self.worker_listeners: list[socket.socket] = []
         self.clean_start = False
 
     # ------------------------------------------------------------------ start
@@ -90,6 +92,7 @@ class Supervisor:
             settings["cluster.id"] = self.config["cluster.id"]
         try:
             ensure_port_free(*self.config.listener)
+            self.worker_listeners = bind_worker_listeners(self.config)
             if self.config["zookeeper.connect"]:
                 settings["cluster.id"] = self._cluster_id_from_zookeeper(str(self.config["cluster.id"]))
             self.claimed = claim_log_dirs(ManagerConfig.from_broker_config(settings))
@@ -105,8 +108,9 @@ class Supervisor:
             from broker import dispatch
 
             dispatch.load_all()  # import the protocol once here: every fork starts faster
-            log.info("supervisor pid %d starting %d workers on %s (log dirs %s, %s start)", os.getpid(), self.count,
-                     self.config.listener, ",".join(self.claimed.paths), "clean" if self.clean_start else "recovering")
+            log.info("supervisor pid %d starting %d workers on %s (own ports %s; log dirs %s, %s start)", os.getpid(),
+                     self.count, self.config.listener, ",".join(map(str, self.config.worker_ports)) or "off",
+                     ",".join(self.claimed.paths), "clean" if self.clean_start else "recovering")
             for slot in self.slots:
                 self._spawn(slot, clean_shutdown=self.clean_start)
             self._spawn(self.coordinator_slot, clean_shutdown=True)
@@ -208,6 +212,12 @@ class Supervisor:
                     if i != slot.index:
                         listener.close()
                         handoff.close()
+                own_listener = None
+                for i, client_listener in enumerate(self.worker_listeners):
+                    if i == slot.index:
+                        own_listener = client_listener
+                    else:
+                        client_listener.close()
                 assert self.coordinator_listener is not None
                 if slot.index == COORDINATOR:
                     from broker.coordinator_main import run_coordinator
@@ -220,7 +230,7 @@ class Supervisor:
 
                 code = run_worker(self.config, slot.index, self.count, self.run_dir, self.claimed.cluster_id,
                                   clean_shutdown, self.ipc_listeners[slot.index], self.handoff_sockets[slot.index],
-                                  heartbeat)
+                                  heartbeat, own_listener)
             except BaseException:
                 log.exception("%s crashed", slot.name)
             finally:
@@ -367,7 +377,7 @@ class Supervisor:
         log.info("supervisor stopped (%s)", "clean" if clean else "unclean: the next start recovers")
 
     def _cleanup(self) -> None:
-        for listener in [*self.ipc_listeners, *self.handoff_sockets, self.coordinator_listener]:
+        for listener in [*self.ipc_listeners, *self.handoff_sockets, *self.worker_listeners, self.coordinator_listener]:
             if listener is not None:
                 listener.close()
         if self.run_dir and self._own_run_dir:

@@ -3,7 +3,8 @@
 Start (after fork, nothing inherited but plain fds, P12):
     1. name the process, create the uvloop loop, install signal handlers (flags only)
     2. open the logs of the partitions it owns (recovery happens here)
-    3. serve IPC from the other workers, then bind the client port with SO_REUSEPORT
+    3. serve IPC from the other workers, then bind the client port with SO_REUSEPORT and
+       accept on the worker's own port too (broker/worker_listeners.py), when it has one
     4. heartbeat from inside the loop (a wedged loop stops the heartbeat, P11)
 
 Graceful stop on SIGTERM/SIGINT:
@@ -41,7 +42,7 @@ BOOT_ERROR = 3  # exit code: the worker cannot start; the supervisor stops the b
 
 def run_worker(config: BrokerConfig, index: int, count: int, run_dir: str, cluster_id: str,
                clean_shutdown: bool, ipc_listener: socket.socket, handoff_socket: socket.socket,
-               heartbeat_path: str) -> int:
+               heartbeat_path: str, own_listener: socket.socket | None = None) -> int:
     from setproctitle import setproctitle
 
     setproctitle(f"castle[{config.node_id}]: worker {index}")
@@ -56,7 +57,7 @@ def run_worker(config: BrokerConfig, index: int, count: int, run_dir: str, clust
     except Exception:
         log.exception("worker %d cannot open its logs", index)
         return BOOT_ERROR
-    server = WorkerServer(node, ipc_listener, handoff_socket, heartbeat_path)
+    server = WorkerServer(node, ipc_listener, handoff_socket, heartbeat_path, own_listener)
     try:
         return loop.run_until_complete(server.serve())
     finally:
@@ -65,8 +66,10 @@ def run_worker(config: BrokerConfig, index: int, count: int, run_dir: str, clust
 
 class WorkerServer:
     def __init__(self, node: WorkerNode, ipc_listener: socket.socket, handoff_socket: socket.socket,
-                 heartbeat_path: str) -> None:
+                 heartbeat_path: str, own_listener: socket.socket | None = None) -> None:
         self.node = node
+        # Bound by the supervisor (it keeps its copy, so the port outlives this process).
+        self.own_listener = own_listener
         self.ipc = IpcServer(ipc_listener, node.ops(), node.notes())
         self.handoffs = HandoffReceiver(handoff_socket, self._adopt)
         self.heartbeat_path = heartbeat_path
@@ -86,12 +89,14 @@ class WorkerServer:
         except OSError as exc:
             log.error("worker %d cannot listen on %s: %s", self.node.index, self.node.config.listener, exc)
             return BOOT_ERROR
-        loop.add_reader(self.listener.fileno(), self._accept)
+        for listener in self._listeners():
+            loop.add_reader(listener.fileno(), self._accept, listener)
         self.handoffs.start()
         housekeeping = loop.create_task(self.node.housekeeping(self.heartbeat_path))
         orphan_watch = loop.create_task(self._exit_if_orphaned())
         idle_reaper = loop.create_task(self._close_idle_connections())
-        log.info("worker %d (pid %d) serving %s", self.node.index, os.getpid(), self.node.config.listener)
+        log.info("worker %d (pid %d) serving %s%s", self.node.index, os.getpid(), self.node.config.listener,
+                 f" and its own port {self.own_listener.getsockname()[1]}" if self.own_listener else "")
         await self.stopping.wait()
         await self._stop()
         housekeeping.cancel()
@@ -110,12 +115,14 @@ class WorkerServer:
         sock.setblocking(False)
         return sock
 
-    def _accept(self) -> None:
-        assert self.listener is not None
+    def _listeners(self) -> list[socket.socket]:
+        return [s for s in (self.listener, self.own_listener) if s is not None and s.fileno() >= 0]
+
+    def _accept(self, listener: socket.socket) -> None:
         config = self.node.config
         for _ in range(64):
             try:
-                client, _address = self.listener.accept()
+                client, _address = listener.accept()
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as exc:
@@ -125,8 +132,8 @@ class WorkerServer:
                 # accepting for a moment; connections that close free what is needed.
                 log.warning("accept failed: %s; not accepting for %d ms", exc, ACCEPT_BACKOFF_MS)
                 loop = asyncio.get_running_loop()
-                loop.remove_reader(self.listener.fileno())
-                loop.call_later(ACCEPT_BACKOFF_MS / 1000, self._resume_accepting)
+                loop.remove_reader(listener.fileno())
+                loop.call_later(ACCEPT_BACKOFF_MS / 1000, self._resume_accepting, listener)
                 return
             client.setblocking(False)
             client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -137,9 +144,9 @@ class WorkerServer:
             self.node.stats["connections"] += 1
             Connection(client, self.node, self.connections)
 
-    def _resume_accepting(self) -> None:
-        if self.listener is not None and self.listener.fileno() >= 0 and not self.stopping.is_set():
-            asyncio.get_running_loop().add_reader(self.listener.fileno(), self._accept)
+    def _resume_accepting(self, listener: socket.socket) -> None:
+        if listener.fileno() >= 0 and not self.stopping.is_set():
+            asyncio.get_running_loop().add_reader(listener.fileno(), self._accept, listener)
 
     def _adopt(self, client: socket.socket) -> None:
         """A connection another worker handed over (broker/handoff.py); it stays here."""
@@ -173,9 +180,9 @@ class WorkerServer:
 
     async def _stop(self) -> None:
         loop = asyncio.get_running_loop()
-        if self.listener is not None:
-            loop.remove_reader(self.listener.fileno())
-            self.listener.close()
+        for listener in self._listeners():
+            loop.remove_reader(listener.fileno())
+            listener.close()
         self.handoffs.close()
         # Stop reading requests before waiting for the in-flight ones: a connection that
         # keeps reading is never idle under a busy producer, and a new request forwarded

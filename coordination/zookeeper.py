@@ -40,7 +40,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
@@ -63,6 +63,7 @@ from coordination.znodes import (
     PERSISTENT_ROOTS,
     BrokerIdsZNode,
     BrokerIdZNode,
+    BrokerRegistration,
     ClusterIdZNode,
     CoordinatorEpochZNode,
     CoordinatorZNode,
@@ -117,7 +118,7 @@ class ZooKeeperBackend:
         self._mutex = threading.Lock()
         self._listeners: list[StateListener] = []
         self._waiters: set[threading.Event] = set()
-        self._registration: tuple[int, str, int] | None = None
+        self._registration: tuple[int, str, int, tuple[tuple[str, int], ...]] | None = None
         self._fence: tuple[int, int] | None = None      # (epoch, epoch znode version) while coordinator
         self._topics = ZooKeeperTopicRegistry(self._client, node_id, self._retry)
 
@@ -194,13 +195,15 @@ class ZooKeeperBackend:
         data, _ = self._call(self._client.get, ClusterIdZNode.PATH)
         return ClusterIdZNode.decode(data)
 
-    def register_broker(self, node_id: int, host: str, port: int, wait_for_stale: float = 0.0) -> None:
-        """Create the ephemeral /brokers/ids/<node_id>. If another session holds it,
-        wait up to ``wait_for_stale`` seconds for it to go (a broker restarted right after
-        a crash finds its previous session's node until that session times out), then
-        raise BrokerIdInUse."""
+    def register_broker(self, node_id: int, host: str, port: int, wait_for_stale: float = 0.0,
+                        workers: Sequence[tuple[str, int]] = ()) -> None:
+        """Create the ephemeral /brokers/ids/<node_id> (with the workers' own endpoints,
+        broker/worker_listeners.py). If another session holds it, wait up to
+        ``wait_for_stale`` seconds for it to go (a broker restarted right after a crash
+        finds its previous session's node until that session times out), then raise
+        BrokerIdInUse."""
         path = BrokerIdZNode.path(node_id)
-        data = BrokerIdZNode.encode(host, port)
+        data = BrokerIdZNode.encode(host, port, workers=workers)
         deadline = time.monotonic() + wait_for_stale
         while True:
             try:
@@ -224,20 +227,25 @@ class ZooKeeperBackend:
                     f"give this broker another node.id, or if that was this broker before a restart, "
                     f"its old session ends within {self.session_timeout:g} s")
         with self._mutex:
-            self._registration = (node_id, host, port)
+            self._registration = (node_id, host, port, tuple(workers))
 
     def reregister(self) -> None:
         """After LOST: register again what register_broker registered (if anything)."""
         with self._mutex:
             registration = self._registration
         if registration is not None:
-            self.register_broker(*registration, wait_for_stale=self.session_timeout)
+            node_id, host, port, workers = registration
+            self.register_broker(node_id, host, port, wait_for_stale=self.session_timeout, workers=workers)
 
     def live_brokers(self) -> dict[int, tuple[str, int]]:
-        def once() -> dict[int, tuple[str, int]]:
+        return {node_id: (r.host, r.port) for node_id, r in self.live_registrations().items()}
+
+    def live_registrations(self) -> dict[int, BrokerRegistration]:
+        """node id -> what every live broker registered."""
+        def once() -> dict[int, BrokerRegistration]:
             ids = [int(c) for c in self._client.get_children(BrokerIdsZNode.PATH) if c.isdigit()]
             pending = [(i, self._client.get_async(BrokerIdZNode.path(i))) for i in ids]
-            brokers: dict[int, tuple[str, int]] = {}
+            brokers: dict[int, BrokerRegistration] = {}
             for node_id, result in pending:
                 try:
                     data, _ = result.get()
@@ -247,10 +255,10 @@ class ZooKeeperBackend:
                 except ValueError as exc:
                     log.warning("ignoring broker %d: %s", node_id, exc)
                     continue
-                brokers[node_id] = (registration.host, registration.port)
+                brokers[node_id] = registration
             return brokers
 
-        result: dict[int, tuple[str, int]] = self._call(once)
+        result: dict[int, BrokerRegistration] = self._call(once)
         return result
 
     def watch_brokers(self, fn: Watcher) -> None:

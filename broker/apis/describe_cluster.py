@@ -1,7 +1,8 @@
 """DescribeCluster (key 60), versions 0-2.
 
-Behaviour: the cluster is this one broker: it is the only broker listed (at its
-advertised host and port, no rack, never fenced) and it is named as the controller.
+Behaviour: the brokers listed are the ones Metadata lists (every live broker, and each
+worker's own listener as a node of its own: broker/worker_listeners.py), at their
+advertised hosts and ports, no rack, never fenced; this broker is named as the controller.
 There is no authorizer, so cluster_authorized_operations is always -2147483648
 ("not provided"), even when the client asks for it. Asking for controller endpoints
 (endpoint_type 2) is MISMATCHED_ENDPOINT_TYPE, as a Kafka broker answers; any other
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.apis.metadata import advertised_nodes
 from broker.dispatch import api
 from broker.protocol import codec
 from broker.protocol.build import build
@@ -56,6 +58,6 @@ def handle_describe_cluster(ctx: Any, request: Any) -> Any:
     if endpoint_type != ENDPOINT_BROKER:
         return _answer(ctx.api_version, ErrorCode.unsupported_endpoint_type,
                        f"Unsupported endpoint type {endpoint_type}", "", -1, [])
-    host, port = node.config.advertised
-    broker = {"broker_id": node.node_id, "host": host, "port": port, "rack": None, "is_fenced": False}
-    return _answer(ctx.api_version, ErrorCode.none, None, node.cluster_id, node.node_id, [broker])
+    brokers = [{"broker_id": node_id, "host": host, "port": port, "rack": None, "is_fenced": False}
+               for node_id, (host, port) in sorted(advertised_nodes(node).items())]
+    return _answer(ctx.api_version, ErrorCode.none, None, node.cluster_id, node.node_id, brokers)

@@ -34,6 +34,7 @@ from loadtest.runner.histogram import encode, new_histogram, record_us
 
 FLUSH_TIMEOUT_S = 30.0
 BURST = 64
+MIN_WAIT_S = 0.001
 
 
 def producer_config(cfg: dict[str, Any], on_delivery: Any) -> dict[str, Any]:
@@ -147,9 +148,14 @@ def run(cfg: dict[str, Any]) -> None:
         if max_records and sent >= max_records:
             break
         if rate:
-            due = int((time.monotonic() - start) * rate) - sent
+            elapsed = time.monotonic() - start
+            due = int(elapsed * rate) - sent
             if due <= 0:
-                poll(0.0005)  # serves delivery reports while it waits for the next slot
+                # Serve delivery reports until the next record is due. At least 1 ms:
+                # librdkafka's timeout is whole milliseconds, and a shorter one (it was
+                # 0.5 ms, truncated to 0) made this loop spin a whole core, which on a
+                # small machine starved the broker under test of CPU.
+                poll(max(MIN_WAIT_S, (sent + 1) / rate - elapsed))
                 continue
             burst = min(due, BURST)
         else:

@@ -6,10 +6,14 @@ from __future__ import annotations
 
 import pytest
 
+from broker.placement import worker_node_id
 from tests.integration.clients import confluent_consume, confluent_produce, make_records
 from tests.integration.conftest import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+# The default test broker: node 0 with two workers, each its own node.
+WORKER_NODES = [0, worker_node_id(0, 0), worker_node_id(0, 1)]
 
 
 def _confluent_admin(broker):
@@ -47,13 +51,16 @@ def test_confluent_admin_topic_lifecycle(broker):
     # list and describe
     listed = admin.list_topics(timeout=10)
     assert topic in listed.topics and len(listed.topics[topic].partitions) == 3
-    assert [b.port for b in listed.brokers.values()] == [broker.port]
+    # the broker, then each worker's own node (broker/worker_listeners.py)
+    assert sorted(listed.brokers) == WORKER_NODES and listed.brokers[0].port == broker.port
     description = _result(admin.describe_topics(TopicCollection([topic])), topic)
     assert description.name == topic
     assert [p.id for p in description.partitions] == [0, 1, 2]
-    assert all(p.leader.id == 0 and [r.id for r in p.replicas] == [0] for p in description.partitions)
+    assert all(p.leader.id in WORKER_NODES[1:] and [r.id for r in p.replicas] == [p.leader.id]
+               for p in description.partitions)
     cluster = admin.describe_cluster().result(timeout=10)
-    assert [n.port for n in cluster.nodes] == [broker.port] and cluster.controller.id == 0
+    assert sorted(n.id for n in cluster.nodes) == WORKER_NODES and cluster.controller.id == 0
+    assert next(n.port for n in cluster.nodes if n.id == 0) == broker.port
 
     # configs: describe, incremental alter, describe again
     resource = ConfigResource(ResourceType.TOPIC, topic)
@@ -114,9 +121,11 @@ def test_kafka_python_admin_topic_lifecycle(broker):
         (described,) = admin.describe_topics([topic])
         assert described["name"] == topic and described["error_code"] == 0
         assert [p["partition_index"] for p in described["partitions"]] == [0, 1]
-        assert all(p["leader_id"] == 0 and p["replica_nodes"] == [0] for p in described["partitions"])
+        assert all(p["leader_id"] in WORKER_NODES[1:] and p["replica_nodes"] == [p["leader_id"]]
+                   for p in described["partitions"])
         cluster = admin.describe_cluster()
-        assert [b["port"] for b in cluster["brokers"]] == [broker.port]
+        assert sorted(b["broker_id"] for b in cluster["brokers"]) == WORKER_NODES
+        assert next(b["port"] for b in cluster["brokers"] if b["broker_id"] == 0) == broker.port
 
         configs = admin.describe_configs([ConfigResource("TOPIC", topic)])["topic"][topic]
         assert configs["retention.ms"]["value"] == "3600000"

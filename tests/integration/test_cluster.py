@@ -19,7 +19,9 @@ import pytest
 from kazoo.client import KazooClient
 from kio.schema.errors import ErrorCode
 
-from tests.integration.conftest import Broker, wait_until
+from broker.placement import WORKER_NODE_STRIDE, broker_of_node, owner_index, worker_node_id
+from storage.types import TopicPartition as TopicPartitionId
+from tests.integration.conftest import Broker, round_trip, wait_until
 from tests.integration.kio_client import KioClient
 from tests.integration.test_group_protocol import request
 from tests.integration.test_groups import MemberProcess, consumed_values, create_topic, produce, wait_for_split
@@ -49,9 +51,15 @@ def metadata(bootstrap: str, topic: str) -> Any:
 
 
 def leaders(answer: Any) -> dict[int, tuple[int, int]]:
-    """partition -> (leader, error code)."""
+    """partition -> (the broker that leads it, error code); a worker's node (each worker
+    leads what it owns: broker/worker_listeners.py) counts as its broker."""
     (topic,) = answer.topics
-    return {p.partition_index: (p.leader_id, p.error_code) for p in topic.partitions}
+    return {p.partition_index: (broker_of_node(p.leader_id) if p.leader_id >= 0 else -1, p.error_code)
+            for p in topic.partitions}
+
+
+def node_ids(broker_ids: Any, workers: int = 2) -> set[int]:
+    return {n for b in broker_ids for n in (b, *(worker_node_id(b, i) for i in range(workers)))}
 
 
 @pytest.fixture
@@ -65,9 +73,17 @@ def cluster(broker_factory: Callable[..., Broker], zk_connect: str) -> Callable[
 def test_topics_spread_over_brokers_and_metadata_names_every_leader(cluster: Any, zk_connect: str) -> None:
     one, two = cluster(1), cluster(2)
     create_topic(one.bootstrap, "spread", 4)
-    wait_until(lambda: {b.node_id for b in metadata(two.bootstrap, "spread").brokers} == {1, 2}, 10, "both brokers listed")
+    wait_until(lambda: {b.node_id for b in metadata(two.bootstrap, "spread").brokers} == node_ids({1, 2}), 10,
+               "both brokers and their workers listed")
     answer = metadata(two.bootstrap, "spread")
-    assert {(b.node_id, b.port) for b in answer.brokers} == {(1, one.port), (2, two.port)}
+    assert {(b.node_id, b.port) for b in answer.brokers if b.node_id < WORKER_NODE_STRIDE} == {(1, one.port), (2, two.port)}
+    # Each broker's worker endpoints reach the others through ZooKeeper, and answer.
+    assert {b.node_id for b in metadata(one.bootstrap, "spread").brokers} == node_ids({1, 2})
+    for b in answer.brokers:
+        assert round_trip(b.host, b.port), f"node {b.node_id} at {b.host}:{b.port} does not answer"
+    for p in answer.topics[0].partitions:  # the holder's owning worker leads
+        owner = owner_index(TopicPartitionId("spread", p.partition_index), 2)
+        assert p.leader_id == worker_node_id(broker_of_node(p.leader_id), owner)
     placed = leaders(answer)
     assert sorted(placed) == [0, 1, 2, 3] and {error for _leader, error in placed.values()} == {0}
     assert sorted(leader for leader, _ in placed.values()) == [1, 1, 2, 2], "round robin over both brokers"
@@ -131,7 +147,7 @@ def test_topics_spread_over_brokers_and_metadata_names_every_leader(cluster: Any
 
     # While broker 2 is down its partitions have no leader.
     two.stop()
-    wait_until(lambda: {b.node_id for b in metadata(one.bootstrap, "spread").brokers} == {1}, 10, "broker 2 gone")
+    wait_until(lambda: {b.node_id for b in metadata(one.bootstrap, "spread").brokers} == node_ids({1}), 10, "broker 2 gone")
     down = leaders(metadata(one.bootstrap, "spread"))
     for partition, (leader, _error) in placed.items():
         expected = (1, 0) if leader == 1 else (-1, ErrorCode.leader_not_available)

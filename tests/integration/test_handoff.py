@@ -43,7 +43,7 @@ def test_pipelined_connection_moves_to_the_owner_once_in_order(broker):
     one burst. Wherever the kernel put the connection, one phase belongs to the other
     worker, so exactly one handoff happens; every answer still comes in request order
     with the next offset of its partition, and the logs hold the records in that order."""
-    from broker.node import owner_index
+    from broker.placement import owner_index
     from storage.types import TopicPartition
     from tests.integration.clients import confluent_consume, confluent_create_topic
     from tests.integration.kio_client import KioClient, decode_response, read_frame
@@ -89,7 +89,7 @@ def test_pipelined_connection_moves_to_the_owner_once_in_order(broker):
 def test_handoff_can_be_switched_off(broker):
     """With connection.handoff.enable=false the same burst is served where it landed:
     the requests for the other worker's partition are forwarded, none moves."""
-    from broker.node import owner_index
+    from broker.placement import owner_index
     from storage.types import TopicPartition
     from tests.integration.clients import confluent_create_topic
     from tests.integration.kio_client import KioClient, decode_response, read_frame
@@ -120,7 +120,7 @@ def test_a_failed_handoff_keeps_the_connection_forwarding(broker):
     import os
 
     from broker.handoff import handoff_path
-    from broker.node import owner_index
+    from broker.placement import owner_index
     from storage.types import TopicPartition
     from tests.integration.clients import confluent_create_topic
     from tests.integration.kio_client import KioClient, decode_response, read_frame

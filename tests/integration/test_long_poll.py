@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from broker.node import owner_index
+from broker.placement import owner_index
 from storage.types import TopicPartition
 from tests.integration.clients import Rec, confluent_create_topic, confluent_produce
 from tests.integration.conftest import wait_until
