@@ -6,6 +6,10 @@ import argparse
 import sys
 from importlib.metadata import PackageNotFoundError, version
 
+from broker.admin.cli import ADMIN_COMMANDS
+from broker.admin.cli import add_commands as add_admin_commands
+from broker.admin.cli import run as run_admin
+
 
 def _version() -> str:
     try:
@@ -28,6 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     dump.add_argument("path")
     dump.add_argument("--records", action="store_true")
     dump.add_argument("--json", action="store_true")
+    add_admin_commands(sub)  # topics, groups, configs (broker/admin/)
     args, rest = parser.parse_known_args(argv)
     if args.command == "version":
         print(f"castle {_version()}")
@@ -44,6 +49,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"castle serve: {exc}", file=sys.stderr)
             return 2
         return run_serve(config)
+    if args.command in ADMIN_COMMANDS:
+        if rest:
+            parser.error(f"unrecognized arguments: {' '.join(rest)}")
+        return run_admin(args)
     if args.command == "log" and args.log_command == "dump":
         from storage.dump import main as dump_main
 

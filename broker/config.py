@@ -30,6 +30,31 @@ def _str(value: str) -> str:
     return str(value).strip()
 
 
+def _log_level(value: str) -> str:
+    text = str(value).strip().upper()
+    if text not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
+        raise ValueError(f"expected DEBUG, INFO, WARNING, ERROR or CRITICAL, not {value!r}")
+    return text
+
+
+def _choice(*allowed: str) -> Parser:
+    def parse(value: str) -> str:
+        text = str(value).strip().lower()
+        if text not in allowed:
+            raise ValueError(f"expected one of {', '.join(allowed)}, not {value!r}")
+        return text
+    return parse
+
+
+def _host_port_or_empty(value: str) -> str:
+    text = str(value).strip()
+    if text:
+        host, colon, port = text.rpartition(":")
+        if not colon or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"expected host:port, not {value!r}")
+    return text
+
+
 def _listeners(value: str) -> str:
     for item in str(value).split(","):
         parse_listener(item)
@@ -80,6 +105,8 @@ SETTINGS: list[Setting] = [
             "as the leader node of the partitions it owns, so clients reach the owner without a forward."),
     Setting("worker.listeners.port.base", integer_in(0, 65535), 0,
             "Worker i's own port is this + i; 0: ports the OS picks at start (kept across worker restarts)."),
+    Setting("metrics.listener", _host_port_or_empty, "127.0.0.1:9308",
+            "host:port of the Prometheus endpoint (/metrics), served by the coordinator process; empty: no metrics."),
     Setting("connection.handoff.enable", _bool, True,
             "Move a connection whose Produce requests all go to one other worker to that worker."),
     Setting("queued.max.requests", integer_in(1, INT_MAX), 500, "Unanswered requests per connection before reading pauses."),
@@ -88,6 +115,10 @@ SETTINGS: list[Setting] = [
     Setting("connections.max.idle.ms", integer_in(-1), 600_000, "A connection with nothing in flight and no traffic this long is closed (-1: never)."),
     Setting("cluster.id", _str, "", "Cluster id; empty: taken from meta.properties or generated."),
     Setting("log.retention.check.interval.ms", integer_in(1), 300_000, "How often retention runs."),
+    # Kafka's coarser forms of log.retention.ms: used only when it is not set (ms wins,
+    # then minutes, then hours, as in Kafka). -1 means unset here.
+    Setting("log.retention.minutes", integer_in(-1, INT_MAX), -1, "Retention in minutes, when log.retention.ms is not set."),
+    Setting("log.retention.hours", integer_in(-1, INT_MAX), -1, "Retention in hours, when neither ms nor minutes is set."),
     Setting("log.flush.scheduler.interval.ms", integer_in(1), (1 << 63) - 1, "How often flush.ms deadlines are checked."),
     Setting("log.flush.offset.checkpoint.interval.ms", integer_in(0, INT_MAX), 60_000, "How often recovery points are checkpointed."),
     Setting("log.flush.start.offset.checkpoint.interval.ms", integer_in(0, INT_MAX), 60_000, "How often log start offsets are checkpointed."),
@@ -98,7 +129,8 @@ SETTINGS: list[Setting] = [
     Setting("worker.restart.max", integer_in(1, INT_MAX), 5, "Worker deaths within worker.restart.window.ms that stop the broker."),
     Setting("worker.restart.window.ms", integer_in(1), 60_000, "The window of worker.restart.max."),
     Setting("producer.id.block.size", integer_in(1, INT_MAX), 1000, "Producer ids reserved on disk at a time."),
-    Setting("log.level", _str, "INFO", "Python logging level."),
+    Setting("log.level", _log_level, "INFO", "Logging level (DEBUG adds a line per request); reloaded on SIGHUP."),
+    Setting("log.format", _choice("text", "json"), "text", "text: time level role[pid] logger: message; json: one object per line."),
     Setting("run.dir", _str, "", "Where worker IPC sockets, heartbeats and stats live; empty: a private dir under /tmp."),
     # Coordination and consumer groups (Kafka's names and defaults).
     Setting("zookeeper.connect", _str, "",
@@ -138,8 +170,10 @@ class ConfigError(ValueError):
 class BrokerConfig:
     """Resolved settings. ``config["log.dirs"]`` gives the typed value."""
 
-    def __init__(self, values: Mapping[str, Any]) -> None:
+    def __init__(self, values: Mapping[str, Any], source: tuple[str | None, dict[str, str]] = (None, {})) -> None:
         self._values = dict(values)
+        # Where the values came from (config file, overrides), so SIGHUP can read them again.
+        self.source = source
         # A runtime fact, not a setting: the ports the supervisor bound for the workers'
         # own listeners (broker/worker_listeners.py), empty when they are off. Set before
         # the fork, so every worker and the coordinator see the same ports.
@@ -150,6 +184,13 @@ class BrokerConfig:
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self._values)
+
+    def update(self, values: Mapping[str, Any]) -> None:
+        """Take new values for some settings (a SIGHUP reload of the dynamic ones)."""
+        unknown = set(values) - set(self._values)
+        if unknown:
+            raise ConfigError(f"unknown settings {sorted(unknown)}")
+        self._values.update(values)
 
     @property
     def node_id(self) -> int:
@@ -269,4 +310,9 @@ def load_config(path: str | None = None, overrides: Mapping[str, str] | None = N
             values[key] = setting.parse(text)
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"bad value for {key}: {exc}") from None
-    return BrokerConfig(values)
+    if "log.retention.ms" not in raw:
+        for key, unit_ms in (("log.retention.minutes", 60_000), ("log.retention.hours", 3_600_000)):
+            if values[key] >= 0:
+                values["log.retention.ms"] = values[key] * unit_ms
+                break
+    return BrokerConfig(values, (path, dict(overrides or {})))

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from broker.node import WorkerNode
 
 log = logging.getLogger(__name__)
+request_log = logging.getLogger("castle.requests")
 
 RECV_SIZE = 256 * 1024
 LARGE_FRAME = 64 * 1024
@@ -85,6 +86,7 @@ class RequestContext:
     correlation_id: int
     client_id: str | None
     frame_size: int = 0  # counted in the connection's queued request bytes until answered
+    started: float = 0.0  # time.perf_counter() when the frame was taken, for the latency metric
 
 
 class Connection:
@@ -272,7 +274,7 @@ class Connection:
         self._queued_bytes += len(frame)
         self.node.stats["requests"] += 1
         ctx = RequestContext(self.node, self, header.api_key, header.api_version, header.correlation_id, header.client_id,
-                             len(frame))
+                             len(frame), time.perf_counter())
         if request is None:  # ApiVersions of a version we do not speak
             from broker.apis.api_versions import unsupported_version_response
 
@@ -319,6 +321,14 @@ class Connection:
             self.close()
             return
         self._queued_bytes -= ctx.frame_size
+        spec = dispatch.REGISTRY.get(ctx.api_key)
+        if spec is not None:
+            elapsed = time.perf_counter() - ctx.started
+            self.node.metrics.request_done(spec.name, ctx.api_version, elapsed)
+            if request_log.isEnabledFor(logging.DEBUG):  # the request log: log.level=DEBUG
+                request_log.debug("api=%s version=%d correlation_id=%d client_id=%s peer=%s bytes=%d ms=%.3f",
+                                  spec.name, ctx.api_version, ctx.correlation_id, ctx.client_id, self.peer,
+                                  ctx.frame_size, elapsed * 1000)
         self._finished[seq] = self._frame(ctx, result)
         while self._next_to_send in self._finished:
             chunks = self._finished.pop(self._next_to_send)

@@ -39,9 +39,11 @@ import orjson
 from broker import dispatch
 from broker.config import BrokerConfig
 from broker.ipc import IpcServer, PeerLink, bind_unix, socket_path
+from broker.logs import set_role
 from broker.placement import owner_index
 from broker.protocol import codec
 from broker.protocol.errors import ErrorCode, KafkaError
+from broker.reload import apply_in_child
 from broker.remote_partition import RemotePartitionClient, coordinator_client_id
 from broker.segment_files import SegmentFiles
 from coordination.groups import offsets_schema as schema
@@ -292,6 +294,16 @@ class CoordinatorProcess:
         host, port = self.brokers.get(holder, ("", -1))
         return holder, host, port
 
+    def committed_offsets(self) -> list[tuple[str, str, int, int]]:
+        """(group, topic, partition, offset) of every group this coordinator serves, for
+        the metrics endpoint (its own thread: snapshots taken with list(), atomic under
+        the GIL, never iterating a dict the loop may be changing)."""
+        out = []
+        for group_id, group in list(self.coordinator.groups.items()):
+            for (topic, partition), value in list(group.offsets.items()):
+                out.append((group_id, topic, partition, value.offset))
+        return out
+
     def topic_exists(self, topic: str, partition: int) -> bool:
         if self.topics is None:
             return False
@@ -305,6 +317,7 @@ class CoordinatorProcess:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, self.stopping.set)
+        loop.add_signal_handler(signal.SIGHUP, lambda: apply_in_child(self.config, self.run_dir))
         dispatch.load_all()
         await self.ipc.start()
         try:
@@ -573,15 +586,20 @@ def _set_exception(future: asyncio.Future[Any], exc: BaseException) -> None:
 
 
 def run_coordinator(config: BrokerConfig, workers: int, run_dir: str, listener: socket.socket,
-                    heartbeat_path: str, cluster_id: str) -> int:
+                    heartbeat_path: str, cluster_id: str, metrics_listener: socket.socket | None = None) -> int:
     from setproctitle import setproctitle
 
     setproctitle(f"castle[{config.node_id}]: coordinator")
+    set_role("coordinator")
     import uvloop
 
     loop = uvloop.new_event_loop()
     asyncio.set_event_loop(loop)
     process = CoordinatorProcess(config, workers, run_dir, listener, heartbeat_path, cluster_id)
+    if metrics_listener is not None:
+        from broker.metrics import CastleCollector, serve_metrics
+
+        serve_metrics(metrics_listener, CastleCollector(run_dir, process.committed_offsets))
     try:
         return loop.run_until_complete(process.serve())
     finally:

@@ -18,10 +18,12 @@ import orjson
 from broker.config import BrokerConfig
 from broker.handoff import HandoffSender
 from broker.ipc import PeerLink, Peers, PeerUnavailable
+from broker.metrics import WorkerMetrics
 from broker.owner import Owner
 from broker.placement import owner_index
 from broker.protocol.errors import ErrorCode, KafkaError
 from broker.purgatory import FetchPurgatory
+from broker.reload import apply_in_child
 from broker.segment_files import SegmentFiles
 from coordination.cluster import open_cluster
 from coordination.local_topics import TopicInfo
@@ -60,6 +62,8 @@ class WorkerNode:
                                       "fetch_requests": 0, "records_appended": 0,
                                       "handoffs_out": 0, "handoffs_in": 0, "forwards": 0}
         self.handoff = HandoffSender(run_dir)
+        self.metrics = WorkerMetrics(index)
+        self.connections: set[Any] = set()  # the worker server's open client connections
         self.started = time.time()
         from broker.coordinator_main import coordinator_socket_path
 
@@ -163,6 +167,13 @@ class WorkerNode:
     def notes(self) -> dict[str, Any]:
         return {"appended": self.purgatory.wake}
 
+    def reload_settings(self) -> None:
+        """SIGHUP (broker/reload.py): take the supervisor's new dynamic settings."""
+        changed = apply_in_child(self.config, self.run_dir)
+        if set(changed) - {"log.level"}:
+            self.logs.set_default_log_config(LogConfig.from_broker_config(self.config.storage_settings()))
+        log.info("worker %d: reloaded%s", self.index, "".join(f" {k}={v}" for k, v in sorted(changed.items())))
+
     # ------------------------------------------------------------------ housekeeping
     async def housekeeping(self, heartbeat_path: str) -> None:
         """Periodic work on the loop thread (single writer): retention, checkpoints,
@@ -174,15 +185,21 @@ class WorkerNode:
                     self.owner.sync_with_registry()
                 self.logs.run_due_tasks(include_flush=False)
                 self.write_stats(stats_path)
+                self.metrics.flush(self.stats)
             except Exception:
                 log.exception("housekeeping failed")
             os.utime(heartbeat_path)
             await asyncio.sleep(0.5)
 
     def write_stats(self, path: str) -> None:
+        # The partitions' state rides here for the metrics endpoint (broker/metrics.py):
+        # [topic, partition, log start offset, log end offset, size in bytes].
+        partitions = [[tp.topic, tp.partition, plog.log_start_offset, plog.log_end_offset, plog.size_in_bytes]
+                      for tp, plog in list(self.logs.logs.items()) if self.owns(tp)]
         data = orjson.dumps(dict(self.stats, worker=self.index, pid=os.getpid(),
+                                 open_connections=len(self.connections),
                                  page_populate_seconds=round(PopulateClock.seconds, 6),
-                                 page_populate_bytes=PopulateClock.bytes))
+                                 page_populate_bytes=PopulateClock.bytes, partitions=partitions))
         tmp = f"{path}.tmp"
         with open(tmp, "wb") as handle:
             handle.write(data)

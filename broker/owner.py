@@ -133,6 +133,7 @@ class Owner:
         except Exception as exc:
             return AppendResult(code_for_exception(exc), error_message=str(exc))
         self.node.stats["records_appended"] += info.record_count
+        self.node.metrics.appended(tp.topic, info.size, info.record_count)
         self.node.appended(tp)
         return AppendResult(ErrorCode.none, info.first_offset, info.log_append_time, info.log_start_offset,
                             None, info.record_count)

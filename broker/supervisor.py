@@ -16,6 +16,9 @@ Stop (SIGTERM/SIGINT):
     1. SIGTERM every worker (each stops accepting, finishes in-flight requests, closes logs)
     2. wait up to graceful.shutdown.timeout.ms (+5 s), then SIGKILL the stragglers; reap
     3. if every worker exited 0, write the clean-shutdown markers; release the locks; exit 0
+systemd (Type=notify, broker/sd_notify.py; a no-op without NOTIFY_SOCKET): READY=1 once every
+    worker has reported on the ready pipe that its logs are open and it accepts; STATUS= on
+    transitions; STOPPING=1 when the stop begins; WATCHDOG=1 from this loop (WatchdogSec/2).
 """
 
 from __future__ import annotations
@@ -37,6 +40,9 @@ from broker.config import BrokerConfig
 from broker.coordinator_main import make_coordinator_listener
 from broker.handoff import make_handoff_socket
 from broker.ipc import make_listener
+from broker.metrics import SupervisorMetrics, bind_metrics_listener, mark_process_dead, prepare_multiprocess_dir
+from broker.reload import reload_in_supervisor
+from broker.sd_notify import Notifier
 from broker.worker_listeners import bind_worker_listeners
 from storage.manager import ClaimedDirs, ManagerConfig, claim_log_dirs, mark_clean_shutdown
 
@@ -54,6 +60,7 @@ class WorkerSlot:
     deaths: list[float] = field(default_factory=list)
     respawn_at: float = 0.0
     aborted_at: float = 0.0  # when a stale heartbeat got it SIGABRT (monotonic), 0 if not
+    ready: bool = False  # this pid reported that it opened its logs and accepts clients
 
     @property
     def name(self) -> str:
@@ -80,7 +87,17 @@ class Supervisor:
         self.ipc_listeners: list[socket.socket] = []
         self.handoff_sockets: list[socket.socket] = []
         self.worker_listeners: list[socket.socket] = []
+        self.metrics_listener: socket.socket | None = None
+        self.metrics = SupervisorMetrics()  # inert until the metrics dir exists (_make_run_dir)
         self.clean_start = False
+        # systemd (Type=notify): only this process notifies; workers report readiness to
+        # it through a pipe (one short line each, atomic below PIPE_BUF).
+        self.notifier = Notifier.from_environment(unset=True)
+        self._ready_r, self._ready_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self._ready_buffer = b""
+        self.announced_ready = False
+        self._watchdog_every = (self.notifier.watchdog_interval() or 0.0) / 2
+        self._next_watchdog = 0.0
 
     # ------------------------------------------------------------------ start
     def run(self) -> int:
@@ -93,11 +110,13 @@ class Supervisor:
         try:
             ensure_port_free(*self.config.listener)
             self.worker_listeners = bind_worker_listeners(self.config)
+            self.metrics_listener = bind_metrics_listener(str(self.config["metrics.listener"]))
             if self.config["zookeeper.connect"]:
                 settings["cluster.id"] = self._cluster_id_from_zookeeper(str(self.config["cluster.id"]))
             self.claimed = claim_log_dirs(ManagerConfig.from_broker_config(settings))
         except Exception as exc:
             log.error("cannot start: %s", exc)
+            self.notifier.status(f"cannot start: {exc}")
             return 1
         try:
             self._adopt_existing_partitions()
@@ -111,6 +130,8 @@ class Supervisor:
             log.info("supervisor pid %d starting %d workers on %s (own ports %s; log dirs %s, %s start)", os.getpid(),
                      self.count, self.config.listener, ",".join(map(str, self.config.worker_ports)) or "off",
                      ",".join(self.claimed.paths), "clean" if self.clean_start else "recovering")
+            self.notifier.status(f"starting {self.count} workers ({'clean start' if self.clean_start else 'recovering the logs'})")
+            self._watchdog_ping()
             for slot in self.slots:
                 self._spawn(slot, clean_shutdown=self.clean_start)
             self._spawn(self.coordinator_slot, clean_shutdown=True)
@@ -183,6 +204,10 @@ class Supervisor:
         self.ipc_listeners = [make_listener(self.run_dir, i) for i in range(self.count)]
         self.handoff_sockets = [make_handoff_socket(self.run_dir, i) for i in range(self.count)]
         self.coordinator_listener = make_coordinator_listener(self.run_dir)
+        if self.metrics_listener is not None:
+            # Before any fork: every process then writes its counters under <run.dir>/metrics.
+            prepare_multiprocess_dir(self.run_dir)
+            self.metrics = SupervisorMetrics()
 
     @property
     def all_slots(self) -> list[WorkerSlot]:
@@ -205,9 +230,12 @@ class Supervisor:
             code = 1
             try:
                 for signum in HANDLED_SIGNALS:
-                    signal.signal(signum, signal.SIG_DFL)
+                    # SIGHUP's default would kill a child that is still recovering its
+                    # logs; ignored until its loop installs the reload handler.
+                    signal.signal(signum, signal.SIG_IGN if signum == signal.SIGHUP else signal.SIG_DFL)
                 os.close(self._wake_r)
                 os.close(self._wake_w)
+                os.close(self._ready_r)
                 for i, (listener, handoff) in enumerate(zip(self.ipc_listeners, self.handoff_sockets)):
                     if i != slot.index:
                         listener.close()
@@ -220,17 +248,20 @@ class Supervisor:
                         client_listener.close()
                 assert self.coordinator_listener is not None
                 if slot.index == COORDINATOR:
+                    os.close(self._ready_w)
                     from broker.coordinator_main import run_coordinator
 
                     code = run_coordinator(self.config, self.count, self.run_dir, self.coordinator_listener, heartbeat,
-                                           self.claimed.cluster_id)
+                                           self.claimed.cluster_id, self.metrics_listener)
                     return
                 self.coordinator_listener.close()
+                if self.metrics_listener is not None:
+                    self.metrics_listener.close()  # served by the coordinator only
                 from broker.worker import run_worker
 
                 code = run_worker(self.config, slot.index, self.count, self.run_dir, self.claimed.cluster_id,
                                   clean_shutdown, self.ipc_listeners[slot.index], self.handoff_sockets[slot.index],
-                                  heartbeat, own_listener)
+                                  heartbeat, own_listener, ready_fd=self._ready_w)
             except BaseException:
                 log.exception("%s crashed", slot.name)
             finally:
@@ -238,6 +269,7 @@ class Supervisor:
                 os._exit(code)
         slot.pid = pid
         slot.aborted_at = 0.0
+        slot.ready = False
         slot.spawned_at = time.monotonic()
         log.info("spawned %s (pid %d)", slot.name, pid)
 
@@ -258,18 +290,80 @@ class Supervisor:
                     self._stop()
                     return
                 if signum == signal.SIGHUP:
-                    log.info("SIGHUP: nothing to reload yet")
+                    self._reload()
             self._reap()
             if self.stopping:
                 self._stop()
                 return
             self._respawn_due()
             self._check_heartbeats()
+            self._watchdog_ping()
             try:
-                select.select([self._wake_r], [], [], 0.5)
+                select.select([self._wake_r, self._ready_r], [], [], self._loop_timeout())
                 os.read(self._wake_r, 4096)
             except (BlockingIOError, InterruptedError):
                 pass
+            self._read_ready_reports()
+
+    # ------------------------------------------------------------------ systemd
+    def _serving_status(self) -> str:
+        host, port = self.config.listener
+        own = f" (own ports {','.join(map(str, self.config.worker_ports))})" if self.config.worker_ports else ""
+        return f"serving on {host}:{port}, {self.count} workers{own}"
+
+    def _read_ready_reports(self) -> None:
+        """Each worker writes "<index> <pid>" to the ready pipe once it has opened its logs
+        and accepts on the client port (and its own port). READY=1 goes to systemd when
+        every current worker has reported; a report from a pid that is no longer the
+        slot's (it died meanwhile) counts for nothing."""
+        while True:
+            try:
+                chunk = os.read(self._ready_r, 4096)
+            except (BlockingIOError, InterruptedError):
+                break
+            if not chunk:
+                break
+            self._ready_buffer += chunk
+        *lines, self._ready_buffer = self._ready_buffer.split(b"\n")
+        for line in lines:
+            try:
+                index, pid = (int(field) for field in line.split())
+            except ValueError:
+                log.warning("ignoring a malformed readiness report %r", line)
+                continue
+            for slot in self.slots:
+                if slot.index == index and slot.pid == pid and not slot.ready:
+                    slot.ready = True
+                    if self.announced_ready and not self.stopping:
+                        self.notifier.status(f"{self._serving_status()}; {slot.name} restarted (pid {pid})")
+        if not self.announced_ready and not self.stopping and all(slot.ready for slot in self.slots):
+            self.announced_ready = True
+            status = self._serving_status()
+            log.info("all %d workers serving: ready (%s)", self.count, status)
+            self.notifier.ready(status)
+
+    def _watchdog_ping(self) -> None:
+        """WATCHDOG=1 at half of WatchdogSec, from this loop only: a wedged worker is the
+        supervisor's to replace (heartbeats), so the pings stop only if the supervisor
+        itself stops turning, and systemd then restarts the whole broker."""
+        if self._watchdog_every and time.monotonic() >= self._next_watchdog:
+            self.notifier.watchdog()
+            self._next_watchdog = time.monotonic() + self._watchdog_every
+
+    def _loop_timeout(self) -> float:
+        if not self._watchdog_every:
+            return 0.5
+        return max(0.0, min(0.5, self._next_watchdog - time.monotonic()))
+
+    def _reload(self) -> None:
+        """SIGHUP: new dynamic settings for this process and every child (broker/reload.py)."""
+        if reload_in_supervisor(self.config, self.run_dir) is None:
+            self.notifier.status("SIGHUP: the configuration does not load; kept the running settings")
+            return
+        self.notifier.status(f"SIGHUP: reloaded; log.level={self.config['log.level']}")
+        for slot in self.all_slots:
+            if slot.pid:
+                self._kill(slot.pid, signal.SIGHUP)
 
     def _reap(self) -> None:
         while True:
@@ -286,13 +380,16 @@ class Supervisor:
     def _worker_exited(self, slot: WorkerSlot, status: int) -> None:
         from broker.worker import BOOT_ERROR
 
+        mark_process_dead(slot.pid)
         slot.pid = 0
         code = os.waitstatus_to_exitcode(status)
         if self.stopping:
             return
-        log.error("%s exited with %s", slot.name, f"signal {-code}" if code < 0 else f"code {code}")
+        how = f"signal {-code}" if code < 0 else f"code {code}"
+        log.error("%s exited with %s", slot.name, how)
         if code == BOOT_ERROR:
             log.error("%s could not boot: stopping the broker", slot.name)
+            self.notifier.status(f"{slot.name} could not boot: stopping")
             self.exit_code = 1
             self.stopping = True
             return
@@ -302,10 +399,12 @@ class Supervisor:
         if len(slot.deaths) > int(self.config["worker.restart.max"]):
             log.error("%s died %d times within %.0f s: crash loop, stopping the broker",
                       slot.name, len(slot.deaths), window)
+            self.notifier.status(f"{slot.name} died {len(slot.deaths)} times within {window:.0f} s: stopping")
             self.exit_code = 1
             self.stopping = True
             return
         slot.respawn_at = now + min(5.0, 0.1 * 2 ** (len(slot.deaths) - 1))
+        self.notifier.status(f"{slot.name} exited with {how}: restarting it")
 
     def _respawn_due(self) -> None:
         now = time.monotonic()
@@ -314,6 +413,7 @@ class Supervisor:
                 slot.respawn_at = 0.0
                 # Its partitions were not closed cleanly: recover them.
                 self._spawn(slot, clean_shutdown=False)
+                self.metrics.restarted(slot.name)
 
     def _check_heartbeats(self) -> None:
         now = time.time()
@@ -349,6 +449,7 @@ class Supervisor:
     # ------------------------------------------------------------------ stop
     def _stop(self) -> None:
         self.stopping = True
+        self.notifier.stopping(f"stopping: draining {sum(1 for slot in self.slots if slot.pid)} workers")
         statuses: dict[int, int] = {}
         for slot in self.all_slots:
             if slot.pid:
@@ -361,6 +462,7 @@ class Supervisor:
             except ChildProcessError:
                 break
             if pid == 0:
+                self._watchdog_ping()
                 time.sleep(0.05)
                 continue
             if pid in alive:
@@ -375,21 +477,24 @@ class Supervisor:
         if clean and self.claimed is not None:
             mark_clean_shutdown(self.claimed.paths)
         log.info("supervisor stopped (%s)", "clean" if clean else "unclean: the next start recovers")
+        self.notifier.status("stopped" if clean else "stopped uncleanly: the next start recovers")
 
     def _cleanup(self) -> None:
-        for listener in [*self.ipc_listeners, *self.handoff_sockets, *self.worker_listeners, self.coordinator_listener]:
+        for listener in [*self.ipc_listeners, *self.handoff_sockets, *self.worker_listeners, self.coordinator_listener,
+                         self.metrics_listener]:
             if listener is not None:
                 listener.close()
         if self.run_dir and self._own_run_dir:
             shutil.rmtree(self.run_dir, ignore_errors=True)
         if self.claimed is not None:
             self.claimed.release()
+        self.notifier.close()
 
 
 def serve(config: BrokerConfig) -> int:
-    from broker.worker import configure_logging
+    from broker.logs import configure_logging
 
-    configure_logging(str(config["log.level"]))
+    configure_logging(str(config["log.level"]), str(config["log.format"]))
     if sys.platform != "linux":
         log.error("castle serve needs Linux (SO_REUSEPORT load balancing, sendfile)")
         return 1

@@ -6,6 +6,7 @@ Start (after fork, nothing inherited but plain fds, P12):
     3. serve IPC from the other workers, then bind the client port with SO_REUSEPORT and
        accept on the worker's own port too (broker/worker_listeners.py), when it has one
     4. heartbeat from inside the loop (a wedged loop stops the heartbeat, P11)
+    5. report "<index> <pid>" on the supervisor's ready pipe (READY=1 to systemd when all did)
 
 Graceful stop on SIGTERM/SIGINT:
     1. stop accepting (close the listener; the kernel sends new connections to others)
@@ -22,7 +23,6 @@ import logging
 import os
 import signal
 import socket
-import sys
 import time
 
 from broker import dispatch
@@ -30,6 +30,7 @@ from broker.config import BrokerConfig
 from broker.connection import Connection
 from broker.handoff import HandoffReceiver
 from broker.ipc import IpcServer
+from broker.logs import set_role
 from broker.memory import keep_freed_memory
 from broker.node import WorkerNode
 
@@ -42,10 +43,11 @@ BOOT_ERROR = 3  # exit code: the worker cannot start; the supervisor stops the b
 
 def run_worker(config: BrokerConfig, index: int, count: int, run_dir: str, cluster_id: str,
                clean_shutdown: bool, ipc_listener: socket.socket, handoff_socket: socket.socket,
-               heartbeat_path: str, own_listener: socket.socket | None = None) -> int:
+               heartbeat_path: str, own_listener: socket.socket | None = None, ready_fd: int = -1) -> int:
     from setproctitle import setproctitle
 
     setproctitle(f"castle[{config.node_id}]: worker {index}")
+    set_role(f"worker {index}")
     keep_freed_memory()
     import uvloop
 
@@ -57,7 +59,7 @@ def run_worker(config: BrokerConfig, index: int, count: int, run_dir: str, clust
     except Exception:
         log.exception("worker %d cannot open its logs", index)
         return BOOT_ERROR
-    server = WorkerServer(node, ipc_listener, handoff_socket, heartbeat_path, own_listener)
+    server = WorkerServer(node, ipc_listener, handoff_socket, heartbeat_path, own_listener, ready_fd)
     try:
         return loop.run_until_complete(server.serve())
     finally:
@@ -66,14 +68,15 @@ def run_worker(config: BrokerConfig, index: int, count: int, run_dir: str, clust
 
 class WorkerServer:
     def __init__(self, node: WorkerNode, ipc_listener: socket.socket, handoff_socket: socket.socket,
-                 heartbeat_path: str, own_listener: socket.socket | None = None) -> None:
+                 heartbeat_path: str, own_listener: socket.socket | None = None, ready_fd: int = -1) -> None:
         self.node = node
+        self.ready_fd = ready_fd  # the supervisor's ready pipe (write end), -1: none
         # Bound by the supervisor (it keeps its copy, so the port outlives this process).
         self.own_listener = own_listener
         self.ipc = IpcServer(ipc_listener, node.ops(), node.notes())
         self.handoffs = HandoffReceiver(handoff_socket, self._adopt)
         self.heartbeat_path = heartbeat_path
-        self.connections: set[Connection] = set()
+        self.connections: set[Connection] = node.connections
         self.listener: socket.socket | None = None
         self.stopping = asyncio.Event()
         self.parent = os.getppid()
@@ -82,6 +85,7 @@ class WorkerServer:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, self.stopping.set)
+        loop.add_signal_handler(signal.SIGHUP, self.node.reload_settings)
         dispatch.load_all()
         await self.ipc.start()
         try:
@@ -97,12 +101,26 @@ class WorkerServer:
         idle_reaper = loop.create_task(self._close_idle_connections())
         log.info("worker %d (pid %d) serving %s%s", self.node.index, os.getpid(), self.node.config.listener,
                  f" and its own port {self.own_listener.getsockname()[1]}" if self.own_listener else "")
+        self._report_ready()
         await self.stopping.wait()
         await self._stop()
         housekeeping.cancel()
         orphan_watch.cancel()
         idle_reaper.cancel()
         return 0
+
+    def _report_ready(self) -> None:
+        """Tell the supervisor this worker serves: its logs are open (recovered) and its
+        listeners accept. One line, below PIPE_BUF, so it arrives whole."""
+        if self.ready_fd < 0:
+            return
+        try:
+            os.write(self.ready_fd, f"{self.node.index} {os.getpid()}\n".encode())
+        except OSError as exc:
+            log.warning("worker %d cannot report readiness to the supervisor: %s", self.node.index, exc)
+        finally:
+            os.close(self.ready_fd)
+            self.ready_fd = -1
 
     def _bind(self) -> socket.socket:
         host, port = self.node.config.listener
@@ -201,6 +219,3 @@ class WorkerServer:
         log.info("worker %d stopped cleanly", self.node.index)
 
 
-def configure_logging(level: str) -> None:
-    logging.basicConfig(stream=sys.stderr, level=level.upper(),
-                        format="%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s")

@@ -71,7 +71,10 @@ class OwnBroker:
         self.log_dir = os.path.join(base_dir, "data")
         self.run_dir = os.path.join(base_dir, "run")  # short: IPC socket paths (sun_path <= 108 bytes)
         self.stderr_path = os.path.join(base_dir, "broker.stderr")
-        self.settings = {"log.dirs": self.log_dir, "listeners": f"PLAINTEXT://{self.bootstrap}", "run.dir": self.run_dir}
+        # Its own metrics port: a benchmark broker must not collide with a Castle already
+        # serving the default 127.0.0.1:9308 on this machine.
+        self.settings = {"log.dirs": self.log_dir, "listeners": f"PLAINTEXT://{self.bootstrap}", "run.dir": self.run_dir,
+                         "metrics.listener": f"127.0.0.1:{free_port()}"}
         self.settings.update(overrides)
         self.command = castle_command() + ["serve"]
         for key, value in self.settings.items():

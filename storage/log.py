@@ -58,6 +58,27 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+
+class FlushTimes:
+    """Seconds of each log flush in this process, for the broker's metrics to drain.
+
+    Appended by whichever thread flushes (the flusher thread, mostly); list append and
+    slice deletion are atomic under the GIL, so no lock is needed."""
+
+    pending: list[float] = []
+
+    @classmethod
+    def add(cls, seconds: float) -> None:
+        if len(cls.pending) < 100_000:  # nobody drains when metrics are off
+            cls.pending.append(seconds)
+
+    @classmethod
+    def drain(cls) -> list[float]:
+        count = len(cls.pending)
+        taken = cls.pending[:count]
+        del cls.pending[:count]
+        return taken
+
 class AppendInfo(NamedTuple):
     """What an append did (a NamedTuple: built once per produce, cheaper than a dataclass)."""
 
@@ -316,6 +337,7 @@ class PartitionLog:
             appended = self._appended_messages
             if target <= self.recovery_point and not self._dir_dirty:
                 return
+            began = time.perf_counter()
             for segment in self._segments:
                 if segment.next_offset > self.recovery_point or segment.is_active:
                     segment.flush()
@@ -325,6 +347,7 @@ class PartitionLog:
             self.recovery_point = max(self.recovery_point, target)
             self._flushed_messages = appended
             self._last_flush_ms = now_ms()
+            FlushTimes.add(time.perf_counter() - began)
 
     def flush_if_due(self, now: int | None = None) -> bool:
         """Time-based policy (flush.ms): flush when unflushed data is older than that."""

@@ -246,6 +246,13 @@ class LogManager:
                 partition_log.update_config(new_config)
         return new_config
 
+    def set_default_log_config(self, config: LogConfig) -> None:
+        """New broker-level defaults (a SIGHUP reload): every log takes its topic's
+        overrides on top of them at once."""
+        self.default_log_config = config
+        for tp, partition_log in list(self.logs.items()):
+            partition_log.update_config(self.log_config_for(tp.topic))
+
     def topic_overrides(self, topic: str) -> dict[str, Any]:
         return dict(self._topic_overrides.get(topic, {}))
 

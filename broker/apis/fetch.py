@@ -143,6 +143,7 @@ def _respond(ctx: Any, error_code: int, topics: list[tuple[str, uuid.UUID]], wan
         else:
             chunks.append(FileChunk(fd, r.position, length))
             budget -= length
+            node.metrics.sent(topics[w.topic_index][0], length)
         out_topics[w.topic_index].partitions.append(
             fast.FetchPartitionOut(w.partition, r.error_code, r.high_watermark, r.high_watermark, r.log_start_offset, length))
     pieces = fast.encode_fetch_response(ctx.api_version, error_code, 0, out_topics)

@@ -122,6 +122,8 @@ class Broker:
         # IPC socket paths must stay short (sun_path is 108 bytes): not under tmp_path.
         self.run_dir = tempfile.mkdtemp(prefix="c", dir="/tmp")
         self.port = free_port()
+        self.metrics_port = free_port()
+        self.config_file: str | None = None  # a .properties file given before the overrides
         self.host = "127.0.0.1"
         self.process: subprocess.Popen[bytes] | None = None
         self.known_pids: set[int] = set()
@@ -138,9 +140,11 @@ class Broker:
 
     def command(self) -> list[str]:
         settings = {"log.dirs": self.log_dir, "listeners": f"PLAINTEXT://{self.bootstrap}",
-                    "workers": str(self.workers), "run.dir": self.run_dir}
+                    "workers": str(self.workers), "run.dir": self.run_dir,
+                    # Brokers run side by side in tests: each its own metrics port.
+                    "metrics.listener": f"127.0.0.1:{self.metrics_port}"}
         settings.update(self.overrides)
-        args = castle_command() + ["serve"]
+        args = castle_command() + ["serve"] + ([self.config_file] if self.config_file else [])
         for key, value in settings.items():
             args += ["--override", f"{key}={value}"]
         return args

@@ -171,7 +171,8 @@ def test_a_configured_port_base(broker_factory: Any) -> None:
 
 
 def run_to_exit(tmp_path: Any, *overrides: str) -> subprocess.CompletedProcess[str]:
-    args = castle_command() + ["serve", "--override", f"log.dirs={tmp_path}/data", "--override",
+    args = castle_command() + ["serve", "--override", f"log.dirs={tmp_path}/data", "--override", "metrics.listener=",
+                               "--override",
                                f"listeners=PLAINTEXT://127.0.0.1:{free_port()}", "--override", "workers=2"]
     for item in overrides:
         args += ["--override", item]

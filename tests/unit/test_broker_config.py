@@ -61,3 +61,12 @@ def test_castle_serve_stops_on_a_bad_value_before_starting(tmp_path):
     assert result.returncode == 2
     assert "bad value for log.segment.bytes" in result.stderr
     assert not (tmp_path / "data").exists()
+
+
+def test_retention_in_hours_or_minutes_when_ms_is_not_set(tmp_path):
+    assert load_config(None, {"log.retention.hours": "2"})["log.retention.ms"] == 2 * 3_600_000
+    assert load_config(None, {"log.retention.hours": "2", "log.retention.minutes": "3"})["log.retention.ms"] == 180_000
+    both = load_config(None, {"log.retention.ms": "5", "log.retention.minutes": "3"})
+    assert both["log.retention.ms"] == 5  # ms wins, as in Kafka
+    default = load_config(None, {})
+    assert default["log.retention.ms"] == 7 * 24 * 3_600_000

@@ -47,8 +47,14 @@ TYPED_LOADTEST = ["loadtest/runner", "loadtest/children.py", "loadtest/brokers.p
                   "loadtest/pyspy_summary.py", "loadtest/locustfile.py", "loadtest/loopback_limit.py"]
 
 
+# The broker's operational modules (issue 6) and worker routing, typed from the start.
+TYPED_BROKER = ["broker/admin", "broker/metrics.py", "broker/logs.py", "broker/reload.py", "broker/sd_notify.py",
+                "broker/placement.py", "broker/worker_listeners.py"]
+
+
 def test_mypy_passes_on_storage_coordination_and_the_load_tools():
-    result = subprocess.run([sys.executable, "-m", "mypy", "storage", "coordination", *TYPED_LOADTEST], cwd=ROOT,
+    result = subprocess.run([sys.executable, "-m", "mypy", "storage", "coordination", *TYPED_LOADTEST, *TYPED_BROKER],
+                            cwd=ROOT,
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
 
