@@ -8,6 +8,7 @@ even when the test failed, and its stderr is attached to the report of a failed 
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import os
@@ -110,6 +111,32 @@ def round_trip(host: str, port: int, timeout: float = 2.0) -> bool:
             return correlation_id == 2 and brokers >= 1
     except OSError:
         return False
+
+
+def serve_until_exit(tmp_path: Any, *overrides: str, workers: int = 1) -> "subprocess.CompletedProcess[str]":
+    """``castle serve`` expected to refuse its start: run it to its exit (bounded) on a free
+    port, metrics off unless overridden; the result carries its exit code and stderr."""
+    settings = {"log.dirs": f"{tmp_path}/data", "listeners": f"PLAINTEXT://127.0.0.1:{free_port()}",
+                "workers": str(workers), "metrics.listener": ""}
+    for item in overrides:
+        key, _, value = item.partition("=")
+        settings[key] = value
+    args = castle_command() + ["serve"]
+    for key, value in settings.items():
+        args += ["--override", f"{key}={value}"]
+    return subprocess.run(args, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+
+
+@contextlib.contextmanager
+def port_in_use() -> Iterator[int]:
+    """A port something else listens on, for as long as the block runs."""
+    holder = socket.socket()
+    try:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen(1)
+        yield holder.getsockname()[1]
+    finally:
+        holder.close()
 
 
 # ---------------------------------------------------------------------- the broker

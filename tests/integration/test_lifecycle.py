@@ -351,15 +351,31 @@ def test_a_second_broker_on_the_same_port_refuses_to_start(broker, broker_factor
     it must refuse with a clear message instead, and the first broker keeps serving."""
     second = broker_factory(workers=1, start=False)
     second.port = broker.port
-    with open(second.stderr_path, "ab") as err:
-        process = subprocess.Popen(second.command(), stdin=subprocess.DEVNULL, stdout=err, stderr=err,
+    assert run_refused(second) == 1
+    assert f"cannot listen on 127.0.0.1:{broker.port}" in second.stderr()
+    assert round_trip(broker.host, broker.port)
+
+
+def test_a_second_broker_on_the_same_data_dir_refuses_to_start(broker, broker_factory):
+    """Two brokers appending to one log dir would interleave batches: the second one (on
+    its own port) stops at the lock with a message naming the holder, and the first one
+    keeps serving."""
+    second = broker_factory(workers=1, start=False)
+    second.log_dir = broker.log_dir
+    assert run_refused(second) == 1
+    text = second.stderr()
+    assert "cannot start" in text and broker.log_dir in text and str(broker.pid) in text, text
+    assert round_trip(broker.host, broker.port)
+
+
+def run_refused(broker):
+    """Start a broker expected to refuse (its own stderr file); its exit code, bounded."""
+    with open(broker.stderr_path, "ab") as err:
+        process = subprocess.Popen(broker.command(), stdin=subprocess.DEVNULL, stdout=err, stderr=err,
                                    start_new_session=True)
     try:
-        code = process.wait(30)
+        return process.wait(30)
     finally:
         if process.poll() is None:
             process.kill()
             process.wait(10)
-    assert code == 1
-    assert f"cannot listen on 127.0.0.1:{broker.port}" in second.stderr()
-    assert round_trip(broker.host, broker.port)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import signal
 import socket
-import subprocess
 import time
 import urllib.request
 from typing import Any
@@ -16,7 +15,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.integration.clients import confluent_produce, make_records
-from tests.integration.conftest import castle_command, free_port, pid_alive, wait_until
+from tests.integration.conftest import pid_alive, port_in_use, serve_until_exit, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -143,29 +142,15 @@ def test_flushes_are_timed_and_a_deleted_topic_leaves_the_scrape(broker: Any) ->
                "the deleted partition gone from the scrape")
 
 
-def serve_to_exit(tmp_path: Any, *overrides: str) -> subprocess.CompletedProcess[str]:
-    args = castle_command() + ["serve", "--override", f"log.dirs={tmp_path}/data", "--override",
-                               f"listeners=PLAINTEXT://127.0.0.1:{free_port()}", "--override", "workers=1"]
-    for item in overrides:
-        args += ["--override", item]
-    return subprocess.run(args, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
-
-
 def test_a_metrics_port_in_use_stops_the_start(tmp_path: Any) -> None:
-    holder = socket.socket()
-    holder.bind(("127.0.0.1", 0))
-    holder.listen(1)
-    port = holder.getsockname()[1]
-    try:
-        done = serve_to_exit(tmp_path, f"metrics.listener=127.0.0.1:{port}")
-    finally:
-        holder.close()
+    with port_in_use() as port:
+        done = serve_until_exit(tmp_path, f"metrics.listener=127.0.0.1:{port}")
     assert done.returncode == 1
     assert f"cannot listen on 127.0.0.1:{port} for metrics" in done.stderr
 
 
 def test_a_bad_metrics_listener_is_refused(tmp_path: Any) -> None:
-    done = serve_to_exit(tmp_path, "metrics.listener=localhost")
+    done = serve_until_exit(tmp_path, "metrics.listener=localhost")
     assert done.returncode == 2
     assert "bad value for metrics.listener" in done.stderr
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import signal
 import socket
-import subprocess
 from typing import Any
 
 import pytest
@@ -18,7 +17,7 @@ from broker.protocol import codec
 from broker.protocol.build import build
 from storage.types import TopicPartition
 from tests.integration.clients import assert_same, confluent_consume, confluent_produce, make_records
-from tests.integration.conftest import castle_command, free_port, pid_alive, round_trip, wait_until
+from tests.integration.conftest import free_port, pid_alive, port_in_use, round_trip, serve_until_exit, wait_until
 from tests.integration.kio_client import decode_response, encode_request, read_frame
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
@@ -170,30 +169,15 @@ def test_a_configured_port_base(broker_factory: Any) -> None:
     assert nodes == {worker_node_id(0, 0): ("127.0.0.1", base), worker_node_id(0, 1): ("127.0.0.1", base + 1)}
 
 
-def run_to_exit(tmp_path: Any, *overrides: str) -> subprocess.CompletedProcess[str]:
-    args = castle_command() + ["serve", "--override", f"log.dirs={tmp_path}/data", "--override", "metrics.listener=",
-                               "--override",
-                               f"listeners=PLAINTEXT://127.0.0.1:{free_port()}", "--override", "workers=2"]
-    for item in overrides:
-        args += ["--override", item]
-    return subprocess.run(args, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
-
-
 def test_a_worker_port_in_use_stops_the_start(tmp_path: Any) -> None:
-    holder = socket.socket()
-    holder.bind(("127.0.0.1", 0))
-    holder.listen(1)
-    taken = holder.getsockname()[1]
-    try:
-        done = run_to_exit(tmp_path, f"worker.listeners.port.base={taken}")
-    finally:
-        holder.close()
+    with port_in_use() as taken:
+        done = serve_until_exit(tmp_path, f"worker.listeners.port.base={taken}", workers=2)
     assert done.returncode == 1
     assert f"cannot listen on 127.0.0.1:{taken} for worker 0" in done.stderr
 
 
 def test_a_node_id_that_would_collide_with_worker_nodes_stops_the_start(tmp_path: Any) -> None:
-    done = run_to_exit(tmp_path, f"node.id={WORKER_NODE_STRIDE}")
+    done = serve_until_exit(tmp_path, f"node.id={WORKER_NODE_STRIDE}", workers=2)
     assert done.returncode == 1
     assert f"node.id {WORKER_NODE_STRIDE} must be below {WORKER_NODE_STRIDE}" in done.stderr
 
