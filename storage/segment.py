@@ -80,9 +80,11 @@ class LogSegment:
                                    length=None if created else existing)
             self._fd = self._log.fd
             self.size = self._log.length
+            self.inode = os.fstat(self._fd).st_ino
         else:
             self._fd = os.open(self.path, os.O_RDONLY | os.O_CREAT, 0o644)
-            self.size = os.fstat(self._fd).st_size
+            stat = os.fstat(self._fd)
+            self.size, self.inode = stat.st_size, stat.st_ino
         self.offset_index = OffsetIndex(files.index_path(directory, base_offset), base_offset, config.segment_index_bytes, writable=active)
         self.time_index = TimeIndex(files.time_index_path(directory, base_offset), base_offset, config.segment_index_bytes, writable=active)
         self._next_offset: int | None = base_offset if self.size == 0 else None
@@ -176,7 +178,7 @@ class LogSegment:
         target = min(limit, start + max_bytes)
         if end < target:
             end = self._last_batch_end_before(start, end, target)
-        return FileRange(self._fd, self.path, Position(start), end - start)
+        return FileRange(self._fd, self.path, Position(start), end - start, self.inode)
 
     def _last_batch_end_before(self, start: int, end: int, target: int) -> int:
         """Largest batch boundary <= target, starting from the known boundary ``end``."""

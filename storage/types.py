@@ -61,3 +61,4 @@ class FileRange:
     path: str
     position: Position
     length: int
+    inode: int = 0  # of the file behind ``fd`` (0: not known); lets readers skip an fstat
