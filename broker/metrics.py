@@ -36,6 +36,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import orjson
 
+from broker.tcp_bind import bind_exclusive
 from storage.log import FlushTimes
 
 log = logging.getLogger(__name__)
@@ -253,15 +254,7 @@ def bind_metrics_listener(address: str, backlog: int = 64) -> socket.socket | No
     if not address:
         return None
     host, _, port = address.rpartition(":")
-    host = host.strip("[]") or "127.0.0.1"
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, int(port)))
-    except OSError as exc:
-        sock.close()
-        raise OSError(exc.errno, f"cannot listen on {host}:{port} for metrics: {exc.strerror}") from None
+    sock = bind_exclusive(host.strip("[]") or "127.0.0.1", int(port), "metrics")
     sock.listen(backlog)
     return sock
 

@@ -43,6 +43,7 @@ from broker.ipc import make_listener
 from broker.metrics import SupervisorMetrics, bind_metrics_listener, mark_process_dead, prepare_multiprocess_dir
 from broker.reload import reload_in_supervisor
 from broker.sd_notify import Notifier
+from broker.tcp_bind import bind_exclusive
 from broker.worker_listeners import bind_worker_listeners
 from storage.manager import ClaimedDirs, ManagerConfig, claim_log_dirs, mark_clean_shutdown
 
@@ -514,13 +515,10 @@ def ensure_port_free(host: str, port: int) -> None:
     """
     if port == 0:
         return
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # TIME_WAIT leftovers are fine
-        try:
-            probe.bind((host, port))
-        except OSError as exc:
-            raise RuntimeError(f"cannot listen on {host}:{port}: {exc.strerror} (is another broker running there?)") from None
+    try:
+        bind_exclusive(host, port).close()
+    except OSError as exc:
+        raise RuntimeError(f"{exc.strerror} (is another broker running there?)") from None
 
 
 def raise_open_files_limit() -> None:

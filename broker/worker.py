@@ -217,5 +217,3 @@ class WorkerServer:
         self.ipc.close()
         self.node.close()
         log.info("worker %d stopped cleanly", self.node.index)
-
-

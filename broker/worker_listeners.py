@@ -26,6 +26,7 @@ import socket
 
 from broker.config import BrokerConfig
 from broker.placement import check_worker_nodes
+from broker.tcp_bind import bind_exclusive
 
 
 def worker_listeners_wanted(config: BrokerConfig) -> bool:
@@ -40,22 +41,14 @@ def bind_worker_listeners(config: BrokerConfig) -> list[socket.socket]:
     check_worker_nodes(config.node_id, config.workers)
     host, _port = config.listener
     base = int(config["worker.listeners.port.base"])
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
     bound: list[socket.socket] = []
     try:
         for index in range(config.workers):
             port = base + index if base else 0
             if port > 65535:
                 raise ValueError(f"worker {index}'s port {port} (worker.listeners.port.base + {index}) is past 65535")
-            sock = socket.socket(family, socket.SOCK_STREAM)
+            sock = bind_exclusive(host, port, f"worker {index}")
             bound.append(sock)
-            # SO_REUSEADDR for a quick restart over TIME_WAIT; no SO_REUSEPORT, so a port
-            # another process listens on is refused instead of shared.
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                sock.bind((host, port))
-            except OSError as exc:
-                raise OSError(exc.errno, f"cannot listen on {host}:{port} for worker {index}: {exc.strerror}") from None
             sock.listen(int(config["socket.listen.backlog.size"]))
             sock.setblocking(False)
     except BaseException:

@@ -176,6 +176,12 @@ def test_a_worker_port_in_use_stops_the_start(tmp_path: Any) -> None:
     assert f"cannot listen on 127.0.0.1:{taken} for worker 0" in done.stderr
 
 
+def test_a_port_base_that_runs_past_65535_stops_the_start(tmp_path: Any) -> None:
+    done = serve_until_exit(tmp_path, "worker.listeners.port.base=65535", workers=2)
+    assert done.returncode == 1
+    assert "worker 1's port 65536 (worker.listeners.port.base + 1) is past 65535" in done.stderr
+
+
 def test_a_node_id_that_would_collide_with_worker_nodes_stops_the_start(tmp_path: Any) -> None:
     done = serve_until_exit(tmp_path, f"node.id={WORKER_NODE_STRIDE}", workers=2)
     assert done.returncode == 1

@@ -70,3 +70,10 @@ def test_retention_in_hours_or_minutes_when_ms_is_not_set(tmp_path):
     assert both["log.retention.ms"] == 5  # ms wins, as in Kafka
     default = load_config(None, {})
     assert default["log.retention.ms"] == 7 * 24 * 3_600_000
+
+
+@pytest.mark.parametrize("key, value", [("log.level", "LOUD"), ("log.format", "xml"), ("metrics.listener", "9308"),
+                                        ("metrics.listener", "127.0.0.1:70000")])
+def test_logging_and_metrics_settings_refuse_bad_values(key, value):
+    with pytest.raises(ConfigError, match=f"bad value for {key}"):
+        load_config(None, {key: value})
