@@ -109,9 +109,17 @@ class Supervisor:
         if self.config["cluster.id"]:
             settings["cluster.id"] = self.config["cluster.id"]
         try:
-            ensure_port_free(*self.config.listener)
-            self.worker_listeners = bind_worker_listeners(self.config)
-            self.metrics_listener = bind_metrics_listener(str(self.config["metrics.listener"]))
+            # The shared port stays held while the OS picks the workers' own ports, so
+            # that none of them can be given the shared port itself (CI saw exactly that:
+            # a worker then could not listen). Released before the workers bind it.
+            shared_port = reserve_shared_port(*self.config.listener)
+            try:
+                # The metrics port is named, the workers' may be OS-picked: named first.
+                self.metrics_listener = bind_metrics_listener(str(self.config["metrics.listener"]))
+                self.worker_listeners = bind_worker_listeners(self.config)
+            finally:
+                if shared_port is not None:
+                    shared_port.close()
             if self.config["zookeeper.connect"]:
                 settings["cluster.id"] = self._cluster_id_from_zookeeper(str(self.config["cluster.id"]))
             self.claimed = claim_log_dirs(ManagerConfig.from_broker_config(settings))
@@ -503,21 +511,31 @@ def serve(config: BrokerConfig) -> int:
     return Supervisor(config).run()
 
 
-def ensure_port_free(host: str, port: int) -> None:
-    """Refuse to start on a port another process listens on.
+def reserve_shared_port(host: str, port: int) -> socket.socket | None:
+    """Refuse to start on a port another process listens on; else hold the port (the
+    caller closes the socket before the workers bind).
 
     Workers bind with SO_REUSEPORT, which lets any socket of the same user that also sets
     it join the port: a second broker started on the same address would silently get half
     of the connections (found when a forgotten benchmark broker answered with another
     cluster id). A bind without SO_REUSEPORT fails on a port anyone listens on, so one
-    such bind, released at once, tells. (A process that binds in the instant before the
-    workers do is not caught; the data-dir lock still keeps two brokers off one log.)
+    such bind tells. (A process that binds in the instant between its release and the
+    workers' binds is not caught; the data-dir lock still keeps two brokers off one log.)
     """
     if port == 0:
-        return
+        return None
     try:
-        bind_exclusive(host, port).close()
+        held = bind_exclusive(host, port)
     except OSError as exc:
+        raise RuntimeError(f"{exc.strerror} (is another broker running there?)") from None
+    try:
+        # Listening, because two SO_REUSEADDR sockets that only bind may share a port:
+        # only a listener keeps every other bind off it. A client that connects in this
+        # instant is reset when it closes, as it would be refused without it.
+        held.listen(1)
+        return held
+    except OSError as exc:
+        held.close()
         raise RuntimeError(f"{exc.strerror} (is another broker running there?)") from None
 
 

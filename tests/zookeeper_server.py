@@ -21,6 +21,7 @@ ends the session, and the original client hears SESSION_EXPIRED when it reconnec
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import signal
 import socket
@@ -54,9 +55,30 @@ def unavailable_reason() -> str | None:
 
 
 def free_port() -> int:
+    """A port free now, chosen below the kernel's ephemeral range: a port the OS hands
+    out for bind(0) or connect() (a broker's own worker ports, any client's source port)
+    could otherwise be the one a test is about to start a server on. CI once saw a
+    worker's OS-picked port equal the test broker's chosen client port."""
+    low = ephemeral_range_start()
+    for _ in range(200):
+        port = random.randrange(max(1024, low - 12000), low)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def ephemeral_range_start() -> int:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as handle:
+            return int(handle.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
 
 
 def four_letter_word(host: str, port: int, word: bytes, timeout: float = 1.0) -> bytes:
