@@ -25,15 +25,10 @@ from typing import Any, Callable, Iterator
 import pytest
 
 from tests.integration.kio_client import read_frame
+from tests.zookeeper_server import free_port  # noqa: F401  (below the ephemeral range; re-exported to the tests)
 
 START_TIMEOUT = 20.0
 STOP_TIMEOUT = 45.0
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def castle_command() -> list[str]:
