@@ -7,6 +7,7 @@ topic or an unreachable broker is one clear error before any task starts.
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import Any, Iterable
 
@@ -16,6 +17,12 @@ from pipeline.options import Subscription
 
 class PlanError(RuntimeError):
     """The read cannot be planned (unknown topic, unreachable broker, …)."""
+
+
+def kafka_error_text(exc: Exception) -> str:
+    """The message of a confluent-kafka KafkaException (its KafkaError's text)."""
+    error = exc.args[0] if exc.args else exc
+    return str(error.str()) if hasattr(error, "str") else str(error)
 
 
 class Cluster:
@@ -36,9 +43,15 @@ class Cluster:
 
     def admin(self) -> Any:
         if self._admin is None:
+            from confluent_kafka import KafkaException
             from confluent_kafka.admin import AdminClient
 
-            self._admin = AdminClient(self.client_config)
+            # librdkafka's own log lines (connection refused, …) go through Python logging
+            # instead of raw stderr; the error that matters is raised as a PlanError.
+            try:
+                self._admin = AdminClient({**self.client_config, "logger": logging.getLogger("pipeline.castle.client")})
+            except KafkaException as exc:
+                raise PlanError(f"a kafka.* option is not a valid client setting: {kafka_error_text(exc)}") from None
         return self._admin
 
     def close(self) -> None:
@@ -53,7 +66,7 @@ class Cluster:
             metadata = self.admin().list_topics(timeout=self.timeout)
         except KafkaException as exc:
             raise PlanError(f"cannot reach the brokers at {self.bootstrap} within {self.timeout:g} s: "
-                            f"{exc.args[0].str() if exc.args else exc}") from None
+                            f"{kafka_error_text(exc)}") from None
         return {name: len(topic.partitions) for name, topic in metadata.topics.items()
                 if topic.error is None and not name.startswith("__")}
 
@@ -117,9 +130,8 @@ class Cluster:
             try:
                 offsets[(tp.topic, tp.partition)] = int(future.result(timeout=self.timeout + 5).offset)
             except KafkaException as exc:
-                error = exc.args[0] if exc.args else exc
-                text = error.str() if hasattr(error, "str") else str(error)
-                raise PlanError(f"cannot list offsets of {tp.topic}-{tp.partition} on {self.bootstrap}: {text}") from None
+                raise PlanError(f"cannot list offsets of {tp.topic}-{tp.partition} on {self.bootstrap}: "
+                                f"{kafka_error_text(exc)}") from None
             except TimeoutError:
                 raise PlanError(f"no ListOffsets answer from {self.bootstrap} within {self.timeout:g} s") from None
         return offsets

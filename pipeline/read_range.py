@@ -8,6 +8,7 @@ to Arrow again in Python, record by record.
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from typing import Any, Iterator
@@ -58,7 +59,7 @@ class RangeReader:
             return
         from confluent_kafka import Consumer
 
-        consumer = Consumer(consumer_config(self.client))
+        consumer = Consumer({**consumer_config(self.client), "logger": logging.getLogger("pipeline.castle.client")})
         try:
             yield from self._read(consumer, piece)
         finally:

@@ -40,7 +40,7 @@ from pipeline.cluster import Cluster, PlanError
 from pipeline.offsets import OffsetRange, PartitionOffsets, from_json_dict, rate_limit, split_ranges, to_json_dict
 from pipeline.options import SinkOptions, SourceOptions
 from pipeline.read_range import RangeReader
-from pipeline.write import produce_rows, sink_columns
+from pipeline.write import SinkSchemaError, check_producer_config, produce_rows, sink_columns
 
 
 def source_schema(include_headers: bool) -> StructType:
@@ -83,10 +83,22 @@ class CastleDataSource(DataSource):
         return CastleStreamReader(options)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        refuse_overwrite(overwrite)
         return CastleWriter(self.options, schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        refuse_overwrite(overwrite)
         return CastleStreamWriter(self.options, schema)
+
+
+def refuse_overwrite(overwrite: bool) -> None:
+    """A topic is a log: nothing can be overwritten, so mode("overwrite") (or the streaming
+    "complete" output mode) would only append while promising a replace. Spark's Kafka
+    sink refuses Overwrite too. (Spark itself refuses ErrorIfExists, the mode of a save()
+    without mode(), for every Python data source: hence mode("append").)"""
+    if overwrite:
+        raise SinkSchemaError('topics are append-only: mode("overwrite") cannot replace a topic\'s records; '
+                              'write with mode("append")')
 
 
 def check_schema(schema: StructType, options: SourceOptions) -> None:
@@ -207,6 +219,7 @@ class CastleWriter(DataSourceWriter):
     def __init__(self, raw_options: dict, schema: StructType) -> None:
         self.options = SinkOptions.parse(raw_options)
         self.columns = sink_columns(schema, self.options)
+        check_producer_config(self.options)
 
     def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
         return WriteResult(produce_rows(self.options, self.columns, iterator))
@@ -219,6 +232,7 @@ class CastleStreamWriter(DataSourceStreamWriter):
     def __init__(self, raw_options: dict, schema: StructType) -> None:
         self.options = SinkOptions.parse(raw_options)
         self.columns = sink_columns(schema, self.options)
+        check_producer_config(self.options)
 
     def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
         return WriteResult(produce_rows(self.options, self.columns, iterator))

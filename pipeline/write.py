@@ -76,7 +76,7 @@ class RowProducer:
     def produce_all(self, rows: Iterable[Any]) -> int:
         from confluent_kafka import KafkaException, Producer
 
-        producer = Producer({"linger.ms": 5, "enable.idempotence": False, **self.options.client})
+        producer = Producer(producer_config(self.options))
         failures: list[str] = []
 
         def delivered(error: Any, message: Any) -> None:
@@ -116,6 +116,23 @@ class RowProducer:
                 return
             except BufferError:
                 producer.poll(0.1)  # the local queue is full: let deliveries drain it
+
+
+def producer_config(options: SinkOptions) -> dict[str, Any]:
+    return {"linger.ms": 5, "enable.idempotence": False, **options.client}
+
+
+def check_producer_config(options: SinkOptions) -> None:
+    """On the driver: a kafka.* option librdkafka does not know fails here, once, instead
+    of in every task."""
+    from confluent_kafka import KafkaException, Producer
+
+    try:
+        Producer(producer_config(options)).flush(0)
+    except KafkaException as exc:
+        from pipeline.cluster import kafka_error_text
+
+        raise SinkSchemaError(f"a kafka.* option is not a valid client setting: {kafka_error_text(exc)}") from None
 
 
 def produce_rows(options: SinkOptions, columns: SinkColumns, rows: Iterator[Any]) -> int:

@@ -9,6 +9,7 @@ test so that tests do not see each other's records.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sys
 import uuid
@@ -79,4 +80,6 @@ def castle(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
 
 @pytest.fixture
 def topic_name(request: pytest.FixtureRequest) -> str:
-    return f"{request.node.name.replace('[', '-').replace(']', '')[:60]}-{uuid.uuid4().hex[:6]}"
+    # Kafka topic names allow [A-Za-z0-9._-] only; test ids carry parameters.
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", request.node.name)[:60].strip("-")
+    return f"{name}-{uuid.uuid4().hex[:6]}"

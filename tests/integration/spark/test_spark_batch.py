@@ -129,6 +129,7 @@ def test_unreachable_broker_is_a_clear_planner_error(spark: Any, topic_name: str
     ({"failOnDataLoss": "maybe"}, "failOnDataLoss must be true or false"),
     ({"kafka.group.id": "mine"}, "kafka.group.id is not supported"),
     ({"startingOffsets": "latest"}, "startingOffsets=latest is for streaming queries"),
+    ({"kafka.no.such.setting": "1"}, 'a kafka.* option is not a valid client setting: No such configuration property: "no.such.setting"'),
 ])
 def test_bad_options_are_clear_planner_errors(spark: Any, castle: Broker, options: dict[str, str],
                                               expected: str) -> None:
