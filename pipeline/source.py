@@ -87,14 +87,14 @@ class CastleDataSource(DataSource):
         return CastleWriter(self.options, schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
-        refuse_overwrite(overwrite)
+        # overwrite is the "complete" output mode here: every trigger writes the whole
+        # result table again, as Spark's Kafka sink does in that mode.
         return CastleStreamWriter(self.options, schema)
 
 
 def refuse_overwrite(overwrite: bool) -> None:
-    """A topic is a log: nothing can be overwritten, so mode("overwrite") (or the streaming
-    "complete" output mode) would only append while promising a replace. Spark's Kafka
-    sink refuses Overwrite too. (Spark itself refuses ErrorIfExists, the mode of a save()
+    """A topic is a log: nothing can be overwritten, so a batch mode("overwrite") would
+    only append while promising a replace. Spark's Kafka sink refuses Overwrite too. (Spark itself refuses ErrorIfExists, the mode of a save()
     without mode(), for every Python data source: hence mode("append").)"""
     if overwrite:
         raise SinkSchemaError('topics are append-only: mode("overwrite") cannot replace a topic\'s records; '
