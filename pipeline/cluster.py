@@ -49,7 +49,8 @@ class Cluster:
             # librdkafka's own log lines (connection refused, …) go through Python logging
             # instead of raw stderr; the error that matters is raised as a PlanError.
             try:
-                self._admin = AdminClient({**self.client_config, "logger": logging.getLogger("pipeline.castle.client")})
+                settings: dict[str, Any] = {**self.client_config, "logger": logging.getLogger("pipeline.castle.client")}
+                self._admin = AdminClient(settings)
             except KafkaException as exc:
                 raise PlanError(f"a kafka.* option is not a valid client setting: {kafka_error_text(exc)}") from None
         return self._admin

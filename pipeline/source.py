@@ -12,7 +12,7 @@ the driver, its planner processes and the executors: clients are made on first u
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 from pyspark.sql.datasource import (
     DataSource,
@@ -216,7 +216,7 @@ class WriteResult(WriterCommitMessage):
 class CastleWriter(DataSourceWriter):
     """``df.write.format("castle").mode("append")``: at-least-once."""
 
-    def __init__(self, raw_options: dict, schema: StructType) -> None:
+    def __init__(self, raw_options: Mapping[str, str], schema: StructType) -> None:
         self.options = SinkOptions.parse(raw_options)
         self.columns = sink_columns(schema, self.options)
         check_producer_config(self.options)
@@ -229,7 +229,7 @@ class CastleStreamWriter(DataSourceStreamWriter):
     """``writeStream.format("castle")``: each micro-batch's rows, at-least-once (a batch
     run again after a failure produces its rows again)."""
 
-    def __init__(self, raw_options: dict, schema: StructType) -> None:
+    def __init__(self, raw_options: Mapping[str, str], schema: StructType) -> None:
         self.options = SinkOptions.parse(raw_options)
         self.columns = sink_columns(schema, self.options)
         check_producer_config(self.options)

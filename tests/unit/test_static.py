@@ -44,7 +44,8 @@ def test_import_direction_is_broker_coordination_storage():
 
 # The load tools written for issue 5 are typed too; the older loadtest modules are not checked yet.
 TYPED_LOADTEST = ["loadtest/runner", "loadtest/children.py", "loadtest/brokers.py", "loadtest/machine.py",
-                  "loadtest/pyspy_summary.py", "loadtest/locustfile.py", "loadtest/loopback_limit.py"]
+                  "loadtest/pyspy_summary.py", "loadtest/locustfile.py", "loadtest/loopback_limit.py",
+                  "loadtest/spark_read.py"]
 
 
 # The broker's operational modules (issue 6) and worker routing, typed from the start.
@@ -53,7 +54,7 @@ TYPED_BROKER = ["broker/admin", "broker/metrics.py", "broker/logs.py", "broker/r
 
 
 def test_mypy_passes_on_storage_coordination_and_the_load_tools():
-    result = subprocess.run([sys.executable, "-m", "mypy", "storage", "coordination", *TYPED_LOADTEST, *TYPED_BROKER],
+    result = subprocess.run([sys.executable, "-m", "mypy", "storage", "coordination", "pipeline", *TYPED_LOADTEST, *TYPED_BROKER],
                             cwd=ROOT,
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
