@@ -213,29 +213,26 @@ class WriteResult(WriterCommitMessage):
     records: int
 
 
-class CastleWriter(DataSourceWriter):
+class RowWriting:
+    """What the batch and stream writers share: options and columns checked on the
+    driver, rows produced by each task."""
+
+    def __init__(self, raw_options: Mapping[str, str], schema: StructType) -> None:
+        self.options = SinkOptions.parse(raw_options)
+        self.columns = sink_columns(schema, self.options)
+        check_producer_config(self.options)
+
+    def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
+        return WriteResult(produce_rows(self.options, self.columns, iterator))
+
+
+class CastleWriter(RowWriting, DataSourceWriter):
     """``df.write.format("castle").mode("append")``: at-least-once."""
 
-    def __init__(self, raw_options: Mapping[str, str], schema: StructType) -> None:
-        self.options = SinkOptions.parse(raw_options)
-        self.columns = sink_columns(schema, self.options)
-        check_producer_config(self.options)
 
-    def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
-        return WriteResult(produce_rows(self.options, self.columns, iterator))
-
-
-class CastleStreamWriter(DataSourceStreamWriter):
+class CastleStreamWriter(RowWriting, DataSourceStreamWriter):
     """``writeStream.format("castle")``: each micro-batch's rows, at-least-once (a batch
     run again after a failure produces its rows again)."""
-
-    def __init__(self, raw_options: Mapping[str, str], schema: StructType) -> None:
-        self.options = SinkOptions.parse(raw_options)
-        self.columns = sink_columns(schema, self.options)
-        check_producer_config(self.options)
-
-    def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
-        return WriteResult(produce_rows(self.options, self.columns, iterator))
 
     def commit(self, messages: list, batchId: int) -> None:
         """Every record was acknowledged by its task; nothing more to make durable."""
