@@ -9,7 +9,6 @@ a fresh interpreter with only that directory added to its path."""
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from typing import Any
 
@@ -17,10 +16,10 @@ import pytest
 
 from tests.integration.clients import confluent_create_topic, confluent_produce, make_records
 from tests.integration.conftest import Broker
+from tests.integration.spark.jobs import REPO, job_env, run_job
 
 pytestmark = pytest.mark.integration
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 JOB_TIMEOUT = 240
 
 JOB = """
@@ -34,34 +33,23 @@ spark.stop()
 """
 
 
-def run_bounded(command: list[str], env: dict[str, str], timeout: float) -> subprocess.CompletedProcess[str]:
-    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               stdin=subprocess.DEVNULL)
-    try:
-        out, err = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        out, err = process.communicate(timeout=30)
-    return subprocess.CompletedProcess(command, process.returncode, out, err)
-
-
 def test_an_installed_wheel_is_discovered_without_register(castle: Broker, topic_name: str, tmp_path: Any) -> None:
     confluent_create_topic(castle.bootstrap, topic_name, 2)
     confluent_produce(castle.bootstrap, topic_name, make_records(30, 2, "found"))
     wheels, target = tmp_path / "wheels", tmp_path / "site"
-    built = run_bounded([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-                         "-w", str(wheels), REPO], dict(os.environ), 300)
+    built = run_job([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+                     "-w", str(wheels), REPO], 300, dict(os.environ))
     assert built.returncode == 0, built.stderr
     (wheel,) = list(wheels.glob("castle-*.whl"))
-    installed = run_bounded([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target),
-                             str(wheel)], dict(os.environ), 300)
+    installed = run_job([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target),
+                         str(wheel)], 300, dict(os.environ))
     assert installed.returncode == 0, installed.stderr
     assert (target / "pyspark_castle" / "__init__.py").exists()
-    env = {**os.environ, "PYTHONPATH": str(target), "PYSPARK_PYTHON": sys.executable}
-    job = run_bounded([sys.executable, "-c", JOB, castle.bootstrap, str(target), topic_name], env, JOB_TIMEOUT)
+    env = job_env(PYTHONPATH=str(target))
+    job = run_job([sys.executable, "-c", JOB, castle.bootstrap, str(target), topic_name], JOB_TIMEOUT, env)
     assert job.returncode == 0, f"stdout:\n{job.stdout}\nstderr:\n{job.stderr[-4000:]}"
     assert "COUNT 30" in job.stdout
     # The control: without the wheel's directory nothing names the source "castle".
     del env["PYTHONPATH"]
-    unfound = run_bounded([sys.executable, "-c", JOB, castle.bootstrap, str(target), topic_name], env, JOB_TIMEOUT)
+    unfound = run_job([sys.executable, "-c", JOB, castle.bootstrap, str(target), topic_name], JOB_TIMEOUT, env)
     assert unfound.returncode != 0 and "DATA_SOURCE_NOT_FOUND" in unfound.stderr and "COUNT" not in unfound.stdout

@@ -8,8 +8,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
-import subprocess
 import sys
 import time
 from collections import Counter
@@ -20,10 +18,10 @@ import pytest
 
 from pipeline.examples import clicks_windowed, produce_clicks, topic_to_parquet
 from tests.integration.conftest import Broker
+from tests.integration.spark.jobs import run_job
 
 pytestmark = pytest.mark.integration
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 JOB_TIMEOUT = 300.0
 READ_TIMEOUT = 60.0
 START_MS = 1_700_000_040_000  # on a minute boundary
@@ -40,24 +38,10 @@ class Record(NamedTuple):
 
 
 def run_example(module: str, *args: str) -> str:
-    """Run ``python -m pipeline.examples.<module>`` (its own session: the process group is
-    the job and its JVM, killed if it outlives the timeout); its stdout."""
-    command = [sys.executable, "-m", f"pipeline.examples.{module}", "--master", "local[2]", *args]
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
-    process = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               start_new_session=True)
-    try:
-        out, err = process.communicate(timeout=JOB_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        _, err = process.communicate(timeout=30)
-        raise AssertionError(f"{module} did not finish in {JOB_TIMEOUT:g} s; stderr:\n{err.decode()[-3000:]}") from None
-    except BaseException:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait(30)
-        raise
-    assert process.returncode == 0, f"{module} exited with {process.returncode}; stderr:\n{err.decode()[-5000:]}"
-    return out.decode()
+    """Run ``python -m pipeline.examples.<module>`` in a session of its own; its stdout."""
+    result = run_job([sys.executable, "-m", f"pipeline.examples.{module}", "--master", "local[2]", *args], JOB_TIMEOUT)
+    assert result.returncode == 0, f"{module} exited with {result.returncode}; stderr:\n{result.stderr[-5000:]}"
+    return result.stdout
 
 
 def read_topic(bootstrap: str, topic: str) -> list[Record]:
