@@ -4,6 +4,7 @@ from the planner."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -87,6 +88,28 @@ def test_starting_timestamp_starts_at_the_first_record_at_or_after_it(spark: Any
     df = castle_reader(spark, castle.bootstrap, subscribe=topic, startingTimestamp=str(stamp)).load()
     got = sorted(bytes(row["value"]) for row in df.select("value").collect())
     assert got == sorted(r.value for r in records if r.timestamp >= stamp)
+
+
+def test_starting_offsets_by_timestamp_per_partition(spark: Any, castle: Broker,
+                                                    filled: tuple[str, list[Any]]) -> None:
+    topic, records = filled
+    stamps = {0: BASE_TIMESTAMP + 3 * 300, 1: BASE_TIMESTAMP, 2: BASE_TIMESTAMP + 3 * 1499}
+    starting = json.dumps({topic: {str(p): stamp for p, stamp in stamps.items()}})
+    df = castle_reader(spark, castle.bootstrap, subscribe=topic, startingOffsetsByTimestamp=starting).load()
+    got = sorted(bytes(row["value"]) for row in df.select("value").collect())
+    assert got == sorted(r.value for r in records if r.timestamp >= stamps[r.partition])
+
+
+def test_a_timestamp_after_every_record_is_an_error_or_the_end(spark: Any, castle: Broker,
+                                                               filled: tuple[str, list[Any]]) -> None:
+    topic, _records = filled
+    late = str(BASE_TIMESTAMP + 10**9)
+    text = planner_error(lambda: castle_reader(spark, castle.bootstrap, subscribe=topic, startingTimestamp=late)
+                         .load().count())
+    assert "no record at or after the starting timestamp" in text and f"{topic}-0" in text
+    df = castle_reader(spark, castle.bootstrap, subscribe=topic, startingTimestamp=late,
+                       startingOffsetsByTimestampStrategy="latest").load()
+    assert df.count() == 0
 
 
 def test_a_split_read_of_an_empty_topic_is_empty(spark: Any, castle: Broker, topic_name: str) -> None:

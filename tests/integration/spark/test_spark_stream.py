@@ -122,6 +122,22 @@ def test_new_partitions_are_picked_up(spark: Any, castle: Broker, topic_name: st
     assert counts == {0: 40 + 30, 1: 30, 2: 30}
 
 
+def test_a_new_topic_matching_the_pattern_is_picked_up(spark: Any, castle: Broker, topic_name: str,
+                                                       tmp_path: Any) -> None:
+    confluent_create_topic(castle.bootstrap, f"{topic_name}-first", 2)
+    query = start_query(spark, castle, str(tmp_path), subscribePattern=f"{topic_name}-.*", startingOffsets="earliest")
+    try:
+        confluent_produce(castle.bootstrap, f"{topic_name}-first", make_records(50, 2, "first"))
+        wait_for_rows(spark, str(tmp_path), 50, query)
+        confluent_create_topic(castle.bootstrap, f"{topic_name}-second", 1)
+        confluent_produce(castle.bootstrap, f"{topic_name}-second", make_records(20, 1, "second"))
+        rows = wait_for_rows(spark, str(tmp_path), 70, query)
+    finally:
+        query.stop()
+    counts = {topic: sum(1 for t, *_ in rows if t == topic) for topic in {t for t, *_ in rows}}
+    assert counts == {f"{topic_name}-first": 50, f"{topic_name}-second": 20}
+
+
 def test_max_offsets_per_trigger_bounds_each_micro_batch(spark: Any, castle: Broker, topic_name: str,
                                                          tmp_path: Any) -> None:
     confluent_create_topic(castle.bootstrap, topic_name, 2)
