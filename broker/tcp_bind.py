@@ -1,5 +1,6 @@
 """Exclusive TCP binds for the sockets the supervisor holds: the workers' own ports, the
-metrics port, and the probe that the shared client port is free.
+metrics port, and the shared client port while the workers' ports are picked
+(broker/supervisor.py reserve_shared_port).
 
 SO_REUSEADDR lets a restart bind over TIME_WAIT leftovers; no SO_REUSEPORT, so a port
 another process listens on is refused instead of shared (the shared client port itself

@@ -9,6 +9,7 @@ must control them.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Mapping
@@ -92,13 +93,6 @@ class Subscription:
     partitions: tuple[tuple[str, int], ...] = ()
     pattern: str = ""
 
-    def describe(self) -> str:
-        if self.kind == "subscribePattern":
-            return f"subscribePattern {self.pattern!r}"
-        if self.kind == "assign":
-            return "assign " + ",".join(f"{t}-{p}" for t, p in self.partitions)
-        return "subscribe " + ",".join(self.topics)
-
 
 def parse_subscription(options: Mapping[str, str]) -> Subscription:
     given = [name for name in ("assign", "subscribe", "subscribepattern") if options.get(name, "").strip()]
@@ -118,32 +112,26 @@ def parse_subscription(options: Mapping[str, str]) -> Subscription:
         except re.error as exc:
             raise OptionsError(f"option subscribePattern is not a valid regular expression ({exc}): {text!r}") from None
         return Subscription("subscribePattern", pattern=text)
-    try:
-        assigned = parse_offsets_json(
-            # assign's shape is {"topic":[0,1]}: turn it into the offsets shape to check it
-            _assign_as_offsets(text), "assign")
-    except OffsetsError as exc:
-        raise OptionsError(str(exc)) from None
-    if not assigned:
-        raise OptionsError(f"option assign names no partition: {text!r}")
-    return Subscription("assign", partitions=tuple(sorted(assigned)))
+    return Subscription("assign", partitions=parse_assign_json(text))
 
 
-def _assign_as_offsets(text: str) -> str:
-    import json
-
+def parse_assign_json(text: str) -> tuple[tuple[str, int], ...]:
+    """``{"topicA":[0,1],"topicB":[2]}`` → (("topicA", 0), ("topicA", 1), ("topicB", 2)), sorted."""
     try:
         parsed = json.loads(text)
     except ValueError as exc:
-        raise OffsetsError(f"assign is not valid JSON ({exc}): {text!r}; expected e.g. "
+        raise OptionsError(f"assign is not valid JSON ({exc}): {text!r}; expected e.g. "
                            '{"topicA":[0,1],"topicB":[2,4]}') from None
     if not isinstance(parsed, dict) or not all(isinstance(p, list) for p in parsed.values()):
-        raise OffsetsError(f'assign must be a JSON object of topic to partition list, e.g. {{"topicA":[0,1]}}, got {text!r}')
+        raise OptionsError(f'assign must be a JSON object of topic to partition list, e.g. {{"topicA":[0,1]}}, got {text!r}')
     for topic, partitions in parsed.items():
         for partition in partitions:
             if isinstance(partition, bool) or not isinstance(partition, int) or partition < 0:
-                raise OffsetsError(f"assign: partition {partition!r} of topic {topic!r} is not a partition number")
-    return json.dumps({topic: {str(p): 0 for p in partitions} for topic, partitions in parsed.items()})
+                raise OptionsError(f"assign: partition {partition!r} of topic {topic!r} is not a partition number")
+    assigned = {(topic, partition) for topic, partitions in parsed.items() for partition in partitions}
+    if not assigned:
+        raise OptionsError(f"option assign names no partition: {text!r}")
+    return tuple(sorted(assigned))
 
 
 @dataclass(frozen=True)
@@ -225,7 +213,6 @@ def parse_ending(options: Mapping[str, str], streaming: bool) -> EndingPoint:
 class SourceOptions:
     """Everything a read needs, checked. Picklable: executors get it in each partition."""
 
-    bootstrap: str
     client: dict[str, str]
     subscription: Subscription
     starting: StartingPoint
@@ -241,13 +228,16 @@ class SourceOptions:
     # unreachable (Castle's own option, metadataTimeoutMs).
     metadata_timeout: float
 
+    @property
+    def bootstrap(self) -> str:
+        return self.client["bootstrap.servers"]
+
     @classmethod
     def parse(cls, raw: Mapping[str, str], streaming: bool) -> "SourceOptions":
         options = lower_keys(raw)
         poll_ms = parse_positive(options, "kafkaConsumer.pollTimeoutMs") or 120_000
         metadata_ms = parse_positive(options, "metadataTimeoutMs") or 30_000
         return cls(
-            bootstrap=bootstrap_servers(options),
             client=client_config(options),
             subscription=parse_subscription(options),
             starting=parse_starting(options, streaming),

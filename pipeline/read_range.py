@@ -90,11 +90,9 @@ class RangeReader:
                 if error is not None:
                     code = error.code()
                     if code == KafkaError._PARTITION_EOF:
-                        if message.offset() >= piece.until:
-                            next_offset = piece.until
-                            break
-                        self._lost(f"{name}: the partition ends at {message.offset()}, before the planned end "
-                                   f"{piece.until}")
+                        if message.offset() < piece.until:
+                            self._lost(f"{name}: the partition ends at {message.offset()}, before the planned end "
+                                       f"{piece.until}")
                         next_offset = piece.until
                         break
                     if code in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):

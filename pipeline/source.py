@@ -94,8 +94,9 @@ class CastleDataSource(DataSource):
 
 def refuse_overwrite(overwrite: bool) -> None:
     """A topic is a log: nothing can be overwritten, so a batch mode("overwrite") would
-    only append while promising a replace. Spark's Kafka sink refuses Overwrite too. (Spark itself refuses ErrorIfExists, the mode of a save()
-    without mode(), for every Python data source: hence mode("append").)"""
+    only append while promising a replace. Spark's Kafka sink refuses Overwrite too.
+    (Spark itself refuses ErrorIfExists, the mode of a save() without mode(), for every
+    Python data source: hence mode("append").)"""
     if overwrite:
         raise SinkSchemaError('topics are append-only: mode("overwrite") cannot replace a topic\'s records; '
                               'write with mode("append")')
@@ -128,12 +129,12 @@ class RangeReading:
     def read(self, partition: InputPartition) -> Iterator[Any]:
         from pyspark.sql.pandas.types import to_arrow_schema
 
-        schema = to_arrow_schema(source_schema(self.options.include_headers), timezone="UTC")
-        reader = RangeReader(self.options.client, schema, self.options.include_headers,
-                             self.options.fail_on_data_loss, self.options.poll_timeout)
         if not isinstance(partition, RangePartition):
             # Spark turns an empty plan into one InputPartition(None): nothing to read.
             return iter(())
+        schema = to_arrow_schema(source_schema(self.options.include_headers), timezone="UTC")
+        reader = RangeReader(self.options.client, schema, self.options.include_headers,
+                             self.options.fail_on_data_loss, self.options.poll_timeout)
         return reader.read(partition.range)
 
     def input_partitions(self, ranges: list[OffsetRange]) -> list[InputPartition]:
