@@ -18,6 +18,7 @@ At the end: {"event": "done", ...totals, "first_error"}.
 from __future__ import annotations
 
 import json
+import queue
 import random
 import signal
 import sys
@@ -73,15 +74,22 @@ class Keys:
 
 class Counters:
     """Delivery reports, kept as cheap as possible: the callback runs once per record in
-    this (the producing) thread, so it only appends the latency to an array. The
-    reporting thread swaps the array out and turns it into a histogram with numpy."""
+    the producing thread (inside poll), so it only appends the latency to an array.
+
+    The array changes hands only in the producing thread (``hand_over``, called between
+    polls when the reporter asks for it): the reporting thread turns it into a histogram
+    with numpy, and an array being read by numpy cannot grow. When the reporter swapped
+    it out itself, a callback that had already looked the array up could append to it
+    while numpy held its buffer; the BufferError, raised inside poll(), reached the
+    producer as confluent-kafka's SystemError and killed the run (many-partitions)."""
 
     def __init__(self, record_size: int) -> None:
         self.record_size = record_size
         self.sent = self.acked = self.errors = 0
         self.first_error: str | None = None
-        self.latencies = array("d")  # seconds, since the last report
-        self.lock = threading.Lock()  # one reporter at a time (the final report races the thread)
+        self.latencies = array("d")  # seconds, since the last hand-over
+        self.wanted = threading.Event()  # the reporter asks for this interval's latencies
+        self.handed: queue.SimpleQueue[array] = queue.SimpleQueue()
 
     def on_delivery(self, err: KafkaError | None, msg: Message) -> None:
         if err is not None:
@@ -90,14 +98,27 @@ class Counters:
             return
         self.latencies.append(msg.latency() or 0.0)
 
-    def report(self, event: str = "interval", **extra: Any) -> None:
-        with self.lock:
-            taken, self.latencies = self.latencies, array("d")  # atomic under the GIL
-            self.acked += len(taken)
-            window = histogram_of_seconds(taken)
-            fields = {"sent": self.sent, "acked": self.acked, "acked_bytes": self.acked * self.record_size,
-                      "errors": self.errors}
-        emit(event=event, t=time.time(), hist=encode(window), **fields, **extra)
+    def hand_over(self) -> None:
+        """Producing thread only: pass the latencies so far to the reporter."""
+        self.wanted.clear()
+        taken, self.latencies = self.latencies, array("d")
+        self.handed.put(taken)
+
+    def report_interval(self, wait_s: float) -> None:
+        """Reporting thread: ask for the latencies and emit them; nothing if the producing
+        thread does not answer within ``wait_s`` (they stay for the next interval)."""
+        self.wanted.set()
+        try:
+            taken = self.handed.get(timeout=wait_s)
+        except queue.Empty:
+            return
+        self.emit(taken, "interval")
+
+    def emit(self, taken: array, event: str, **extra: Any) -> None:
+        self.acked += len(taken)
+        fields = {"sent": self.sent, "acked": self.acked, "acked_bytes": self.acked * self.record_size,
+                  "errors": self.errors}
+        emit(event=event, t=time.time(), hist=encode(histogram_of_seconds(taken)), **fields, **extra)
 
 
 def histogram_of_seconds(latencies: array) -> Any:
@@ -131,9 +152,10 @@ def run(cfg: dict[str, Any]) -> None:
 
     def reporter() -> None:
         while not stop.wait(interval):
-            counters.report()
+            counters.report_interval(wait_s=interval)
 
-    threading.Thread(target=reporter, daemon=True).start()
+    reporting = threading.Thread(target=reporter, daemon=True)
+    reporting.start()
     # Connect and learn the partitions first, so the rate schedule does not start with a
     # debt of the connection time that it would then pay off in a burst.
     for topic in topics:
@@ -144,7 +166,10 @@ def run(cfg: dict[str, Any]) -> None:
     produce, poll = producer.produce, producer.poll
     keyed = keys.distribution != "none"
     one_topic = topics[0] if len(topics) == 1 else None
+    wanted = counters.wanted
     while not stop.is_set():
+        if wanted.is_set():
+            counters.hand_over()
         if max_records and sent >= max_records:
             break
         if rate:
@@ -178,9 +203,13 @@ def run(cfg: dict[str, Any]) -> None:
             sent += 1
             poll(0)
         counters.sent = sent
+    stop.set()
+    reporting.join(timeout=2 * interval + 1)
+    while not counters.handed.empty():  # a hand-over the reporter did not take
+        counters.emit(counters.handed.get(), "interval")
     remaining = producer.flush(FLUSH_TIMEOUT_S)
     counters.sent = sent
-    counters.report(event="done", unflushed=remaining, first_error=counters.first_error)
+    counters.emit(counters.latencies, "done", unflushed=remaining, first_error=counters.first_error)
 
 
 def main() -> None:
