@@ -82,12 +82,16 @@ class Owner:
         apply topic configs. Idempotent: run on every registry change and at start."""
         registry = self.node.registry
         registry.refresh()
+        dropped = []
         for tp, partition_log in list(self.node.logs.logs.items()):
             info = registry.get(tp.topic)
             on_disk_id = read_partition_metadata(partition_log.directory)
             if info is None or tp.partition >= info.partitions or (on_disk_id is not None and on_disk_id != info.topic_id):
-                log.info("deleting %s: no longer in the topic registry", tp)
-                self.node.logs.delete_log(tp)
+                dropped.append(tp)
+        if dropped:
+            log.info("deleting %d partitions no longer in the topic registry: %s", len(dropped),
+                     ", ".join(map(str, dropped[:10])) + (" ..." if len(dropped) > 10 else ""))
+            self.node.logs.delete_logs(dropped)
         for info in registry.all():
             if self.node.logs.topic_overrides(info.name) != dict(info.configs):
                 self.node.logs.set_topic_config(info.name, info.configs)

@@ -123,6 +123,26 @@ def test_delete_log_removes_the_partition(tmp_path):
     assert not [n for n in os.listdir(os.path.dirname(directory)) if n.endswith(files.DELETE_DIR_SUFFIX)]
     manager.close()
 
+def test_delete_logs_removes_many_partitions_and_their_checkpoint_entries(tmp_path):
+    manager = _manager(tmp_path)
+    for tp in (A0, A1, B0):
+        manager.create_log(tp).append(batch(count=2))
+    manager.checkpoint_recovery_points()
+    directories = [manager.get_log(tp).directory for tp in (A0, A1)]
+    manager.delete_logs([A0, A1, TopicPartition("never", 0)])  # an unknown partition is skipped
+    assert set(manager.logs) == {B0}
+    assert not any(os.path.exists(d) for d in directories)
+    for name in (checkpoint.RECOVERY_POINT_CHECKPOINT, checkpoint.LOG_START_OFFSET_CHECKPOINT):
+        entries = {}
+        for d in ("d1", "d2"):
+            entries.update(checkpoint.read_offset_checkpoint(tmp_path / d / name))
+        assert set(entries) == {B0}, name
+    manager.close()
+    reopened = _manager(tmp_path)
+    assert set(reopened.logs) == {B0}
+    reopened.close()
+
+
 
 def test_an_interrupted_delete_is_finished_on_open(tmp_path):
     manager = _manager(tmp_path)
