@@ -48,6 +48,10 @@ FIGURES = {
     "broker_cpu_s_per_m_records": (("broker", "cpu_s_per_m_records"), False),
     "broker_rss_anon_mib_max": (("broker", "rss_anon_mib_max"), False),
     "broker_pss_anon_mib_max": (("broker", "pss_anon_mib_max"), False),
+    # the CPUs the broker shared: clients and the whole machine, in cores
+    "producers_cores": (("cpu", "producers_cores"), False),
+    "consumers_cores": (("cpu", "consumers_cores"), False),
+    "machine_busy_cores": (("cpu", "machine_busy_cores"), False),
     # write-then-read runs: the read phase apart
     "read_broker_cpu_s_per_m_records": (("broker_read", "cpu_s_per_m_records"), False),
     "read_broker_rss_anon_mib_max": (("broker_read", "rss_anon_mib_max"), False),
@@ -206,6 +210,10 @@ def _one_line(result: dict[str, Any]) -> str:
                      f"e2e p99 {con.get('latency_ms', {}).get('p99')} ms, missing {con.get('missing')}")
     if broker:
         parts.append(f"broker {broker.get('cpu_s_per_m_records')} CPU-s/M, anon max {broker.get('rss_anon_mib_max')} MiB")
+    if result.get("cpu"):
+        cpu = result["cpu"]
+        parts.append(f"cores: producers {cpu.get('producers_cores')}, consumers {cpu.get('consumers_cores')}, "
+                     f"machine busy {cpu.get('machine_busy_cores')}")
     if result.get("broker_read"):
         read = result["broker_read"]
         parts.append(f"read: broker {read.get('cpu_s_per_m_records')} CPU-s/M, anon max {read.get('rss_anon_mib_max')} MiB")

@@ -36,6 +36,8 @@ COLUMNS = [  # (summary figure, header, digits)
     ("e2e_max_ms", "e2e max ms", 1),
     ("broker_cpu_s_per_m_records", "broker CPU-s / M rec", 3),
     ("broker_rss_anon_mib_max", "broker RssAnon max MiB", 1),
+    ("producers_cores", "producer cores", 2),
+    ("machine_busy_cores", "machine busy cores", 2),
 ]
 
 

@@ -34,7 +34,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from loadtest.brokers import PYTHON, MockBroker, wait_until
 from loadtest.children import ChildProcess
-from loadtest.common import MIB, info
+from loadtest.common import CLOCK_TICKS, MIB, info, proc_cpu_ticks
 from loadtest.runner.histogram import merge_into, new_histogram, summary_ms
 from loadtest.runner.idle_connections import IdleConnectionsChild
 from loadtest.runner.procstats import BrokerProcesses, Sample
@@ -142,24 +142,70 @@ class Clients:
 
 
 class Sampler(threading.Thread):
-    """Samples the broker's processes once a second, with the wall time of each sample."""
+    """Samples the broker's processes once a second, with the wall time of each sample;
+    beside them, the CPU of the run's client processes and of the whole machine (on a
+    small machine the clients and the broker share the CPUs, so a broker's rate is read
+    together with what was left for it)."""
 
-    def __init__(self, processes: BrokerProcesses) -> None:
+    def __init__(self, processes: BrokerProcesses | None, clients: Clients) -> None:
         super().__init__(daemon=True)
         self.processes = processes
+        self.clients = clients
         self.samples: list[tuple[float, Sample]] = []
+        self.cpu: list[tuple[float, dict[str, float]]] = []  # producers, consumers, machine busy and steal
         self.stopped = threading.Event()
 
     def run(self) -> None:
         while True:
-            self.samples.append((time.time(), self.processes.sample()))
+            self._sample()
             if self.stopped.wait(1.0):
                 return
+
+    def _sample(self) -> None:
+        now = time.time()
+        if self.processes is not None:
+            self.samples.append((now, self.processes.sample()))
+        busy, steal = machine_cpu_s()
+        self.cpu.append((now, {"producers": _children_cpu_s(self.clients.producers),
+                               "consumers": _children_cpu_s(self.clients.members()),
+                               "machine_busy": busy, "machine_steal": steal}))
 
     def stop(self) -> None:
         self.stopped.set()
         self.join(10)
-        self.samples.append((time.time(), self.processes.sample()))
+        self._sample()
+
+
+def machine_cpu_s() -> tuple[float, float]:
+    """CPU seconds of the whole machine since boot: busy (user, nice, system, irq,
+    softirq) and steal (taken by the hypervisor), from /proc/stat."""
+    with open("/proc/stat") as handle:
+        fields = [int(x) for x in handle.readline().split()[1:]]
+    return (fields[0] + fields[1] + fields[2] + fields[5] + fields[6]) / CLOCK_TICKS, fields[7] / CLOCK_TICKS
+
+
+def _children_cpu_s(children: list[ChildProcess]) -> float:
+    total = 0
+    for child in children:
+        try:
+            total += proc_cpu_ticks(child.pid)
+        except (OSError, ValueError):  # exited: its CPU is lost, so windows end before clients stop
+            pass
+    return total / CLOCK_TICKS
+
+
+def cpu_figures(samples: list[tuple[float, dict[str, float]]], start: float, end: float) -> dict[str, Any]:
+    """Cores used in [start, end] by the producers, the consumers and the whole machine,
+    between the last sample at or before start and the last one at or before end (a
+    later one may come after the clients stopped, and a stopped client's CPU is gone)."""
+    before = [(t, c) for t, c in samples if t <= start]
+    inside = [(t, c) for t, c in samples if start < t <= end]
+    if not inside:
+        return {}
+    (t_first, first), (t_last, last) = (before[-1] if before else inside[0]), inside[-1]
+    if t_last <= t_first:
+        return {}
+    return {f"{key}_cores": round(max(0.0, last[key] - first[key]) / (t_last - t_first), 3) for key in last}
 
 
 def _intervals(child: ChildProcess) -> list[dict[str, Any]]:
@@ -352,9 +398,8 @@ def run_workload(w: Workload, target: Target, out_dir: str, label: str, progress
             processes = (BrokerProcesses(root=target.root_pid, pids=target.pids)
                          if target.root_pid or target.pids else None)  # fmt: skip
         result["bootstrap"] = bootstrap
-        sampler = Sampler(processes) if processes else None
-        if sampler:
-            sampler.start()
+        sampler = Sampler(processes, clients)
+        sampler.start()
         if w.idle_connections:
             result["idle_connections"] = _open_idle_connections(w, bootstrap, clients, mock=target.is_mock)
         if w.catch_up or w.read_after_write:
@@ -376,10 +421,14 @@ def run_workload(w: Workload, target: Target, out_dir: str, label: str, progress
     if sampler and window:
         # Live: the broker's cost of writing and serving the consumers together, per
         # record published. Write then read: the two phases apart.
-        result["broker"] = _broker_figures(sampler.samples, window[0], window[1], result["publish"]["records"])
+        if processes is not None:
+            result["broker"] = _broker_figures(sampler.samples, window[0], window[1], result["publish"]["records"])
+        result["cpu"] = cpu_figures(sampler.cpu, window[0], window[1])
         if "read_window" in result:
             read = result["read_window"]
-            result["broker_read"] = _broker_figures(sampler.samples, read[0], read[1], result["consume"]["records"])
+            if processes is not None:
+                result["broker_read"] = _broker_figures(sampler.samples, read[0], read[1], result["consume"]["records"])
+            result["cpu_read"] = cpu_figures(sampler.cpu, read[0], read[1])
     if window:
         result["timeline"] = _timeline(_all_intervals(clients.producers), _all_intervals(clients.members()),
                                        sampler.samples if sampler else [], result["t0"])

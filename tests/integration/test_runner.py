@@ -77,6 +77,11 @@ def test_a_live_workload_gives_every_figure(broker, tmp_path):
     assert broker_figures["cpu_s"] > 0 and broker_figures["cpu_s_per_m_records"] > 0
     assert broker_figures["rss_anon_mib_max"] > 10 and broker_figures["processes"] == 4  # supervisor, 2 workers, coordinator
     assert len(r["timeline"]) >= 3 and any(row["publish_records"] for row in r["timeline"])
+    # The CPUs the broker shared: the clients worked, and the machine was at least as busy
+    # as the broker and the clients together (other processes may add to it).
+    cpu = r["cpu"]
+    assert cpu["producers_cores"] > 0 and cpu["consumers_cores"] > 0, cpu
+    assert cpu["machine_busy_cores"] >= 0.9 * (broker_figures["cpu_cores"] + cpu["producers_cores"] + cpu["consumers_cores"])
     summary = json.loads((out / "summary.json").read_text())
     assert summary["workloads"]["live"]["medians"]["castle"]["publish_records_per_s"] > 0
     assert summary["machine"]["nproc"] >= 1 and summary["failures"] == []
@@ -96,6 +101,8 @@ def test_catch_up_and_read_after_write_read_everything_back(broker, tmp_path):
         assert sum(r["consume"]["consumed_total_per_group"].values()) >= r["publish"]["acked_total"]
         assert r["consume"]["mib_per_s"] > 0 and r["consume"]["read_s"] > 0
         assert r["broker_read"]["cpu_s"] >= 0 and r["broker"]["rss_anon_mib_max"] > 0
+        assert r["cpu_read"]["consumers_cores"] > 0  # the read phase includes the group's join: seconds
+    assert _load(out, "after-castle-r1")["cpu"]["producers_cores"] > 0  # 4 s of writing (the backlog: a moment)
     backlog = _load(out, "backlog-castle-r1")
     assert backlog["publish"]["bytes"] >= 8 * 2**20 - 256 * 2  # the producers' shares of 8 MiB
 

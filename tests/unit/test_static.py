@@ -44,7 +44,7 @@ def test_import_direction_is_broker_coordination_storage():
 
 # The load tools written for issue 5 are typed too; the older loadtest modules are not checked yet.
 TYPED_LOADTEST = ["loadtest/runner", "loadtest/children.py", "loadtest/brokers.py", "loadtest/machine.py",
-                  "loadtest/pyspy_summary.py", "loadtest/locustfile.py", "loadtest/loopback_limit.py",
+                  "loadtest/pyspy_summary.py", "loadtest/locustfile.py", "loadtest/loopback_limit.py", "loadtest/ingest_limit.py",
                   "loadtest/spark_read.py"]
 
 
