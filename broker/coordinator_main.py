@@ -561,6 +561,7 @@ class CoordinatorProcess:
     async def _heartbeat(self) -> None:
         while True:
             os.utime(self.heartbeat_path)
+            self.offsets_log.files.sweep()  # cached fds of deleted (compacted) segments
             if os.getppid() != self.parent:
                 log.error("coordinator: supervisor is gone, stopping")
                 self.stopping.set()

@@ -4,9 +4,12 @@ change is checked through the data path too (produce, consume, offsets)."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from broker.placement import worker_node_id
+from loadtest.common import process_tree
 from tests.integration.clients import confluent_consume, confluent_produce, make_records
 from tests.integration.conftest import wait_until
 
@@ -172,6 +175,40 @@ def test_topic_recreated_after_delete_starts_empty(broker):
     assert sorted(delivered) == [(p, o) for p in range(2) for o in range(5)]
     got = confluent_consume(broker.bootstrap, topic, range(2), 10)
     assert sorted(g.value for g in got) == sorted(r.value for r in records)
+
+
+def _deleted_files_held(broker, topic: str) -> list[str]:
+    """Files of ``topic`` that some broker process still holds open after their deletion."""
+    held = []
+    for pid in process_tree(broker.pid):
+        try:
+            names = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for name in names:
+            try:
+                target = os.readlink(f"/proc/{pid}/fd/{name}")
+            except OSError:
+                continue
+            if topic in target and target.endswith("(deleted)"):
+                held.append(f"{pid}: {target}")
+    return held
+
+
+def test_a_deleted_topic_leaves_no_open_files_behind(broker):
+    """Workers cache fetched segments' fds; a deleted topic's files must not stay open
+    (their blocks stay allocated while any fd holds them: the disk filled up so)."""
+    from confluent_kafka.admin import NewTopic
+
+    admin = _confluent_admin(broker)
+    topic = "admin-delete-frees-space"
+    _result(admin.create_topics([NewTopic(topic, num_partitions=2, replication_factor=1)]), topic)
+    records = make_records(40, 2, tag="v")
+    confluent_produce(broker.bootstrap, topic, records)
+    assert len(confluent_consume(broker.bootstrap, topic, range(2), 40)) == 40  # the fetches cache the files
+    _result(admin.delete_topics([topic], operation_timeout=10), topic)
+    wait_until(lambda: not _deleted_files_held(broker, topic), 15, "the deleted topic's files to be closed")
+    assert not [n for n in os.listdir(broker.log_dir) if n.startswith(topic)]
 
 
 def test_out_of_range_topic_configs_are_refused_and_the_broker_still_restarts(broker):
