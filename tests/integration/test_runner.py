@@ -77,11 +77,15 @@ def test_a_live_workload_gives_every_figure(broker, tmp_path):
     assert broker_figures["cpu_s"] > 0 and broker_figures["cpu_s_per_m_records"] > 0
     assert broker_figures["rss_anon_mib_max"] > 10 and broker_figures["processes"] == 4  # supervisor, 2 workers, coordinator
     assert len(r["timeline"]) >= 3 and any(row["publish_records"] for row in r["timeline"])
-    # The CPUs the broker shared: the clients worked, and the machine was at least as busy
-    # as the broker and the clients together (other processes may add to it).
+    # The CPUs the broker shared: the clients worked, and the machine was about as busy as
+    # the broker and the clients together, or busier (other processes add to it). About:
+    # /proc/stat charges whole ticks to whoever runs at a tick, and on a tickless kernel
+    # short bursts between ticks go uncounted; at this light, bursty load it read 12%
+    # below the processes' own CPU times in 1 of ~6 runs (0.678 against 0.775 cores).
     cpu = r["cpu"]
     assert cpu["producers_cores"] > 0 and cpu["consumers_cores"] > 0, cpu
-    assert cpu["machine_busy_cores"] >= 0.9 * (broker_figures["cpu_cores"] + cpu["producers_cores"] + cpu["consumers_cores"])
+    together = broker_figures["cpu_cores"] + cpu["producers_cores"] + cpu["consumers_cores"]
+    assert 0.75 * together <= cpu["machine_busy_cores"] <= os.cpu_count(), (cpu, together)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["workloads"]["live"]["medians"]["castle"]["publish_records_per_s"] > 0
     assert summary["machine"]["nproc"] >= 1 and summary["failures"] == []

@@ -14,7 +14,9 @@ import pytest
 from loadtest.runner.__main__ import FIGURES, _overrides, medians, ratios
 from loadtest.runner.histogram import encode, merge_into, new_histogram, record_us, summary_ms
 from loadtest.runner.producer import histogram_of_seconds
+from loadtest.runner.procstats import Sample
 from loadtest.runner.report import write_report
+from loadtest.runner.run import _broker_figures
 from loadtest.runner.workload import WorkloadError, load_workload, workload_from_dict
 
 WORKLOADS = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "..", "..", "loadtest", "workloads", "*.toml")))
@@ -141,3 +143,21 @@ def test_a_key_value_option_without_equals_stops_the_tool_naming_the_option():
     assert parse_key_values(["a=1", " b = x=y "], "--castle-override") == {"a": "1", "b": "x=y"}
     with pytest.raises(SystemExit, match="--castle-override: setting 'nokv' is not key=value"):
         parse_key_values(["a=1", "nokv"], "--castle-override")
+
+
+def test_broker_cpu_is_a_rate_over_the_span_its_samples_cover():
+    # One core busy throughout; samples once a second, 0.5 s off the window's edges. The
+    # span the samples cover (from 9.5 to 19.5) is 10 s for a 9 s window [10, 19]: CPU
+    # per second must still come out at one core, and the window's CPU at 9 s.
+    samples = [(t + 0.5, Sample(cpu_s=t + 0.5, rss_anon_mib=100.0 + t, pss_anon_mib=None, pss_mib=None, processes=4))
+               for t in range(0, 30)]
+    figures = _broker_figures(samples, 10.0, 19.0, 9_000_000)
+    assert figures["cpu_cores"] == pytest.approx(1.0)
+    assert figures["cpu_s"] == pytest.approx(9.0)
+    assert figures["cpu_s_per_m_records"] == pytest.approx(1.0)
+    assert figures["rss_anon_mib_max"] == 118.0  # the last sample inside the window (18.5 s)
+    assert figures["processes"] == 4
+    # A window shorter than the sampling interval still gets the samples around it.
+    short = _broker_figures(samples, 10.6, 11.2, 600_000)
+    assert short["cpu_cores"] == pytest.approx(1.0)
+    assert _broker_figures([], 10.0, 19.0, 1) == {}
