@@ -13,8 +13,8 @@ import pytest
 
 from loadtest.runner.__main__ import FIGURES, _overrides, medians, ratios
 from loadtest.runner.histogram import encode, merge_into, new_histogram, record_us, summary_ms
-from loadtest.runner.producer import histogram_of_seconds
 from loadtest.runner.procstats import Sample
+from loadtest.runner.producer import histogram_of_seconds
 from loadtest.runner.report import write_report
 from loadtest.runner.run import _broker_figures
 from loadtest.runner.workload import WorkloadError, load_workload, workload_from_dict
