@@ -27,7 +27,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -194,15 +194,26 @@ def _children_cpu_s(children: list[ChildProcess]) -> float:
     return total / CLOCK_TICKS
 
 
+T = TypeVar("T")
+
+
+def _around(samples: list[tuple[float, T]], start: float, end: float) -> tuple[tuple[float, T] | None, list[tuple[float, T]]]:
+    """The samples a window [start, end] is measured between: the one to count from (the
+    last at or before start, else the first inside) and those inside (start, end]. The
+    broker's and the clients' figures use the same rule, so their cores add up."""
+    before = [(t, s) for t, s in samples if t <= start]
+    inside = [(t, s) for t, s in samples if start < t <= end]
+    return (before[-1] if before else (inside[0] if inside else None)), inside
+
+
 def cpu_figures(samples: list[tuple[float, dict[str, float]]], start: float, end: float) -> dict[str, Any]:
     """Cores used in [start, end] by the producers, the consumers and the whole machine,
     between the last sample at or before start and the last one at or before end (a
     later one may come after the clients stopped, and a stopped client's CPU is gone)."""
-    before = [(t, c) for t, c in samples if t <= start]
-    inside = [(t, c) for t, c in samples if start < t <= end]
-    if not inside:
+    origin, inside = _around(samples, start, end)
+    if origin is None or not inside:
         return {}
-    (t_first, first), (t_last, last) = (before[-1] if before else inside[0]), inside[-1]
+    (t_first, first), (t_last, last) = origin, inside[-1]
     if t_last <= t_first:
         return {}
     return {f"{key}_cores": round(max(0.0, last[key] - first[key]) / (t_last - t_first), 3) for key in last}
@@ -282,11 +293,11 @@ def _broker_figures(samples: list[tuple[float, Sample]], start: float, end: floa
     samples are apart, not by the window: dividing CPU seconds of a span up to 2 s longer
     by the window overstated cores and CPU per million records (by ~3% in a 60 s run, and
     by a third in a 3 s catch-up read). CPU per million is that rate over the window."""
-    before = [(t, s) for t, s in samples if t <= start]
-    inside = [(t, s) for t, s in samples if start < t <= end] or [(t, s) for t, s in samples if t > end][:1]
+    origin, inside = _around(samples, start, end)
+    inside = inside or [(t, s) for t, s in samples if t > end][:1]
     if not inside:
         return {}
-    (t_first, first), (t_last, last) = (before[-1] if before else inside[0]), inside[-1]
+    (t_first, first), (t_last, last) = origin or inside[0], inside[-1]
     cores = (last.cpu_s - first.cpu_s) / (t_last - t_first) if t_last > t_first else None
     cpu_s = cores * (end - start) if cores is not None else None
     memory = [s for _, s in inside]
@@ -427,8 +438,9 @@ def run_workload(w: Workload, target: Target, out_dir: str, label: str, progress
             mock.stop()
         elif target.bootstrap:
             delete_topics(target.bootstrap, topics)
+    assert sampler is not None  # had the try failed before setting it, we would not be here
     window = result.get("window") or result.get("write_window")
-    if sampler and window:
+    if window:
         # Live: the broker's cost of writing and serving the consumers together, per
         # record published. Write then read: the two phases apart.
         if processes is not None:
@@ -439,9 +451,8 @@ def run_workload(w: Workload, target: Target, out_dir: str, label: str, progress
             if processes is not None:
                 result["broker_read"] = _broker_figures(sampler.samples, read[0], read[1], result["consume"]["records"])
             result["cpu_read"] = cpu_figures(sampler.cpu, read[0], read[1])
-    if window:
         result["timeline"] = _timeline(_all_intervals(clients.producers), _all_intervals(clients.members()),
-                                       sampler.samples if sampler else [], result["t0"])
+                                       sampler.samples, result["t0"])
     result["client_logs"] = log_dir
     with open(os.path.join(out_dir, f"{label}.json"), "w") as handle:
         json.dump(result, handle, indent=1, sort_keys=True)

@@ -123,6 +123,7 @@ def test_delete_log_removes_the_partition(tmp_path):
     assert not [n for n in os.listdir(os.path.dirname(directory)) if n.endswith(files.DELETE_DIR_SUFFIX)]
     manager.close()
 
+
 def test_delete_logs_removes_many_partitions_and_their_checkpoint_entries(tmp_path):
     manager = _manager(tmp_path)
     for tp in (A0, A1, B0):
@@ -141,7 +142,6 @@ def test_delete_logs_removes_many_partitions_and_their_checkpoint_entries(tmp_pa
     reopened = _manager(tmp_path)
     assert set(reopened.logs) == {B0}
     reopened.close()
-
 
 
 def test_an_interrupted_delete_is_finished_on_open(tmp_path):
