@@ -19,6 +19,9 @@ class Watch:
         self._purgatory = purgatory
         self._tps = tps
         self.future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        # The partitions appended to since the last (re)arm: a woken fetch re-reads only
+        # these, as the others were read empty after the watch was registered.
+        self.woken: set[TopicPartition] = set()
 
     async def wait(self, timeout: float) -> bool:
         """True if an append woke us, False when the timeout passed."""
@@ -30,11 +33,16 @@ class Watch:
         except asyncio.TimeoutError:
             return False
 
-    def rearm(self) -> None:
-        """Wait again after a wakeup that did not bring enough bytes."""
+    def rearm(self) -> set[TopicPartition]:
+        """Arm for the next wakeup; return the partitions appended to since the last arm.
+
+        Called before the fetch reads again, so an append from here on wakes the new
+        future and lands in the new set: none is missed between the read and the wait."""
         self.cancel()
+        woken, self.woken = self.woken, set()
         self.future = asyncio.get_running_loop().create_future()
         self._purgatory._register(self)
+        return woken
 
     def cancel(self) -> None:
         self._purgatory._unregister(self)
@@ -64,6 +72,7 @@ class FetchPurgatory:
 
     def wake(self, tp: TopicPartition) -> None:
         for w in self._watches.get(tp, ()):
+            w.woken.add(tp)
             if not w.future.done():
                 w.future.set_result(None)
 

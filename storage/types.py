@@ -8,7 +8,7 @@ bug, so each gets its own NewType (mypy keeps them apart, the runtime cost is ni
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NewType
+from typing import NamedTuple, NewType
 
 Offset = NewType("Offset", int)
 """Absolute offset of a record in a partition."""
@@ -27,8 +27,13 @@ NO_PRODUCER_ID = -1
 NO_PARTITION_LEADER_EPOCH = -1
 
 
-@dataclass(frozen=True, slots=True, order=True)
-class TopicPartition:
+class TopicPartition(NamedTuple):
+    """A partition's name. A NamedTuple, not a frozen dataclass like the other values:
+    it is the key of every per-partition dict on the data path (owner, logs, purgatory,
+    watchers), and a tuple hashes and compares in C. The dataclass's generated
+    ``__hash__``/``__eq__`` ran in Python, and a 1,000-partition fetch hashes each key
+    several times (docs/ARCHITECTURE.md, "Hot-path value types")."""
+
     topic: str
     partition: int
 

@@ -168,6 +168,48 @@ def test_long_poll_wakes_on_an_append_through_another_connection(broker: Any) ->
     assert time.monotonic() - started < 15  # woken by the append, not by the 20 s deadline
 
 
+@pytest.mark.parametrize("broker", [{"workers": 2, "num.partitions": 4}], indirect=True)
+def test_a_woken_fetch_below_min_bytes_keeps_what_it_had_and_adds_what_came(broker: Any) -> None:
+    """min_bytes needs two batches: the first append wakes the parked fetch below it, the
+    second (on a partition of the other worker) completes it. The answer holds both
+    batches, and the two partitions nobody wrote answer empty at high watermark 0."""
+    topic = "longpoll-min-bytes"
+    first = _partition_owned_by(topic, 0, broker.workers, 4)
+    second = _partition_owned_by(topic, 1, broker.workers, 4)
+    batch_a, batch_b = _batch([b"a" * 200]), _batch([b"b" * 200])
+    with KioClient(broker.bootstrap) as waiter, KioClient(broker.bootstrap) as producer:
+        topic_id = _create_topic(producer, topic)
+        started = time.monotonic()
+        correlation_id = waiter.send(1, 12, _req(1, 12, {
+            "replica_id": -1, "max_wait": 20_000, "min_bytes": len(batch_a) + len(batch_b), "max_bytes": 1 << 20,
+            "isolation_level": 0, "session_id": 0, "session_epoch": -1, "forgotten_topics_data": (), "rack_id": "",
+            "topics": [{"topic": topic, "topic_id": topic_id, "partitions": [
+                {"partition": p, "current_leader_epoch": -1, "fetch_offset": 0, "last_fetched_epoch": -1,
+                 "log_start_offset": -1, "partition_max_bytes": 1 << 20} for p in range(4)]}]}))
+        for partition, batch in ((first, batch_a), (second, batch_b)):
+            time.sleep(0.5)  # let the fetch park (again)
+            answer = _produce_to(producer, topic, partition, batch)
+            assert answer.responses[0].partition_responses[0].error_code == 0
+        got, answer = decode_response(1, 12, read_frame(waiter.sock))
+    assert got == correlation_id
+    assert time.monotonic() - started < 15  # completed by the second append, not the deadline
+    partitions = {p.partition_index: p for p in answer.responses[0].partitions}
+    assert decode_batch(partitions[first].records)[1][0].value == b"a" * 200
+    assert decode_batch(partitions[second].records)[1][0].value == b"b" * 200
+    for p in set(range(4)) - {first, second}:
+        assert partitions[p].error_code == 0 and partitions[p].high_watermark == 0 and not partitions[p].records
+
+
+def _partition_owned_by(topic: str, worker: int, workers: int, partitions: int) -> int:
+    return next(p for p in range(partitions) if owner_index(TopicPartition(topic, p), workers) == worker)
+
+
+def _produce_to(client: KioClient, topic: str, partition: int, records: bytes) -> Any:
+    return client.call(0, 9, _req(0, 9, {
+        "transactional_id": None, "acks": 1, "timeout": 10_000,
+        "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": records}]}]}))
+
+
 # ---------------------------------------------------------------------- bad input
 def _raw(bootstrap: str) -> socket.socket:
     host, port = bootstrap.rsplit(":", 1)
