@@ -24,6 +24,8 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
+from broker.placement import owner_index
+from storage.types import TopicPartition
 from tests.integration.kio_client import read_frame
 from tests.zookeeper_server import free_port  # noqa: F401  (below the ephemeral range; re-exported to the tests)
 
@@ -48,6 +50,11 @@ def wait_until(condition: Callable[[], Any], timeout: float, what: str, interval
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what}")
         time.sleep(interval)
+
+
+def partition_owned_by(topic: str, worker: int, workers: int, partitions: int) -> int:
+    """The first partition of ``topic`` that worker ``worker`` of ``workers`` owns."""
+    return next(p for p in range(partitions) if owner_index(TopicPartition(topic, p), workers) == worker)
 
 
 # ---------------------------------------------------------------------- /proc

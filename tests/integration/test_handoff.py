@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from tests.integration.conftest import wait_until
+from tests.integration.conftest import partition_owned_by, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -43,14 +43,12 @@ def test_pipelined_connection_moves_to_the_owner_once_in_order(broker):
     one burst. Wherever the kernel put the connection, one phase belongs to the other
     worker, so exactly one handoff happens; every answer still comes in request order
     with the next offset of its partition, and the logs hold the records in that order."""
-    from broker.placement import owner_index
-    from storage.types import TopicPartition
     from tests.integration.clients import confluent_consume, confluent_create_topic
     from tests.integration.kio_client import KioClient, decode_response, read_frame
 
     topic = "handoff-pipelined"
     confluent_create_topic(broker.bootstrap, topic, 4)
-    by_worker = [next(p for p in range(4) if owner_index(TopicPartition(topic, p), 2) == w) for w in range(2)]
+    by_worker = [partition_owned_by(topic, w, 2, 4) for w in range(2)]
     plan = [by_worker[0]] * REQUESTS_PER_PHASE + [by_worker[1]] * REQUESTS_PER_PHASE
     frames = _produce_frames(topic, plan, 1)
     before = wait_until(lambda: _handoffs(broker) if len(broker.stats()) == 2 else None, 10, "stats files")
@@ -89,14 +87,12 @@ def test_pipelined_connection_moves_to_the_owner_once_in_order(broker):
 def test_handoff_can_be_switched_off(broker):
     """With connection.handoff.enable=false the same burst is served where it landed:
     the requests for the other worker's partition are forwarded, none moves."""
-    from broker.placement import owner_index
-    from storage.types import TopicPartition
     from tests.integration.clients import confluent_create_topic
     from tests.integration.kio_client import KioClient, decode_response, read_frame
 
     topic = "handoff-off"
     confluent_create_topic(broker.bootstrap, topic, 4)
-    by_worker = [next(p for p in range(4) if owner_index(TopicPartition(topic, p), 2) == w) for w in range(2)]
+    by_worker = [partition_owned_by(topic, w, 2, 4) for w in range(2)]
     plan = [by_worker[0]] * 20 + [by_worker[1]] * 20
     with KioClient(broker.bootstrap, timeout=30) as client:
         client.sock.sendall(b"".join(_produce_frames(topic, plan, 1)))
@@ -120,8 +116,6 @@ def test_a_failed_handoff_keeps_the_connection_forwarding(broker):
     import os
 
     from broker.handoff import handoff_path
-    from broker.placement import owner_index
-    from storage.types import TopicPartition
     from tests.integration.clients import confluent_create_topic
     from tests.integration.kio_client import KioClient, decode_response, read_frame
 
@@ -129,7 +123,7 @@ def test_a_failed_handoff_keeps_the_connection_forwarding(broker):
     confluent_create_topic(broker.bootstrap, topic, 4)
     for index in range(2):
         os.unlink(handoff_path(broker.run_dir, index))
-    by_worker = [next(p for p in range(4) if owner_index(TopicPartition(topic, p), 2) == w) for w in range(2)]
+    by_worker = [partition_owned_by(topic, w, 2, 4) for w in range(2)]
     plan = [by_worker[0]] * 40 + [by_worker[1]] * 40
     with KioClient(broker.bootstrap, timeout=30) as client:
         sender = threading.Thread(target=client.sock.sendall, args=(b"".join(_produce_frames(topic, plan, 1)),))

@@ -9,19 +9,13 @@ import time
 
 import pytest
 
-from broker.placement import owner_index
-from storage.types import TopicPartition
 from tests.integration.clients import Rec, confluent_create_topic, confluent_produce
-from tests.integration.conftest import wait_until
+from tests.integration.conftest import partition_owned_by, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
 WAIT_MS = 10_000
 PROMPT = 8.0  # a fetch that was not woken would answer only after ~WAIT_MS - 1 s
-
-
-def _partition_owned_by(topic: str, worker: int, workers: int, partitions: int) -> int:
-    return next(p for p in range(partitions) if owner_index(TopicPartition(topic, p), workers) == worker)
 
 
 def _fetches(broker) -> int:
@@ -91,7 +85,7 @@ def test_parked_fetch_wakes_on_append(broker, client):
     confluent_create_topic(broker.bootstrap, topic, 4)
     # One partition owned by each worker: whichever worker holds the consumer's
     # connection, one wake-up is local and one comes over IPC from the owner.
-    partitions = [_partition_owned_by(topic, w, broker.workers, 4) for w in range(broker.workers)]
+    partitions = [partition_owned_by(topic, w, broker.workers, 4) for w in range(broker.workers)]
 
     consume = {"confluent": _confluent_consumer, "kafka-python": _kafka_python_consumer}[client](broker, topic)
     arrived: dict[int, float] = {}

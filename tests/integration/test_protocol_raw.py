@@ -19,6 +19,7 @@ from broker.protocol.build import build
 from storage.compression import COMPRESSION_ZSTD
 from storage.records import Record, decode_batch, encode_batch
 from storage.types import TopicPartition
+from tests.integration.conftest import partition_owned_by
 from tests.integration.kio_client import KioClient, decode_response, read_frame
 
 pytestmark = pytest.mark.integration
@@ -44,10 +45,10 @@ def _create_topic(client: KioClient, name: str) -> uuid.UUID:
     return answer.topics[0].topic_id
 
 
-def _produce(client: KioClient, version: int, topic: str, records: bytes, acks: int = 1) -> Any:
+def _produce(client: KioClient, version: int, topic: str, records: bytes, acks: int = 1, partition: int = 0) -> Any:
     return client.call(0, version, _req(0, version, {
         "transactional_id": None, "acks": acks, "timeout": 10_000,
-        "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": records}]}]}))
+        "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": records}]}]}))
 
 
 def _fetch(client: KioClient, version: int, topic: str, topic_id: uuid.UUID, offset: int, max_wait: int = 0) -> Any:
@@ -174,8 +175,8 @@ def test_a_woken_fetch_below_min_bytes_keeps_what_it_had_and_adds_what_came(brok
     second (on a partition of the other worker) completes it. The answer holds both
     batches, and the two partitions nobody wrote answer empty at high watermark 0."""
     topic = "longpoll-min-bytes"
-    first = _partition_owned_by(topic, 0, broker.workers, 4)
-    second = _partition_owned_by(topic, 1, broker.workers, 4)
+    first = partition_owned_by(topic, 0, broker.workers, 4)
+    second = partition_owned_by(topic, 1, broker.workers, 4)
     batch_a, batch_b = _batch([b"a" * 200]), _batch([b"b" * 200])
     with KioClient(broker.bootstrap) as waiter, KioClient(broker.bootstrap) as producer:
         topic_id = _create_topic(producer, topic)
@@ -188,7 +189,7 @@ def test_a_woken_fetch_below_min_bytes_keeps_what_it_had_and_adds_what_came(brok
                  "log_start_offset": -1, "partition_max_bytes": 1 << 20} for p in range(4)]}]}))
         for partition, batch in ((first, batch_a), (second, batch_b)):
             time.sleep(0.5)  # let the fetch park (again)
-            answer = _produce_to(producer, topic, partition, batch)
+            answer = _produce(producer, 9, topic, batch, partition=partition)
             assert answer.responses[0].partition_responses[0].error_code == 0
         got, answer = decode_response(1, 12, read_frame(waiter.sock))
     assert got == correlation_id
@@ -198,16 +199,6 @@ def test_a_woken_fetch_below_min_bytes_keeps_what_it_had_and_adds_what_came(brok
     assert decode_batch(partitions[second].records)[1][0].value == b"b" * 200
     for p in set(range(4)) - {first, second}:
         assert partitions[p].error_code == 0 and partitions[p].high_watermark == 0 and not partitions[p].records
-
-
-def _partition_owned_by(topic: str, worker: int, workers: int, partitions: int) -> int:
-    return next(p for p in range(partitions) if owner_index(TopicPartition(topic, p), workers) == worker)
-
-
-def _produce_to(client: KioClient, topic: str, partition: int, records: bytes) -> Any:
-    return client.call(0, 9, _req(0, 9, {
-        "transactional_id": None, "acks": 1, "timeout": 10_000,
-        "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": records}]}]}))
 
 
 # ---------------------------------------------------------------------- bad input

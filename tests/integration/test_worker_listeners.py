@@ -17,7 +17,15 @@ from broker.protocol import codec
 from broker.protocol.build import build
 from storage.types import TopicPartition
 from tests.integration.clients import assert_same, confluent_consume, confluent_produce, make_records
-from tests.integration.conftest import free_port, pid_alive, port_in_use, round_trip, serve_until_exit, wait_until
+from tests.integration.conftest import (
+    free_port,
+    partition_owned_by,
+    pid_alive,
+    port_in_use,
+    round_trip,
+    serve_until_exit,
+    wait_until,
+)
 from tests.integration.kio_client import decode_response, encode_request, read_frame
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
@@ -91,7 +99,7 @@ def test_a_request_on_the_wrong_worker_node_is_forwarded(broker: Any) -> None:
     topic = "wrong-node"
     create_topic(broker.bootstrap, topic, PARTITIONS)
     nodes = worker_nodes(broker.bootstrap)
-    partition = next(p for p in range(PARTITIONS) if owner_index(TopicPartition(topic, p), 2) == 0)
+    partition = partition_owned_by(topic, 0, 2, PARTITIONS)
     _host, other_port = nodes[worker_node_id(0, 1)]
     records = [r._replace(partition=partition) for r in make_records(50, 1, "stale")]
     confluent_produce(f"127.0.0.1:{other_port}", topic, records)  # bootstraps from worker 1's node
