@@ -365,3 +365,5 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if report.failed:
         for broker in getattr(item, "_castle_brokers", []):
             report.sections.append((f"castle broker {broker.bootstrap} stderr ({broker.stderr_path})", broker.stderr()))
+        for member in getattr(item, "_castle_members", []):  # test_groups.py's member processes
+            report.sections.append((f"group member pid {member.pid} stderr ({member.stderr_path})", member.stderr_tail(60)))

@@ -57,8 +57,9 @@ class MemberProcess(ChildProcess):
 
 
 @pytest.fixture
-def members() -> Any:
+def members(request: pytest.FixtureRequest) -> Any:
     started: list[MemberProcess] = []
+    request.node._castle_members = started  # a failing test's report shows their stderr (conftest)
 
     def start(*args: Any, **kwargs: Any) -> MemberProcess:
         member = MemberProcess(*args, **kwargs)
