@@ -16,6 +16,7 @@ below the stride while worker listeners are on.
 
 from __future__ import annotations
 
+import functools
 import zlib
 from typing import Sequence
 
@@ -26,8 +27,15 @@ INT32_MAX = 2**31 - 1
 MAX_WORKERS_WITH_NODES = (INT32_MAX - WORKER_NODE_STRIDE) // WORKER_NODE_STRIDE
 
 
+@functools.lru_cache(maxsize=65536)
+def _topic_hash(topic: str) -> int:
+    return zlib.crc32(topic.encode())
+
+
 def owner_index(tp: TopicPartition, workers: int) -> int:
-    return (zlib.crc32(tp.topic.encode()) + tp.partition) % workers
+    # Called per partition of every Fetch and Produce: the topic's crc32 is remembered
+    # (0.10 instead of 0.14 µs a call, timeit) rather than encoded and hashed each time.
+    return (_topic_hash(tp.topic) + tp.partition) % workers
 
 
 def worker_node_id(node_id: int, index: int) -> int:
