@@ -159,7 +159,11 @@ class Owner:
         for tp, offset, max_bytes, refuse_zstd in items:
             results.append(self._read_one(tp, offset, max_bytes, refuse_zstd))
             if watcher is not None and watcher != self.node.index:
-                self.remote_watchers.setdefault(tp, set()).add(watcher)
+                found = self.remote_watchers.get(tp)
+                if found is None:
+                    self.remote_watchers[tp] = {watcher}
+                else:
+                    found.add(watcher)
         return results
 
     def _read_one(self, tp: TopicPartition, offset: int, max_bytes: int, refuse_zstd: bool) -> ReadResult:

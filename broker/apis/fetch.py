@@ -31,7 +31,7 @@ from broker.forwarding import on_owners
 from broker.owner import ReadResult
 from broker.protocol import fast
 from broker.protocol.errors import ErrorCode
-from storage.types import TopicPartition
+from storage.types import TopicPartition, partitions_of
 
 KEY = 1
 ZERO_UUID = uuid.UUID(int=0)
@@ -67,14 +67,14 @@ def _resolve(ctx: Any, request: Any) -> tuple[list[tuple[str, uuid.UUID]], list[
             for p in topic.partitions:
                 add((index, p.partition, missing, None))
             continue
-        name = info.name
         count = info.partitions
+        tps = partitions_of(info.name, count)
         for p in topic.partitions:
             partition = p.partition
             if 0 <= partition < count:
                 # int(): kio's int subclasses would pickle as classes on the way to another worker.
                 max_bytes = int(p.partition_max_bytes)
-                add((index, partition, 0, (TopicPartition(name, partition), int(p.fetch_offset),
+                add((index, partition, 0, (tps[partition], int(p.fetch_offset),
                                            max_bytes if max_bytes > 0 else 0, refuse_zstd)))
             else:
                 add((index, partition, ErrorCode.unknown_topic_or_partition, None))
