@@ -1,0 +1,140 @@
+"""The per-partition CPU cost of a wide Fetch in a worker, without sockets or other processes.
+
+    python -m loadtest.fetch_cost [--partitions 1000] [--version 12] [--rounds 200]
+
+A consumer of the many-partitions workload sends a Fetch naming every partition about
+130 times a second (librdkafka, 1,000 partitions), and most of them find nothing new. So
+the work a worker does per *requested partition* counts, whether or not it has data.
+This tool times, with timeit on one in-memory request (best of 5 repeats):
+
+* ``decode``: kio's decode of the request body (broker/protocol/codec.py), which the
+  connection does before the handler runs;
+* ``resolve``: broker/apis/fetch.py ``_resolve``, which turns the request into read
+  items (a stand-in registry answers the topic lookup);
+* ``watch``: the long-poll watch of a fetch below min_bytes: register under every
+  partition, re-arm once after a wakeup, cancel (broker/purgatory.py).
+
+It prints each in µs per request and per partition. Reads and the answer's encoding are
+left out: they depend on the logs' state and are seen in the benchmark's profile
+(docs/BENCHMARKS.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import timeit
+import uuid
+from typing import Any, Callable
+
+from broker.apis import fetch
+from broker.protocol import codec
+from broker.purgatory import FetchPurgatory
+
+TOPIC = "fetch-cost"
+
+
+class _Topic:
+    """What fetch._resolve reads of a coordination.local_topics.TopicInfo."""
+
+    def __init__(self, partitions: int) -> None:
+        self.name = TOPIC
+        self.topic_id = uuid.uuid4()
+        self.partitions = partitions
+
+
+class _Registry:
+    def __init__(self, info: _Topic) -> None:
+        self._info = info
+
+    def by_id(self, _topic_id: uuid.UUID) -> _Topic:
+        return self._info
+
+    def refresh(self) -> bool:
+        return False
+
+
+class _Node:
+    def __init__(self, info: _Topic) -> None:
+        self._info = info
+        self.registry = _Registry(info)
+
+    def topic(self, _name: str) -> _Topic:
+        return self._info
+
+
+class _Context:
+    def __init__(self, node: _Node, version: int) -> None:
+        self.node = node
+        self.api_version = version
+
+
+def fetch_request(version: int, partitions: int, topic_id: uuid.UUID) -> Any:
+    """A Fetch as librdkafka sends it: every partition, each at some offset."""
+    cls = codec.request_class(1, version)
+    topic_cls = cls.__dataclass_fields__["topics"].type.__args__[0]
+    partition_cls = topic_cls.__dataclass_fields__["partitions"].type.__args__[0]
+    from kio.static.primitive import i8, i32, i64
+
+    def partition(p: int) -> Any:
+        fields = {"partition": i32(p), "current_leader_epoch": i32(-1), "fetch_offset": i64(1000 + p),
+                  "last_fetched_epoch": i32(-1), "log_start_offset": i64(-1), "partition_max_bytes": i32(1 << 20)}
+        return partition_cls(**{k: v for k, v in fields.items() if k in partition_cls.__dataclass_fields__})
+
+    topic_fields: dict[str, Any] = {"partitions": tuple(partition(p) for p in range(partitions))}
+    if "topic_id" in topic_cls.__dataclass_fields__:
+        topic_fields["topic_id"] = topic_id
+    else:
+        topic_fields["topic"] = TOPIC
+    fields: dict[str, Any] = {
+        "cluster_id": None, "replica_id": i32(-1), "max_wait": datetime.timedelta(milliseconds=500),
+        "min_bytes": i32(1), "max_bytes": i32(50 << 20), "isolation_level": i8(0), "session_id": i32(0),
+        "session_epoch": i32(-1), "topics": (topic_cls(**topic_fields),), "forgotten_topics_data": (), "rack_id": "",
+    }
+    return cls(**{k: v for k, v in fields.items() if k in cls.__dataclass_fields__})
+
+
+def _best(run: Callable[[], Any], rounds: int) -> float:
+    return min(timeit.repeat(run, number=rounds, repeat=5)) / rounds
+
+
+async def _watch_cost(tps: list[Any], rounds: int) -> float:
+    purgatory = FetchPurgatory()
+
+    def cycle() -> None:
+        watch = purgatory.watch(tps)
+        watch.rearm()
+        watch.cancel()
+
+    return _best(cycle, rounds)
+
+
+def measure(partitions: int, version: int, rounds: int) -> dict[str, float]:
+    """Seconds per request for each step."""
+    info = _Topic(partitions)
+    request = fetch_request(version, partitions, info.topic_id)
+    body = codec.encode_body(request)
+    context = _Context(_Node(info), version)
+    items = [w[3] for w in fetch._resolve(context, request)[1]]
+    assert len(items) == partitions, "every partition resolves to a read"
+    return {
+        "decode": _best(lambda: codec.decode_request(1, version, body, 0), rounds),
+        "resolve": _best(lambda: fetch._resolve(context, request), rounds),
+        "watch": asyncio.run(_watch_cost([item[0] for item in items], rounds)),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--partitions", type=int, default=1000)
+    parser.add_argument("--version", type=int, default=12, help="Fetch version (4-16)")
+    parser.add_argument("--rounds", type=int, default=200)
+    args = parser.parse_args(argv)
+    for step, seconds in measure(args.partitions, args.version, args.rounds).items():
+        print(f"{step:8s} {seconds * 1e6:8.1f} µs per request  {seconds * 1e6 / args.partitions:6.3f} µs per partition")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
