@@ -504,6 +504,8 @@ def decode_frame(frame: bytes) -> tuple[dispatch.HandlerSpec, framing.RequestHea
         if api_key == framing.API_VERSIONS_KEY:
             return spec, header, None
         raise ProtocolViolation(f"{spec.name} v{api_version} is not supported")
+    if spec.decode is not None:
+        return spec, header, spec.decode(api_version, frame, header.body_offset)
     return spec, header, codec.decode_request(api_key, api_version, frame, header.body_offset)
 
 

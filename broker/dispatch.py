@@ -8,7 +8,8 @@ A handler is ``fn(ctx, request) -> response``; it may be a coroutine function wh
 to wait (forwarding to another worker, long-poll). It returns a kio response entity, a
 ``RawResponse`` (bytes and file ranges, for Fetch), or ``NO_RESPONSE`` (acks=0 Produce).
 ``error_response(request, version, code)`` builds the "everything failed with X" answer
-used when a handler raises something unexpected (P4).
+used when a handler raises something unexpected (P4). ``decode(version, frame, offset)``,
+when given, replaces kio's decode of the request body (Fetch: broker/protocol/fetch_request.py).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ class HandlerSpec:
     handle: Callable[..., Any]
     is_async: bool
     error_response: Callable[[Any, int, int], Any] | None
+    decode: Callable[[int, bytes, int], Any] | None = None
 
 
 REGISTRY: dict[int, HandlerSpec] = {}
@@ -42,7 +44,8 @@ NO_RESPONSE = _NoResponse()
 
 
 def api(api_key: int, name: str, min_version: int, max_version: int,
-        error_response: Callable[[Any, int, int], Any] | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        error_response: Callable[[Any, int, int], Any] | None = None,
+        decode: Callable[[int, bytes, int], Any] | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register ``fn`` as the handler of ``api_key`` for versions min..max (inclusive)."""
     import inspect
 
@@ -53,7 +56,7 @@ def api(api_key: int, name: str, min_version: int, max_version: int,
             if request_class(api_key, version) is None:
                 raise RuntimeError(f"{name} v{version}: no such version in Kafka's schemas")
         REGISTRY[api_key] = HandlerSpec(api_key, name, min_version, max_version, fn,
-                                        inspect.iscoroutinefunction(fn), error_response)
+                                        inspect.iscoroutinefunction(fn), error_response, decode)
         return fn
 
     return register

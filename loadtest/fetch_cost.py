@@ -7,8 +7,9 @@ A consumer of the many-partitions workload sends a Fetch naming every partition 
 the work a worker does per *requested partition* counts, whether or not it has data.
 This tool times, with timeit on one in-memory request (best of 5 repeats):
 
-* ``decode``: kio's decode of the request body (broker/protocol/codec.py), which the
-  connection does before the handler runs;
+* ``decode``: broker/protocol/fetch_request.py's decode of the request body, which the
+  connection does before the handler runs; ``kio_decode``: kio's decode of the same
+  body, which it replaced (for comparison);
 * ``resolve``: broker/apis/fetch.py ``_resolve``, which turns the request into read
   items (a stand-in registry answers the topic lookup);
 * ``watch``: the long-poll watch of a fetch below min_bytes: register under every
@@ -29,7 +30,7 @@ import uuid
 from typing import Any, Callable
 
 from broker.apis import fetch
-from broker.protocol import codec
+from broker.protocol import codec, fetch_request
 from broker.purgatory import FetchPurgatory
 
 TOPIC = "fetch-cost"
@@ -70,7 +71,7 @@ class _Context:
         self.api_version = version
 
 
-def fetch_request(version: int, partitions: int, topic_id: uuid.UUID) -> Any:
+def kio_fetch_request(version: int, partitions: int, topic_id: uuid.UUID) -> Any:
     """A Fetch as librdkafka sends it: every partition, each at some offset."""
     cls = codec.request_class(1, version)
     topic_cls = cls.__dataclass_fields__["topics"].type.__args__[0]
@@ -113,14 +114,16 @@ async def _watch_cost(tps: list[Any], rounds: int) -> float:
 def measure(partitions: int, version: int, rounds: int) -> dict[str, float]:
     """Seconds per request for each step."""
     info = _Topic(partitions)
-    request = fetch_request(version, partitions, info.topic_id)
+    request = kio_fetch_request(version, partitions, info.topic_id)
     body = codec.encode_body(request)
+    decoded = fetch_request.decode(version, body, 0)
     context = _Context(_Node(info), version)
-    items = [w[3] for w in fetch._resolve(context, request)[1]]
+    items = [w[3] for w in fetch._resolve(context, decoded)[1]]
     assert len(items) == partitions, "every partition resolves to a read"
     return {
-        "decode": _best(lambda: codec.decode_request(1, version, body, 0), rounds),
-        "resolve": _best(lambda: fetch._resolve(context, request), rounds),
+        "decode": _best(lambda: fetch_request.decode(version, body, 0), rounds),
+        "kio_decode": _best(lambda: codec.decode_request(1, version, body, 0), rounds),
+        "resolve": _best(lambda: fetch._resolve(context, decoded), rounds),
         "watch": asyncio.run(_watch_cost([item[0] for item in items], rounds)),
     }
 

@@ -232,6 +232,13 @@ BAD_FRAMES = {
     "absurd array count": _with_size(struct.pack(">hhih", 10, 5, 1, -1) + b"\x00" + bytes.fromhex("e5faaab6bf5660447acc47be9664549cb8")),
     "absurd produce partition count": _with_size(struct.pack(">hhih", 0, 9, 1, -1) + b"\x00"
                                                  + b"\x00" + struct.pack(">hi", 1, 1000) + b"\x02\x01t" + b"\xff\xff\xff\xff\x0f"),
+    # Fetch bodies go through our own decoder (broker/protocol/fetch_request.py), not kio.
+    "fetch v12 promising a million partitions": _with_size(
+        struct.pack(">hhih", 1, 12, 1, -1) + b"\x00" + struct.pack(">iiiibii", -1, 500, 1, 1 << 20, 0, 0, -1)
+        + b"\x02" + b"\x02t" + b"\xc1\x84\x3d" + struct.pack(">iiqiqi", 0, -1, 0, -1, -1, 1 << 20) + b"\x00"),
+    "fetch v4 cut inside a partition": _with_size(
+        struct.pack(">hhih", 1, 4, 1, -1) + struct.pack(">iiiib", -1, 500, 1, 1 << 20, 0)
+        + struct.pack(">i", 1) + struct.pack(">h", 1) + b"t" + struct.pack(">i", 2) + struct.pack(">iqi", 0, 0, 1 << 20) + b"\x00\x00"),
 }
 
 

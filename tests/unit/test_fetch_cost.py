@@ -11,14 +11,14 @@ from loadtest import fetch_cost
 
 @pytest.mark.parametrize("version", [4, 12, 13, 16])
 def test_the_request_round_trips_through_the_codec_with_every_partition(version: int) -> None:
-    request = fetch_cost.fetch_request(version, 7, fetch_cost._Topic(7).topic_id)
+    request = fetch_cost.kio_fetch_request(version, 7, fetch_cost._Topic(7).topic_id)
     decoded = codec.decode_request(1, version, codec.encode_body(request), 0)
     assert [p.partition for p in decoded.topics[0].partitions] == list(range(7))
 
 
 def test_measure_reports_each_step_in_seconds_per_request(capsys: pytest.CaptureFixture[str]) -> None:
     figures = fetch_cost.measure(partitions=20, version=12, rounds=3)
-    assert set(figures) == {"decode", "resolve", "watch"}
+    assert set(figures) == {"decode", "kio_decode", "resolve", "watch"}
     assert all(0 < seconds < 1 for seconds in figures.values())
     assert fetch_cost.main(["--partitions", "5", "--rounds", "2"]) == 0
     assert "µs per partition" in capsys.readouterr().out

@@ -1,0 +1,137 @@
+"""broker/protocol/fetch_request.py against kio, an implementation of the same schemas
+that is not ours: every Fetch version we serve, encoded by kio with every field set,
+decodes to the values kio decodes. Bad bodies raise ProtocolViolation, never anything else."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import random
+import uuid
+from typing import Any
+
+import pytest
+
+from broker.protocol import codec, fetch_request
+from broker.protocol.errors import ProtocolViolation
+
+VERSIONS = range(4, 17)
+TOPIC_IDS = [uuid.UUID(int=0x1234), uuid.UUID(int=0xABCDEF)]
+
+
+def _fields(cls: Any) -> dict[str, Any]:
+    return {f.name: f for f in dataclasses.fields(cls)}
+
+
+def _element(cls: Any, field: str) -> Any:
+    return _fields(cls)[field].type.__args__[0]
+
+
+def _make(cls: Any, **values: Any) -> Any:
+    """kio entity ``cls`` from the values its version has (the others are dropped)."""
+    from kio.static.primitive import i8, i32, i64
+
+    known = _fields(cls)
+    typed = {}
+    for name, value in values.items():
+        if name not in known:
+            continue
+        kind = getattr(known[name].type, "__name__", "")
+        if isinstance(value, int) and kind in ("i8", "i32", "i64", "BrokerId"):
+            value = {"i8": i8, "i64": i64}.get(kind, i32)(value)
+        typed[name] = value
+    return cls(**typed)
+
+
+def kio_request(version: int, topics: list[tuple[str, int, list[tuple[int, int, int]]]], forgotten: int = 1) -> Any:
+    """A kio FetchRequest: topics are (name, id index, [(partition, offset, max bytes)])."""
+    cls = codec.request_class(1, version)
+    topic_cls = _element(cls, "topics")
+    partition_cls = _element(topic_cls, "partitions")
+    built_topics = tuple(
+        _make(topic_cls, topic=name, topic_id=TOPIC_IDS[id_index], partitions=tuple(
+            _make(partition_cls, partition=p, current_leader_epoch=7, fetch_offset=offset, last_fetched_epoch=6,
+                  log_start_offset=3, partition_max_bytes=max_bytes)
+            for p, offset, max_bytes in partitions))
+        for name, id_index, partitions in topics)
+    extra: dict[str, Any] = {}
+    if "forgotten_topics_data" in _fields(cls):
+        forgotten_cls = _element(cls, "forgotten_topics_data")
+        extra["forgotten_topics_data"] = tuple(
+            _make(forgotten_cls, topic=f"gone-{i}", topic_id=TOPIC_IDS[i % 2], partitions=tuple(range(i + 2)))
+            for i in range(forgotten))
+    if "replica_state" in _fields(cls):
+        state_cls = _fields(cls)["replica_state"].type
+        extra["replica_state"] = _make(state_cls, replica_id=-1, replica_epoch=-1)
+    return _make(cls, cluster_id="cluster-x", replica_id=-1, max_wait=datetime.timedelta(milliseconds=500),
+                 min_bytes=1024, max_bytes=52428800, isolation_level=1, session_id=0, session_epoch=-1,
+                 topics=built_topics, rack_id="rack-1", **extra)
+
+
+SHAPES = [
+    [],
+    [("orders", 0, [(0, 0, 1048576)])],
+    [("orders", 0, [(p, 1000 + p, 65536) for p in range(50)]), ("audit-log.v2", 1, [(3, 2**40, 0), (9, 5, -1)])],
+    [("ü-topic", 1, [])],
+]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("shape", range(len(SHAPES)))
+def test_decodes_what_kio_encodes_to_what_kio_decodes(version: int, shape: int) -> None:
+    body = codec.encode_body(kio_request(version, SHAPES[shape], forgotten=shape))
+    ours = fetch_request.decode(version, body, 0)
+    theirs = codec.decode_request(1, version, body, 0)
+    assert ours.max_wait_ms == int(theirs.max_wait.total_seconds() * 1000) == 500
+    assert (ours.min_bytes, ours.max_bytes, ours.isolation_level) == (1024, 52428800, 1)
+    if version >= 7:
+        assert (ours.session_id, ours.session_epoch) == (theirs.session_id, theirs.session_epoch)
+    assert len(ours.topics) == len(theirs.topics)
+    for mine, kio_topic in zip(ours.topics, theirs.topics):
+        if version >= 13:
+            assert (mine.topic, mine.topic_id) == ("", kio_topic.topic_id)
+        else:
+            assert (mine.topic, mine.topic_id) == (kio_topic.topic, None)
+        assert mine.partitions == [(p.partition, p.fetch_offset, p.partition_max_bytes) for p in kio_topic.partitions]
+
+
+def test_a_body_inside_a_frame_is_read_from_its_offset_and_trailing_bytes_are_ignored() -> None:
+    body = codec.encode_body(kio_request(12, SHAPES[2]))
+    decoded = fetch_request.decode(12, b"\x00" * 17 + body + b"\xff\xff", 17)
+    assert [t.topic for t in decoded.topics] == ["orders", "audit-log.v2"]
+
+
+@pytest.mark.parametrize("version", [4, 7, 11, 12, 13, 15])
+def test_every_truncation_is_a_protocol_violation(version: int) -> None:
+    body = codec.encode_body(kio_request(version, SHAPES[2], forgotten=2))
+    for end in range(len(body)):  # every field is required, the last tagged-field count too
+        with pytest.raises(ProtocolViolation):
+            fetch_request.decode(version, body[:end], 0)
+
+
+@pytest.mark.parametrize("version", [4, 12, 13])
+def test_random_bytes_never_raise_anything_but_a_protocol_violation(version: int) -> None:
+    rng = random.Random(version)
+    body = bytearray(codec.encode_body(kio_request(version, SHAPES[2])))
+    for _ in range(3000):
+        mutated = bytearray(body)
+        for _ in range(rng.randint(1, 4)):
+            mutated[rng.randrange(len(mutated))] = rng.randrange(256)
+        try:
+            fetch_request.decode(version, bytes(mutated), 0)
+        except ProtocolViolation:
+            pass
+
+
+@pytest.mark.parametrize("count", [b"\xff\xff\xff\xff", b"\x7f\xff\xff\xff"])
+def test_negative_or_absurd_array_lengths_are_refused_before_any_allocation(count: bytes) -> None:
+    header = b"\xff\xff\xff\xff" + b"\x00\x00\x01\xf4" + b"\x00\x00\x00\x01" + b"\x00\x00\x10\x00" + b"\x00"
+    with pytest.raises(ProtocolViolation, match="array length"):
+        fetch_request.decode(4, header + count, 0)
+
+
+def test_versions_we_do_not_serve_are_refused() -> None:
+    with pytest.raises(ProtocolViolation):
+        fetch_request.decode(3, b"", 0)
+    with pytest.raises(ProtocolViolation):
+        fetch_request.decode(17, b"", 0)
