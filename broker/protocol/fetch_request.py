@@ -95,23 +95,23 @@ class _Reader:
         self.position += layout.size
         return values
 
-    def count(self) -> int:
-        """An array's length (compact: uvarint N+1); null arrays are refused."""
+    def _length(self, classic: struct.Struct) -> int:
+        """A length prefix: compact (uvarint N+1) in flexible versions, else ``classic``;
+        -1 means null."""
         if self.flexible:
             raw, self.position = read_uvarint(self.data, self.position)
-            value = raw - 1
-        else:
-            value = self.unpack(_I32)[0]
+            return raw - 1
+        return self.unpack(classic)[0]
+
+    def count(self) -> int:
+        """An array's length; null arrays are refused."""
+        value = self._length(_I32)
         if value < 0 or value > MAX_COUNT:
             raise ProtocolViolation(f"fetch: bad array length {value}")
         return value
 
     def string(self) -> str:
-        if self.flexible:
-            raw, self.position = read_uvarint(self.data, self.position)
-            length = raw - 1
-        else:
-            length = self.unpack(_I16)[0]
+        length = self._length(_I16)
         if length < 0:
             raise ProtocolViolation("fetch: null string where a name is required")
         end = self.position + length
@@ -125,11 +125,7 @@ class _Reader:
         return text
 
     def skip_string(self, nullable: bool) -> None:
-        if self.flexible:
-            raw, self.position = read_uvarint(self.data, self.position)
-            length = raw - 1
-        else:
-            length = self.unpack(_I16)[0]
+        length = self._length(_I16)
         if length < 0:
             if nullable and length == -1:
                 return
