@@ -170,6 +170,10 @@ class Owner:
         partition_log = self.log_for(tp)
         if partition_log is None:
             return ReadResult(ErrorCode.unknown_topic_or_partition)
+        end = partition_log.log_end_offset
+        if offset == end:
+            # Caught up: most partitions of a wide Fetch are, and have nothing to read.
+            return ReadResult(ErrorCode.none, partition_log.high_watermark, partition_log.log_start_offset, end)
         try:
             info = partition_log.read(offset, max_bytes, min_one_batch=True)
         except StorageError as exc:

@@ -28,7 +28,6 @@ import logging
 import os
 import threading
 import time
-from dataclasses import dataclass
 from typing import Callable, Iterator, NamedTuple
 
 from storage import files
@@ -93,9 +92,10 @@ class AppendInfo(NamedTuple):
     size: int
 
 
-@dataclass(frozen=True, slots=True)
-class ReadInfo:
-    """A fetch answer: the bytes' location (None when there is nothing to send) and marks."""
+class ReadInfo(NamedTuple):
+    """A fetch answer: the bytes' location (None when there is nothing to send) and marks.
+    A NamedTuple: one is built per partition of every Fetch (0.16 µs, against 0.34 µs
+    for the frozen dataclass it was; docs/ARCHITECTURE.md, "Hot-path value types")."""
 
     file_range: FileRange | None
     high_watermark: int

@@ -139,6 +139,12 @@ def test_fetch_every_version(broker: Any, version: int) -> None:
         assert decode_batch(part.records)[1][1].value == b"b"
         out_of_range = _fetch(client, version, topic, topic_id, 99).responses[0].partitions[0]
         assert out_of_range.error_code == 1  # OFFSET_OUT_OF_RANGE
+        # Caught up (the fetch offset is the log end): no records, and the log's marks.
+        at_end = _fetch(client, version, topic, topic_id, 3).responses[0].partitions[0]
+        assert (at_end.error_code, at_end.high_watermark, at_end.last_stable_offset) == (0, 3, 3)
+        assert not at_end.records
+        if version >= 5:
+            assert at_end.log_start_offset == 0
 
 
 def test_zstd_is_refused_below_produce_v7_and_not_fetched_below_v10(broker: Any) -> None:
