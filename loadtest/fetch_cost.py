@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime
 import timeit
 import uuid
 from typing import Any, Callable
 
 from broker.apis import fetch
 from broker.protocol import codec, fetch_request
+from broker.protocol.build import build
 from broker.purgatory import FetchPurgatory
 
 TOPIC = "fetch-cost"
@@ -72,28 +72,15 @@ class _Context:
 
 
 def kio_fetch_request(version: int, partitions: int, topic_id: uuid.UUID) -> Any:
-    """A Fetch as librdkafka sends it: every partition, each at some offset."""
-    cls = codec.request_class(1, version)
-    topic_cls = cls.__dataclass_fields__["topics"].type.__args__[0]
-    partition_cls = topic_cls.__dataclass_fields__["partitions"].type.__args__[0]
-    from kio.static.primitive import i8, i32, i64
-
-    def partition(p: int) -> Any:
-        fields = {"partition": i32(p), "current_leader_epoch": i32(-1), "fetch_offset": i64(1000 + p),
-                  "last_fetched_epoch": i32(-1), "log_start_offset": i64(-1), "partition_max_bytes": i32(1 << 20)}
-        return partition_cls(**{k: v for k, v in fields.items() if k in partition_cls.__dataclass_fields__})
-
-    topic_fields: dict[str, Any] = {"partitions": tuple(partition(p) for p in range(partitions))}
-    if "topic_id" in topic_cls.__dataclass_fields__:
-        topic_fields["topic_id"] = topic_id
-    else:
-        topic_fields["topic"] = TOPIC
-    fields: dict[str, Any] = {
-        "cluster_id": None, "replica_id": i32(-1), "max_wait": datetime.timedelta(milliseconds=500),
-        "min_bytes": i32(1), "max_bytes": i32(50 << 20), "isolation_level": i8(0), "session_id": i32(0),
-        "session_epoch": i32(-1), "topics": (topic_cls(**topic_fields),), "forgotten_topics_data": (), "rack_id": "",
-    }
-    return cls(**{k: v for k, v in fields.items() if k in cls.__dataclass_fields__})
+    """A Fetch as librdkafka sends it: every partition, each at some offset (build() keeps
+    the fields this version has)."""
+    return build(codec.request_class(1, version), {
+        "cluster_id": None, "replica_id": -1, "max_wait": 500, "min_bytes": 1, "max_bytes": 50 << 20,
+        "isolation_level": 0, "session_id": 0, "session_epoch": -1, "forgotten_topics_data": (), "rack_id": "",
+        "topics": [{"topic": TOPIC, "topic_id": topic_id, "partitions": [
+            {"partition": p, "current_leader_epoch": -1, "fetch_offset": 1000 + p, "last_fetched_epoch": -1,
+             "log_start_offset": -1, "partition_max_bytes": 1 << 20} for p in range(partitions)]}],
+    })
 
 
 def _best(run: Callable[[], Any], rounds: int) -> float:

@@ -4,8 +4,6 @@ decodes to the values kio decodes. Bad bodies raise ProtocolViolation, never any
 
 from __future__ import annotations
 
-import dataclasses
-import datetime
 import random
 import uuid
 from typing import Any
@@ -13,59 +11,27 @@ from typing import Any
 import pytest
 
 from broker.protocol import codec, fetch_request
+from broker.protocol.build import build
 from broker.protocol.errors import ProtocolViolation
 
 VERSIONS = range(4, 17)
 TOPIC_IDS = [uuid.UUID(int=0x1234), uuid.UUID(int=0xABCDEF)]
 
 
-def _fields(cls: Any) -> dict[str, Any]:
-    return {f.name: f for f in dataclasses.fields(cls)}
-
-
-def _element(cls: Any, field: str) -> Any:
-    return _fields(cls)[field].type.__args__[0]
-
-
-def _make(cls: Any, **values: Any) -> Any:
-    """kio entity ``cls`` from the values its version has (the others are dropped)."""
-    from kio.static.primitive import i8, i32, i64
-
-    known = _fields(cls)
-    typed = {}
-    for name, value in values.items():
-        if name not in known:
-            continue
-        kind = getattr(known[name].type, "__name__", "")
-        if isinstance(value, int) and kind in ("i8", "i32", "i64", "BrokerId"):
-            value = {"i8": i8, "i64": i64}.get(kind, i32)(value)
-        typed[name] = value
-    return cls(**typed)
-
-
 def kio_request(version: int, topics: list[tuple[str, int, list[tuple[int, int, int]]]], forgotten: int = 1) -> Any:
-    """A kio FetchRequest: topics are (name, id index, [(partition, offset, max bytes)])."""
-    cls = codec.request_class(1, version)
-    topic_cls = _element(cls, "topics")
-    partition_cls = _element(topic_cls, "partitions")
-    built_topics = tuple(
-        _make(topic_cls, topic=name, topic_id=TOPIC_IDS[id_index], partitions=tuple(
-            _make(partition_cls, partition=p, current_leader_epoch=7, fetch_offset=offset, last_fetched_epoch=6,
-                  log_start_offset=3, partition_max_bytes=max_bytes)
-            for p, offset, max_bytes in partitions))
-        for name, id_index, partitions in topics)
-    extra: dict[str, Any] = {}
-    if "forgotten_topics_data" in _fields(cls):
-        forgotten_cls = _element(cls, "forgotten_topics_data")
-        extra["forgotten_topics_data"] = tuple(
-            _make(forgotten_cls, topic=f"gone-{i}", topic_id=TOPIC_IDS[i % 2], partitions=tuple(range(i + 2)))
-            for i in range(forgotten))
-    if "replica_state" in _fields(cls):
-        state_cls = _fields(cls)["replica_state"].type
-        extra["replica_state"] = _make(state_cls, replica_id=-1, replica_epoch=-1)
-    return _make(cls, cluster_id="cluster-x", replica_id=-1, max_wait=datetime.timedelta(milliseconds=500),
-                 min_bytes=1024, max_bytes=52428800, isolation_level=1, session_id=0, session_epoch=-1,
-                 topics=built_topics, rack_id="rack-1", **extra)
+    """A kio FetchRequest with every field set (build() keeps those the version has):
+    topics are (name, id index, [(partition, offset, max bytes)])."""
+    return build(codec.request_class(1, version), {
+        "cluster_id": "cluster-x", "replica_id": -1, "replica_state": {"replica_id": -1, "replica_epoch": -1},
+        "max_wait": 500, "min_bytes": 1024, "max_bytes": 52428800, "isolation_level": 1, "session_id": 0,
+        "session_epoch": -1, "rack_id": "rack-1",
+        "topics": [{"topic": name, "topic_id": TOPIC_IDS[id_index], "partitions": [
+            {"partition": p, "current_leader_epoch": 7, "fetch_offset": offset, "last_fetched_epoch": 6,
+             "log_start_offset": 3, "partition_max_bytes": max_bytes} for p, offset, max_bytes in partitions]}
+            for name, id_index, partitions in topics],
+        "forgotten_topics_data": [{"topic": f"gone-{i}", "topic_id": TOPIC_IDS[i % 2], "partitions": tuple(range(i + 2))}
+                                  for i in range(forgotten)],
+    })
 
 
 SHAPES = [
