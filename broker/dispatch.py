@@ -5,11 +5,12 @@ connection looks handlers up here, and ApiVersions is built from this table, so 
 advertised is what is implemented. Registering a key twice fails at import.
 
 A handler is ``fn(ctx, request) -> response``; it may be a coroutine function when it has
-to wait (forwarding to another worker, long-poll). It returns a kio response entity, a
-``RawResponse`` (bytes and file ranges, for Fetch), or ``NO_RESPONSE`` (acks=0 Produce).
+to wait (forwarding to another worker, long-poll). It returns a kio response entity, the
+body as bytes (Produce), a ``RawResponse`` (bytes and file ranges, for Fetch), or
+``NO_RESPONSE`` (acks=0 Produce).
 ``error_response(request, version, code)`` builds the "everything failed with X" answer
 used when a handler raises something unexpected (P4). ``decode(version, frame, offset)``,
-when given, replaces kio's decode of the request body (Fetch: broker/protocol/fetch_request.py).
+when given, replaces kio's decode of the request body (Produce and Fetch: broker/protocol/).
 """
 
 from __future__ import annotations

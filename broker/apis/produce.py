@@ -10,6 +10,8 @@ OUT_OF_ORDER_SEQUENCE_NUMBER, a stale epoch INVALID_PRODUCER_EPOCH. Transactiona
 produce is not supported yet (TRANSACTIONAL_ID_AUTHORIZATION_FAILED). zstd batches
 below v7 answer UNSUPPORTED_COMPRESSION_TYPE.
 
+Decoded and answered by hand (broker/protocol/produce_request.py, fast.encode_produce_response).
+
 Version notes: v3 adds transactional_id and requires magic v2; v5 log_start_offset;
 v7 allows zstd; v8 record_errors and error_message; v9 flexible; v10 current_leader
 and node_endpoints (tagged; sent only with NOT_LEADER errors, which we never give).
@@ -17,29 +19,20 @@ and node_endpoints (tagged; sent only with NOT_LEADER errors, which we never giv
 
 from __future__ import annotations
 
-import datetime
 from typing import Any
 
 from broker.apis.metadata import INTERNAL_TOPICS
 from broker.dispatch import NO_RESPONSE, api
 from broker.forwarding import on_owners
 from broker.owner import AppendResult
-from broker.protocol import codec
-from broker.protocol.build import build
+from broker.protocol import produce_request
 from broker.protocol.errors import ErrorCode
+from broker.protocol.fast import encode_produce_response
+from broker.protocol.produce_request import ProduceRequest
 from broker.remote_partition import epoch_from_client_id
 from storage.types import TopicPartition
 
 KEY = 0
-
-
-def _partition_answer(index: int, result: AppendResult) -> dict[str, Any]:
-    append_time = None
-    if result.log_append_time >= 0:
-        append_time = datetime.datetime.fromtimestamp(result.log_append_time / 1000, tz=datetime.timezone.utc)
-    return {"index": index, "error_code": result.error_code, "base_offset": result.base_offset,
-            "log_append_time": append_time, "log_start_offset": result.log_start_offset,
-            "record_errors": (), "error_message": result.error_message}
 
 
 def _move_to_single_owner(ctx: Any, items: list[tuple[TopicPartition, bytes, int]]) -> None:
@@ -52,20 +45,14 @@ def _move_to_single_owner(ctx: Any, items: list[tuple[TopicPartition, bytes, int
             ctx.connection.request_handoff(owner)
 
 
-def _answer(version: int, topics: list[tuple[str, list[tuple[int, AppendResult]]]]) -> Any:
-    return build(codec.response_class(KEY, version), {
-        "responses": [{"name": name, "partition_responses": [_partition_answer(i, r) for i, r in parts]}
-                      for name, parts in topics],
-        "throttle_time": 0,
-    })
+def _error_response(request: ProduceRequest, version: int, code: int) -> bytes:
+    failed = AppendResult(code)
+    return encode_produce_response(version, [(t.name, [(index, failed) for index, _records in t.partition_data])
+                                             for t in request.topic_data])
 
 
-def _error_response(request: Any, version: int, code: int) -> Any:
-    return _answer(version, [(t.name, [(p.index, AppendResult(code)) for p in t.partition_data]) for t in request.topic_data])
-
-
-@api(KEY, "Produce", 3, 10, error_response=_error_response)
-async def handle_produce(ctx: Any, request: Any) -> Any:
+@api(KEY, "Produce", 3, 10, error_response=_error_response, decode=produce_request.decode)
+async def handle_produce(ctx: Any, request: ProduceRequest) -> Any:
     node = ctx.node
     version = ctx.api_version
     node.stats["produce_requests"] += 1
@@ -79,27 +66,27 @@ async def handle_produce(ctx: Any, request: Any) -> Any:
     for topic in request.topic_data:
         entries: list[tuple[int, AppendResult | int]] = []
         known = node.topic(topic.name)
-        for partition in topic.partition_data:
+        for index, records in topic.partition_data:
             if acks not in (0, 1, -1):
-                entries.append((partition.index, AppendResult(ErrorCode.invalid_required_acks)))
+                entries.append((index, AppendResult(ErrorCode.invalid_required_acks)))
             elif request.transactional_id is not None:
-                entries.append((partition.index, AppendResult(ErrorCode.transactional_id_authorization_failed,
-                                                              error_message="transactions are not supported yet")))
-            elif topic.name in INTERNAL_TOPICS and coordinator_epoch is not None and partition.records \
-                    and known is not None and known.has_partition(partition.index):
-                entries.append((partition.index, -1 - len(internal_items)))
-                internal_items.append((TopicPartition(topic.name, partition.index), bytes(partition.records)))
+                entries.append((index, AppendResult(ErrorCode.transactional_id_authorization_failed,
+                                                    error_message="transactions are not supported yet")))
+            elif topic.name in INTERNAL_TOPICS and coordinator_epoch is not None and records \
+                    and known is not None and known.has_partition(index):
+                entries.append((index, -1 - len(internal_items)))
+                internal_items.append((TopicPartition(topic.name, index), records))
             elif topic.name in INTERNAL_TOPICS:
                 # Only the coordinator writes __consumer_offsets (fenced by its epoch).
-                entries.append((partition.index, AppendResult(ErrorCode.invalid_topic_exception,
-                                                              error_message=f"cannot append to internal topic {topic.name}")))
-            elif known is None or not known.has_partition(partition.index):
-                entries.append((partition.index, AppendResult(ErrorCode.unknown_topic_or_partition)))
-            elif not partition.records:
-                entries.append((partition.index, AppendResult(ErrorCode.corrupt_message, error_message="no records")))
+                entries.append((index, AppendResult(ErrorCode.invalid_topic_exception,
+                                                    error_message=f"cannot append to internal topic {topic.name}")))
+            elif known is None or not known.has_partition(index):
+                entries.append((index, AppendResult(ErrorCode.unknown_topic_or_partition)))
+            elif not records:
+                entries.append((index, AppendResult(ErrorCode.corrupt_message, error_message="no records")))
             else:
-                entries.append((partition.index, len(items)))
-                items.append((TopicPartition(topic.name, partition.index), bytes(partition.records), version))
+                entries.append((index, len(items)))
+                items.append((TopicPartition(topic.name, index), records, version))
         layout.append((topic.name, entries))
     _move_to_single_owner(ctx, items)
     results = await on_owners(node, "append", items, AppendResult) if items else []
@@ -108,5 +95,5 @@ async def handle_produce(ctx: Any, request: Any) -> Any:
         results = results + internal[::-1]  # index -1 - i is internal[i]
     if acks == 0:
         return NO_RESPONSE
-    return _answer(version, [(name, [(index, results[r] if isinstance(r, int) else r) for index, r in entries])
-                             for name, entries in layout])
+    return encode_produce_response(version, [(name, [(index, results[r] if isinstance(r, int) else r)
+                                                     for index, r in entries]) for name, entries in layout])

@@ -1,7 +1,8 @@
 """Message bodies through kio (sans-I/O): bytes in, typed entities out, and back.
 
-kio's reader is native (a 16 KiB Produce request decodes in ~1.3 µs here), so requests
-are decoded by kio on every path. Responses are serialized by kio except where
+Requests are decoded by kio (behind guard.check_request) except Produce and Fetch, which
+have their own decoders (produce_request.py, fetch_request.py, registered with
+``@api(..., decode=...)``). Responses are serialized by kio except where
 broker/protocol/fast.py writes the same bytes faster (tested for parity).
 """
 

@@ -37,12 +37,9 @@ import struct
 import uuid
 from typing import NamedTuple
 
+from broker.protocol.body_reader import BodyReader
 from broker.protocol.errors import ProtocolViolation
-from broker.protocol.framing import read_uvarint
 
-_I8 = struct.Struct(">b")
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
 # Per partition, by version: (partition, fetch_offset, partition_max_bytes) at these
 # indexes of the unpacked tuple.
 _PARTITION_V4 = struct.Struct(">iqi")  # partition, fetch_offset, max_bytes
@@ -52,7 +49,6 @@ _PARTITION_V12 = struct.Struct(">iiqiqi")  # + last_fetched_epoch
 _TOP_V4 = struct.Struct(">iiiib")  # replica_id, max_wait, min_bytes, max_bytes, isolation
 _TOP_V7 = struct.Struct(">iiiibii")  # + session_id, session_epoch
 _TOP_V15 = struct.Struct(">iiibii")  # replica_id gone
-MAX_COUNT = 1 << 20  # no real request names a million topics or partitions
 
 
 class FetchTopic(NamedTuple):
@@ -82,83 +78,6 @@ def _partition_layout(version: int) -> tuple[struct.Struct, int, int, int]:
     return _PARTITION_V4, 0, 1, 2
 
 
-class _Reader:
-    __slots__ = ("data", "position", "flexible")
-
-    def __init__(self, data: bytes | memoryview, position: int, flexible: bool) -> None:
-        self.data = data
-        self.position = position
-        self.flexible = flexible
-
-    def unpack(self, layout: struct.Struct) -> tuple[int, ...]:
-        values = layout.unpack_from(self.data, self.position)
-        self.position += layout.size
-        return values
-
-    def _length(self, classic: struct.Struct) -> int:
-        """A length prefix: compact (uvarint N+1) in flexible versions, else ``classic``;
-        -1 means null."""
-        if self.flexible:
-            raw, self.position = read_uvarint(self.data, self.position)
-            return raw - 1
-        return self.unpack(classic)[0]
-
-    def count(self) -> int:
-        """An array's length; null arrays are refused."""
-        value = self._length(_I32)
-        if value < 0 or value > MAX_COUNT:
-            raise ProtocolViolation(f"fetch: bad array length {value}")
-        return value
-
-    def string(self) -> str:
-        length = self._length(_I16)
-        if length < 0:
-            raise ProtocolViolation("fetch: null string where a name is required")
-        end = self.position + length
-        if end > len(self.data):
-            raise ProtocolViolation("fetch: string runs past the frame")
-        try:
-            text = bytes(self.data[self.position:end]).decode()
-        except UnicodeDecodeError as exc:
-            raise ProtocolViolation(f"fetch: string is not UTF-8: {exc}") from None
-        self.position = end
-        return text
-
-    def skip_string(self, nullable: bool) -> None:
-        length = self._length(_I16)
-        if length < 0:
-            if nullable and length == -1:
-                return
-            raise ProtocolViolation("fetch: bad string length")
-        self.skip(length)
-
-    def uuid(self) -> uuid.UUID:
-        end = self.position + 16
-        if end > len(self.data):
-            raise ProtocolViolation("fetch: topic id runs past the frame")
-        value = uuid.UUID(bytes=bytes(self.data[self.position:end]))
-        self.position = end
-        return value
-
-    def skip(self, size: int) -> None:
-        if size < 0 or self.position + size > len(self.data):
-            raise ProtocolViolation("fetch: field runs past the frame")
-        self.position += size
-
-    def skip_tags(self) -> None:
-        if not self.flexible:
-            return
-        data = self.data
-        if self.position < len(data) and data[self.position] == 0:  # no tagged fields: the usual case
-            self.position += 1
-            return
-        count, self.position = read_uvarint(data, self.position)
-        for _ in range(count):
-            _tag, self.position = read_uvarint(data, self.position)
-            size, self.position = read_uvarint(data, self.position)
-            self.skip(size)
-
-
 def decode(version: int, data: bytes | memoryview, position: int) -> FetchRequest:
     """The body of a Fetch ``version`` request starting at ``position``."""
     if not 4 <= version <= 16:
@@ -170,7 +89,7 @@ def decode(version: int, data: bytes | memoryview, position: int) -> FetchReques
 
 
 def _decode(version: int, data: bytes | memoryview, position: int) -> FetchRequest:
-    reader = _Reader(data, position, version >= 12)
+    reader = BodyReader(data, position, version >= 12, "fetch")
     session_id, session_epoch = 0, -1
     if version >= 15:
         max_wait, min_bytes, max_bytes, isolation, session_id, session_epoch = reader.unpack(_TOP_V15)

@@ -238,7 +238,11 @@ BAD_FRAMES = {
     "absurd array count": _with_size(struct.pack(">hhih", 10, 5, 1, -1) + b"\x00" + bytes.fromhex("e5faaab6bf5660447acc47be9664549cb8")),
     "absurd produce partition count": _with_size(struct.pack(">hhih", 0, 9, 1, -1) + b"\x00"
                                                  + b"\x00" + struct.pack(">hi", 1, 1000) + b"\x02\x01t" + b"\xff\xff\xff\xff\x0f"),
-    # Fetch bodies go through our own decoder (broker/protocol/fetch_request.py), not kio.
+    # Produce and Fetch bodies go through our own decoders (broker/protocol/produce_request.py,
+    # fetch_request.py), not kio.
+    "produce v3 records longer than the frame": _with_size(
+        struct.pack(">hhih", 0, 3, 1, -1) + struct.pack(">hhi", -1, 1, 5000) + struct.pack(">i", 1) + b"\x00\x01t"
+        + struct.pack(">iii", 1, 0, 1 << 20) + b"\x00" * 61),
     "fetch v12 promising a million partitions": _with_size(
         struct.pack(">hhih", 1, 12, 1, -1) + b"\x00" + struct.pack(">iiiibii", -1, 500, 1, 1 << 20, 0, 0, -1)
         + b"\x02" + b"\x02t" + b"\xc1\x84\x3d" + struct.pack(">iiqiqi", 0, -1, 0, -1, -1, 1 << 20) + b"\x00"),

@@ -1,0 +1,115 @@
+"""A cursor over a request body for the hand-written decoders (fetch_request.py,
+produce_request.py): the few field kinds of Kafka's schemas, in both encodings.
+
+Classic versions prefix strings with an int16 length and arrays and bytes with an int32;
+flexible versions use an unsigned varint of length+1 (0 is null) and close every struct
+with a tagged-field section. Every read checks that it stays inside the data; what does
+not fit raises ProtocolViolation naming ``what`` (the API), so the connection closes, as
+it does for bodies kio cannot decode. ``struct.error`` and ``IndexError`` can still come
+out of the decoders' own struct calls; each decoder turns them into ProtocolViolation.
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+
+from broker.protocol.errors import ProtocolViolation
+from broker.protocol.framing import read_uvarint
+
+I16 = struct.Struct(">h")
+I32 = struct.Struct(">i")
+MAX_COUNT = 1 << 20  # no real request names a million topics or partitions
+
+
+class BodyReader:
+    __slots__ = ("data", "position", "flexible", "what")
+
+    def __init__(self, data: bytes | memoryview, position: int, flexible: bool, what: str) -> None:
+        self.data = data
+        self.position = position
+        self.flexible = flexible
+        self.what = what
+
+    def unpack(self, layout: struct.Struct) -> tuple[int, ...]:
+        values = layout.unpack_from(self.data, self.position)
+        self.position += layout.size
+        return values
+
+    def _length(self, classic: struct.Struct) -> int:
+        """A length prefix: compact (uvarint N+1) in flexible versions, else ``classic``;
+        -1 means null."""
+        if self.flexible:
+            raw, self.position = read_uvarint(self.data, self.position)
+            return raw - 1
+        return self.unpack(classic)[0]
+
+    def count(self) -> int:
+        """An array's length; null arrays are refused."""
+        value = self._length(I32)
+        if value < 0 or value > MAX_COUNT:
+            raise ProtocolViolation(f"{self.what}: bad array length {value}")
+        return value
+
+    def _take(self, length: int) -> bytes:
+        end = self.position + length
+        if end > len(self.data):
+            raise ProtocolViolation(f"{self.what}: field runs past the frame")
+        value = bytes(self.data[self.position:end])
+        self.position = end
+        return value
+
+    def nullable_string(self) -> str | None:
+        length = self._length(I16)
+        if length < 0:
+            if length == -1:
+                return None
+            raise ProtocolViolation(f"{self.what}: bad string length {length}")
+        try:
+            return self._take(length).decode()
+        except UnicodeDecodeError as exc:
+            raise ProtocolViolation(f"{self.what}: string is not UTF-8: {exc}") from None
+
+    def string(self) -> str:
+        value = self.nullable_string()
+        if value is None:
+            raise ProtocolViolation(f"{self.what}: null string where a name is required")
+        return value
+
+    def nullable_bytes(self) -> bytes | None:
+        length = self._length(I32)
+        if length < 0:
+            if length == -1:
+                return None
+            raise ProtocolViolation(f"{self.what}: bad bytes length {length}")
+        return self._take(length)
+
+    def skip_string(self, nullable: bool) -> None:
+        length = self._length(I16)
+        if length < 0:
+            if nullable and length == -1:
+                return
+            raise ProtocolViolation(f"{self.what}: bad string length {length}")
+        self.skip(length)
+
+    def uuid(self) -> uuid.UUID:
+        return uuid.UUID(bytes=self._take(16))
+
+    def skip(self, size: int) -> None:
+        if size < 0 or self.position + size > len(self.data):
+            raise ProtocolViolation(f"{self.what}: field runs past the frame")
+        self.position += size
+
+    def skip_tags(self) -> None:
+        """A struct's tagged fields (flexible versions; none of them is read)."""
+        if not self.flexible:
+            return
+        data = self.data
+        if self.position < len(data) and data[self.position] == 0:  # no tagged fields: the usual case
+            self.position += 1
+            return
+        count, self.position = read_uvarint(data, self.position)
+        for _ in range(count):
+            _tag, self.position = read_uvarint(data, self.position)
+            size, self.position = read_uvarint(data, self.position)
+            self.skip(size)
