@@ -22,16 +22,16 @@ left out: they depend on the logs' state and are seen in the benchmark's profile
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import timeit
 import uuid
-from typing import Any, Callable
+from typing import Any
 
 from broker.apis import fetch
 from broker.protocol import codec, fetch_request
 from broker.protocol.build import build
 from broker.purgatory import FetchPurgatory
+from loadtest import codec_cost
+from loadtest.codec_cost import best_seconds
 
 TOPIC = "fetch-cost"
 
@@ -83,9 +83,6 @@ def kio_fetch_request(version: int, partitions: int, topic_id: uuid.UUID) -> Any
     })
 
 
-def _best(run: Callable[[], Any], rounds: int) -> float:
-    return min(timeit.repeat(run, number=rounds, repeat=5)) / rounds
-
 
 async def _watch_cost(tps: list[Any], rounds: int) -> float:
     purgatory = FetchPurgatory()
@@ -95,7 +92,7 @@ async def _watch_cost(tps: list[Any], rounds: int) -> float:
         watch.rearm()
         watch.cancel()
 
-    return _best(cycle, rounds)
+    return best_seconds(cycle, rounds)
 
 
 def measure(partitions: int, version: int, rounds: int) -> dict[str, float]:
@@ -108,23 +105,15 @@ def measure(partitions: int, version: int, rounds: int) -> dict[str, float]:
     items = [w[3] for w in fetch._resolve(context, decoded)[1]]
     assert len(items) == partitions, "every partition resolves to a read"
     return {
-        "decode": _best(lambda: fetch_request.decode(version, body, 0), rounds),
-        "kio_decode": _best(lambda: codec.decode_request(1, version, body, 0), rounds),
-        "resolve": _best(lambda: fetch._resolve(context, decoded), rounds),
+        "decode": best_seconds(lambda: fetch_request.decode(version, body, 0), rounds),
+        "kio_decode": best_seconds(lambda: codec.decode_request(1, version, body, 0), rounds),
+        "resolve": best_seconds(lambda: fetch._resolve(context, decoded), rounds),
         "watch": asyncio.run(_watch_cost([item[0] for item in items], rounds)),
     }
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--partitions", type=int, default=1000)
-    parser.add_argument("--version", type=int, default=12, help="Fetch version (4-16)")
-    parser.add_argument("--rounds", type=int, default=200)
-    args = parser.parse_args(argv)
-    for step, seconds in measure(args.partitions, args.version, args.rounds).items():
-        print(f"{step:8s} {seconds * 1e6:8.1f} µs per request  {seconds * 1e6 / args.partitions:6.3f} µs per partition")
-    return 0
-
+    return codec_cost.main(argv, __doc__ or "", measure, "Fetch", 1000, 12, 200)
 
 if __name__ == "__main__":
     raise SystemExit(main())

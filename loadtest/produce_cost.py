@@ -21,13 +21,13 @@ loadtest/bench_storage.py.
 
 from __future__ import annotations
 
-import argparse
-import timeit
-from typing import Any, Callable
+from typing import Any
 
 from broker.owner import AppendResult
 from broker.protocol import codec, fast, produce_request
 from broker.protocol.build import build
+from loadtest import codec_cost
+from loadtest.codec_cost import best_seconds
 
 TOPIC = "produce-cost"
 BATCH = bytes(61) + bytes(100)  # the size of a one-record batch of a 100-byte value; never parsed here
@@ -51,9 +51,6 @@ def _kio_answer(version: int, topics: list[tuple[str, list[tuple[int, AppendResu
     }))
 
 
-def _best(run: Callable[[], Any], rounds: int) -> float:
-    return min(timeit.repeat(run, number=rounds, repeat=5)) / rounds
-
 
 def measure(partitions: int, version: int, rounds: int) -> dict[str, float]:
     """Seconds per request for each step."""
@@ -63,23 +60,15 @@ def measure(partitions: int, version: int, rounds: int) -> dict[str, float]:
     answer = [(TOPIC, [(p, AppendResult(0, 1000 * p, -1, 0)) for p in range(partitions)])]
     assert fast.encode_produce_response(version, answer) == _kio_answer(version, answer)
     return {
-        "decode": _best(lambda: produce_request.decode(version, body, 0), rounds),
-        "kio_decode": _best(lambda: codec.decode_request(0, version, body, 0), rounds),
-        "encode": _best(lambda: fast.encode_produce_response(version, answer), rounds),
-        "kio_encode": _best(lambda: _kio_answer(version, answer), rounds),
+        "decode": best_seconds(lambda: produce_request.decode(version, body, 0), rounds),
+        "kio_decode": best_seconds(lambda: codec.decode_request(0, version, body, 0), rounds),
+        "encode": best_seconds(lambda: fast.encode_produce_response(version, answer), rounds),
+        "kio_encode": best_seconds(lambda: _kio_answer(version, answer), rounds),
     }
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--partitions", type=int, default=1)
-    parser.add_argument("--version", type=int, default=9, help="Produce version (3-10)")
-    parser.add_argument("--rounds", type=int, default=2000)
-    args = parser.parse_args(argv)
-    for step, seconds in measure(args.partitions, args.version, args.rounds).items():
-        print(f"{step:10s} {seconds * 1e6:8.2f} µs per request  {seconds * 1e6 / args.partitions:6.3f} µs per partition")
-    return 0
-
+    return codec_cost.main(argv, __doc__ or "", measure, "Produce", 1, 9, 2000)
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -6,13 +6,14 @@ flexible versions use an unsigned varint of length+1 (0 is null) and close every
 with a tagged-field section. Every read checks that it stays inside the data; what does
 not fit raises ProtocolViolation naming ``what`` (the API), so the connection closes, as
 it does for bodies kio cannot decode. ``struct.error`` and ``IndexError`` can still come
-out of the decoders' own struct calls; each decoder turns them into ProtocolViolation.
+out of the decoders' own struct calls; decode_guarded turns them into ProtocolViolation.
 """
 
 from __future__ import annotations
 
 import struct
 import uuid
+from typing import Callable, TypeVar
 
 from broker.protocol.errors import ProtocolViolation
 from broker.protocol.framing import read_uvarint
@@ -20,6 +21,19 @@ from broker.protocol.framing import read_uvarint
 I16 = struct.Struct(">h")
 I32 = struct.Struct(">i")
 MAX_COUNT = 1 << 20  # no real request names a million topics or partitions
+Body = TypeVar("Body")
+
+
+def decode_guarded(what: str, versions: range, read: Callable[[int, bytes | memoryview, int], Body],
+                   version: int, data: bytes | memoryview, position: int) -> Body:
+    """``read(version, data, position)`` for a version in ``versions``, with the struct
+    and index errors of a body that ends too soon turned into ProtocolViolation."""
+    if version not in versions:
+        raise ProtocolViolation(f"{what} v{version} is not decoded here")
+    try:
+        return read(version, data, position)
+    except (struct.error, IndexError) as exc:
+        raise ProtocolViolation(f"{what} v{version}: truncated body ({exc})") from None
 
 
 class BodyReader:
@@ -113,3 +127,11 @@ class BodyReader:
             _tag, self.position = read_uvarint(data, self.position)
             size, self.position = read_uvarint(data, self.position)
             self.skip(size)
+
+    def skip_tags_from(self, position: int) -> int:
+        """skip_tags starting at ``position``, for loops that keep their position in a
+        local (they test for the usual empty section, one 0 byte, themselves); returns
+        the position after the section."""
+        self.position = position
+        self.skip_tags()
+        return self.position

@@ -37,8 +37,7 @@ import struct
 import uuid
 from typing import NamedTuple
 
-from broker.protocol.body_reader import BodyReader
-from broker.protocol.errors import ProtocolViolation
+from broker.protocol.body_reader import BodyReader, decode_guarded
 
 # Per partition, by version: (partition, fetch_offset, partition_max_bytes) at these
 # indexes of the unpacked tuple.
@@ -50,6 +49,8 @@ _TOP_V4 = struct.Struct(">iiiib")  # replica_id, max_wait, min_bytes, max_bytes,
 _TOP_V7 = struct.Struct(">iiiibii")  # + session_id, session_epoch
 _TOP_V15 = struct.Struct(">iiibii")  # replica_id gone
 
+
+VERSIONS = range(4, 17)
 
 class FetchTopic(NamedTuple):
     topic: str  # "" from v13 on (the id names it)
@@ -80,12 +81,7 @@ def _partition_layout(version: int) -> tuple[struct.Struct, int, int, int]:
 
 def decode(version: int, data: bytes | memoryview, position: int) -> FetchRequest:
     """The body of a Fetch ``version`` request starting at ``position``."""
-    if not 4 <= version <= 16:
-        raise ProtocolViolation(f"fetch v{version} is not decoded here")
-    try:
-        return _decode(version, data, position)
-    except (struct.error, IndexError) as exc:
-        raise ProtocolViolation(f"fetch v{version}: truncated body ({exc})") from None
+    return decode_guarded("fetch", VERSIONS, _decode, version, data, position)
 
 
 def _decode(version: int, data: bytes | memoryview, position: int) -> FetchRequest:
@@ -120,9 +116,7 @@ def _decode(version: int, data: bytes | memoryview, position: int) -> FetchReque
                 if data[position] == 0:  # no tagged fields, the usual case (IndexError: truncated)
                     position += 1
                 else:
-                    reader.position = position
-                    reader.skip_tags()
-                    position = reader.position
+                    position = reader.skip_tags_from(position)
         reader.position = position
         reader.skip_tags()
         topics.append(FetchTopic(name, topic_id, partitions))

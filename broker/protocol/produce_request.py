@@ -25,13 +25,15 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
-from broker.protocol.body_reader import I32, BodyReader
+from broker.protocol.body_reader import I32, BodyReader, decode_guarded
 from broker.protocol.errors import ProtocolViolation
 from broker.protocol.framing import read_uvarint
 
 _ACKS_TIMEOUT = struct.Struct(">hi")
 _INDEX_LENGTH = struct.Struct(">ii")  # classic: partition index, records length
 
+
+VERSIONS = range(3, 11)
 
 class ProduceTopic(NamedTuple):
     name: str
@@ -47,12 +49,7 @@ class ProduceRequest(NamedTuple):
 
 def decode(version: int, data: bytes | memoryview, position: int) -> ProduceRequest:
     """The body of a Produce ``version`` request starting at ``position``."""
-    if not 3 <= version <= 10:
-        raise ProtocolViolation(f"produce v{version} is not decoded here")
-    try:
-        return _decode(version, data, position)
-    except (struct.error, IndexError) as exc:
-        raise ProtocolViolation(f"produce v{version}: truncated body ({exc})") from None
+    return decode_guarded("produce", VERSIONS, _decode, version, data, position)
 
 
 def _decode(version: int, data: bytes | memoryview, position: int) -> ProduceRequest:
@@ -122,8 +119,6 @@ def _flexible_partitions(reader: BodyReader, count: int) -> list[tuple[int, byte
         if data[position] == 0:  # no tagged fields, the usual case (IndexError: truncated)
             position += 1
         else:
-            reader.position = position
-            reader.skip_tags()
-            position = reader.position
+            position = reader.skip_tags_from(position)
     reader.position = position
     return partitions
