@@ -205,6 +205,8 @@ def _one_line(result: dict[str, Any]) -> str:
     parts = [f"publish {pub.get('records_per_s', 0):,.0f} rec/s {pub.get('mib_per_s') or 0:.1f} MiB/s"]
     if pub.get("latency_ms", {}).get("p99") is not None:
         parts.append(f"p99 {pub['latency_ms']['p99']} ms")
+    if pub.get("queue_full"):
+        parts.append(f"producer queue full {pub['queue_full']:,.0f} times, {pub['queue_full_s']:.1f} s waited")
     if con:
         parts.append(f"consume {con.get('records_per_s', 0):,.0f} rec/s {con.get('mib_per_s') or 0:.1f} MiB/s, "
                      f"e2e p99 {con.get('latency_ms', {}).get('p99')} ms, missing {con.get('missing')}")

@@ -10,7 +10,8 @@ consumers can measure end-to-end latency; the rest is random capital letters
 (compressible about as much as text, as in Kafka's perf tool).
 
 Every interval_s it prints a JSON line: {"event": "interval", "t": wall time, "sent",
-"acked", "acked_bytes", "errors", "hist": publish latency histogram of the interval
+"acked", "acked_bytes", "errors", "queue_full" and "queue_full_s" (times librdkafka's
+local queue was full and seconds waited for room, so far), "hist": publish latency histogram of the interval
 (produce() to acknowledgement, librdkafka's Message.latency(), µs, HdrHistogram encoding)}.
 At the end: {"event": "done", ...totals, "first_error"}.
 """
@@ -86,6 +87,11 @@ class Counters:
     def __init__(self, record_size: int) -> None:
         self.record_size = record_size
         self.sent = self.acked = self.errors = 0
+        # librdkafka's local queue was full (BufferError): how often and how long the
+        # producing thread waited for deliveries to make room. A broker whose answers
+        # come late fills the queue and so slows the producer while it sits idle.
+        self.queue_full = 0
+        self.queue_full_s = 0.0
         self.first_error: str | None = None
         self.latencies = array("d")  # seconds, since the last hand-over
         self.wanted = threading.Event()  # the reporter asks for this interval's latencies
@@ -117,7 +123,7 @@ class Counters:
     def emit(self, taken: array, event: str, **extra: Any) -> None:
         self.acked += len(taken)
         fields = {"sent": self.sent, "acked": self.acked, "acked_bytes": self.acked * self.record_size,
-                  "errors": self.errors}
+                  "errors": self.errors, "queue_full": self.queue_full, "queue_full_s": self.queue_full_s}
         emit(event=event, t=time.time(), hist=encode(histogram_of_seconds(taken)), **fields, **extra)
 
 
@@ -198,7 +204,10 @@ def run(cfg: dict[str, Any]) -> None:
                 else:
                     produce(topic, value)
             except BufferError:  # librdkafka's queue is full: let deliveries drain it
+                waited = time.monotonic()
                 poll(0.01)
+                counters.queue_full += 1
+                counters.queue_full_s += time.monotonic() - waited
                 break
             sent += 1
             poll(0)

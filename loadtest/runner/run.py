@@ -251,17 +251,24 @@ def _latest(children: list[ChildProcess], key: str) -> int:
     return total
 
 
+# Producer counters summed over a window: waits for room in librdkafka's full queue
+# (count, seconds; loadtest/runner/producer.py).
+PRODUCER_WAITS = ("queue_full", "queue_full_s")
+
+
 def window_figures(children: list[ChildProcess], count_key: str, bytes_key: str, start: float, end: float,
-                   rate_span: tuple[float, float] | None = None) -> dict[str, Any]:
+                   rate_span: tuple[float, float] | None = None, sums: tuple[str, ...] = ()) -> dict[str, Any]:
     """Records, bytes, rates and the latency summary of the intervals that lie wholly
     inside [start, end].
 
     Children report on their own one-second clocks, so a window does not fall on interval
     boundaries: only whole intervals count, each child's rate is its count over the time
     they cover, and the children's rates add up. rate_span, when given, replaces that with
-    one fixed span (a catch-up read is timed from its first record to its last).
+    one fixed span (a catch-up read is timed from its first record to its last). ``sums``
+    names further counters of the children to add up over the same intervals.
     """
     histogram = new_histogram()
+    totals = dict.fromkeys(sums, 0.0)
     records = nbytes = errors = 0
     records_per_s = bytes_per_s = 0.0
     for child in children:
@@ -272,6 +279,8 @@ def window_figures(children: list[ChildProcess], count_key: str, bytes_key: str,
         n, b = sum(i.get(count_key, 0) for i in inside), sum(i.get(bytes_key, 0) for i in inside)
         records, nbytes = records + n, nbytes + b
         errors += sum(i.get("errors", 0) for i in inside)
+        for key in sums:
+            totals[key] += sum(i.get(key, 0) for i in inside)
         if span > 0:
             records_per_s, bytes_per_s = records_per_s + n / span, bytes_per_s + b / span
         for i in inside:
@@ -282,7 +291,7 @@ def window_figures(children: list[ChildProcess], count_key: str, bytes_key: str,
         records_per_s, bytes_per_s = (records / seconds, nbytes / seconds) if seconds > 0 else (0.0, 0.0)
     return {"records": records, "bytes": nbytes, "errors": errors,
             "records_per_s": round(records_per_s, 1), "mib_per_s": round(bytes_per_s / MIB, 3),
-            "latency_ms": summary_ms(histogram)}
+            "latency_ms": summary_ms(histogram), **{key: round(value, 3) for key, value in totals.items()}}
 
 
 def _broker_figures(samples: list[tuple[float, Sample]], start: float, end: float, records: int) -> dict[str, Any]:
@@ -530,7 +539,7 @@ def _produce_for_the_window(w: Workload, bootstrap: str, topics: list[str], clie
     for producer in clients.producers:
         producer.stop(timeout=DRAIN_S + 30)
     result["window"] = (start, end)
-    result["publish"] = window_figures(clients.producers, "acked", "acked_bytes", start, end)
+    result["publish"] = window_figures(clients.producers, "acked", "acked_bytes", start, end, sums=PRODUCER_WAITS)
     result["publish"]["acked_total"] = _latest(clients.producers, "acked")
     return start, end
 
@@ -555,7 +564,7 @@ def _write_then_read(w: Workload, bootstrap: str, topics: list[str], clients: Cl
             bar.close()
         write_end = time.time()
         result["publish"] = window_figures(clients.producers, "acked", "acked_bytes", write_t0 - 1e9, write_end + 1e9,
-                                           rate_span=(write_t0, write_end))
+                                           rate_span=(write_t0, write_end), sums=PRODUCER_WAITS)
         result["publish"]["acked_total"] = _latest(clients.producers, "acked")
         result["write_window"] = (write_t0, write_end)
         result["t0"] = write_t0  # the timeline starts with the writes

@@ -69,6 +69,7 @@ def test_a_live_workload_gives_every_figure(broker, tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     r = _load(out, "live-castle-r1")
     assert r["publish"]["records"] > 0 and r["publish"]["errors"] == 0
+    assert r["publish"]["queue_full"] == 0 and r["publish"]["queue_full_s"] == 0  # 2,000 records/s never fill it
     assert r["publish"]["records_per_s"] == pytest.approx(2000, rel=0.25)  # the workload's rate
     _assert_latency(r["publish"]["latency_ms"])
     assert r["consume"]["records"] > 0 and r["consume"]["missing"] == 0
