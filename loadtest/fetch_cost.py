@@ -115,5 +115,6 @@ def measure(partitions: int, version: int, rounds: int) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> int:
     return codec_cost.main(argv, __doc__ or "", measure, "Fetch", 1000, 12, 200)
 
+
 if __name__ == "__main__":
     raise SystemExit(main())

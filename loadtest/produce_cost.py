@@ -21,6 +21,7 @@ loadtest/bench_storage.py.
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
 from broker.owner import AppendResult
@@ -40,16 +41,21 @@ def kio_produce_request(version: int, partitions: int) -> Any:
     })
 
 
-def _kio_answer(version: int, topics: list[tuple[str, list[tuple[int, AppendResult]]]]) -> bytes:
-    """The answer as the handler built it before fast.encode_produce_response."""
+def kio_answer(version: int, topics: list[tuple[str, list[tuple[int, AppendResult]]]]) -> bytes:
+    """The answer as the handler built it before fast.encode_produce_response: build()
+    of kio's entity, then kio's serialization (tests/unit/protocol/test_fast_parity.py
+    holds the fast encoder to these bytes)."""
+    def when(ms: int) -> datetime.datetime | None:
+        return None if ms < 0 else datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc)
+
     return codec.encode_body(build(codec.response_class(0, version), {
         "responses": [{"name": name, "partition_responses": [
-            {"index": index, "error_code": r.error_code, "base_offset": r.base_offset, "log_append_time": None,
-             "log_start_offset": r.log_start_offset, "record_errors": (), "error_message": r.error_message}
-            for index, r in parts]} for name, parts in topics],
+            {"index": index, "error_code": r.error_code, "base_offset": r.base_offset,
+             "log_append_time": when(r.log_append_time), "log_start_offset": r.log_start_offset,
+             "record_errors": (), "error_message": r.error_message} for index, r in parts]}
+            for name, parts in topics],
         "throttle_time": 0,
     }))
-
 
 
 def measure(partitions: int, version: int, rounds: int) -> dict[str, float]:
@@ -58,17 +64,18 @@ def measure(partitions: int, version: int, rounds: int) -> dict[str, float]:
     decoded = produce_request.decode(version, body, 0)
     assert len(decoded.topic_data[0].partition_data) == partitions
     answer = [(TOPIC, [(p, AppendResult(0, 1000 * p, -1, 0)) for p in range(partitions)])]
-    assert fast.encode_produce_response(version, answer) == _kio_answer(version, answer)
+    assert fast.encode_produce_response(version, answer) == kio_answer(version, answer)
     return {
         "decode": best_seconds(lambda: produce_request.decode(version, body, 0), rounds),
         "kio_decode": best_seconds(lambda: codec.decode_request(0, version, body, 0), rounds),
         "encode": best_seconds(lambda: fast.encode_produce_response(version, answer), rounds),
-        "kio_encode": best_seconds(lambda: _kio_answer(version, answer), rounds),
+        "kio_encode": best_seconds(lambda: kio_answer(version, answer), rounds),
     }
 
 
 def main(argv: list[str] | None = None) -> int:
     return codec_cost.main(argv, __doc__ or "", measure, "Produce", 1, 9, 2000)
+
 
 if __name__ == "__main__":
     raise SystemExit(main())

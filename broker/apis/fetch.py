@@ -103,7 +103,7 @@ def _session_error(ctx: Any, request: Any) -> int:
     return 0
 
 
-@api(KEY, "Fetch", 4, 16, decode=fetch_request.decode)
+@api(KEY, "Fetch", fetch_request.VERSIONS[0], fetch_request.VERSIONS[-1], decode=fetch_request.decode)
 async def handle_fetch(ctx: Any, request: Any) -> RawResponse:
     node = ctx.node
     node.stats["fetch_requests"] += 1

@@ -51,7 +51,8 @@ def _error_response(request: ProduceRequest, version: int, code: int) -> bytes:
                                              for t in request.topic_data])
 
 
-@api(KEY, "Produce", 3, 10, error_response=_error_response, decode=produce_request.decode)
+@api(KEY, "Produce", produce_request.VERSIONS[0], produce_request.VERSIONS[-1], error_response=_error_response,
+     decode=produce_request.decode)
 async def handle_produce(ctx: Any, request: ProduceRequest) -> Any:
     node = ctx.node
     version = ctx.api_version

@@ -58,6 +58,13 @@ class BodyReader:
             return raw - 1
         return self.unpack(classic)[0]
 
+    def _nullable_length(self, classic: struct.Struct, kind: str) -> int:
+        """A string's or bytes' length, -1 for null; any other negative is refused."""
+        length = self._length(classic)
+        if length < -1:
+            raise ProtocolViolation(f"{self.what}: bad {kind} length {length}")
+        return length
+
     def count(self) -> int:
         """An array's length; null arrays are refused."""
         value = self._length(I32)
@@ -74,11 +81,9 @@ class BodyReader:
         return value
 
     def nullable_string(self) -> str | None:
-        length = self._length(I16)
-        if length < 0:
-            if length == -1:
-                return None
-            raise ProtocolViolation(f"{self.what}: bad string length {length}")
+        length = self._nullable_length(I16, "string")
+        if length == -1:
+            return None
         try:
             return self._take(length).decode()
         except UnicodeDecodeError as exc:
@@ -91,19 +96,15 @@ class BodyReader:
         return value
 
     def nullable_bytes(self) -> bytes | None:
-        length = self._length(I32)
-        if length < 0:
-            if length == -1:
-                return None
-            raise ProtocolViolation(f"{self.what}: bad bytes length {length}")
-        return self._take(length)
+        length = self._nullable_length(I32, "bytes")
+        return None if length == -1 else self._take(length)
 
     def skip_string(self, nullable: bool) -> None:
-        length = self._length(I16)
-        if length < 0:
-            if nullable and length == -1:
+        length = self._nullable_length(I16, "string")
+        if length == -1:
+            if nullable:
                 return
-            raise ProtocolViolation(f"{self.what}: bad string length {length}")
+            raise ProtocolViolation(f"{self.what}: null string where a name is required")
         self.skip(length)
 
     def uuid(self) -> uuid.UUID:

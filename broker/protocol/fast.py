@@ -84,6 +84,16 @@ def _uvarint(value: int) -> bytes:
     return bytes(out)
 
 
+def _count(length: int, flexible: bool) -> bytes:
+    """An array's length prefix: uvarint length+1 when flexible, else int32."""
+    return _uvarint(length + 1) if flexible else _I32.pack(length)
+
+
+def _string(text: str, flexible: bool) -> bytes:
+    data = text.encode()
+    return (_uvarint(len(data) + 1) if flexible else _I16.pack(len(data))) + data
+
+
 def encode_fetch_response(version: int, error_code: int, session_id: int,
                           topics: list[FetchTopicOut]) -> list[bytes]:
     """The response body as pieces: pieces[0], then the records of the first partition
@@ -95,13 +105,13 @@ def encode_fetch_response(version: int, error_code: int, session_id: int,
         out += _HEAD_V7.pack(0, error_code, session_id)
     else:
         out += _I32.pack(0)
-    out += _uvarint(len(topics) + 1) if flexible else _I32.pack(len(topics))
+    out += _count(len(topics), flexible)
     for topic in topics:
         if version >= 13:
             out += topic.topic_id.bytes
         else:
             out += _string(topic.name, flexible)
-        out += _uvarint(len(topic.partitions) + 1) if flexible else _I32.pack(len(topic.partitions))
+        out += _count(len(topic.partitions), flexible)
         for p in topic.partitions:
             if version >= 5:
                 out += _PART_V5.pack(p.partition_index, p.error_code, p.high_watermark, p.last_stable_offset,
@@ -143,21 +153,16 @@ class Appended(Protocol):
     def error_message(self) -> str | None: ...
 
 
-def _string(text: str, flexible: bool) -> bytes:
-    data = text.encode()
-    return (_uvarint(len(data) + 1) if flexible else _I16.pack(len(data))) + data
-
-
 def encode_produce_response(version: int, topics: Sequence[tuple[str, Sequence[tuple[int, Appended]]]]) -> bytes:
     """The whole response body: ``topics`` are (name, [(partition index, result)])."""
     flexible = version >= 9
     partition = _PRODUCED_V5 if version >= 5 else _PRODUCED_V3
     with_start = version >= 5
     with_errors = version >= 8
-    out = bytearray(_uvarint(len(topics) + 1) if flexible else _I32.pack(len(topics)))
+    out = bytearray(_count(len(topics), flexible))
     for name, partitions in topics:
         out += _string(name, flexible)
-        out += _uvarint(len(partitions) + 1) if flexible else _I32.pack(len(partitions))
+        out += _count(len(partitions), flexible)
         for index, result in partitions:
             if with_start:
                 out += partition.pack(index, result.error_code, result.base_offset, result.log_append_time,

@@ -48,9 +48,8 @@ _PARTITION_V12 = struct.Struct(">iiqiqi")  # + last_fetched_epoch
 _TOP_V4 = struct.Struct(">iiiib")  # replica_id, max_wait, min_bytes, max_bytes, isolation
 _TOP_V7 = struct.Struct(">iiiibii")  # + session_id, session_epoch
 _TOP_V15 = struct.Struct(">iiibii")  # replica_id gone
+VERSIONS = range(4, 17)  # decoded here; the handler is registered for exactly these
 
-
-VERSIONS = range(4, 17)
 
 class FetchTopic(NamedTuple):
     topic: str  # "" from v13 on (the id names it)

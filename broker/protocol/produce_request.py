@@ -31,9 +31,8 @@ from broker.protocol.framing import read_uvarint
 
 _ACKS_TIMEOUT = struct.Struct(">hi")
 _INDEX_LENGTH = struct.Struct(">ii")  # classic: partition index, records length
+VERSIONS = range(3, 11)  # decoded here; the handler is registered for exactly these
 
-
-VERSIONS = range(3, 11)
 
 class ProduceTopic(NamedTuple):
     name: str

@@ -2,12 +2,13 @@
 version.
 
 kio encodes the whole Fetch response with the record bytes inside; the fast path writes
-the pieces around them (the records go by sendfile). Joined, they must be equal.
+the pieces around them (the records go by sendfile). Joined, they must be equal. The kio
+Produce answer is built by loadtest.produce_cost.kio_answer, the same reference the cost
+tool times the fast encoder against.
 """
 
 from __future__ import annotations
 
-import datetime
 import uuid
 
 import pytest
@@ -17,6 +18,7 @@ from hypothesis import strategies as st
 from broker.owner import AppendResult
 from broker.protocol import codec, fast
 from broker.protocol.build import build
+from loadtest import produce_cost
 
 
 def _kio_bytes(version: int, error_code: int, session_id: int, topics: list[fast.FetchTopicOut],
@@ -76,20 +78,6 @@ def test_a_long_topic_list_uses_multibyte_varints() -> None:
         assert _fast_bytes(version, 0, 0, topics, records) == _kio_bytes(version, 0, 0, topics, records)
 
 
-def _kio_produce_bytes(version: int, topics: list[tuple[str, list[tuple[int, AppendResult]]]]) -> bytes:
-    def when(ms: int) -> datetime.datetime | None:
-        return None if ms < 0 else datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc)
-
-    return codec.encode_body(build(codec.response_class(0, version), {
-        "responses": [{"name": name, "partition_responses": [
-            {"index": index, "error_code": r.error_code, "base_offset": r.base_offset,
-             "log_append_time": when(r.log_append_time), "log_start_offset": r.log_start_offset,
-             "record_errors": (), "error_message": r.error_message} for index, r in parts]}
-            for name, parts in topics],
-        "throttle_time": 0,
-    }))
-
-
 appended_st = st.builds(AppendResult, st.sampled_from([0, 2, 3, 47, 87]), st.integers(-1, 2**62),
                         st.sampled_from([-1, 0, 1_700_000_000_123]), st.integers(-1, 2**62),
                         st.one_of(st.none(), st.text(max_size=60)))
@@ -101,10 +89,10 @@ produce_topic_st = st.tuples(st.text(alphabet="abcXYZ09._-", min_size=1, max_siz
 @settings(max_examples=40, deadline=None)
 @given(topics=st.lists(produce_topic_st, max_size=3))
 def test_produce_response_matches_kio(version: int, topics: list) -> None:  # type: ignore[type-arg]
-    assert fast.encode_produce_response(version, topics) == _kio_produce_bytes(version, topics)
+    assert fast.encode_produce_response(version, topics) == produce_cost.kio_answer(version, topics)
 
 
 def test_a_wide_produce_answer_uses_multibyte_varints() -> None:
     topics = [("t" * 200, [(p, AppendResult(0, p * 10, -1, 0, "m" * 150)) for p in range(300)])]
     for version in (8, 9, 10):
-        assert fast.encode_produce_response(version, topics) == _kio_produce_bytes(version, topics)
+        assert fast.encode_produce_response(version, topics) == produce_cost.kio_answer(version, topics)
