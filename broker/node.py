@@ -30,6 +30,7 @@ from coordination.local_topics import TopicInfo
 from storage.config import LogConfig
 from storage.manager import LogManager, ManagerConfig
 from storage.mmap_file import PopulateClock
+from storage.releaser import RELEASER
 from storage.types import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -208,10 +209,10 @@ class WorkerNode:
                                  open_connections=len(self.connections),
                                  page_populate_seconds=round(PopulateClock.seconds, 6),
                                  page_populate_bytes=PopulateClock.bytes, partitions=partitions))
-        tmp = f"{path}.tmp"
-        with open(tmp, "wb") as handle:
-            handle.write(data)
-        os.replace(tmp, path)
+        # Written off the loop: the replace frees the old file's block, and on a disk
+        # mounted with discard that waits for the device (storage/releaser.py). Here it
+        # held the loop for 9% of a worker's time under a 1 KiB max-throughput load.
+        RELEASER.submit(_replace_file, path, data)
 
     def close(self) -> None:
         self.segment_files.close()
@@ -220,3 +221,10 @@ class WorkerNode:
         self.cluster.close()
         self.peers.close()
         self.logs.close()
+
+
+def _replace_file(path: str, data: bytes) -> None:
+    tmp = f"{path}.tmp"
+    with open(tmp, "wb") as handle:
+        handle.write(data)
+    os.replace(tmp, path)

@@ -18,6 +18,8 @@ from __future__ import annotations
 import os
 from collections import OrderedDict
 
+from storage.releaser import RELEASER
+
 
 class SegmentFiles:
     # Above the partitions one fetch names: at 512, a fetch of 1,000 partitions through
@@ -58,10 +60,9 @@ class SegmentFiles:
                 gone.append(path)
         for path in gone:
             fd, _inode = self._open.pop(path)
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+            # Often the file's last fd: closing it frees the blocks, which can wait for
+            # the disk (storage/releaser.py), so not on the owner's loop.
+            RELEASER.submit(os.close, fd)
         return len(gone)
 
     def close(self) -> None:

@@ -52,9 +52,11 @@ class SparseIndex:
         else:
             self._open_read_only()
 
-    def _open_read_only(self) -> None:
+    def _open_read_only(self, length: int | None = None) -> None:
+        """Map the file read-only: ``length`` bytes when the caller knows them (a roll,
+        whose cut of the file may not have run yet), else the file's size."""
         self._ro_fd = os.open(self.path, os.O_RDONLY | os.O_CREAT, 0o644)
-        size = os.fstat(self._ro_fd).st_size
+        size = os.fstat(self._ro_fd).st_size if length is None else length
         self.file_length = size
         self.entries = size // self.entry_size
         if size:
@@ -138,9 +140,10 @@ class SparseIndex:
     def seal(self) -> None:
         """Trim to the real entries and reopen read-only (segment roll)."""
         if self._file is not None:
-            self._file.close()
+            length = self._file.length
+            self._file.close_later()  # the cut to ``length`` runs off this thread: storage/releaser.py
             self._file = None
-            self._open_read_only()
+            self._open_read_only(length)
 
     def close(self) -> None:
         if self._file is not None:

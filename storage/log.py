@@ -36,11 +36,13 @@ from storage.config import LogConfig
 from storage.errors import (
     CorruptRecordError,
     InvalidRecordError,
+    LogDirOfflineError,
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
     RecordTooLargeError,
 )
 from storage.producer_state import ProducerStateManager
+from storage.releaser import RELEASER
 from storage.segment import LogSegment
 from storage.segments import SegmentList
 from storage.types import FileRange, TopicPartition
@@ -373,6 +375,10 @@ class PartitionLog:
                 # The sealed object stays open for readers of older snapshots; its fds are
                 # closed after file.delete.delay.ms like a deleted segment's.
                 self._schedule_close(keep)
+                # Reopened for writing, the file's size must be its data: wait for the cut
+                # of its roll (storage/releaser.py).
+                if not RELEASER.drain():
+                    raise LogDirOfflineError(f"{keep.path}: the cut of its roll did not finish")
                 keep = LogSegment(self.directory, keep.base_offset, self.config, active=True)
             keep.truncate_to(offset)
         self._segments = SegmentList([*list(segments)[:keep_index], keep])
@@ -494,6 +500,7 @@ class PartitionLog:
         for segment in self._segments:
             segment.close()
         self.delete_pending_files(force=True)
+        RELEASER.drain()  # the cuts of earlier rolls: a closed log is byte for byte Kafka's
 
     def delete(self) -> None:
         """Close and remove every file of this log (the directory too)."""

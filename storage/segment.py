@@ -257,8 +257,10 @@ class LogSegment:
         if self._log is None:
             return
         self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
-        self._log.unmap_and_trim()
-        self._log = None  # fd stays open (read side), now over the trimmed file
+        # The unmap and the cut run on the block releaser's thread (why: storage/releaser.py);
+        # readers stay below self.size, which the cut never touches.
+        self._log.unmap_and_trim_later()
+        self._log = None  # fd stays open (read side), soon over the trimmed file
         self.offset_index.seal()
         self.time_index.seal()
 

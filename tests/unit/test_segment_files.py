@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 
 from broker.segment_files import SegmentFiles
+from storage.releaser import RELEASER
 
 
 def _file(tmp_path, name: str, data: bytes = b"abc") -> tuple[str, int]:
@@ -70,6 +71,7 @@ def test_sweep_closes_only_the_fds_of_deleted_files(tmp_path):
     assert files.sweep() == 0
     assert os.pread(in_flight, 4, 0) == b"xxxx"
     os.close(in_flight)
+    assert RELEASER.drain(timeout_s=10)  # the sweep's closes run on the releaser thread
     held = [p for p in _open_paths() if p.startswith(str(tmp_path))]
     assert sorted(held) == sorted([kept, renamed + ".deleted"])
     files.close()
