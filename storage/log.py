@@ -272,7 +272,7 @@ class PartitionLog:
         with self._flush_lock:  # seal closes the map and index maps a flusher may be syncing
             active.seal()
         segment = LogSegment(self.directory, self._log_end_offset, self.config, active=True)
-        self.producer_state.take_snapshot(self._log_end_offset)
+        self.producer_state.take_snapshot(self._log_end_offset, in_background=True)
         self._segments = self._segments.with_appended(segment)
         self._dir_dirty = True
         return segment
@@ -366,6 +366,10 @@ class PartitionLog:
             return
         if offset < self.log_start_offset:
             raise OffsetOutOfRangeError(f"cannot truncate {self.tp} below its log start {self.log_start_offset}")
+        # The files must be what the log says before they are cut and reread: earlier
+        # rolls' cuts and producer snapshots may still be queued (storage/releaser.py).
+        if not RELEASER.drain():
+            raise LogDirOfflineError(f"{self.tp}: queued file work did not finish")
         segments = self._segments
         keep_index = max(0, segments.floor(offset))
         keep = segments[keep_index]
@@ -375,10 +379,6 @@ class PartitionLog:
                 # The sealed object stays open for readers of older snapshots; its fds are
                 # closed after file.delete.delay.ms like a deleted segment's.
                 self._schedule_close(keep)
-                # Reopened for writing, the file's size must be its data: wait for the cut
-                # of its roll (storage/releaser.py).
-                if not RELEASER.drain():
-                    raise LogDirOfflineError(f"{keep.path}: the cut of its roll did not finish")
                 keep = LogSegment(self.directory, keep.base_offset, self.config, active=True)
             keep.truncate_to(offset)
         self._segments = SegmentList([*list(segments)[:keep_index], keep])
@@ -496,6 +496,7 @@ class PartitionLog:
     def close(self) -> None:
         """Clean close: flush, snapshot producer state, trim every file to its length."""
         self.flush()
+        RELEASER.drain()  # a roll's snapshot of this same offset may still be queued
         self.producer_state.take_snapshot(self._log_end_offset)
         for segment in self._segments:
             segment.close()
@@ -507,6 +508,7 @@ class PartitionLog:
         for segment in self._segments:
             segment.delete_files()
         self.delete_pending_files(force=True)
+        RELEASER.drain()  # the segments' unlinks
         for name in os.listdir(self.directory):
             os.unlink(os.path.join(self.directory, name))
         os.rmdir(self.directory)

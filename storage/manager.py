@@ -39,6 +39,7 @@ from storage.config import LONG_MAX, LogConfig
 from storage.dir_lock import LogDirLock
 from storage.errors import StorageError
 from storage.log import PartitionLog, now_ms
+from storage.releaser import RELEASER
 from storage.types import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -110,6 +111,7 @@ class LogManager:
         self._log_dir_of: dict[TopicPartition, str] = {}
         self.cleaner_checkpoints: dict[TopicPartition, int] = {}
         self._flusher: threading.Thread | None = None
+        self._checkpoint_write_lock = threading.Lock()
         self._stop_flusher = threading.Event()
         self.cluster_id = config.cluster_id
         self._last_run: dict[str, int] = {}
@@ -250,9 +252,10 @@ class LogManager:
         # not inherit them after a crash (Kafka rewrites them on delete too).
         self.checkpoint_recovery_points()
         self.checkpoint_log_start_offsets()
-        self._write_checkpoint(checkpoint.CLEANER_OFFSET_CHECKPOINT, self.cleaner_checkpoints)
+        self._checkpoint_cleaner_offsets()
         for target in doomed:
-            shutil.rmtree(target, ignore_errors=True)
+            # Freeing a deleted topic's blocks can take seconds (storage/releaser.py).
+            RELEASER.submit(shutil.rmtree, target, True)
 
     def set_topic_config(self, topic: str, overrides: Mapping[str, Any]) -> LogConfig:
         """Replace a topic's overrides (validated first) and apply them to its logs."""
@@ -287,7 +290,7 @@ class LogManager:
             deleted += partition_log.delete_old_segments(now)
             partition_log.delete_pending_files(now)
         if deleted:
-            self.checkpoint_log_start_offsets()
+            self.checkpoint_log_start_offsets(in_background=True)
         return deleted
 
     def run_cleaner(self, now: int | None = None) -> int:
@@ -306,36 +309,62 @@ class LogManager:
             self.cleaner_checkpoints[tp] = result.first_dirty_offset
             cleaned += 1
         if cleaned:
-            self._write_checkpoint(checkpoint.CLEANER_OFFSET_CHECKPOINT, self.cleaner_checkpoints)
+            self._checkpoint_cleaner_offsets(in_background=True)
         return cleaned
 
-    def checkpoint_recovery_points(self) -> None:
-        self._write_checkpoint(checkpoint.RECOVERY_POINT_CHECKPOINT, {tp: lg.recovery_point for tp, lg in self.logs.items()})
+    def checkpoint_recovery_points(self, *, in_background: bool = False) -> None:
+        self._write_checkpoint(checkpoint.RECOVERY_POINT_CHECKPOINT,
+                               lambda logs: {tp: lg.recovery_point for tp, lg in logs}, in_background)
 
-    def checkpoint_log_start_offsets(self) -> None:
-        self._write_checkpoint(checkpoint.LOG_START_OFFSET_CHECKPOINT, {tp: lg.log_start_offset for tp, lg in self.logs.items()})
+    def checkpoint_log_start_offsets(self, *, in_background: bool = False) -> None:
+        self._write_checkpoint(checkpoint.LOG_START_OFFSET_CHECKPOINT,
+                               lambda logs: {tp: lg.log_start_offset for tp, lg in logs}, in_background)
 
-    def _write_checkpoint(self, name: str, values: Mapping[TopicPartition, int]) -> None:
-        for state in self._dirs:
-            mine = {tp: offset for tp, offset in values.items() if self._log_dir_of.get(tp) == state.path}
-            path = os.path.join(state.path, name)
-            if self._owns is None:
-                checkpoint.write_offset_checkpoint(path, mine)
-                continue
-            owns = self._owns
-            # Read-merge-write under a lock: the other owners' entries stay as they are.
-            with _checkpoint_lock(state.path):
-                merged = {tp: off for tp, off in checkpoint.read_offset_checkpoint(path).items() if not owns(tp)}
-                merged.update(mine)
-                checkpoint.write_offset_checkpoint(path, merged)
+    def _checkpoint_cleaner_offsets(self, *, in_background: bool = False) -> None:
+        self._write_checkpoint(checkpoint.CLEANER_OFFSET_CHECKPOINT, lambda _logs: dict(self.cleaner_checkpoints),
+                               in_background)
+
+    def _write_checkpoint(self, name: str, values: Callable[[list[tuple[TopicPartition, PartitionLog]]], Mapping[TopicPartition, int]],
+                          in_background: bool) -> None:
+        """Write checkpoint ``name`` in every log dir.
+
+        ``in_background``: on the block releaser's thread, for the periodic writes (an
+        fsync, and a replace that frees the old file's block, can each wait on the disk:
+        storage/releaser.py). ``values`` is taken when the file is written, from the logs
+        as they are then, so a write that runs late never brings back a partition
+        deleted meanwhile; the lock keeps a late write and one in place from sharing the
+        temporary file."""
+        if in_background:
+            RELEASER.submit(self._write_checkpoint_now, name, values)
+        else:
+            self._write_checkpoint_now(name, values)
+
+    def _write_checkpoint_now(self, name: str,
+                              values: Callable[[list[tuple[TopicPartition, PartitionLog]]], Mapping[TopicPartition, int]]) -> None:
+        with self._checkpoint_write_lock:
+            current = values(list(self.logs.items()))
+            for state in list(self._dirs):
+                mine = {tp: offset for tp, offset in current.items() if self._log_dir_of.get(tp) == state.path}
+                path = os.path.join(state.path, name)
+                if self._owns is None:
+                    checkpoint.write_offset_checkpoint(path, mine)
+                    continue
+                owns = self._owns
+                # Read-merge-write under a lock: the other owners' entries stay as they are.
+                with _checkpoint_lock(state.path):
+                    merged = {tp: off for tp, off in checkpoint.read_offset_checkpoint(path).items() if not owns(tp)}
+                    merged.update(mine)
+                    checkpoint.write_offset_checkpoint(path, merged)
 
     def tasks(self) -> list[Task]:
         """The periodic jobs with their intervals, for the owner's scheduler."""
         c = self.config
         jobs = [
             Task("kafka-log-retention", c.retention_check_interval_ms, self.run_retention),
-            Task("kafka-recovery-point-checkpoint", c.flush_offset_checkpoint_interval_ms, self.checkpoint_recovery_points),
-            Task("kafka-log-start-offset-checkpoint", c.flush_start_offset_checkpoint_interval_ms, self.checkpoint_log_start_offsets),
+            Task("kafka-recovery-point-checkpoint", c.flush_offset_checkpoint_interval_ms,
+                 lambda: self.checkpoint_recovery_points(in_background=True)),
+            Task("kafka-log-start-offset-checkpoint", c.flush_start_offset_checkpoint_interval_ms,
+                 lambda: self.checkpoint_log_start_offsets(in_background=True)),
             Task("kafka-log-flusher", self.flush_interval_ms(), self.flush_due, owner_thread=False),
         ]
         if c.cleaner_enable:
@@ -395,6 +424,7 @@ class LogManager:
     def close(self) -> None:
         """Clean shutdown: the next open needs no recovery."""
         self.stop_flusher()
+        RELEASER.drain()  # deletions and checkpoint writes still queued
         for partition_log in self.logs.values():
             partition_log.close()
         self.checkpoint_recovery_points()

@@ -174,6 +174,12 @@ class MappedFile:
         os.close(self.fd)
         self.fd = -1
 
+    def detach(self) -> tuple[mmap.mmap | None, int]:
+        """Give up the map and the fd, untrimmed, to a caller that deletes the file."""
+        mapped, fd = self._map, self.fd
+        self._map, self.fd = None, -1
+        return mapped, fd
+
     def truncate_to(self, length: int) -> None:
         """Forget data after ``length`` (the map stays; the bytes are zeroed for recovery)."""
         if length > self.length:

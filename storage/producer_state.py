@@ -53,6 +53,7 @@ from storage import files
 from storage.batch import BatchHeader
 from storage.checkpoint import TMP_SUFFIX, read_bytes_if_exists, write_bytes_atomically
 from storage.errors import LogDirOfflineError, StorageError
+from storage.releaser import RELEASER
 
 log = logging.getLogger(__name__)
 
@@ -279,17 +280,26 @@ class ProducerStateManager:
         matches = (_SNAPSHOT_NAME_RE.fullmatch(name) for name in names)
         return sorted(int(m.group(1)) for m in matches if m)
 
-    def take_snapshot(self, offset: int) -> str:
+    def take_snapshot(self, offset: int, *, in_background: bool = False) -> str:
         """Write the current state as ``<offset>.snapshot`` (atomically) and return its path.
 
         ``offset`` says the state reflects the log below it, so it cannot be below
         map_end_offset: such a snapshot would carry batches a truncation to ``offset``
         removes. Usually the log end offset at a segment roll or shutdown.
+
+        ``in_background`` (a roll): the state is encoded now and the file written, with
+        its two fsyncs, on the block releaser's thread (storage/releaser.py). Kafka also
+        takes the roll's fsync off the append path. A snapshot lost to a crash costs only
+        a longer replay of the log at the next start.
         """
         if offset < self.map_end_offset:
             raise ValueError(f"snapshot offset {offset} is below map_end_offset {self.map_end_offset}")
         path = self.snapshot_path(offset)
-        write_bytes_atomically(path, encode_snapshot(self.entries.values()))
+        data = encode_snapshot(self.entries.values())
+        if in_background:
+            RELEASER.submit(write_bytes_atomically, path, data)
+        else:
+            write_bytes_atomically(path, data)
         self.map_end_offset = offset
         return path
 

@@ -39,6 +39,7 @@ from storage.records import (
     encode_control_batch,
     iter_batches,
 )
+from storage.releaser import RELEASER
 from storage.types import TopicPartition
 
 TP = TopicPartition("compacted", 0)
@@ -487,6 +488,7 @@ def test_reader_holding_an_old_file_range_still_reads_after_the_swap(tmp_path) -
     assert os.pread(file_range.fd, file_range.length, file_range.position) == expected
     assert os.path.exists(old_snapshot[0].path)  # waiting for file.delete.delay.ms
     log.delete_pending_files(force=True)
+    assert RELEASER.drain(timeout_s=10)  # the unlinks run on the releaser thread
     assert not os.path.exists(old_snapshot[0].path)
     assert not [n for n in os.listdir(log.directory) if n.endswith(files.DELETED_SUFFIX)]
     log.close()

@@ -19,6 +19,7 @@ from storage.errors import (
 )
 from storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from storage.records import Record, encode_batch, iter_batches
+from storage.releaser import RELEASER
 from tests.unit.storage.helpers import batch, open_log, read_all
 
 SMALL = LogConfig(segment_bytes=16 * 1024, index_interval_bytes=512)
@@ -282,6 +283,7 @@ def test_a_reader_of_an_old_snapshot_survives_retention(tmp_path):
     assert os.path.exists(files.log_path(log.directory, 0) + files.DELETED_SUFFIX)
     assert os.pread(rng.fd, rng.length, rng.position) == expected  # fd still valid
     assert log.delete_pending_files(force=True) > 0
+    assert RELEASER.drain(timeout_s=10)  # the unlinks run on the releaser thread
     assert not os.path.exists(files.log_path(log.directory, 0) + files.DELETED_SUFFIX)
     log.close()
 

@@ -20,6 +20,7 @@ from storage.errors import OffsetOutOfRangeError
 from storage.log import MAX_TIMESTAMP
 from storage.manager import LogManager, ManagerConfig
 from storage.records import Record, encode_batch, iter_batches
+from storage.releaser import RELEASER
 from storage.types import TopicPartition
 from tests.unit.storage.helpers import TP, batch, open_log, read_all
 
@@ -213,6 +214,7 @@ def test_recovery_cut_removes_producer_snapshots_past_the_new_end(tmp_path):
         log.append(batch(count=1, value_size=300, producer_id=7, base_sequence=seq))
     assert len(log.segments) >= 3
     cut_base = log.segments[1].base_offset
+    assert RELEASER.drain(timeout_s=10)  # rolls write their snapshots on the releaser thread
     snapshots = log.producer_state.snapshot_offsets()
     assert any(s > cut_base for s in snapshots)
     log.close()

@@ -18,6 +18,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from storage.config import LogConfig
 from storage.log import PartitionLog
 from storage.records import Record, encode_batch
+from storage.releaser import RELEASER
 from tests.unit.storage.helpers import TP, read_all
 
 CONFIG = LogConfig(segment_bytes=4096, index_interval_bytes=256, segment_index_bytes=8 * 16,
@@ -25,7 +26,13 @@ CONFIG = LogConfig(segment_bytes=4096, index_interval_bytes=256, segment_index_b
 
 
 def _abandon(log: PartitionLog) -> None:
-    """What kill -9 leaves: files untrimmed at their mapped size; only the fds go away."""
+    """What kill -9 leaves: files untrimmed at their mapped size; only the fds go away.
+
+    Work already queued on the block releaser (cuts of sealed segments, snapshots) is let
+    finish first: in one process it cannot be lost as a killed process loses it, and it
+    must not land on the files the reopened log owns. (A lost cut is
+    test_log_edge_cases.test_crash_during_roll_leaves_an_untrimmed_sealed_segment.)"""
+    assert RELEASER.drain(timeout_s=30)
     for segment in log.segments:
         for index in (segment.offset_index, segment.time_index):
             if index._file is not None:

@@ -14,6 +14,7 @@ from storage import checkpoint, files
 from storage.config import LogConfig
 from storage.errors import LogDirLockedError, StorageError
 from storage.manager import LogManager, ManagerConfig
+from storage.releaser import RELEASER
 from storage.types import TopicPartition
 from tests.unit.storage.helpers import batch, read_all
 
@@ -118,6 +119,7 @@ def test_delete_log_removes_the_partition(tmp_path):
     log.append(batch())
     directory = log.directory
     manager.delete_log(A0)
+    assert RELEASER.drain(timeout_s=10)  # checkpoints and deletions run on the releaser thread
     assert manager.get_log(A0) is None
     assert not os.path.exists(directory)
     assert not [n for n in os.listdir(os.path.dirname(directory)) if n.endswith(files.DELETE_DIR_SUFFIX)]
@@ -131,6 +133,7 @@ def test_delete_logs_removes_many_partitions_and_their_checkpoint_entries(tmp_pa
     manager.checkpoint_recovery_points()
     directories = [manager.get_log(tp).directory for tp in (A0, A1)]
     manager.delete_logs([A0, A1, TopicPartition("never", 0)])  # an unknown partition is skipped
+    assert RELEASER.drain(timeout_s=10)  # checkpoints and deletions run on the releaser thread
     assert set(manager.logs) == {B0}
     assert not any(os.path.exists(d) for d in directories)
     for name in (checkpoint.RECOVERY_POINT_CHECKPOINT, checkpoint.LOG_START_OFFSET_CHECKPOINT):
@@ -142,6 +145,33 @@ def test_delete_logs_removes_many_partitions_and_their_checkpoint_entries(tmp_pa
     reopened = _manager(tmp_path)
     assert set(reopened.logs) == {B0}
     reopened.close()
+
+
+def test_a_late_periodic_checkpoint_does_not_bring_back_a_deleted_partition(tmp_path):
+    """Periodic checkpoints are written on the releaser thread, maybe after a topic was
+    deleted: they take their values when they write, not when they were asked for."""
+    import threading
+
+    manager = _manager(tmp_path)
+    for tp in (A0, B0):
+        manager.create_log(tp).append(batch(count=2))
+    gate = threading.Event()
+    RELEASER.submit(gate.wait, 30)
+    try:
+        manager.checkpoint_recovery_points(in_background=True)  # queued behind the gate
+        manager.delete_logs([A0])  # writes its checkpoints at once
+        entries = {}
+        for d in ("d1", "d2"):
+            entries.update(checkpoint.read_offset_checkpoint(tmp_path / d / checkpoint.RECOVERY_POINT_CHECKPOINT))
+        assert set(entries) == {B0}
+    finally:
+        gate.set()
+    assert RELEASER.drain(timeout_s=10)
+    entries = {}
+    for d in ("d1", "d2"):
+        entries.update(checkpoint.read_offset_checkpoint(tmp_path / d / checkpoint.RECOVERY_POINT_CHECKPOINT))
+    assert set(entries) == {B0}
+    manager.close()
 
 
 def test_an_interrupted_delete_is_finished_on_open(tmp_path):
@@ -179,6 +209,7 @@ def test_periodic_tasks_run_retention_and_checkpoints(tmp_path):
     names = {task.name for task in manager.tasks()}
     assert {"kafka-log-retention", "kafka-log-flusher", "kafka-recovery-point-checkpoint"} <= names
     assert manager.run_retention() > 0
+    assert RELEASER.drain(timeout_s=10)  # checkpoints and deletions run on the releaser thread
     starts = checkpoint.read_offset_checkpoint(os.path.join(os.path.dirname(log.directory), checkpoint.LOG_START_OFFSET_CHECKPOINT))
     assert starts[A0] == log.log_start_offset > 0
     manager.close()
@@ -220,6 +251,7 @@ def test_run_cleaner_compacts_dirty_logs_and_checkpoints(tmp_path):
     for i in range(60):
         log.append(encode_batch([Record(0, 10_000 + i, b"key-%d" % (i % 3), b"value-%d" % i + b"x" * 200)]))
     assert manager.run_cleaner(now=20_000) == 1
+    assert RELEASER.drain(timeout_s=10)  # checkpoints and deletions run on the releaser thread
     latest = {}
     for record in read_all(log):
         latest.setdefault(record.key, []).append(record.value[:8])

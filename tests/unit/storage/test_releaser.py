@@ -143,3 +143,30 @@ def test_truncation_refuses_when_the_cut_never_finishes(tmp_path, monkeypatch):
         monkeypatch.undo()
     assert RELEASER.drain(timeout_s=10)
     log.close()
+
+
+def test_deleted_segments_are_unlinked_off_the_owner_thread(tmp_path):
+    log = open_log(tmp_path, LogConfig(segment_bytes=8 * 1024, retention_bytes=0, file_delete_delay_ms=0))
+    for _ in range(30):
+        log.append(batch(count=1, value_size=1000))
+    doomed = [files.log_path(log.directory, s.base_offset) for s in list(log.segments)[:-1]]
+    gate = _block(RELEASER)
+    try:
+        assert log.delete_old_segments() >= len(doomed)
+        # Out of the log at once, on disk until the releaser gets to them.
+        assert log.log_start_offset == log.segments[0].base_offset > 0
+        assert all(os.path.exists(path + files.DELETED_SUFFIX) for path in doomed)
+    finally:
+        gate.set()
+    assert RELEASER.drain(timeout_s=10)
+    assert not [n for n in os.listdir(log.directory) if n.endswith(files.DELETED_SUFFIX)]
+    log.close()
+
+
+def test_deleting_a_whole_log_removes_its_directory(tmp_path):
+    log = open_log(tmp_path, SMALL)
+    for _ in range(40):
+        log.append(batch(count=1, value_size=800))
+    directory = log.directory
+    log.delete()  # the active segment too, mapped and untrimmed
+    assert not os.path.exists(directory)
