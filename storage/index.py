@@ -145,9 +145,14 @@ class SparseIndex:
             self._file = None
             self._open_read_only(length)
 
-    def close(self) -> None:
+    def close(self, *, in_background: bool = False) -> None:
+        """``in_background``: an active index's unmap and cut go to the block releaser
+        (storage/releaser.py), for a file about to be deleted."""
         if self._file is not None:
-            self._file.close()
+            if in_background:
+                self._file.close_later()
+            else:
+                self._file.close()
             self._file = None
         if self._ro_map is not None:
             self._ro_map.close()

@@ -239,7 +239,7 @@ class LogManager:
             self.cleaner_checkpoints.pop(tp, None)
             if removed is None or parent is None:
                 continue
-            removed.close()
+            removed.close_for_deletion()
             target = os.path.join(parent, f"{tp.dir_name}.{uuid.uuid4().hex}{files.DELETE_DIR_SUFFIX}")
             os.rename(removed.directory, target)
             doomed.append(target)

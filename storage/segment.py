@@ -310,8 +310,15 @@ class LogSegment:
         which can wait on the disk (658 ms for a written 1 GiB segment on the benchmark
         VM), so the unlinks and the last close of the log run on the block releaser's
         thread (storage/releaser.py); ``RELEASER.drain()`` waits for them."""
-        self.offset_index.close()
-        self.time_index.close()
+        self.release_files(unlink=True)
+
+    def release_files(self, *, unlink: bool) -> None:
+        """Close this object: its maps and fds are let go on the block releaser's thread,
+        with the unlinks of its files if ``unlink``. Without, the caller removes the
+        files some other way (a deleted topic's directory is renamed, then removed: an
+        unlink by name queued before the rename could hit a re-created partition's file)."""
+        self.offset_index.close(in_background=True)
+        self.time_index.close(in_background=True)
         mapped = None
         if self._log is not None:
             mapped, fd = self._log.detach()
@@ -319,7 +326,8 @@ class LogSegment:
         else:
             fd = self._fd
         self._fd = -1
-        RELEASER.submit(_unmap_unlink_close, mapped, fd, (self.path, self.offset_index.path, self.time_index.path))
+        paths = (self.path, self.offset_index.path, self.time_index.path) if unlink else ()
+        RELEASER.submit(_unmap_unlink_close, mapped, fd, paths)
 
     # ----------------------------------------------------------------- recovery
     def _scan_next_offset(self) -> int:
