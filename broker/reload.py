@@ -24,6 +24,7 @@ import orjson
 
 from broker.config import BrokerConfig, ConfigError, load_config
 from broker.logs import set_level
+from storage import files
 from storage.config import TOPIC_KEYS
 
 log = logging.getLogger(__name__)
@@ -54,10 +55,7 @@ def reload_in_supervisor(config: BrokerConfig, run_dir: str) -> dict[str, Any] |
         log.warning("SIGHUP: %s changed; that takes a restart", ", ".join(static))
     config.update(dynamic)
     set_level(str(config["log.level"]))
-    tmp = reload_path(run_dir) + ".tmp"
-    with open(tmp, "wb") as handle:
-        handle.write(orjson.dumps({key: config[key] for key in DYNAMIC}))
-    os.replace(tmp, reload_path(run_dir))
+    files.replace_file(reload_path(run_dir), orjson.dumps({key: config[key] for key in DYNAMIC}))
     log.info("SIGHUP: reloaded%s", "".join(f" {k}={v}" for k, v in sorted(dynamic.items())) or " (no dynamic change)")
     return dynamic
 

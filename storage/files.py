@@ -76,6 +76,15 @@ def unlink_if_exists(path: str) -> None:
         pass
 
 
+def replace_file(path: str, data: bytes) -> None:
+    """Replace ``path`` with ``data`` through a temporary file, so a reader sees the old
+    or the new bytes, never half; not fsynced (run-dir state files, rewritten often)."""
+    tmp = f"{path}.tmp"
+    with open(tmp, "wb") as handle:
+        handle.write(data)
+    os.replace(tmp, path)
+
+
 def fsync_dir(directory: str) -> None:
     """Make renames and new files in ``directory`` durable."""
     fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)

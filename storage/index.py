@@ -22,7 +22,8 @@ import os
 import struct
 
 from storage.errors import CorruptIndexError
-from storage.mmap_file import MappedFile
+from storage.mmap_file import MappedFile, release
+from storage.releaser import RELEASER
 
 INDEX_RESERVE_WINDOW = 64 * 1024
 
@@ -145,12 +146,12 @@ class SparseIndex:
             self._file = None
             self._open_read_only(length)
 
-    def close(self, *, in_background: bool = False) -> None:
-        """``in_background``: an active index's unmap and cut go to the block releaser
-        (storage/releaser.py), for a file about to be deleted."""
+    def close(self, *, for_deletion: bool = False) -> None:
+        """``for_deletion``: an active index is let go untrimmed, its unmap and close on
+        the block releaser's thread (storage/releaser.py); the caller unlinks the file."""
         if self._file is not None:
-            if in_background:
-                self._file.close_later()
+            if for_deletion:
+                RELEASER.submit(release, *self._file.detach())
             else:
                 self._file.close()
             self._file = None

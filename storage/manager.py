@@ -44,6 +44,9 @@ from storage.types import TopicPartition
 
 log = logging.getLogger(__name__)
 
+# What a checkpoint holds, computed from the logs as they are when it is written.
+CheckpointValues = Callable[[list[tuple[TopicPartition, PartitionLog]]], Mapping[TopicPartition, int]]
+
 
 @dataclass(frozen=True, slots=True)
 class ManagerConfig:
@@ -324,8 +327,7 @@ class LogManager:
         self._write_checkpoint(checkpoint.CLEANER_OFFSET_CHECKPOINT, lambda _logs: dict(self.cleaner_checkpoints),
                                in_background)
 
-    def _write_checkpoint(self, name: str, values: Callable[[list[tuple[TopicPartition, PartitionLog]]], Mapping[TopicPartition, int]],
-                          in_background: bool) -> None:
+    def _write_checkpoint(self, name: str, values: CheckpointValues, in_background: bool) -> None:
         """Write checkpoint ``name`` in every log dir.
 
         ``in_background``: on the block releaser's thread, for the periodic writes (an
@@ -339,8 +341,7 @@ class LogManager:
         else:
             self._write_checkpoint_now(name, values)
 
-    def _write_checkpoint_now(self, name: str,
-                              values: Callable[[list[tuple[TopicPartition, PartitionLog]]], Mapping[TopicPartition, int]]) -> None:
+    def _write_checkpoint_now(self, name: str, values: CheckpointValues) -> None:
         with self._checkpoint_write_lock:
             current = values(list(self.logs.items()))
             for state in list(self._dirs):

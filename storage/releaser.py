@@ -28,6 +28,8 @@ from typing import Any, Callable
 
 log = logging.getLogger(__name__)
 
+_Job = tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]
+
 
 class BlockReleaser:
     """One FIFO worker thread per process for block-freeing file calls."""
@@ -35,20 +37,20 @@ class BlockReleaser:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._pid = -1
-        self._jobs: queue.Queue[tuple[Callable[..., Any], tuple[Any, ...]]] = queue.Queue()
+        self._jobs: queue.Queue[_Job] = queue.Queue()
 
-    def submit(self, job: Callable[..., Any], *args: Any) -> None:
-        self._started().put((job, args))
+    def submit(self, job: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+        self._started().put((job, args, kwargs))
 
     def drain(self, timeout_s: float = 60.0) -> bool:
         """Wait until every job submitted so far has run; False if ``timeout_s`` passed."""
         if self._pid != os.getpid():
             return True  # nothing was submitted in this process
         done = threading.Event()
-        self._jobs.put((done.set, ()))
+        self._jobs.put((done.set, (), {}))
         return done.wait(timeout_s)
 
-    def _started(self) -> queue.Queue[tuple[Callable[..., Any], tuple[Any, ...]]]:
+    def _started(self) -> queue.Queue[_Job]:
         pid = os.getpid()
         if self._pid != pid:
             with self._lock:
@@ -61,11 +63,11 @@ class BlockReleaser:
         return self._jobs
 
     @staticmethod
-    def _run(jobs: queue.Queue[tuple[Callable[..., Any], tuple[Any, ...]]]) -> None:
+    def _run(jobs: queue.Queue[_Job]) -> None:
         while True:
-            job, args = jobs.get()
+            job, args, kwargs = jobs.get()
             try:
-                job(*args)
+                job(*args, **kwargs)
             except Exception:  # one failed release must not stop the ones after it
                 log.exception("background file release %s failed", getattr(job, "__name__", job))
 

@@ -40,7 +40,7 @@ from storage.batch import (
 from storage.config import LogConfig
 from storage.errors import CorruptIndexError, CorruptRecordError
 from storage.index import OffsetIndex, TimeIndex
-from storage.mmap_file import MappedFile
+from storage.mmap_file import MappedFile, release
 from storage.releaser import RELEASER
 from storage.types import FileRange, Position
 
@@ -317,8 +317,8 @@ class LogSegment:
         with the unlinks of its files if ``unlink``. Without, the caller removes the
         files some other way (a deleted topic's directory is renamed, then removed: an
         unlink by name queued before the rename could hit a re-created partition's file)."""
-        self.offset_index.close(in_background=True)
-        self.time_index.close(in_background=True)
+        self.offset_index.close(for_deletion=True)
+        self.time_index.close(for_deletion=True)
         mapped = None
         if self._log is not None:
             mapped, fd = self._log.detach()
@@ -327,7 +327,7 @@ class LogSegment:
             fd = self._fd
         self._fd = -1
         paths = (self.path, self.offset_index.path, self.time_index.path) if unlink else ()
-        RELEASER.submit(_unmap_unlink_close, mapped, fd, paths)
+        RELEASER.submit(release, mapped, fd, unlink=paths)
 
     # ----------------------------------------------------------------- recovery
     def _scan_next_offset(self) -> int:
@@ -499,14 +499,3 @@ def _end_of_nonzero_data(fd: int, start: int, end: int) -> int:
             position = chunk_start
     return start
 
-
-def _unmap_unlink_close(mapped: mmap | None, fd: int, paths: tuple[str, ...]) -> None:
-    """A deleted segment's last steps, on the block releaser's thread."""
-    try:
-        if mapped is not None:
-            mapped.close()
-        for path in paths:
-            files.unlink_if_exists(path)
-    finally:
-        if fd >= 0:
-            os.close(fd)
