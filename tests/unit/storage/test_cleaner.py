@@ -430,6 +430,7 @@ def test_crash_after_swap_rename_serves_the_cleaned_segment(tmp_path) -> None:
     end = log.log_end_offset
     swap, cleaned_bytes = _segment_zero_cleaned_by_hand(log)
     log.flush()  # then "crash": the log is abandoned, not closed
+    assert RELEASER.drain(timeout_s=30)  # earlier rolls' queued work must not land on the reopened files
 
     reopened = open_log(tmp_path, clean_shutdown=False)
     names = os.listdir(reopened.directory)

@@ -61,6 +61,9 @@ def test_unclean_reopen_with_smaller_segment_bytes_than_the_recovered_data(tmp_p
     for _ in range(40):
         log.append(batch(count=2, value_size=200))
     expected = [(r.offset, r.value) for r in read_all(log)]
+    # In one process a crash cannot lose the queued cuts and snapshots of earlier rolls as a
+    # killed process does; let them finish so they do not land on the reopened log's files.
+    assert RELEASER.drain(timeout_s=30)
     del log  # crash: the file stays at 64 KiB with zeros after the data
     small = LogConfig(segment_bytes=4 * 1024, index_interval_bytes=512)
     reopened = open_log(tmp_path, small, clean_shutdown=False)
@@ -94,6 +97,9 @@ def test_index_rebuild_with_smaller_segment_index_bytes(tmp_path):
         log.append(batch(count=1, value_size=50, timestamp=10_000 + i))
     log.roll()
     log.append(batch(count=1, timestamp=20_000))
+    # In one process a crash cannot lose the queued cuts and snapshots of earlier rolls as a
+    # killed process does; let them finish so they do not land on the reopened log's files.
+    assert RELEASER.drain(timeout_s=30)
     del log  # crash
     small = LogConfig(segment_bytes=64 * 1024, index_interval_bytes=0, segment_index_bytes=96)
     reopened = open_log(tmp_path, small, clean_shutdown=False, recovery_point=0)
@@ -134,6 +140,9 @@ def test_crash_right_after_roll_leaves_an_empty_active_segment(tmp_path):
     log.roll()
     leo = log.log_end_offset
     assert log.segments.active.size == 0
+    # In one process a crash cannot lose the queued cuts and snapshots of earlier rolls as a
+    # killed process does; let them finish so they do not land on the reopened log's files.
+    assert RELEASER.drain(timeout_s=30)
     del log  # crash: the new segment file exists at 8 KiB of zeros, indexes at full size
     reopened = open_log(tmp_path, config, clean_shutdown=False)
     assert reopened.log_end_offset == leo
