@@ -261,14 +261,16 @@ class Connection:
                 self.last_active = time.monotonic()
         self._big = None
         try:
-            self._handle_frame(bytes(big))
+            # The buffer itself, not a copy: it is this frame's alone (a new one per frame),
+            # and Produce keeps views into it until the records are in the log.
+            self._handle_frame(big)
             if not self.closed and self._over_limits():
                 self._pause_reading()
         except ProtocolViolation as exc:
             log.info("closing %s: %s", self.peer, exc)
             self.close()
 
-    def _handle_frame(self, frame: bytes) -> None:
+    def _handle_frame(self, frame: bytes | bytearray) -> None:
         spec, header, request = decode_frame(frame)
         seq = self._next_seq
         self._next_seq += 1
@@ -491,7 +493,7 @@ class Connection:
 _CLOSE = object()
 
 
-def decode_frame(frame: bytes) -> tuple[dispatch.HandlerSpec, framing.RequestHeader, Any]:
+def decode_frame(frame: bytes | bytearray) -> tuple[dispatch.HandlerSpec, framing.RequestHeader, Any]:
     """Header and body of one request frame (sans-I/O). The request is None for an
     ApiVersions request of a version we do not speak (answered UNSUPPORTED_VERSION);
     anything else we cannot answer raises ProtocolViolation (the connection closes)."""
@@ -506,7 +508,8 @@ def decode_frame(frame: bytes) -> tuple[dispatch.HandlerSpec, framing.RequestHea
         raise ProtocolViolation(f"{spec.name} v{api_version} is not supported")
     if spec.decode is not None:
         return spec, header, spec.decode(api_version, frame, header.body_offset)
-    return spec, header, codec.decode_request(api_key, api_version, frame, header.body_offset)
+    # kio's entities keep bytes fields as slices of what they are given: give it bytes.
+    return spec, header, codec.decode_request(api_key, api_version, bytes(frame), header.body_offset)
 
 
 def _peer_name(sock: socket.socket) -> str:

@@ -30,7 +30,7 @@ class HandlerSpec:
     handle: Callable[..., Any]
     is_async: bool
     error_response: Callable[[Any, int, int], Any] | None
-    decode: Callable[[int, bytes, int], Any] | None = None
+    decode: Callable[[int, bytes | bytearray, int], Any] | None = None
 
 
 REGISTRY: dict[int, HandlerSpec] = {}
@@ -46,7 +46,7 @@ NO_RESPONSE = _NoResponse()
 
 def api(api_key: int, name: str, min_version: int, max_version: int,
         error_response: Callable[[Any, int, int], Any] | None = None,
-        decode: Callable[[int, bytes, int], Any] | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        decode: Callable[[int, bytes | bytearray, int], Any] | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register ``fn`` as the handler of ``api_key`` for versions min..max (inclusive)."""
     import inspect
 

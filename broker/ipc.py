@@ -18,6 +18,8 @@ pickle is safe here: both ends are our own processes, and the socket dir is 0700
 from __future__ import annotations
 
 import asyncio
+import copyreg
+import io
 import itertools
 import logging
 import os
@@ -58,9 +60,22 @@ def make_listener(runtime_dir: str, index: int) -> socket.socket:
     return sock
 
 
+# Produce records arrive as views into their request's buffer (broker/protocol/
+# produce_request.py); pickle refuses memoryviews, so a forwarded one goes as bytes.
+_REDUCERS = copyreg.dispatch_table.copy()
+_REDUCERS[memoryview] = lambda view: (bytes, (view.tobytes(),))
+
+
 def _pack(message: tuple[Any, ...]) -> bytes:
-    payload = pickle.dumps(message, protocol=5)
-    return SIZE.pack(len(payload)) + payload
+    out = io.BytesIO()
+    out.write(bytes(SIZE.size))
+    pickler = pickle.Pickler(out, protocol=5)
+    pickler.dispatch_table = _REDUCERS
+    pickler.dump(message)
+    size = out.tell() - SIZE.size
+    out.seek(0)
+    out.write(SIZE.pack(size))
+    return out.getvalue()
 
 
 async def _read_message(reader: asyncio.StreamReader) -> tuple[Any, ...]:

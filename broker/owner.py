@@ -101,11 +101,11 @@ class Owner:
                     self.node.logs.create_log(tp, overrides=info.configs, topic_id=info.topic_id)
 
     # ------------------------------------------------------------------ produce
-    def append(self, items: list[tuple[TopicPartition, bytes, int]]) -> list[AppendResult]:
+    def append(self, items: list[tuple[TopicPartition, bytes | memoryview, int]]) -> list[AppendResult]:
         """items: (tp, records, produce request version)."""
         return [self._append_one(tp, records, version) for tp, records, version in items]
 
-    def _append_one(self, tp: TopicPartition, records: bytes, version: int) -> AppendResult:
+    def _append_one(self, tp: TopicPartition, records: bytes | memoryview, version: int) -> AppendResult:
         partition_log = self.log_for(tp)
         if partition_log is None:
             return AppendResult(ErrorCode.unknown_topic_or_partition)

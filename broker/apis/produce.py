@@ -35,7 +35,7 @@ from storage.types import TopicPartition
 KEY = 0
 
 
-def _move_to_single_owner(ctx: Any, items: list[tuple[TopicPartition, bytes, int]]) -> None:
+def _move_to_single_owner(ctx: Any, items: list[tuple[TopicPartition, memoryview, int]]) -> None:
     """A request whose partitions all live on one other worker asks for the connection to
     move there (broker/handoff.py): this request is still forwarded, the next ones not."""
     owners = {ctx.node.owner_of(tp) for tp, _records, _version in items if ctx.node.holds(tp)}
@@ -59,11 +59,11 @@ async def handle_produce(ctx: Any, request: ProduceRequest) -> Any:
     node.stats["produce_requests"] += 1
     acks = int(request.acks)
     layout: list[tuple[str, list[tuple[int, AppendResult | int]]]] = []
-    items: list[tuple[TopicPartition, bytes, int]] = []
+    items: list[tuple[TopicPartition, memoryview, int]] = []
     # The group coordinator of another broker writes __consumer_offsets like a client,
     # naming its epoch in the client id; the owner fences an older epoch.
     coordinator_epoch = epoch_from_client_id(ctx.client_id)
-    internal_items: list[tuple[TopicPartition, bytes]] = []
+    internal_items: list[tuple[TopicPartition, memoryview]] = []
     for topic in request.topic_data:
         entries: list[tuple[int, AppendResult | int]] = []
         known = node.topic(topic.name)

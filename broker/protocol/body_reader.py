@@ -24,8 +24,8 @@ MAX_COUNT = 1 << 20  # no real request names a million topics or partitions
 Body = TypeVar("Body")
 
 
-def decode_guarded(what: str, versions: range, read: Callable[[int, bytes | memoryview, int], Body],
-                   version: int, data: bytes | memoryview, position: int) -> Body:
+def decode_guarded(what: str, versions: range, read: Callable[[int, bytes | bytearray | memoryview, int], Body],
+                   version: int, data: bytes | bytearray | memoryview, position: int) -> Body:
     """``read(version, data, position)`` for a version in ``versions``, with the struct
     and index errors of a body that ends too soon turned into ProtocolViolation."""
     if version not in versions:
@@ -39,7 +39,7 @@ def decode_guarded(what: str, versions: range, read: Callable[[int, bytes | memo
 class BodyReader:
     __slots__ = ("data", "position", "flexible", "what")
 
-    def __init__(self, data: bytes | memoryview, position: int, flexible: bool, what: str) -> None:
+    def __init__(self, data: bytes | bytearray | memoryview, position: int, flexible: bool, what: str) -> None:
         self.data = data
         self.position = position
         self.flexible = flexible

@@ -78,12 +78,12 @@ def _partition_layout(version: int) -> tuple[struct.Struct, int, int, int]:
     return _PARTITION_V4, 0, 1, 2
 
 
-def decode(version: int, data: bytes | memoryview, position: int) -> FetchRequest:
+def decode(version: int, data: bytes | bytearray | memoryview, position: int) -> FetchRequest:
     """The body of a Fetch ``version`` request starting at ``position``."""
     return decode_guarded("fetch", VERSIONS, _decode, version, data, position)
 
 
-def _decode(version: int, data: bytes | memoryview, position: int) -> FetchRequest:
+def _decode(version: int, data: bytes | bytearray | memoryview, position: int) -> FetchRequest:
     reader = BodyReader(data, position, version >= 12, "fetch")
     session_id, session_epoch = 0, -1
     if version >= 15:

@@ -43,7 +43,7 @@ class RequestHeader(NamedTuple):
     body_offset: int  # where the body starts in the frame
 
 
-def read_uvarint(data: bytes | memoryview, position: int) -> tuple[int, int]:
+def read_uvarint(data: bytes | bytearray | memoryview, position: int) -> tuple[int, int]:
     """Unsigned LEB128 varint -> (value, next position)."""
     result = 0
     shift = 0
@@ -60,7 +60,7 @@ def read_uvarint(data: bytes | memoryview, position: int) -> tuple[int, int]:
             raise ProtocolViolation("varint too long")
 
 
-def parse_request_header(frame: bytes | memoryview, flexible: bool) -> RequestHeader:
+def parse_request_header(frame: bytes | bytearray | memoryview, flexible: bool) -> RequestHeader:
     """Parse the header; ``flexible`` says whether the (api_key, version) uses header v2."""
     if len(frame) < HEADER_FIXED.size:
         raise ProtocolViolation(f"a {len(frame)}-byte frame cannot hold a request header")
@@ -89,7 +89,7 @@ def parse_request_header(frame: bytes | memoryview, flexible: bool) -> RequestHe
     return RequestHeader(api_key, api_version, correlation_id, client_id, position)
 
 
-def peek_api(frame: bytes | memoryview) -> tuple[int, int, int]:
+def peek_api(frame: bytes | bytearray | memoryview) -> tuple[int, int, int]:
     """(api_key, api_version, correlation_id) before we know the header version."""
     if len(frame) < 8:
         raise ProtocolViolation(f"a {len(frame)}-byte frame cannot hold a request header")

@@ -36,7 +36,9 @@ VERSIONS = range(3, 11)  # decoded here; the handler is registered for exactly t
 
 class ProduceTopic(NamedTuple):
     name: str
-    partition_data: list[tuple[int, bytes | None]]  # (index, records)
+    # (index, records): records is a view into the request frame, not a copy (a 1 MiB
+    # batch copied twice more on its way to the log cost ~14% of a worker's CPU).
+    partition_data: list[tuple[int, memoryview | None]]
 
 
 class ProduceRequest(NamedTuple):
@@ -46,12 +48,12 @@ class ProduceRequest(NamedTuple):
     topic_data: list[ProduceTopic]
 
 
-def decode(version: int, data: bytes | memoryview, position: int) -> ProduceRequest:
+def decode(version: int, data: bytes | bytearray | memoryview, position: int) -> ProduceRequest:
     """The body of a Produce ``version`` request starting at ``position``."""
     return decode_guarded("produce", VERSIONS, _decode, version, data, position)
 
 
-def _decode(version: int, data: bytes | memoryview, position: int) -> ProduceRequest:
+def _decode(version: int, data: bytes | bytearray | memoryview, position: int) -> ProduceRequest:
     flexible = version >= 9
     reader = BodyReader(data, position, flexible, "produce")
     transactional_id = reader.nullable_string()
@@ -70,10 +72,10 @@ def _decode(version: int, data: bytes | memoryview, position: int) -> ProduceReq
 
 # The partition loops are unrolled by encoding: a producer of many partitions names
 # hundreds in one request, and a reader method call per field doubled their cost.
-def _classic_partitions(reader: BodyReader, count: int) -> list[tuple[int, bytes | None]]:
-    data, position, end = reader.data, reader.position, len(reader.data)
+def _classic_partitions(reader: BodyReader, count: int) -> list[tuple[int, memoryview | None]]:
+    data, position, end = memoryview(reader.data), reader.position, len(reader.data)
     unpack_from = _INDEX_LENGTH.unpack_from
-    partitions: list[tuple[int, bytes | None]] = []
+    partitions: list[tuple[int, memoryview | None]] = []
     for _ in range(count):
         index, length = unpack_from(data, position)
         position += 8
@@ -84,16 +86,16 @@ def _classic_partitions(reader: BodyReader, count: int) -> list[tuple[int, bytes
             continue
         if position + length > end:
             raise ProtocolViolation("produce: records run past the frame")
-        partitions.append((index, bytes(data[position:position + length])))
+        partitions.append((index, data[position:position + length]))
         position += length
     reader.position = position
     return partitions
 
 
-def _flexible_partitions(reader: BodyReader, count: int) -> list[tuple[int, bytes | None]]:
-    data, position, end = reader.data, reader.position, len(reader.data)
+def _flexible_partitions(reader: BodyReader, count: int) -> list[tuple[int, memoryview | None]]:
+    data, position, end = memoryview(reader.data), reader.position, len(reader.data)
     unpack_from = I32.unpack_from
-    partitions: list[tuple[int, bytes | None]] = []
+    partitions: list[tuple[int, memoryview | None]] = []
     for _ in range(count):
         (index,) = unpack_from(data, position)
         position += 4
@@ -112,7 +114,7 @@ def _flexible_partitions(reader: BodyReader, count: int) -> list[tuple[int, byte
             length -= 1
             if position + length > end:
                 raise ProtocolViolation("produce: records run past the frame")
-            records = bytes(data[position:position + length])
+            records = data[position:position + length]
             position += length
         partitions.append((index, records))
         if data[position] == 0:  # no tagged fields, the usual case (IndexError: truncated)

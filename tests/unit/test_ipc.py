@@ -66,3 +66,19 @@ def test_a_call_without_an_answer_times_out_and_a_late_answer_is_dropped():
             os.unlink(socket_path(run_dir, 1))
 
     asyncio.run(scenario())
+
+
+def test_a_memoryview_argument_reaches_the_peer_as_its_bytes():
+    """Produce records are views into the request buffer; forwarded, they arrive as bytes."""
+    async def scenario() -> None:
+        server, link, run_dir = await _pair({"echo": lambda items: [(type(r).__name__, r) for r in items]})
+        try:
+            frame = bytearray(b"headerRECORDS")
+            answer = await link.call("echo", [memoryview(frame)[6:], b"plain"])
+            assert answer == [("bytes", b"RECORDS"), ("bytes", b"plain")]
+        finally:
+            link.close()
+            server.close()
+            os.unlink(socket_path(run_dir, 1))
+
+    asyncio.run(scenario())
