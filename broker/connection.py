@@ -36,7 +36,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from broker import dispatch
+from broker import dispatch, eager
 from broker.protocol import codec, framing
 from broker.protocol.errors import ErrorCode, ProtocolViolation, code_for_exception
 
@@ -285,15 +285,20 @@ class Connection:
             return
         try:
             result = spec.handle(ctx, request)
+            if spec.is_async:
+                finished, result = eager.start(self.loop, result)
+                if not finished:
+                    self._tasks.add(result)
+                    result.add_done_callback(lambda t, seq=seq, ctx=ctx, request=request:
+                                             self._task_done(t, seq, ctx, spec, request))
+                    return
+        except asyncio.CancelledError:
+            self.close()  # as for a cancelled task (_task_done)
+            return
         except Exception as exc:
             self._finish(seq, ctx, self._error_answer(spec, request, header.api_version, exc))
             return
-        if spec.is_async:
-            task = self.loop.create_task(result)
-            self._tasks.add(task)
-            task.add_done_callback(lambda t, seq=seq, ctx=ctx, request=request: self._task_done(t, seq, ctx, spec, request))
-        else:
-            self._finish(seq, ctx, result)
+        self._finish(seq, ctx, result)
 
     def _task_done(self, task: asyncio.Task[Any], seq: int, ctx: RequestContext, spec: dispatch.HandlerSpec,
                    request: Any) -> None:
