@@ -13,25 +13,39 @@ from typing import Iterable
 
 from storage.types import TopicPartition
 
+_TIMED_OUT = "timed out"
+
+
+def _time_out(future: "asyncio.Future[str | None]") -> None:
+    if not future.done():
+        future.set_result(_TIMED_OUT)
+
 
 class Watch:
     def __init__(self, purgatory: "FetchPurgatory", tps: list[TopicPartition]) -> None:
         self._purgatory = purgatory
         self._tps = tps
-        self.future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.future: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
         # The partitions appended to since the last (re)arm: a woken fetch re-reads only
         # these, as the others were read empty after the watch was registered.
         self.woken: set[TopicPartition] = set()
 
     async def wait(self, timeout: float) -> bool:
-        """True if an append woke us, False when the timeout passed."""
-        if self.future.done():
+        """True if an append woke us, False when the timeout passed.
+
+        A timer resolves the future itself instead of asyncio.wait_for(shield(...)): those
+        made two more futures, a task and their callbacks per wait, and a fetch at a fixed
+        rate parks once per record. A cancelled fetch cancels the future, which wake()
+        then skips (done) until the fetch's finally unregisters the watch."""
+        future = self.future
+        if future.done():
             return True
+        timer = asyncio.get_running_loop().call_later(timeout, _time_out, future)
         try:
-            await asyncio.wait_for(asyncio.shield(self.future), timeout)
-            return True
-        except asyncio.TimeoutError:
-            return False
+            await future
+        finally:
+            timer.cancel()
+        return future.result() is not _TIMED_OUT
 
     def rearm(self) -> set[TopicPartition]:
         """Arm for the next wakeup; return the partitions appended to since the last arm.

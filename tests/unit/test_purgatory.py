@@ -54,3 +54,26 @@ def test_a_cancelled_watch_is_no_longer_woken() -> None:
         assert not watch.future.done() and watch.woken == set()
         assert len(purgatory) == 0
     _run(scenario())
+
+
+def test_a_parked_wait_is_woken_by_an_append_or_ends_at_its_timeout_or_on_cancel() -> None:
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        purgatory = FetchPurgatory()
+        watch = purgatory.watch([A])
+        loop.call_later(0.01, purgatory.wake, A)
+        assert await asyncio.wait_for(watch.wait(5), 5) is True
+        watch.rearm()
+        began = loop.time()
+        assert await asyncio.wait_for(watch.wait(0.05), 5) is False
+        assert loop.time() - began >= 0.04
+        watch.rearm()
+        parked = loop.create_task(watch.wait(30))
+        await asyncio.sleep(0.01)
+        parked.cancel()
+        await asyncio.gather(parked, return_exceptions=True)
+        assert parked.cancelled()
+        purgatory.wake(A)  # the cancelled future is done: the wake passes it by
+        watch.cancel()
+        assert len(purgatory) == 0
+    _run(scenario())
