@@ -16,20 +16,32 @@ Why this shape (DESIGN.md non-negotiable 3):
 * Flushing is os.fdatasync on the fd: on Linux msync(MS_SYNC) of a shared file mapping
   is vfs_fsync_range on the same file, and fdatasync releases the GIL while Python's
   mmap.flush() holds it.
+* Pages ahead of the writer are populated (MADV_POPULATE_WRITE) on a background thread
+  of the process, ``POPULATOR``, through libc's madvise called by ctypes, which releases
+  the GIL: the kernel's allocation and zeroing of new page-cache pages was 31-50% of a
+  worker's samples under 1 KiB load (docs/BENCHMARKS.md, eighth round), and Python's
+  ``mmap.madvise`` holds the GIL, so done inline it stopped the event loop. If the
+  populator lags, the writer's copy faults the pages in itself: slower, never wrong.
+  The same thread reserves the next fallocate window before the writer needs it; the
+  writer still reserves for itself whatever is not reserved when it gets there.
 
 Thread-safety: one writer (the partition's owner). ``flush`` may run on another thread.
+The populator touches the map only under ``_guard``, which whoever takes the map away
+holds too, so a populate never runs on an unmapped (or re-used) address range.
 """
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import mmap
 import os
+import threading
 import time
 
 from storage import files
 from storage.errors import LogDirOfflineError
-from storage.releaser import RELEASER
+from storage.releaser import RELEASER, JobThread
 
 PAGE = mmap.PAGESIZE
 # MADV_POPULATE_WRITE (Linux 5.14+) pre-faults a reserved window in one call, so the
@@ -37,6 +49,13 @@ PAGE = mmap.PAGESIZE
 MADV_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23)
 POPULATE_AHEAD = 1 << 20
 POPULATE_AHEAD_MIN = 16 * 1024
+# Separate from RELEASER: a populate must not wait behind a discard that takes 0.7 s.
+POPULATOR = JobThread("castle-page-populator")
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_madvise = _libc.madvise
+_madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+_madvise.restype = ctypes.c_int
 
 
 class PopulateClock:
@@ -83,8 +102,18 @@ class MappedFile:
             if on_disk < max_size:
                 os.ftruncate(self.fd, max_size)
             self._map: mmap.mmap | None = mmap.mmap(self.fd, max_size, mmap.MAP_SHARED)
+            self._address = _address_of(self._map)
+            # Held by the populator while it uses the map or the fd, by whoever takes the map
+            # away, and around every fallocate.
+            self._guard = threading.Lock()
             self._populate = True
-            self._populated = self.length // PAGE * PAGE
+            # _populated: populated up to here (the populator advances it); _requested: the
+            # writer asked for up to here; _request_at: the writer asks again past here;
+            # _reserve_wanted: the writer asked for blocks up to here; _ahead_queued: a job
+            # for this file is queued.
+            self._populated = self._requested = self._request_at = self.length // PAGE * PAGE
+            self._reserve_wanted = 0
+            self._ahead_queued = False
         except BaseException:
             os.close(self.fd)
             raise
@@ -101,6 +130,14 @@ class MappedFile:
             return
         if end > self.max_size:
             raise ValueError(f"{self.path}: write to {end} past the map size {self.max_size}")
+        with self._guard:
+            self._extend_reservation(end)
+
+    def _extend_reservation(self, end: int) -> None:
+        """fallocate up to ``end``, or a window past what is reserved if that is further.
+        Called under ``_guard``, by the writer or the populator."""
+        if end <= self._reserved:
+            return
         new_reserved = min(self.max_size, _round_up(max(end, self._reserved + self.window), PAGE))
         try:
             os.posix_fallocate(self.fd, self._reserved, new_reserved - self._reserved)
@@ -108,12 +145,14 @@ class MappedFile:
             raise LogDirOfflineError(f"cannot reserve space in {self.path}: {os.strerror(exc.errno or errno.EIO)}") from exc
         self._reserved = new_reserved
 
-    def _prefault(self, end: int) -> None:
-        """Pre-fault pages ahead of ``end``, inside the reserved blocks.
+    def _request_ahead(self, end: int) -> None:
+        """Ask the populator to pre-fault pages ahead of ``end``, and to reserve the next
+        window when the writer is past half of this one, so that neither the page faults
+        nor fallocate (which reads block bitmaps from the disk) runs on the writer's loop.
 
-        Kept small and separate from the fallocate window: madvise holds the GIL, and
-        populating a whole 16 MiB window at once stalled every thread for 5-17 ms and
-        dirtied zero pages that a flush then wrote twice (docs/BENCHMARKS.md).
+        Populating is kept small and separate from the fallocate window: populating a
+        whole 16 MiB window at once dirtied zero pages that a flush then wrote twice
+        (docs/BENCHMARKS.md).
 
         How far ahead grows with the file, like readahead: as far as the file already
         holds, from POPULATE_AHEAD_MIN up to POPULATE_AHEAD. A fixed 1 MiB made the first
@@ -122,18 +161,46 @@ class MappedFile:
         CPU in the many-partitions benchmark.
         """
         ahead = min(POPULATE_AHEAD, max(POPULATE_AHEAD_MIN, end))
-        target = min(self._reserved, _round_up(end + ahead, PAGE))
-        if target <= self._populated:
+        target = min(self.max_size, _round_up(end + ahead, PAGE))
+        if target <= self._requested:
             return
-        start = self._populated
-        began = time.perf_counter()
-        try:
-            self.map.madvise(MADV_POPULATE_WRITE, start, target - start)
-        except OSError:
-            self._populate = False  # older kernel: page faults it is
-        PopulateClock.seconds += time.perf_counter() - began
-        PopulateClock.bytes += target - start
-        self._populated = target
+        self._requested = target
+        # The next request comes when the writer is halfway there: each job populates at
+        # least half the distance, not a page per write (a job wakes a thread).
+        self._request_at = target - ahead // 2
+        if self._reserved - end < self.window // 2:
+            self._reserve_wanted = self._reserved + 1  # one window more
+        if not self._ahead_queued:
+            self._ahead_queued = True
+            POPULATOR.submit(self._work_ahead)
+
+    def _work_ahead(self) -> None:
+        """Reserve and populate what the writer asked for (on the populator's thread)."""
+        self._ahead_queued = False  # first: a request made from now on queues a new job
+        with self._guard:
+            if self._map is None:
+                return  # taken away (roll, close): the file is no longer ours to extend
+            if self._reserve_wanted > self._reserved:
+                try:
+                    self._extend_reservation(self._reserve_wanted)
+                except LogDirOfflineError:
+                    pass  # the writer's own reserve meets it, on the append that needs the space
+            start, target = self._populated, min(self._requested, self._reserved)
+            if target <= start:
+                return
+            began = time.perf_counter()
+            # libc's madvise through ctypes releases the GIL (mmap.madvise would not).
+            if _madvise(self._address + start, target - start, MADV_POPULATE_WRITE) != 0:
+                self._populate = False  # older kernel (EINVAL): the writer's page faults it is
+            PopulateClock.seconds += time.perf_counter() - began
+            PopulateClock.bytes += target - start
+            self._populated = target
+
+    def _take_map(self) -> mmap.mmap | None:
+        """Remove the map from this object, after any populate running on it has finished."""
+        with self._guard:
+            mapped, self._map = self._map, None
+        return mapped
 
     def write(self, data: bytes | bytearray | memoryview) -> int:
         """Append ``data`` at ``length``; return the position it was written at."""
@@ -144,8 +211,8 @@ class MappedFile:
             os.pwrite(self.fd, data, position)
             self.length = end
             return position
-        if self._populate and end > self._populated:
-            self._prefault(end)
+        if self._populate and end > self._request_at:
+            self._request_ahead(end)
         self.map[position:end] = data
         self.length = end
         return position
@@ -155,17 +222,16 @@ class MappedFile:
 
     def unmap_and_trim(self) -> None:
         """Drop the map and cut the file to its real length. The fd stays open for reads."""
-        if self._map is not None:
-            self._map.close()
-            self._map = None
+        mapped = self._take_map()
+        if mapped is not None:
+            mapped.close()
         os.ftruncate(self.fd, self.length)
 
     def unmap_and_trim_later(self) -> None:
         """``unmap_and_trim`` on the block releaser's thread (a roll: storage/releaser.py
         says why). The map is gone at once; the file keeps this object's fd for reads and
         is cut to ``length`` soon after, through a dup of it."""
-        mapped, self._map = self._map, None
-        RELEASER.submit(release, mapped, os.dup(self.fd), cut_to=self.length)
+        RELEASER.submit(release, self._take_map(), os.dup(self.fd), cut_to=self.length)
 
     def close_later(self) -> None:
         """``close`` with the unmap and the cut on the block releaser's thread."""
@@ -177,8 +243,8 @@ class MappedFile:
 
     def detach(self) -> tuple[mmap.mmap | None, int]:
         """Give up the map and the fd, untrimmed, to a caller that deletes the file."""
-        mapped, fd = self._map, self.fd
-        self._map, self.fd = None, -1
+        mapped, fd = self._take_map(), self.fd
+        self.fd = -1
         return mapped, fd
 
     def truncate_to(self, length: int) -> None:
@@ -195,6 +261,16 @@ class MappedFile:
         self.unmap_and_trim()
         os.close(self.fd)
         self.fd = -1
+
+
+def _address_of(mapped: mmap.mmap) -> int:
+    """The map's base address. The ctypes view exports the buffer only while it lives, so
+    it is dropped at once (an export would make ``mmap.close`` raise BufferError)."""
+    view = ctypes.c_char.from_buffer(mapped)
+    try:
+        return ctypes.addressof(view)
+    finally:
+        del view
 
 
 def release(mapped: mmap.mmap | None, fd: int, *, cut_to: int | None = None, unlink: tuple[str, ...] = ()) -> None:

@@ -31,10 +31,13 @@ log = logging.getLogger(__name__)
 _Job = tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]
 
 
-class BlockReleaser:
-    """One FIFO worker thread per process for block-freeing file calls."""
+class JobThread:
+    """One FIFO worker thread per process, named ``name``. ``RELEASER`` below is the one for
+    block-freeing file calls; storage/mmap_file.py keeps another for page population, so a
+    populate never waits behind a discard."""
 
-    def __init__(self) -> None:
+    def __init__(self, name: str = "castle-block-releaser") -> None:
+        self.name = name
         self._lock = threading.Lock()
         self._pid = -1
         self._jobs: queue.Queue[_Job] = queue.Queue()
@@ -57,7 +60,7 @@ class BlockReleaser:
                 if self._pid != pid:
                     # A fresh queue: a forked child must not inherit its parent's jobs.
                     self._jobs = queue.Queue()
-                    threading.Thread(target=self._run, args=(self._jobs,), name="castle-block-releaser",
+                    threading.Thread(target=self._run, args=(self._jobs,), name=self.name,
                                      daemon=True).start()
                     self._pid = pid
         return self._jobs
@@ -69,7 +72,7 @@ class BlockReleaser:
             try:
                 job(*args, **kwargs)
             except Exception:  # one failed release must not stop the ones after it
-                log.exception("background file release %s failed", getattr(job, "__name__", job))
+                log.exception("background file job %s failed", getattr(job, "__name__", job))
 
 
-RELEASER = BlockReleaser()
+RELEASER = JobThread("castle-block-releaser")

@@ -11,13 +11,13 @@ import pytest
 
 from storage import files
 from storage.config import LogConfig
-from storage.releaser import RELEASER, BlockReleaser
+from storage.releaser import RELEASER, JobThread
 from tests.unit.storage.helpers import batch, open_log, read_all
 
 SMALL = LogConfig(segment_bytes=16 * 1024, index_interval_bytes=512, preallocate_window_bytes=64 * 1024)
 
 
-def _block(releaser: BlockReleaser) -> threading.Event:
+def _block(releaser: JobThread) -> threading.Event:
     """Hold ``releaser``'s thread until the returned event is set."""
     gate = threading.Event()
     releaser.submit(gate.wait, 30)
@@ -25,7 +25,7 @@ def _block(releaser: BlockReleaser) -> threading.Event:
 
 
 def test_jobs_run_in_order_and_drain_waits_for_them():
-    releaser = BlockReleaser()
+    releaser = JobThread()
     ran: list[int] = []
     gate = _block(releaser)
     for i in range(5):
@@ -38,20 +38,20 @@ def test_jobs_run_in_order_and_drain_waits_for_them():
 
 
 def test_a_failing_job_does_not_stop_the_next(caplog):
-    releaser = BlockReleaser()
+    releaser = JobThread()
     ran: list[str] = []
     releaser.submit(os.close, -1)  # EBADF
     releaser.submit(ran.append, "after")
     assert releaser.drain(timeout_s=10)
     assert ran == ["after"]
-    assert "background file release close failed" in caplog.text
+    assert "background file job close failed" in caplog.text
 
 
 def test_drain_with_nothing_submitted_returns_at_once():
-    assert BlockReleaser().drain(timeout_s=0) is True
+    assert JobThread().drain(timeout_s=0) is True
 
 
-def _child_submits(releaser: BlockReleaser, marker: str) -> None:
+def _child_submits(releaser: JobThread, marker: str) -> None:
     releaser.submit(open(marker, "w").close)
     os._exit(0 if releaser.drain(timeout_s=10) and os.path.exists(marker) else 1)
 
@@ -59,7 +59,7 @@ def _child_submits(releaser: BlockReleaser, marker: str) -> None:
 def test_a_forked_child_gets_its_own_thread_and_queue(tmp_path):
     """Workers are forked from the supervisor: the child must not wait on the parent's
     thread (not forked) nor run the parent's jobs."""
-    releaser = BlockReleaser()
+    releaser = JobThread()
     gate = _block(releaser)
     parent_ran: list[str] = []
     releaser.submit(parent_ran.append, "parent")
@@ -134,7 +134,7 @@ def test_truncation_refuses_when_the_cut_never_finishes(tmp_path, monkeypatch):
         for _ in range(60):
             log.append(batch(count=1, value_size=500))
         target = list(log.segments)[1].base_offset + 1
-        monkeypatch.setattr(RELEASER, "drain", lambda timeout_s=60.0: BlockReleaser.drain(RELEASER, 0.1))
+        monkeypatch.setattr(RELEASER, "drain", lambda timeout_s=60.0: JobThread.drain(RELEASER, 0.1))
         from storage.errors import LogDirOfflineError
         with pytest.raises(LogDirOfflineError, match="did not finish"):
             log.truncate_to(target)
