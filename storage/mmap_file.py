@@ -16,23 +16,25 @@ Why this shape (DESIGN.md non-negotiable 3):
 * Flushing is os.fdatasync on the fd: on Linux msync(MS_SYNC) of a shared file mapping
   is vfs_fsync_range on the same file, and fdatasync releases the GIL while Python's
   mmap.flush() holds it.
-* Pages ahead of the writer are populated (MADV_POPULATE_WRITE) on a background thread
-  of the process, ``POPULATOR``, through libc's madvise called by ctypes, which releases
-  the GIL: the kernel's allocation and zeroing of new page-cache pages was 31-50% of a
-  worker's samples under 1 KiB load (docs/BENCHMARKS.md, eighth round), and Python's
-  ``mmap.madvise`` holds the GIL, so done inline it stopped the event loop. If the
-  populator lags, the writer's copy faults the pages in itself: slower, never wrong.
-  The same thread reserves the next fallocate window before the writer needs it; the
-  writer still reserves for itself whatever is not reserved when it gets there.
+* The next fallocate window is reserved on a background thread of the process,
+  ``RESERVER``, when the writer is past half of the current one: fallocate reads block
+  bitmaps from the disk, and those waits were the last ones left on the workers' event
+  loops (docs/BENCHMARKS.md, seventh round). The writer still reserves for itself
+  whatever is not reserved when it gets there, so a full disk fails the append that
+  needs the space as before.
+* Pages are pre-faulted on the writer's own thread. Populating them on another thread
+  (through libc's madvise, which releases the GIL) halved the acknowledgement latency
+  under 1 KiB load but cost the broker ~15% more CPU per record, the copy into pages
+  zeroed on the other core among it, and lowered the rate on a machine the clients
+  already fill (docs/BENCHMARKS.md, ninth round).
 
 Thread-safety: one writer (the partition's owner). ``flush`` may run on another thread.
-The populator touches the map only under ``_guard``, which whoever takes the map away
-holds too, so a populate never runs on an unmapped (or re-used) address range.
+The reserver touches the fd only under ``_guard``, which whoever takes the map away
+holds too, so a fallocate never lengthens a file that a roll has cut (or a reused fd).
 """
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import mmap
 import os
@@ -49,14 +51,8 @@ PAGE = mmap.PAGESIZE
 MADV_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23)
 POPULATE_AHEAD = 1 << 20
 POPULATE_AHEAD_MIN = 16 * 1024
-# Separate from RELEASER: a populate must not wait behind a discard that takes 0.7 s.
-POPULATOR = JobThread("castle-page-populator")
-
-_libc = ctypes.CDLL(None, use_errno=True)
-_madvise = _libc.madvise
-_madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
-_madvise.restype = ctypes.c_int
-
+# Separate from RELEASER: a reservation must not wait behind a discard that takes 0.7 s.
+RESERVER = JobThread("castle-block-reserver")
 
 class PopulateClock:
     """Wall time and bytes of this process's page pre-faulting (madvise), for the stats.
@@ -102,18 +98,12 @@ class MappedFile:
             if on_disk < max_size:
                 os.ftruncate(self.fd, max_size)
             self._map: mmap.mmap | None = mmap.mmap(self.fd, max_size, mmap.MAP_SHARED)
-            self._address = _address_of(self._map)
-            # Held by the populator while it uses the map or the fd, by whoever takes the map
-            # away, and around every fallocate.
+            # Held by the reserver while it uses the fd, by whoever takes the map away, and
+            # around every fallocate.
             self._guard = threading.Lock()
             self._populate = True
-            # _populated: populated up to here (the populator advances it); _requested: the
-            # writer asked for up to here; _request_at: the writer asks again past here;
-            # _reserve_wanted: the writer asked for blocks up to here; _ahead_queued: a job
-            # for this file is queued.
-            self._populated = self._requested = self._request_at = self.length // PAGE * PAGE
-            self._reserve_wanted = 0
-            self._ahead_queued = False
+            self._populated = self.length // PAGE * PAGE
+            self._reserve_queued = False  # a job to reserve the next window is queued
         except BaseException:
             os.close(self.fd)
             raise
@@ -135,7 +125,7 @@ class MappedFile:
 
     def _extend_reservation(self, end: int) -> None:
         """fallocate up to ``end``, or a window past what is reserved if that is further.
-        Called under ``_guard``, by the writer or the populator."""
+        Called under ``_guard``, by the writer or the reserver."""
         if end <= self._reserved:
             return
         new_reserved = min(self.max_size, _round_up(max(end, self._reserved + self.window), PAGE))
@@ -145,14 +135,23 @@ class MappedFile:
             raise LogDirOfflineError(f"cannot reserve space in {self.path}: {os.strerror(exc.errno or errno.EIO)}") from exc
         self._reserved = new_reserved
 
-    def _request_ahead(self, end: int) -> None:
-        """Ask the populator to pre-fault pages ahead of ``end``, and to reserve the next
-        window when the writer is past half of this one, so that neither the page faults
-        nor fallocate (which reads block bitmaps from the disk) runs on the writer's loop.
+    def _reserve_ahead(self) -> None:
+        """Reserve the next window, on the reserver's thread (the module docstring says why)."""
+        self._reserve_queued = False
+        with self._guard:
+            if self._map is None or self._reserved >= self.max_size:
+                return  # taken away (roll, close): the file is no longer ours to extend
+            try:
+                self._extend_reservation(self._reserved + 1)  # one window more
+            except LogDirOfflineError:
+                pass  # the writer's own reserve meets it, on the append that needs the space
 
-        Populating is kept small and separate from the fallocate window: populating a
-        whole 16 MiB window at once dirtied zero pages that a flush then wrote twice
-        (docs/BENCHMARKS.md).
+    def _prefault(self, end: int) -> None:
+        """Pre-fault pages ahead of ``end``, inside the reserved blocks.
+
+        Kept small and separate from the fallocate window: madvise holds the GIL, and
+        populating a whole 16 MiB window at once stalled every thread for 5-17 ms and
+        dirtied zero pages that a flush then wrote twice (docs/BENCHMARKS.md).
 
         How far ahead grows with the file, like readahead: as far as the file already
         holds, from POPULATE_AHEAD_MIN up to POPULATE_AHEAD. A fixed 1 MiB made the first
@@ -161,43 +160,21 @@ class MappedFile:
         CPU in the many-partitions benchmark.
         """
         ahead = min(POPULATE_AHEAD, max(POPULATE_AHEAD_MIN, end))
-        target = min(self.max_size, _round_up(end + ahead, PAGE))
-        if target <= self._requested:
+        target = min(self._reserved, _round_up(end + ahead, PAGE))
+        if target <= self._populated:
             return
-        self._requested = target
-        # The next request comes when the writer is halfway there: each job populates at
-        # least half the distance, not a page per write (a job wakes a thread).
-        self._request_at = target - ahead // 2
-        if self._reserved - end < self.window // 2:
-            self._reserve_wanted = self._reserved + 1  # one window more
-        if not self._ahead_queued:
-            self._ahead_queued = True
-            POPULATOR.submit(self._work_ahead)
-
-    def _work_ahead(self) -> None:
-        """Reserve and populate what the writer asked for (on the populator's thread)."""
-        self._ahead_queued = False  # first: a request made from now on queues a new job
-        with self._guard:
-            if self._map is None:
-                return  # taken away (roll, close): the file is no longer ours to extend
-            if self._reserve_wanted > self._reserved:
-                try:
-                    self._extend_reservation(self._reserve_wanted)
-                except LogDirOfflineError:
-                    pass  # the writer's own reserve meets it, on the append that needs the space
-            start, target = self._populated, min(self._requested, self._reserved)
-            if target <= start:
-                return
-            began = time.perf_counter()
-            # libc's madvise through ctypes releases the GIL (mmap.madvise would not).
-            if _madvise(self._address + start, target - start, MADV_POPULATE_WRITE) != 0:
-                self._populate = False  # older kernel (EINVAL): the writer's page faults it is
-            PopulateClock.seconds += time.perf_counter() - began
-            PopulateClock.bytes += target - start
-            self._populated = target
+        start = self._populated
+        began = time.perf_counter()
+        try:
+            self.map.madvise(MADV_POPULATE_WRITE, start, target - start)
+        except OSError:
+            self._populate = False  # older kernel: page faults it is
+        PopulateClock.seconds += time.perf_counter() - began
+        PopulateClock.bytes += target - start
+        self._populated = target
 
     def _take_map(self) -> mmap.mmap | None:
-        """Remove the map from this object, after any populate running on it has finished."""
+        """Remove the map from this object, after a reservation running on its fd has finished."""
         with self._guard:
             mapped, self._map = self._map, None
         return mapped
@@ -211,8 +188,11 @@ class MappedFile:
             os.pwrite(self.fd, data, position)
             self.length = end
             return position
-        if self._populate and end > self._request_at:
-            self._request_ahead(end)
+        if end > self._reserved - self.window // 2 and not self._reserve_queued and self._reserved < self.max_size:
+            self._reserve_queued = True  # past half of the reserved window: the next one, please
+            RESERVER.submit(self._reserve_ahead)
+        if self._populate and end > self._populated:
+            self._prefault(end)
         self.map[position:end] = data
         self.length = end
         return position
@@ -261,16 +241,6 @@ class MappedFile:
         self.unmap_and_trim()
         os.close(self.fd)
         self.fd = -1
-
-
-def _address_of(mapped: mmap.mmap) -> int:
-    """The map's base address. The ctypes view exports the buffer only while it lives, so
-    it is dropped at once (an export would make ``mmap.close`` raise BufferError)."""
-    view = ctypes.c_char.from_buffer(mapped)
-    try:
-        return ctypes.addressof(view)
-    finally:
-        del view
 
 
 def release(mapped: mmap.mmap | None, fd: int, *, cut_to: int | None = None, unlink: tuple[str, ...] = ()) -> None:
