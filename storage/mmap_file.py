@@ -54,6 +54,7 @@ POPULATE_AHEAD_MIN = 16 * 1024
 # Separate from RELEASER: a reservation must not wait behind a discard that takes 0.7 s.
 RESERVER = JobThread("castle-block-reserver")
 
+
 class PopulateClock:
     """Wall time and bytes of this process's page pre-faulting (madvise), for the stats.
 
