@@ -140,8 +140,10 @@ class MappedFile:
         """Reserve the next window, on the reserver's thread (the module docstring says why)."""
         self._reserve_queued = False
         with self._guard:
-            if self._map is None or self._reserved >= self.max_size:
+            if self._map is None:
                 return  # taken away (roll, close): the file is no longer ours to extend
+            if self._reserved >= self.max_size:
+                return  # the writer reserved up to the end itself meanwhile
             try:
                 self._extend_reservation(self._reserved + 1)  # one window more
             except LogDirOfflineError:

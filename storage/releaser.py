@@ -33,8 +33,8 @@ _Job = tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]
 
 class JobThread:
     """One FIFO worker thread per process, named ``name``. ``RELEASER`` below is the one for
-    block-freeing file calls; storage/mmap_file.py keeps another for page population, so a
-    populate never waits behind a discard."""
+    block-freeing file calls; storage/mmap_file.py keeps another (``RESERVER``) for
+    fallocate ahead of the writer, so a reservation never waits behind a discard."""
 
     def __init__(self, name: str = "castle-block-releaser") -> None:
         self.name = name

@@ -61,3 +61,28 @@ def test_full_disk_is_an_append_error_not_sigbus(tiny_fs):
     assert int(appended) > 0 and int(end) == int(appended)  # a failed append wrote nothing
     assert int(code) == 56  # KAFKA_STORAGE_ERROR
     assert lines[1].split() == ["still-offline", end]
+
+
+def test_a_full_disk_met_by_the_reserver_is_left_to_the_writer(tiny_fs, caplog):
+    """The reserver thread asks for the next window and the disk has no room for it: the
+    job fails quietly, nothing more is reserved, the writer keeps writing into what it has,
+    and the append past that is the one that fails with LogDirOfflineError."""
+    from storage.errors import LogDirOfflineError
+    from storage.mmap_file import RESERVER, MappedFile
+
+    mib = 1 << 20
+    f = MappedFile(str(tiny_fs / "log"), 8 * mib, window=1536 << 10, length=0)  # 1.5 of 2 MiB
+    try:
+        f.write(b"a" * mib)  # past half the first window: the next 1.5 MiB is asked for
+        assert RESERVER.drain(timeout_s=30)
+        assert f._reserved == 1536 << 10  # the reserver met ENOSPC and reserved nothing
+        assert "background file job" not in caplog.text  # an expected failure, not logged as a crash
+        f.write(b"b" * (512 << 10))  # up to the end of what the writer reserved itself
+        with pytest.raises(LogDirOfflineError):
+            f.write(b"c" * (512 << 10))
+        assert f.length == 1536 << 10
+        with open(f.path, "rb") as handle:
+            assert handle.read(1536 << 10) == b"a" * mib + b"b" * (512 << 10)
+    finally:
+        f.unmap_and_trim()
+        os.close(f.fd)

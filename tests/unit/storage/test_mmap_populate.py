@@ -106,4 +106,3 @@ def test_a_reservation_queued_for_a_map_taken_away_does_nothing(tmp_path):
     assert f._reserved == MIB
     os.close(f.fd)
     assert os.path.getsize(f.path) == 600_000
-
