@@ -52,6 +52,10 @@ FIGURES = {
     "producers_cores": (("cpu", "producers_cores"), False),
     "consumers_cores": (("cpu", "consumers_cores"), False),
     "machine_busy_cores": (("cpu", "machine_busy_cores"), False),
+    # the workload's physical limit, measured after the run (runner/limits.py), and the
+    # share of it the run reached
+    "physical_limit_mib_per_s": (("physical_limit", "mib_per_s"), True),
+    "of_physical_limit": (("physical_limit", "of_limit"), True),
     # write-then-read runs: the read phase apart
     "read_broker_cpu_s_per_m_records": (("broker_read", "cpu_s_per_m_records"), False),
     "read_broker_rss_anon_mib_max": (("broker_read", "rss_anon_mib_max"), False),
@@ -101,6 +105,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                         help="override a workload field for every workload, e.g. --set duration_s=20 (repeatable)")
     parser.add_argument("--out", default=None, help="results folder (default bench-results/runner-<UTC time>)")
+    parser.add_argument("--no-limits", action="store_true",
+                        help="skip measuring the workloads' physical limits after their runs")
+    parser.add_argument("--limit-dir", default=None,
+                        help="where to measure them: a directory on the broker's data filesystem "
+                             "(default: the started Castle's data dir, else /var/tmp)")
     parser.add_argument("--progress", dest="progress", action="store_true", default=None, help="progress bars (default: when stderr is a terminal)")
     parser.add_argument("--no-progress", dest="progress", action="store_false")
     return parser.parse_args(argv)
@@ -153,7 +162,8 @@ def main(argv: list[str] | None = None) -> int:
             targets.append(Target(args.compare_name or "mock"))
         elif args.compare:
             targets.append(Target(args.compare_name or args.compare, args.compare, root_pid=args.compare_pid))
-        summary = run_all(workloads, targets, args.repeat, out_dir, progress)
+        limit_dir = None if args.no_limits else (args.limit_dir or (own.log_dir if own else "/var/tmp"))
+        summary = run_all(workloads, targets, args.repeat, out_dir, progress, limit_dir)
     finally:
         if own is not None:
             code = own.stop()
@@ -168,7 +178,8 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if not summary["failures"] else 1
 
 
-def run_all(workloads: list[Workload], targets: list[Target], repeat: int, out_dir: str, progress: bool) -> dict[str, Any]:
+def run_all(workloads: list[Workload], targets: list[Target], repeat: int, out_dir: str, progress: bool,
+            limit_dir: str | None = None) -> dict[str, Any]:
     """Every workload against every target, repeat rounds; the targets take turns going
     first from one round to the next, so neither always runs on a warmer machine."""
     summary: dict[str, Any] = {"workloads": {}, "failures": [], "targets": [t.name for t in targets]}
@@ -183,7 +194,7 @@ def run_all(workloads: list[Workload], targets: list[Target], repeat: int, out_d
                 label = f"{w.name}-{target.name.replace(':', '_')}-r{rnd + 1}"
                 info(f"== {label}")
                 try:
-                    result = run_workload(w, target, out_dir, label, progress=progress)
+                    result = run_workload(w, target, out_dir, label, progress=progress, limit_dir=limit_dir)
                 except Exception as exc:  # one failed run must not lose the others
                     info(f"{label} FAILED: {exc}")
                     summary["failures"].append({"label": label, "error": str(exc)})

@@ -38,6 +38,8 @@ COLUMNS = [  # (summary figure, header, digits)
     ("broker_rss_anon_mib_max", "broker RssAnon max MiB", 1),
     ("producers_cores", "producer cores", 2),
     ("machine_busy_cores", "machine busy cores", 2),
+    ("physical_limit_mib_per_s", "physical limit MiB/s", 1),
+    ("of_physical_limit", "of the limit", 2),
 ]
 
 
@@ -47,16 +49,22 @@ def _fmt(value: float | None, digits: int) -> str:
     return f"{value:,.{digits}f}"
 
 
+# Columns shown only when some broker has them: most workloads name no physical limit.
+OPTIONAL_COLUMNS = {"physical_limit_mib_per_s", "of_physical_limit"}
+
+
 def table(entry: dict[str, Any]) -> str:
     names = list(entry["medians"])
-    lines = ["| broker | " + " | ".join(h for _, h, _ in COLUMNS) + " |", "|---" * (len(COLUMNS) + 1) + "|"]
+    columns = [c for c in COLUMNS if c[0] not in OPTIONAL_COLUMNS
+               or any(m.get(c[0]) is not None for m in entry["medians"].values())]
+    lines = ["| broker | " + " | ".join(h for _, h, _ in columns) + " |", "|---" * (len(columns) + 1) + "|"]
     for name in names:
         m = entry["medians"][name]
-        lines.append(f"| {name} | " + " | ".join(_fmt(m.get(k), d) for k, _, d in COLUMNS) + " |")
+        lines.append(f"| {name} | " + " | ".join(_fmt(m.get(k), d) for k, _, d in columns) + " |")
     if entry.get("ratios"):
         r = entry["ratios"]
         lines.append(f"| {names[0]} / {names[1]} | " + " | ".join(_fmt(r.get(k), 2) + ("x" if r.get(k) else "")
-                                                               for k, _, _ in COLUMNS) + " |")
+                                                               for k, _, _ in columns) + " |")
     return "\n".join(lines)
 
 
@@ -130,6 +138,10 @@ def write_report(summary: dict[str, Any], out_dir: str) -> str:
             parts += ["No run succeeded.", ""]
             continue
         parts += [table(entry), ""]
+        if w.get("physical_limit"):
+            parts += [f"Physical limit: {w['physical_limit']}, measured with {w.get('limit_size_mib'):,.0f} MiB right "
+                      "after each run against a broker that keeps its data (loadtest/runner/limits.py); "
+                      "\"of the limit\" is the run's rate over it, median over rounds.", ""]
         if entry.get("skipped"):
             parts += [f"Not run against {', '.join(entry['skipped'])} (the workload needs more than it retains).", ""]
         runs = {t: _load_runs(out_dir, labels) for t, labels in entry["runs"].items()}

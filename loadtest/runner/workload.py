@@ -26,6 +26,10 @@ consumers read everything back (Kafka's producer and consumer perf tools run one
 the other, like this); publish and consume are each measured without the other
 competing for this machine's cores.
 ``producer_config`` / ``consumer_config`` tables pass librdkafka settings through.
+``physical_limit = "page-ingest"`` (publish) or ``"loopback-sendfile"`` (consume) has the
+runner measure that limit of the machine right after each run (``limit_size_mib`` bytes;
+loadtest/runner/limits.py) and report the run's rate as a share of it: the yardstick for
+workloads that store more than the mock keeps.
 ``compare = false`` marks a workload the reference broker cannot hold (the librdkafka mock
 keeps ~5 MiB per partition), so ``--compare`` skips it.
 """
@@ -43,6 +47,7 @@ from loadtest.common import MIB
 KEY_DISTRIBUTIONS = ("none", "round-robin", "random")
 COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
 ACKS = ("0", "1", "all", "-1")
+PHYSICAL_LIMITS = ("page-ingest", "loopback-sendfile")  # loadtest/runner/limits.py measures them
 
 
 class WorkloadError(ValueError):
@@ -73,6 +78,8 @@ class Workload:
     read_after_write: bool = False
     idle_connections: int = 0
     compare: bool = True
+    physical_limit: str = ""  # "" = none
+    limit_size_mib: float = 2048.0
     producer_config: dict[str, Any] = field(default_factory=dict)
     consumer_config: dict[str, Any] = field(default_factory=dict)
 
@@ -120,6 +127,8 @@ def workload_from_dict(data: dict[str, Any], default_name: str = "") -> Workload
     _check(w.key_distribution in KEY_DISTRIBUTIONS, "key_distribution", f"one of {KEY_DISTRIBUTIONS}")
     _check(w.compression in COMPRESSIONS, "compression", f"one of {COMPRESSIONS}")
     _check(w.acks in ACKS, "acks", f"one of {ACKS}")
+    _check(w.physical_limit in ("", *PHYSICAL_LIMITS), "physical_limit", f"one of {PHYSICAL_LIMITS} (or absent)")
+    _check(w.limit_size_mib >= 1, "limit_size_mib", "must be >= 1")
     _check(not (w.rate and w.rate_mib_s), "rate", "give rate or rate_mib_s, not both")
     for name in ("rate", "rate_mib_s", "linger_ms", "warmup_s", "backlog_mib"):
         _check(getattr(w, name) >= 0, name, "must be >= 0")

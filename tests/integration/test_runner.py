@@ -64,8 +64,10 @@ def _assert_latency(summary: dict) -> None:
 
 def test_a_live_workload_gives_every_figure(broker, tmp_path):
     out = tmp_path / "out"
-    done = _run([_workload(tmp_path, "live"), "--bootstrap", broker.bootstrap, "--broker-pid", str(broker.pid),
-                 "--out", str(out)])
+    limits = tmp_path / "limits"
+    live = _workload(tmp_path, "live", 'physical_limit = "page-ingest"\nlimit_size_mib = 16')
+    done = _run([live, "--bootstrap", broker.bootstrap, "--broker-pid", str(broker.pid), "--out", str(out),
+                 "--limit-dir", str(limits)])
     assert done.returncode == 0, done.stderr[-3000:]
     r = _load(out, "live-castle-r1")
     assert r["publish"]["records"] > 0 and r["publish"]["errors"] == 0
@@ -87,17 +89,24 @@ def test_a_live_workload_gives_every_figure(broker, tmp_path):
     assert cpu["producers_cores"] > 0 and cpu["consumers_cores"] > 0, cpu
     together = broker_figures["cpu_cores"] + cpu["producers_cores"] + cpu["consumers_cores"]
     assert 0.75 * together <= cpu["machine_busy_cores"] <= os.cpu_count(), (cpu, together)
+    # The machine's page-ingest limit, measured after the run in --limit-dir, files removed.
+    limit = r["physical_limit"]
+    assert limit["kind"] == "page-ingest" and limit["directory"] == str(limits) and os.listdir(limits) == []
+    assert limit["mib_per_s"] > 0 and limit["of_limit"] == round(r["publish"]["mib_per_s"] / limit["mib_per_s"], 3)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["workloads"]["live"]["medians"]["castle"]["publish_records_per_s"] > 0
+    assert summary["workloads"]["live"]["medians"]["castle"]["of_physical_limit"] == limit["of_limit"]
     assert summary["machine"]["nproc"] >= 1 and summary["failures"] == []
     assert (out / "report.md").exists() and (out / "live-throughput.png").stat().st_size > 0
 
 
 def test_catch_up_and_read_after_write_read_everything_back(broker, tmp_path):
     out = tmp_path / "out"
-    catch_up = _workload(tmp_path, "backlog", "backlog_mib = 8", rate=0)
+    catch_up = _workload(tmp_path, "backlog", 'backlog_mib = 8\nphysical_limit = "loopback-sendfile"\nlimit_size_mib = 16',
+                         rate=0)
     after = _workload(tmp_path, "after", "read_after_write = true", rate=0)
-    done = _run([catch_up, after, "--bootstrap", broker.bootstrap, "--broker-pid", str(broker.pid), "--out", str(out)])
+    done = _run([catch_up, after, "--bootstrap", broker.bootstrap, "--broker-pid", str(broker.pid), "--out", str(out),
+                 "--limit-dir", str(tmp_path)])
     assert done.returncode == 0, done.stderr[-3000:]
     for label in ("backlog-castle-r1", "after-castle-r1"):
         r = _load(out, label)
@@ -110,12 +119,18 @@ def test_catch_up_and_read_after_write_read_everything_back(broker, tmp_path):
     assert _load(out, "after-castle-r1")["cpu"]["producers_cores"] > 0  # 4 s of writing (the backlog: a moment)
     backlog = _load(out, "backlog-castle-r1")
     assert backlog["publish"]["bytes"] >= 8 * 2**20 - 256 * 2  # the producers' shares of 8 MiB
+    # The read is set beside the loopback sendfile limit, measured after it.
+    limit = backlog["physical_limit"]
+    assert limit["kind"] == "loopback-sendfile" and len(limit["runs_mib_per_s"]) == 3
+    assert limit["mib_per_s"] > 0 and limit["of_limit"] == round(backlog["consume"]["mib_per_s"] / limit["mib_per_s"], 3)
+    assert "physical_limit" not in _load(out, "after-castle-r1")
 
 
 def test_compare_against_the_mock_reports_ratios(broker, tmp_path):
     out = tmp_path / "out"
-    done = _run([_workload(tmp_path, "cmp", "idle_connections = 100"), "--bootstrap", broker.bootstrap,
-                 "--broker-pid", str(broker.pid), "--compare", "mock", "--out", str(out)])
+    cmp = _workload(tmp_path, "cmp", 'idle_connections = 100\nphysical_limit = "page-ingest"\nlimit_size_mib = 8')
+    done = _run([cmp, "--bootstrap", broker.bootstrap, "--broker-pid", str(broker.pid), "--compare", "mock",
+                 "--out", str(out), "--no-limits"])
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     entry = summary["workloads"]["cmp"]
@@ -123,6 +138,7 @@ def test_compare_against_the_mock_reports_ratios(broker, tmp_path):
     assert entry["ratios"]["publish_records_per_s"] == pytest.approx(1.0, rel=0.3)  # both hold the rate
     mock = _load(out, "cmp-mock-r1")
     assert mock["broker"]["cpu_s"] >= 0 and mock["broker"]["processes"] == 1
+    assert "physical_limit" not in mock and "physical_limit" not in _load(out, "cmp-castle-r1")  # --no-limits
     for label in ("cmp-castle-r1", "cmp-mock-r1"):
         held = _load(out, label)["idle_connections"]
         assert held["open"] == 100 and held["failed"] == 0

@@ -13,11 +13,12 @@ import pytest
 
 from loadtest.runner.__main__ import FIGURES, _overrides, medians, ratios
 from loadtest.runner.histogram import encode, merge_into, new_histogram, record_us, summary_ms
+from loadtest.runner.limits import LIMITS, limit_of_run
 from loadtest.runner.procstats import Sample
 from loadtest.runner.producer import histogram_of_seconds
-from loadtest.runner.report import write_report
+from loadtest.runner.report import table, write_report
 from loadtest.runner.run import _broker_figures
-from loadtest.runner.workload import WorkloadError, load_workload, workload_from_dict
+from loadtest.runner.workload import PHYSICAL_LIMITS, WorkloadError, load_workload, workload_from_dict
 
 WORKLOADS = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "..", "..", "loadtest", "workloads", "*.toml")))
 
@@ -30,6 +31,32 @@ def test_every_shipped_workload_loads():
     assert load_workload([p for p in WORKLOADS if p.endswith("many-partitions.toml")][0]).partitions_per_topic == 1000
     catch_up = load_workload([p for p in WORKLOADS if p.endswith("catch-up.toml")][0])
     assert catch_up.catch_up and not catch_up.compare
+    # The workloads that keep more than the mock are judged against the machine too.
+    assert catch_up.physical_limit == "loopback-sendfile"
+    for name in ("max-throughput-100b.toml", "max-throughput-1kb.toml"):
+        assert load_workload([p for p in WORKLOADS if p.endswith(name)][0]).physical_limit == "page-ingest"
+
+
+def test_every_physical_limit_a_workload_may_name_is_measured():
+    assert set(LIMITS) == set(PHYSICAL_LIMITS)
+
+
+@pytest.mark.parametrize("kind, section", [("page-ingest", "publish"), ("loopback-sendfile", "consume")])
+def test_a_physical_limit_is_measured_beside_the_rate_it_bounds(tmp_path, kind, section):
+    limit = limit_of_run(kind, 8, str(tmp_path), {section: {"mib_per_s": 10.0}})
+    assert limit["kind"] == kind and limit["compared"] == f"{section}.mib_per_s"
+    assert limit["mib_per_s"] > 10  # 8 MiB into this machine's page cache or through loopback: far above 10 MiB/s
+    assert limit["of_limit"] == round(10.0 / limit["mib_per_s"], 3)
+    assert os.listdir(tmp_path) == []  # the measurement's files are gone
+    if kind == "page-ingest":
+        assert set(limit["modes"]) == {"write", "mmap"} and limit["mib_per_s"] == max(limit["modes"].values())
+    else:
+        assert len(limit["runs_mib_per_s"]) == 3
+
+
+def test_a_run_without_the_bounded_rate_gets_the_limit_but_no_share(tmp_path):
+    limit = limit_of_run("page-ingest", 4, str(tmp_path), {})
+    assert limit["mib_per_s"] > 0 and limit["of_limit"] is None
 
 
 def test_a_byte_rate_becomes_records_per_second():
@@ -46,6 +73,8 @@ def test_a_byte_rate_becomes_records_per_second():
     ({"name": "x", "duration_s": 0}, "duration_s"),
     ({"name": "x", "backlog_mib": 10, "consumers": 0}, "backlog_mib"),
     ({"name": "x", "topics": "many"}, "topics"),
+    ({"name": "x", "physical_limit": "disk"}, "physical_limit"),
+    ({"name": "x", "physical_limit": "page-ingest", "limit_size_mib": 0}, "limit_size_mib"),
 ])
 def test_bad_workloads_name_the_field(fields, complaint):
     with pytest.raises(WorkloadError, match=complaint):
@@ -124,6 +153,16 @@ def test_the_report_has_a_table_with_ratios_and_both_charts(tmp_path):
     for png in ("w-throughput.png", "w-latency.png"):
         with open(tmp_path / png, "rb") as handle:
             assert handle.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_physical_limit_columns_show_only_where_a_run_measured_one():
+    castle = _result("w-castle-r1", 90, 90, 5, 0.3)
+    castle["physical_limit"] = {"kind": "page-ingest", "mib_per_s": 400.0, "of_limit": 0.0225}
+    with_limit = {"medians": {"castle": medians([castle]), "mock": medians([_result("w-mock-r1", 100, 80, 4, 0.1)])}}
+    text = table(with_limit)
+    assert "| physical limit MiB/s | of the limit |" in text.splitlines()[0]
+    assert text.splitlines()[2].endswith("| 400.0 | 0.02 |") and text.splitlines()[3].endswith("| – | – |")
+    assert "of the limit" not in table({"medians": {"castle": medians([_result("w-castle-r1", 90, 90, 5, 0.3)])}})
 
 
 def test_pyspy_summary_counts_inclusive_and_self_shares(tmp_path):
