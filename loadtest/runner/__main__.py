@@ -27,6 +27,7 @@ import orjson
 from loadtest.brokers import OwnBroker
 from loadtest.common import info, parse_key_values
 from loadtest.machine import git_state, machine_info
+from loadtest.runner.limits import SETTLE_S, LimitPlan
 from loadtest.runner.report import write_report
 from loadtest.runner.run import Target, run_workload
 from loadtest.runner.workload import Workload, WorkloadError, load_workload, workload_from_dict
@@ -110,6 +111,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--limit-dir", default=None,
                         help="where to measure them: a directory on the broker's data filesystem "
                              "(default: the started Castle's data dir, else /var/tmp)")
+    parser.add_argument("--limit-settle-s", type=float, default=SETTLE_S,
+                        help="quiet before each page-ingest measurement, so memory freed just before has gone "
+                             f"back to the host as it would have for the run (default {SETTLE_S:g})")
     parser.add_argument("--progress", dest="progress", action="store_true", default=None, help="progress bars (default: when stderr is a terminal)")
     parser.add_argument("--no-progress", dest="progress", action="store_false")
     return parser.parse_args(argv)
@@ -162,8 +166,9 @@ def main(argv: list[str] | None = None) -> int:
             targets.append(Target(args.compare_name or "mock"))
         elif args.compare:
             targets.append(Target(args.compare_name or args.compare, args.compare, root_pid=args.compare_pid))
-        limit_dir = None if args.no_limits else (args.limit_dir or (own.log_dir if own else "/var/tmp"))
-        summary = run_all(workloads, targets, args.repeat, out_dir, progress, limit_dir)
+        limits = None if args.no_limits else LimitPlan(args.limit_dir or (own.log_dir if own else "/var/tmp"),
+                                                       args.limit_settle_s)
+        summary = run_all(workloads, targets, args.repeat, out_dir, progress, limits)
     finally:
         if own is not None:
             code = own.stop()
@@ -179,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_all(workloads: list[Workload], targets: list[Target], repeat: int, out_dir: str, progress: bool,
-            limit_dir: str | None = None) -> dict[str, Any]:
+            limits: LimitPlan | None = None) -> dict[str, Any]:
     """Every workload against every target, repeat rounds; the targets take turns going
     first from one round to the next, so neither always runs on a warmer machine."""
     summary: dict[str, Any] = {"workloads": {}, "failures": [], "targets": [t.name for t in targets]}
@@ -194,7 +199,7 @@ def run_all(workloads: list[Workload], targets: list[Target], repeat: int, out_d
                 label = f"{w.name}-{target.name.replace(':', '_')}-r{rnd + 1}"
                 info(f"== {label}")
                 try:
-                    result = run_workload(w, target, out_dir, label, progress=progress, limit_dir=limit_dir)
+                    result = run_workload(w, target, out_dir, label, progress=progress, limits=limits)
                 except Exception as exc:  # one failed run must not lose the others
                     info(f"{label} FAILED: {exc}")
                     summary["failures"].append({"label": label, "error": str(exc)})

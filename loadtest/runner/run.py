@@ -37,7 +37,7 @@ from loadtest.children import ChildProcess
 from loadtest.common import CLOCK_TICKS, MIB, info, proc_cpu_ticks
 from loadtest.runner.histogram import merge_into, new_histogram, summary_ms
 from loadtest.runner.idle_connections import IdleConnectionsChild
-from loadtest.runner.limits import limit_of_run
+from loadtest.runner.limits import LimitPlan, limit_of_run
 from loadtest.runner.procstats import BrokerProcesses, Sample
 from loadtest.runner.workload import Workload
 
@@ -407,10 +407,10 @@ def _wait(condition: Callable[[], bool], clients: Clients, timeout: float, what:
 
 
 def run_workload(w: Workload, target: Target, out_dir: str, label: str, progress: bool = False,
-                 limit_dir: str | None = None) -> dict[str, Any]:
+                 limits: LimitPlan | None = None) -> dict[str, Any]:
     """Run w against target once; returns the result (also written to out_dir/label.json).
-    With limit_dir, a workload's physical limit is measured there after a run against a
-    broker that keeps what it is sent (not the mock), before its topics are deleted."""
+    With limits, a workload's physical limit is measured after a run against a broker
+    that keeps what it is sent (not the mock), before its topics are deleted."""
     os.makedirs(out_dir, exist_ok=True)
     log_dir = tempfile.mkdtemp(prefix=f"{label}-", dir=out_dir)
     prefix = f"{label}-{int(time.time())}"
@@ -442,8 +442,8 @@ def run_workload(w: Workload, target: Target, out_dir: str, label: str, progress
             _live(w, bootstrap, topics, clients, result, progress, label)
         if w.idle_connections:
             result["idle_connections"].update(_close_idle_connections(clients))
-        if w.physical_limit and limit_dir and not target.is_mock:
-            result["physical_limit"] = _physical_limit(w, limit_dir, result)
+        if w.physical_limit and limits and not target.is_mock:
+            result["physical_limit"] = _physical_limit(w, limits, result)
     finally:
         clients.stop_all()
         clients.save_events()
@@ -474,9 +474,9 @@ def run_workload(w: Workload, target: Target, out_dir: str, label: str, progress
     return result
 
 
-def _physical_limit(w: Workload, directory: str, result: dict[str, Any]) -> dict[str, Any]:
+def _physical_limit(w: Workload, limits: LimitPlan, result: dict[str, Any]) -> dict[str, Any]:
     try:
-        return limit_of_run(w.physical_limit, w.limit_size_mib, directory, result)
+        return limit_of_run(w.physical_limit, w.limit_size_mib, limits.directory, result, limits.settle_s)
     except (OSError, ValueError, RuntimeError, TimeoutError) as exc:  # the run's own figures still count
         info(f"could not measure the {w.physical_limit} limit: {exc}")
         return {"kind": w.physical_limit, "error": str(exc)}

@@ -67,7 +67,7 @@ def test_a_live_workload_gives_every_figure(broker, tmp_path):
     limits = tmp_path / "limits"
     live = _workload(tmp_path, "live", 'physical_limit = "page-ingest"\nlimit_size_mib = 16')
     done = _run([live, "--bootstrap", broker.bootstrap, "--broker-pid", str(broker.pid), "--out", str(out),
-                 "--limit-dir", str(limits)])
+                 "--limit-dir", str(limits), "--limit-settle-s", "0"])
     assert done.returncode == 0, done.stderr[-3000:]
     r = _load(out, "live-castle-r1")
     assert r["publish"]["records"] > 0 and r["publish"]["errors"] == 0
@@ -106,7 +106,7 @@ def test_catch_up_and_read_after_write_read_everything_back(broker, tmp_path):
                          rate=0)
     after = _workload(tmp_path, "after", "read_after_write = true", rate=0)
     done = _run([catch_up, after, "--bootstrap", broker.bootstrap, "--broker-pid", str(broker.pid), "--out", str(out),
-                 "--limit-dir", str(tmp_path)])
+                 "--limit-dir", str(tmp_path), "--limit-settle-s", "0"])
     assert done.returncode == 0, done.stderr[-3000:]
     for label in ("backlog-castle-r1", "after-castle-r1"):
         r = _load(out, label)

@@ -43,11 +43,12 @@ def test_every_physical_limit_a_workload_may_name_is_measured():
 
 @pytest.mark.parametrize("kind, section", [("page-ingest", "publish"), ("loopback-sendfile", "consume")])
 def test_a_physical_limit_is_measured_beside_the_rate_it_bounds(tmp_path, kind, section):
-    limit = limit_of_run(kind, 8, str(tmp_path), {section: {"mib_per_s": 10.0}})
+    limit = limit_of_run(kind, 8, str(tmp_path), {section: {"mib_per_s": 10.0}}, settle_s=0)
     assert limit["kind"] == kind and limit["compared"] == f"{section}.mib_per_s"
     assert limit["mib_per_s"] > 10  # 8 MiB into this machine's page cache or through loopback: far above 10 MiB/s
     assert limit["of_limit"] == round(10.0 / limit["mib_per_s"], 3)
     assert os.listdir(tmp_path) == []  # the measurement's files are gone
+    assert limit["settle_s"] == 0
     if kind == "page-ingest":
         assert set(limit["modes"]) == {"write", "mmap"} and limit["mib_per_s"] == max(limit["modes"].values())
     else:
@@ -55,7 +56,7 @@ def test_a_physical_limit_is_measured_beside_the_rate_it_bounds(tmp_path, kind, 
 
 
 def test_a_run_without_the_bounded_rate_gets_the_limit_but_no_share(tmp_path):
-    limit = limit_of_run("page-ingest", 4, str(tmp_path), {})
+    limit = limit_of_run("page-ingest", 4, str(tmp_path), {}, settle_s=0)
     assert limit["mib_per_s"] > 0 and limit["of_limit"] is None
 
 
