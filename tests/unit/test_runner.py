@@ -13,11 +13,11 @@ import pytest
 
 from loadtest.runner.__main__ import FIGURES, _overrides, medians, ratios
 from loadtest.runner.histogram import encode, merge_into, new_histogram, record_us, summary_ms
-from loadtest.runner.limits import LIMITS, limit_of_run
+from loadtest.runner.limits import LIMITS, LimitPlan, limit_of_run
 from loadtest.runner.procstats import Sample
 from loadtest.runner.producer import histogram_of_seconds
 from loadtest.runner.report import table, write_report
-from loadtest.runner.run import _broker_figures
+from loadtest.runner.run import _broker_figures, _physical_limit
 from loadtest.runner.workload import PHYSICAL_LIMITS, WorkloadError, load_workload, workload_from_dict
 
 WORKLOADS = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "..", "..", "loadtest", "workloads", "*.toml")))
@@ -154,6 +154,12 @@ def test_the_report_has_a_table_with_ratios_and_both_charts(tmp_path):
     for png in ("w-throughput.png", "w-latency.png"):
         with open(tmp_path / png, "rb") as handle:
             assert handle.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_limit_that_cannot_be_measured_is_an_error_in_the_result_not_a_lost_run():
+    w = workload_from_dict({"name": "x", "physical_limit": "page-ingest", "limit_size_mib": 4})
+    limit = _physical_limit(w, LimitPlan("/proc/castle-no-such-dir", settle_s=0), {"publish": {"mib_per_s": 1.0}})
+    assert limit["kind"] == "page-ingest" and "castle-no-such-dir" in limit["error"]
 
 
 def test_the_physical_limit_columns_show_only_where_a_run_measured_one():
