@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from broker import dispatch, eager
+from broker.memory import receive_buffer
 from broker.protocol import codec, framing
 from broker.protocol.errors import ErrorCode, ProtocolViolation, code_for_exception
 
@@ -224,8 +225,9 @@ class Connection:
             if available - position - 4 < size:
                 if size >= LARGE_FRAME:
                     # Receive the rest straight into the frame's own buffer: no re-copying
-                    # of a growing inbuf for large Produce requests.
-                    self._big = bytearray(size)
+                    # of a growing inbuf for large Produce requests. Not zeroed first
+                    # (broker/memory.py): it is read only once recv_into has filled it.
+                    self._big = receive_buffer(size)
                     have = available - position - 4
                     self._big[:have] = buf[position + 4:available]
                     self._big_filled = have
