@@ -109,6 +109,9 @@ SETTINGS: list[Setting] = [
             "host:port of the Prometheus endpoint (/metrics), served by the coordinator process; empty: no metrics."),
     Setting("connection.handoff.enable", _bool, True,
             "Move a connection whose Produce requests all go to one other worker to that worker."),
+    Setting("produce.receive.into.log.enable", _bool, True,
+            "Receive the records of a large Produce request straight into their partition's log (the active "
+            "segment's map, past its end) instead of into a buffer that is then copied there."),
     Setting("queued.max.requests", integer_in(1, INT_MAX), 500, "Unanswered requests per connection before reading pauses."),
     Setting("queued.max.request.bytes", integer_in(1, INT_MAX), 16 * 1024 * 1024,
             "Bytes of unanswered request frames per connection before reading pauses (Kafka's is per broker)."),

@@ -66,7 +66,8 @@ class WorkerNode:
         self._producer_ids = iter(())
         self.stats: dict[str, int] = {"connections": 0, "requests": 0, "produce_requests": 0,
                                       "fetch_requests": 0, "records_appended": 0,
-                                      "handoffs_out": 0, "handoffs_in": 0, "forwards": 0}
+                                      "handoffs_out": 0, "handoffs_in": 0, "forwards": 0,
+                                      "appends_in_place": 0}
         self.handoff = HandoffSender(run_dir)
         self.metrics = WorkerMetrics(index)
         self.connections: set[Any] = set()  # the worker server's open client connections

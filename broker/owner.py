@@ -131,7 +131,9 @@ class Owner:
                 if code:
                     return AppendResult(code, error_message=f"producer {first.producer_id} epoch {first.producer_epoch} "
                                                             f"sequence {first.base_sequence} refused")
-            info = partition_log.append(view)
+            # ``records`` itself: it may be the view of the log's open landing, which the
+            # log recognises by identity and commits in place (storage/landing.py).
+            info = partition_log.append(records)
         except StorageError as exc:
             return AppendResult(exc.kafka_error_code, error_message=str(exc))
         except Exception as exc:
