@@ -36,6 +36,10 @@ if TYPE_CHECKING:
     from broker.node import WorkerNode
 
 SKIP_CHUNK = 64 * 1024
+# Header fields are asked for a few bytes at a time; reading this much at once (never past
+# the frame) costs a short copy of the record bytes that come along, where one recv per
+# field cost 3% of a worker's samples under 1 KiB produce load (py-spy).
+FIELD_READ = 512
 
 
 class PeerClosed(Exception):
@@ -59,7 +63,8 @@ class ProduceReceiver:
         self.sock = sock
         self.node = node
         self.frame_size = frame_size
-        self._pending = already  # bytes of the frame the connection read before us
+        self._pending = already  # bytes of the frame read but not yet used
+        self._unread = frame_size - len(already)  # bytes of the frame still in the socket
         self._land = land
         self._stream = produce_stream.read_frame(frame_size)
         self._event: produce_stream.Event = next(self._stream)
@@ -102,10 +107,11 @@ class ProduceReceiver:
                 piece += taken
                 self._pending = self._pending[len(taken):]
                 continue
-            data = self._recv(want)
+            data = self._recv(max(want, FIELD_READ))
             if data is None:
                 return False
-            piece += data
+            piece += data[:want]
+            self._pending = memoryview(data)[want:]
         return True
 
     def _skip(self, event: produce_stream.Skip) -> bool:
@@ -144,19 +150,22 @@ class ProduceReceiver:
             if not received:
                 raise PeerClosed("closed inside a Produce frame")
             target.filled += received
+            self._unread -= received
         self._targets.append(target)
         self._target = None
         return True
 
     def _recv(self, size: int) -> bytes | None:
+        """Up to ``size`` bytes of the frame, never past its end."""
         try:
-            data = self.sock.recv(size)
+            data = self.sock.recv(min(size, self._unread))
         except (BlockingIOError, InterruptedError):
             return None
         except OSError as exc:
             raise PeerClosed(str(exc)) from None
         if not data:
             raise PeerClosed("closed inside a Produce frame")
+        self._unread -= len(data)
         return data
 
     # ------------------------------------------------------------------ where records go

@@ -11,7 +11,9 @@ Append path, per produce request (DESIGN.md non-negotiable 4)::
        record count, max.message.bytes (and keys, on compacted topics) -- a rejected
        set writes nothing
     2. roll if the set does not fit the active segment (size, index, u32 offsets, time)
-    3. copy the bytes as the client sent them into the active segment's map
+    3. copy the bytes as the client sent them into the active segment's map (or, for
+       a record set that a socket wrote into the map already, a Landing, commit them
+       where they lie: storage/landing.py)
     4. rewrite baseOffset and partitionLeaderEpoch in place (outside the CRC); for
        LogAppendTime topics rewrite maxTimestamp + the type bit and redo the CRC
     5. update indexes, producer state, log end offset; flush when flush.messages is hit

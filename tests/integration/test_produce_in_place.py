@@ -188,3 +188,18 @@ def test_switched_off_large_produces_still_arrive_and_none_is_received_in_place(
         assert _values(client, "off", topic_id) == [r.value for r in decode_batch(records)[1]]
     time.sleep(1.1)  # two stats rewrites
     assert _in_place(broker) == 0
+
+
+@pytest.mark.parametrize("broker", [{"workers": 1}], indirect=True)
+def test_pipelined_large_and_small_frames_are_read_to_their_boundaries(broker: Any) -> None:
+    """The receiver reads ahead for header fields but never past its frame: the next
+    frame, large or small, is intact and answered in order."""
+    with KioClient(broker.bootstrap) as client:
+        topic_id = _create_topic(client, "pipelined")
+        batches = [_batch(b"a"), _batch(b"b"), _batch(b"c", count=1, size=10), _batch(b"d")]
+        sock = _connect(broker)
+        sock.sendall(b"".join(_produce_frame("pipelined", records, n) for n, records in enumerate(batches, start=1)))
+        offsets = [_answer(sock, n).base_offset for n in range(1, len(batches) + 1)]
+        sock.close()
+        assert offsets == [0, 4, 8, 9]
+        assert _values(client, "pipelined", topic_id) == [r.value for b in batches for r in decode_batch(b)[1]]
