@@ -111,7 +111,7 @@ class ProduceReceiver:
             if data is None:
                 return False
             piece += data[:want]
-            self._pending = memoryview(data)[want:]
+            self._pending = data[want:]
         return True
 
     def _skip(self, event: produce_stream.Skip) -> bool:
@@ -141,32 +141,33 @@ class ProduceReceiver:
                 self._pending = self._pending[count:]
                 target.filled += count
                 continue
-            try:
-                received = self.sock.recv_into(view[target.filled:])
-            except (BlockingIOError, InterruptedError):
+            received = self._recv_into(view[target.filled:])
+            if received is None:
                 return False
-            except OSError as exc:
-                raise PeerClosed(str(exc)) from None
-            if not received:
-                raise PeerClosed("closed inside a Produce frame")
             target.filled += received
-            self._unread -= received
         self._targets.append(target)
         self._target = None
         return True
 
-    def _recv(self, size: int) -> bytes | None:
-        """Up to ``size`` bytes of the frame, never past its end."""
+    def _recv(self, size: int) -> memoryview | None:
+        """Up to ``size`` bytes of the frame, never past its end (None: none yet)."""
+        buffer = memoryview(bytearray(min(size, self._unread)))
+        received = self._recv_into(buffer)
+        return None if received is None else buffer[:received]
+
+    def _recv_into(self, view: memoryview) -> int | None:
+        """recv_into ``view`` (which the caller keeps inside the frame): the byte count,
+        or None when the socket has nothing yet."""
         try:
-            data = self.sock.recv(min(size, self._unread))
+            received = self.sock.recv_into(view)
         except (BlockingIOError, InterruptedError):
             return None
         except OSError as exc:
             raise PeerClosed(str(exc)) from None
-        if not data:
+        if not received:
             raise PeerClosed("closed inside a Produce frame")
-        self._unread -= len(data)
-        return data
+        self._unread -= received
+        return received
 
     # ------------------------------------------------------------------ where records go
     def _target_for(self, event: produce_stream.Records) -> _Target:
