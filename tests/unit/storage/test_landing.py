@@ -4,10 +4,12 @@ that changes the log."""
 
 from __future__ import annotations
 
+import os
 import struct
 
 from storage.config import LogConfig
 from storage.log import PartitionLog, now_ms
+from storage.releaser import RELEASER
 from tests.unit.storage.helpers import batch, open_log, read_all
 
 
@@ -127,3 +129,21 @@ def test_recovery_cuts_a_whole_batch_landed_but_never_committed(tmp_path):
     assert recovered.log_end_offset == 5
     assert [r.offset for r in read_all(recovered)] == [0, 1, 2, 3, 4]
     recovered.close()
+
+
+def test_a_roll_after_a_landing_closes_the_map_and_cuts_the_file(tmp_path):
+    """A view of the map left behind would make the roll's munmap fail (BufferError on the
+    releaser's thread) and leave the file at its mapped size."""
+    log = open_log(tmp_path)
+    raw = batch(count=2, value_size=300)
+    landing = _land(log, raw)
+    log.append(landing.records)
+    landing.close()
+    revoked: list = []
+    _land(log, batch(count=1), revoked)  # open, never committed: the roll revokes it
+    path = log.segments[0].path
+    log.roll()
+    assert revoked
+    assert RELEASER.drain()
+    assert os.path.getsize(path) == len(raw)
+    log.close()
