@@ -238,11 +238,11 @@ class Connection:
             if size < 0 or size > self._max_request:
                 raise ProtocolViolation(f"frame of {size} bytes (socket.request.max.bytes is {self._max_request})")
             if available - position - 4 < size:
-                if size >= LARGE_FRAME and self._stream(buf, position, available, size):
-                    return  # the receiver took the buffer, and with it the rest of the frame
                 if size >= LARGE_FRAME:
+                    if self._stream(buf, position, available, size):
+                        return  # the receiver took the buffer, and with it the rest of the frame
                     # Receive the rest straight into the frame's own buffer: no re-copying
-                    # of a growing inbuf for large Produce requests. Not zeroed first
+                    # of a growing inbuf for large requests. Not zeroed first
                     # (broker/memory.py): it is read only once recv_into has filled it.
                     self._big = receive_buffer(size)
                     have = available - position - 4

@@ -122,8 +122,7 @@ class ProduceReceiver:
             else:
                 data = self._recv(min(event.size, SKIP_CHUNK))
                 if data is None:
-                    self._event = event
-                    return False
+                    return False  # self._event already holds what is left to skip
                 taken = len(data)
             event = produce_stream.Skip(event.size - taken)
             self._event = event
@@ -184,10 +183,14 @@ class ProduceReceiver:
                     return _Target(landing.records, landing)
         return _Target(memoryview(receive_buffer(event.size)), None)
 
+    def _landed(self) -> list[_Target]:
+        """The targets (whole, and the one being received) that hold a landing."""
+        return [t for t in (*self._targets, self._target) if t is not None and t.landing is not None]
+
     def _revoked(self, landing: Landing) -> None:
         """The log takes its end back: move what was received out into a buffer."""
-        for target in [*self._targets, self._target]:
-            if target is not None and target.landing is landing:
+        for target in self._landed():
+            if target.landing is landing:
                 _move_to_buffer(target)
                 return
 
@@ -198,11 +201,11 @@ class ProduceReceiver:
         result = self._result
         assert result is not None, "the frame is not whole yet"
         if not self._all_written_here:
-            for target in self._targets:
-                if target.landing is not None:
-                    landing = target.landing
-                    _move_to_buffer(target)
-                    landing.close()
+            for target in self._landed():
+                landing = target.landing
+                assert landing is not None
+                _move_to_buffer(target)
+                landing.close()
         records = iter(self._targets)
         topics = [ProduceTopic(name, [(index, next(records).view if present else None) for index, present in partitions])
                   for name, partitions in result.layout]
@@ -212,11 +215,12 @@ class ProduceReceiver:
         """Close every landing (after the dispatch, or when the connection closes);
         return how many were committed in place."""
         committed = 0
-        for target in [*self._targets, self._target]:
-            if target is not None and target.landing is not None:
-                committed += target.landing.committed
-                target.landing.close()
-                target.landing = None
+        for target in self._landed():
+            landing = target.landing
+            assert landing is not None
+            committed += landing.committed
+            landing.close()
+            target.landing = None
         self._targets = []
         self._target = None
         return committed

@@ -32,23 +32,17 @@ class Landing:
     """``size`` bytes of the active segment's map at ``position`` (the log end when it
     was opened), exposed as the memoryview ``records``."""
 
-    __slots__ = ("_log", "segment", "position", "size", "records", "_base", "_on_revoke", "committed")
+    __slots__ = ("_log", "segment", "position", "records", "_base", "_on_revoke", "committed")
 
     def __init__(self, log: "PartitionLog", segment: "LogSegment", position: int, size: int, base: memoryview,
                  on_revoke: Callable[["Landing"], None]) -> None:
         self._log = log
         self.segment = segment
         self.position = position
-        self.size = size
         self._base = base  # a view of the whole map; ``records`` is a slice of it
         self.records = base[position:position + size]
         self._on_revoke: Callable[[Landing], None] | None = on_revoke
         self.committed = False
-
-    @property
-    def is_open(self) -> bool:
-        """Still registered with its log: the room is this landing's alone."""
-        return self._log.landing is self
 
     def revoke(self) -> None:
         """The log needs its end back: the receiver moves its bytes out, then the views go.

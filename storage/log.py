@@ -213,7 +213,6 @@ class PartitionLog:
     def unflushed_messages(self) -> int:
         return self._appended_messages - self._flushed_messages
 
-    # ----------------------------------------------------------------- append
     # ----------------------------------------------------------------- landings
     @property
     def landing(self) -> Landing | None:

@@ -18,7 +18,7 @@ from broker.protocol.build import build
 from storage.records import Record, decode_batch, encode_batch, iter_batches
 from tests.integration.conftest import wait_until
 from tests.integration.kio_client import KioClient, decode_response, encode_request, read_frame
-from tests.integration.test_protocol_raw import _create_topic, _fetch
+from tests.integration.test_protocol_raw import _create_topic, _fetch, _produce
 
 pytestmark = pytest.mark.integration
 
@@ -100,9 +100,7 @@ def test_an_append_from_another_connection_mid_landing_goes_first_and_nothing_mi
         slow.sendall(frame[:len(frame) // 2])
         time.sleep(0.2)  # the broker has opened a landing and received half of it
         quick = _batch(b"quick", count=2, size=1000)
-        answer = client.call(0, 9, build(codec.request_class(0, 9), {
-            "transactional_id": None, "acks": 1, "timeout": 10_000,
-            "topic_data": [{"name": "interleaved", "partition_data": [{"index": 0, "records": quick}]}]}))
+        answer = _produce(client, 9, "interleaved", quick)
         assert answer.responses[0].partition_responses[0].base_offset == 0
         slow.sendall(frame[len(frame) // 2:])
         slow_answer = _answer(slow, 1)
@@ -118,9 +116,7 @@ def test_a_client_that_hangs_up_inside_the_records_leaves_the_log_as_it_was(brok
     with KioClient(broker.bootstrap) as client:
         topic_id = _create_topic(client, "hangup")
         first = _batch(b"first", count=1, size=100)
-        client.call(0, 9, build(codec.request_class(0, 9), {
-            "transactional_id": None, "acks": 1, "timeout": 10_000,
-            "topic_data": [{"name": "hangup", "partition_data": [{"index": 0, "records": first}]}]}))
+        assert _produce(client, 9, "hangup", first).responses[0].partition_responses[0].error_code == 0
         quitter = _connect(broker)
         frame = _produce_frame("hangup", _batch(b"never"), 1)
         quitter.sendall(frame[:len(frame) - 1000])
@@ -169,10 +165,7 @@ def test_records_longer_than_the_frame_close_the_connection_only(broker: Any) ->
         except ConnectionResetError:
             pass  # closed with the unread rest of the frame in its buffer: a reset
         sock.close()
-        assert client.call(0, 9, build(codec.request_class(0, 9), {
-            "transactional_id": None, "acks": 1, "timeout": 10_000,
-            "topic_data": [{"name": "liar", "partition_data": [{"index": 0, "records": _batch(b"x", 1, 10)}]}]})
-        ).responses[0].partition_responses[0].base_offset == 0
+        assert _produce(client, 9, "liar", _batch(b"x", 1, 10)).responses[0].partition_responses[0].base_offset == 0
     assert broker.worker_pids() == workers
 
 
