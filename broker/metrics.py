@@ -215,10 +215,24 @@ class CastleCollector:
         self.committed = committed  # () -> (group, topic, partition, committed offset)
         self.multiprocess = multiprocess.MultiProcessCollector(None, path=metrics_dir(run_dir))
 
+    def _process_files(self) -> list[str]:
+        """The processes' metric files, without any a process is creating right now: it is
+        empty until prometheus_client sizes it, and reading an empty one raised
+        struct.error, which answered the whole scrape with HTTP 500 (seen in CI just after
+        the workers started)."""
+        files = []
+        for path in glob.glob(os.path.join(metrics_dir(self.run_dir), "*.db")):
+            try:
+                if os.path.getsize(path) > 0:
+                    files.append(path)
+            except OSError:
+                continue  # gone between the listing and the look
+        return files
+
     def collect(self) -> Iterator[Any]:
         from prometheus_client.core import GaugeMetricFamily
 
-        yield from self.multiprocess.collect()
+        yield from self.multiprocess.merge(self._process_files(), accumulate=True)
         stats = read_worker_stats(self.run_dir)
         connections = GaugeMetricFamily("castle_connections", "Open client connections", labels=["worker"])
         end = GaugeMetricFamily("castle_log_end_offset", "Next offset to be written", labels=["topic", "partition"])

@@ -161,3 +161,16 @@ def test_metrics_off_when_the_listener_is_empty(broker_factory: Any) -> None:
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", broker.metrics_port), timeout=2).close()
     assert not os.path.exists(os.path.join(broker.run_dir, "metrics"))
+
+
+@pytest.mark.parametrize("broker", [{"workers": 1}], indirect=True)
+def test_a_metric_file_still_being_created_does_not_fail_the_scrape(broker: Any) -> None:
+    """prometheus_client creates a process's file empty and sizes it after: a scrape in
+    between used to answer HTTP 500 (struct.error reading the empty file)."""
+    create_topic(broker.bootstrap, "scrape-race", 1)
+    confluent_produce(broker.bootstrap, "scrape-race", make_records(10, 1, "race"))
+    with open(os.path.join(broker.run_dir, "metrics", "counter_999999.db"), "wb"):
+        pass  # what a starting process's file looks like before prometheus_client sizes it
+    samples = wait_until(lambda: (lambda s: s if total(s, "castle_topic_records_in_total", topic="scrape-race") == 10
+                                  else None)(scrape(broker)), 15, "records counted")
+    assert total(samples, "castle_requests_total", api="Produce") >= 1
