@@ -1,0 +1,175 @@
+"""The broker's CPU per small Produce request, over a real socket to a running broker.
+
+    python -m loadtest.request_cost --bootstrap 127.0.0.1:9092 --broker-pid-tree PID \\
+        [--requests 30000] [--window 1] [--records 2] [--record-size 1024] [--rounds 3]
+
+At linger.ms=0 a producer sends a Produce per record or two (the fixed-rate workload
+sends ~5,000 a second for 10,240 records), so what a broker spends per request, not per
+byte, decides its CPU there and, on a busy machine, its latency. The runner's fixed-rate
+workload measures that with librdkafka's timing and batching mixed in; this tool holds
+everything else still: one raw connection to the partition's leader sends the same
+one-batch Produce (v9, acks=1; ``--records`` records of ``--record-size`` bytes) again
+and again, ``--window`` requests in flight, and the broker's CPU is read from /proc of all
+its processes (``--broker-pid-tree``: the supervisor) before and after each round.
+
+``--window 1`` waits for each answer before sending the next request, so the broker goes
+idle and is woken for every request, as at a low rate; a wider window keeps it busy and
+shows the work of the request itself. Each round checks its last answer: no error, and
+offsets that moved by exactly the records sent. It prints µs of broker CPU per request
+and requests/s per round, and the median.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import socket
+import struct
+import sys
+import time
+from statistics import median
+from typing import Any
+
+from confluent_kafka.admin import AdminClient
+from kio.index import load_request_schema, load_response_schema
+from kio.serial import entity_reader, entity_writer
+
+from broker.protocol.build import build
+from loadtest.common import BrokerCpu, client_cpu_seconds, ensure_topic, info, print_json
+from storage.records import Record, encode_batch
+
+PRODUCE = 0
+VERSION = 9
+_SIZE = struct.Struct(">i")
+
+
+def produce_frame(topic: str, partition: int, batch: bytes, correlation_id: int) -> bytes:
+    """A whole Produce v9 request frame (size prefix included), encoded by kio."""
+    request_type = load_request_schema(PRODUCE, VERSION)
+    body = build(request_type, {"transactional_id": None, "acks": 1, "timeout": 10_000, "topic_data": [
+        {"name": topic, "partition_data": [{"index": partition, "records": batch}]}]})
+    client_id = b"request-cost"
+    header = struct.pack(">hhih", PRODUCE, VERSION, correlation_id, len(client_id)) + client_id + b"\x00"
+    buffer = io.BytesIO()
+    entity_writer(request_type)(buffer, body)
+    frame = header + buffer.getvalue()
+    return _SIZE.pack(len(frame)) + frame
+
+
+def decode_produce_answer(frame: bytes) -> tuple[int, int]:
+    """(error code, base offset) of the one partition a produce_frame request named."""
+    entity, _size = entity_reader(load_response_schema(PRODUCE, VERSION))(frame, 5)  # header v1: id + tags
+    answer = entity.responses[0].partition_responses[0]
+    return int(answer.error_code), int(answer.base_offset)
+
+
+class FrameReader:
+    """Whole response frames from a blocking socket."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.buffer = bytearray()
+
+    def next(self) -> bytes:
+        while True:
+            if len(self.buffer) >= 4:
+                (size,) = _SIZE.unpack_from(self.buffer)
+                if len(self.buffer) >= 4 + size:
+                    frame = bytes(self.buffer[4:4 + size])
+                    del self.buffer[:4 + size]
+                    return frame
+            chunk = self.sock.recv(1 << 16)
+            if not chunk:
+                raise ConnectionError("the broker closed the connection")
+            self.buffer += chunk
+
+
+def leader_address(bootstrap: str, topic: str, timeout_s: float) -> str:
+    """host:port of the broker (with worker listeners: the worker) that leads partition 0."""
+    metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic=topic, timeout=timeout_s)
+    partition = metadata.topics[topic].partitions[0]
+    broker = metadata.brokers[partition.leader]
+    return f"{broker.host}:{broker.port}"
+
+
+def run_round(sock: socket.socket, reader: FrameReader, frame: bytes, requests: int, window: int,
+              records: int, cpu: BrokerCpu) -> dict[str, Any]:
+    """Send ``requests`` copies of ``frame`` with ``window`` in flight; check the last answer."""
+    first_error, first_offset = decode_produce_answer(_send_and_read(sock, reader, frame))
+    if first_error:
+        raise SystemExit(f"Produce answered error code {first_error}")
+    cpu.start()
+    client_before, started = client_cpu_seconds(), time.perf_counter()
+    sent = answered = 0
+    last = b""
+    while answered < requests:
+        while sent - answered < window and sent < requests:
+            sock.sendall(frame)
+            sent += 1
+        last = reader.next()
+        answered += 1
+    elapsed = time.perf_counter() - started
+    cpu.stop()
+    error, offset = decode_produce_answer(last)
+    if error or offset != first_offset + records * requests:
+        raise SystemExit(f"last answer: error {error}, base offset {offset}; expected 0 and "
+                         f"{first_offset + records * requests}")
+    return {"requests": requests, "seconds": round(elapsed, 3), "requests_per_s": round(requests / elapsed),
+            "broker_cpu_s": round(cpu.seconds, 3), "broker_cpu_us_per_request": round(cpu.seconds / requests * 1e6, 1),
+            "client_cpu_s": round(client_cpu_seconds() - client_before, 3)}
+
+
+def _send_and_read(sock: socket.socket, reader: FrameReader, frame: bytes) -> bytes:
+    sock.sendall(frame)
+    return reader.next()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m loadtest.request_cost", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--bootstrap", required=True, help="HOST:PORT of any broker of the cluster")
+    parser.add_argument("--broker-pid-tree", type=int, required=True,
+                        help="the broker's root PID: its CPU and its descendants' is measured")
+    parser.add_argument("--topic", default="request-cost")
+    parser.add_argument("--requests", type=int, default=30_000, help="requests per round")
+    parser.add_argument("--window", type=int, default=1, help="requests in flight")
+    parser.add_argument("--records", type=int, default=2, help="records in each request's batch")
+    parser.add_argument("--record-size", type=int, default=1024, help="value bytes per record")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--warmup", type=int, default=2_000, help="requests sent before the first round")
+    parser.add_argument("--timeout-s", type=float, default=30.0, help="socket and metadata timeout")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    args = parser.parse_args(argv)
+    if min(args.requests, args.window, args.records, args.rounds) < 1 or args.record_size < 0 or args.warmup < 0:
+        parser.error("--requests, --window, --records and --rounds must be at least 1; sizes not negative")
+
+    info(ensure_topic(args.bootstrap, args.topic, 1, args.timeout_s))
+    address = leader_address(args.bootstrap, args.topic, args.timeout_s)
+    now = int(time.time() * 1000)
+    batch = encode_batch([Record(i, now, None, b"x" * args.record_size, ()) for i in range(args.records)])
+    frame = produce_frame(args.topic, 0, batch, correlation_id=1)
+    host, port = address.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=args.timeout_s) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        reader = FrameReader(sock)
+        for _ in range(args.warmup):
+            _send_and_read(sock, reader, frame)
+        rounds = [run_round(sock, reader, frame, args.requests, args.window, args.records,
+                            BrokerCpu(tree_root=args.broker_pid_tree)) for _ in range(args.rounds)]
+    result = {"leader": address, "window": args.window, "records": args.records, "record_size": args.record_size,
+              "batch_bytes": len(batch), "rounds": rounds,
+              "broker_cpu_us_per_request_median": median(r["broker_cpu_us_per_request"] for r in rounds),
+              "requests_per_s_median": median(r["requests_per_s"] for r in rounds)}
+    if args.json:
+        print_json(result)
+    else:
+        for r in rounds:
+            print(f"{r['requests']} requests, window {args.window}: {r['broker_cpu_us_per_request']:.1f} µs broker CPU "
+                  f"per request, {r['requests_per_s']:,} requests/s")
+        print(f"median: {result['broker_cpu_us_per_request_median']:.1f} µs per request "
+              f"({len(batch)}-byte batch of {args.records} × {args.record_size} B, leader {address})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
