@@ -396,26 +396,39 @@ class Connection:
                 request_log.debug("api=%s version=%d correlation_id=%d client_id=%s peer=%s bytes=%d ms=%.3f",
                                   spec.name, ctx.api_version, ctx.correlation_id, ctx.client_id, self.peer,
                                   ctx.frame_size, elapsed * 1000)
-        self._finished[seq] = self._frame(ctx, result)
-        while self._next_to_send in self._finished:
-            chunks = self._finished.pop(self._next_to_send)
+        framed = self._frame(ctx, result)
+        if seq == self._next_to_send and not self._finished:
+            # Answered in order with nothing held back: the usual case, queued at once.
             self._next_to_send += 1
-            if chunks is not None:
-                for chunk in chunks:
-                    size = chunk.length if isinstance(chunk, FileChunk) else len(chunk)
-                    if not size:
-                        # An empty piece (a non-flexible Fetch answer ends with its records)
-                        # would make _flush spin: sendmsg sends 0 bytes and pops nothing.
-                        if isinstance(chunk, FileChunk):
-                            os.close(chunk.fd)
-                        continue
-                    self._out.append(chunk)
-                    self._out_bytes += size
-                    if isinstance(chunk, FileChunk):
-                        self._out_files += 1
+            if framed is not None:
+                self._queue_chunks(framed)
+        else:
+            self._finished[seq] = framed
+            while self._next_to_send in self._finished:
+                chunks = self._finished.pop(self._next_to_send)
+                self._next_to_send += 1
+                if chunks is not None:
+                    self._queue_chunks(chunks)
         self._schedule_flush()
         self._maybe_resume_reading()
         self._maybe_hand_off()
+
+    def _queue_chunks(self, chunks: list[bytes | FileChunk]) -> None:
+        for chunk in chunks:
+            if isinstance(chunk, FileChunk):
+                size = chunk.length
+                if not size:
+                    # An empty piece (a non-flexible Fetch answer ends with its records)
+                    # would make _flush spin: sendmsg sends 0 bytes and pops nothing.
+                    os.close(chunk.fd)
+                    continue
+                self._out_files += 1
+            else:
+                size = len(chunk)
+                if not size:
+                    continue
+            self._out.append(chunk)
+            self._out_bytes += size
 
     def _schedule_flush(self) -> None:
         """Write at the end of this loop turn, once, whatever was answered in it.

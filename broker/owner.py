@@ -13,7 +13,7 @@ import os
 from typing import TYPE_CHECKING, NamedTuple
 
 from broker.protocol.errors import ErrorCode, code_for_exception
-from storage.batch import HEADER_SIZE, BatchHeader, check_producer_batch, parse_header
+from storage.batch import HEADER_SIZE, BatchHeader, check_producer_batch, parse_header, producer_id_at
 from storage.checkpoint import read_partition_metadata
 from storage.errors import StorageError
 from storage.log import PartitionLog
@@ -111,26 +111,26 @@ class Owner:
             return AppendResult(ErrorCode.unknown_topic_or_partition)
         try:
             view = memoryview(records)
-            if len(view) < HEADER_SIZE:
+            size = len(view)
+            if size < HEADER_SIZE:
                 return AppendResult(ErrorCode.corrupt_message, error_message="record set shorter than a batch header")
-            first = parse_header(view, 0)
-            if version < 7 or first.producer_id >= 0:
+            if version < 7 or producer_id_at(view, 0) >= 0:
                 # Validate (CRC included) before trusting the header for the zstd rule or the
                 # producer state; otherwise PartitionLog.append validates, once.
-                first = check_producer_batch(view, 0, len(view))
-            if version < 7 and _has_zstd(view):
-                return AppendResult(ErrorCode.unsupported_compression_type,
-                                    error_message="zstd needs Produce v7 or newer")
-            if first.producer_id >= 0:
-                state = partition_log.producer_state
-                duplicate = state.find_duplicate(first)
-                if duplicate is not None:
-                    # A retry of a batch already appended: answer with its original offsets.
-                    return AppendResult(ErrorCode.none, duplicate.first_offset, -1, partition_log.log_start_offset)
-                code = state.check_sequence(first)
-                if code:
-                    return AppendResult(code, error_message=f"producer {first.producer_id} epoch {first.producer_epoch} "
-                                                            f"sequence {first.base_sequence} refused")
+                first = check_producer_batch(view, 0, size)
+                if version < 7 and _has_zstd(view):
+                    return AppendResult(ErrorCode.unsupported_compression_type,
+                                        error_message="zstd needs Produce v7 or newer")
+                if first.producer_id >= 0:
+                    state = partition_log.producer_state
+                    duplicate = state.find_duplicate(first)
+                    if duplicate is not None:
+                        # A retry of a batch already appended: answer with its original offsets.
+                        return AppendResult(ErrorCode.none, duplicate.first_offset, -1, partition_log.log_start_offset)
+                    code = state.check_sequence(first)
+                    if code:
+                        return AppendResult(code, error_message=f"producer {first.producer_id} epoch "
+                                                                f"{first.producer_epoch} sequence {first.base_sequence} refused")
             # ``records`` itself: it may be the view of the log's open landing, which the
             # log recognises by identity and commits in place (storage/landing.py).
             info = partition_log.append(records)

@@ -51,6 +51,7 @@ MAGIC_POS = 16
 CRC_POS = 17
 ATTRIBUTES_POS = 21
 MAX_TIMESTAMP_POS = 35
+PRODUCER_ID_POS = 43
 CRC_START = ATTRIBUTES_POS
 
 I64 = struct.Struct(">q")
@@ -144,6 +145,12 @@ def parse_header(buf: bytes | bytearray | memoryview | object, position: int = 0
     return BatchHeader(*HEADER.unpack_from(buf, position))  # type: ignore[arg-type]
 
 
+def producer_id_at(buf: bytes | bytearray | memoryview, position: int = 0) -> int:
+    """The producerId of the batch at ``position`` (-1: not idempotent), without building
+    a whole header: a Produce asks this of every batch before anything else."""
+    return int(I64.unpack_from(buf, position + PRODUCER_ID_POS)[0])
+
+
 def compute_crc(buf: memoryview, position: int, size: int) -> int:
     """CRC-32C over attributes..end of the batch at ``position``."""
     return int(crc32c.crc32c(buf[position + CRC_START : position + size]))
@@ -160,13 +167,14 @@ def check_batch_frame(buf: memoryview, position: int, end: int) -> BatchHeader:
     header = parse_header(buf, position)
     if header.batch_length < MIN_BATCH_LENGTH:
         raise CorruptRecordError(f"batchLength {header.batch_length} below the minimum {MIN_BATCH_LENGTH}", position=position)
-    if position + header.size > end:
-        raise CorruptRecordError(f"batch of {header.size} bytes runs past the end ({end - position} left)", position=position)
+    size = header.batch_length + LOG_OVERHEAD  # header.size, without a property call per batch
+    if position + size > end:
+        raise CorruptRecordError(f"batch of {size} bytes runs past the end ({end - position} left)", position=position)
     if header.magic != MAGIC_V2:
         raise CorruptRecordError(f"magic {header.magic}, expected 2", position=position)
     if header.last_offset_delta < 0:
         raise CorruptRecordError(f"negative lastOffsetDelta {header.last_offset_delta}", position=position)
-    actual = compute_crc(buf, position, header.size)
+    actual = int(crc32c.crc32c(buf[position + CRC_START : position + size]))  # compute_crc, inlined
     if actual != header.crc:
         raise CorruptRecordError(f"CRC-32C {actual:#010x} does not match the stored {header.crc:#010x}", position=position)
     return header

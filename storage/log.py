@@ -33,7 +33,7 @@ import time
 from typing import Callable, Iterator, NamedTuple
 
 from storage import files
-from storage.batch import BatchHeader, check_producer_batch
+from storage.batch import LOG_OVERHEAD, BatchHeader, check_producer_batch
 from storage.config import LogConfig
 from storage.errors import (
     CorruptRecordError,
@@ -273,7 +273,10 @@ class PartitionLog:
         landing = self._take_landing(records)
         with memoryview(records) as view:
             headers = self._validate(view)
-            record_count = sum(h.last_offset_delta + 1 for _, h in headers)
+            if len(headers) == 1:  # the usual case: one batch, no generator
+                record_count = headers[0][1].last_offset_delta + 1
+            else:
+                record_count = sum(h.last_offset_delta + 1 for _, h in headers)
             first_offset = self._log_end_offset
             last_offset = first_offset + record_count - 1
             append_time = now if self.config.log_append_time else None
@@ -307,20 +310,24 @@ class PartitionLog:
                           record_count, len(headers), size)
 
     def _validate(self, view: memoryview) -> list[tuple[int, BatchHeader]]:
-        if len(view) == 0:
+        end = len(view)
+        config = self.config
+        if end == 0:
             raise CorruptRecordError("empty record set")
-        if len(view) > self.config.segment_bytes:
-            raise RecordBatchTooLargeError(f"{len(view)} bytes exceed segment.bytes {self.config.segment_bytes}")
+        if end > config.segment_bytes:
+            raise RecordBatchTooLargeError(f"{end} bytes exceed segment.bytes {config.segment_bytes}")
         headers: list[tuple[int, BatchHeader]] = []
         position = 0
-        while position < len(view):
-            header = check_producer_batch(view, position, len(view))
-            if header.size > self.config.max_message_bytes:
-                raise RecordTooLargeError(f"batch of {header.size} bytes exceeds max.message.bytes {self.config.max_message_bytes}")
-            if self.config.compact and not header.is_control:
+        compact = config.compact
+        while position < end:
+            header = check_producer_batch(view, position, end)
+            size = header.batch_length + LOG_OVERHEAD  # header.size
+            if size > config.max_message_bytes:
+                raise RecordTooLargeError(f"batch of {size} bytes exceeds max.message.bytes {config.max_message_bytes}")
+            if compact and not header.is_control:
                 _require_keys(view, position, header)
             headers.append((position, header))
-            position += header.size
+            position += size
         return headers
 
     def _maybe_roll(self, size: int, last_offset: int, now: int) -> LogSegment:

@@ -30,6 +30,7 @@ from storage import files
 from storage.batch import (
     HEADER,
     HEADER_SIZE,
+    LOG_OVERHEAD,
     MIN_BATCH_LENGTH,
     BatchHeader,
     check_batch_frame,
@@ -207,26 +208,28 @@ class LogSegment:
         storage/landing.py), so nothing is copied.
         Returns the next offset after the last appended record.
         """
-        assert self._log is not None, "append to a sealed segment"
+        log = self._log
+        assert log is not None, "append to a sealed segment"
         if self.bytes_since_last_index_entry + len(source) > self.config.index_interval_bytes:
             # Index entries may be added: reserve their blocks before the log bytes land.
             self.offset_index.reserve_entries(len(headers))
             self.time_index.reserve_entries(len(headers))
-        base_position = self._log.commit(len(source)) if landed else self._log.write(source)
-        buf = self._log.map
+        base_position = log.commit(len(source)) if landed else log.write(source)
+        buf = log.map
         next_offset = first_offset
         for source_position, header in headers:
             position = base_position + source_position
+            size = header.batch_length + LOG_OVERHEAD  # header.size
             batch_base = next_offset
             set_base_offset_and_epoch(buf, position, batch_base, leader_epoch)
             max_timestamp = header.max_timestamp
             if log_append_time_ms is not None:
                 with memoryview(buf) as view:
-                    set_log_append_time(view, position, header.size, log_append_time_ms)
+                    set_log_append_time(view, position, size, log_append_time_ms)
                 max_timestamp = log_append_time_ms
             next_offset = batch_base + header.last_offset_delta + 1
-            self._index_batch(position, header.size, next_offset - 1, max_timestamp)
-        self.size = self._log.length
+            self._index_batch(position, size, next_offset - 1, max_timestamp)
+        self.size = log.length
         self._next_offset = next_offset
         if self.rolling_base_ms is None:
             self.rolling_base_ms = int(time.time() * 1000)

@@ -38,11 +38,14 @@ KEY = 0
 def _move_to_single_owner(ctx: Any, items: list[tuple[TopicPartition, memoryview, int]]) -> None:
     """A request whose partitions all live on one other worker asks for the connection to
     move there (broker/handoff.py): this request is still forwarded, the next ones not."""
-    owners = {ctx.node.owner_of(tp) for tp, _records, _version in items if ctx.node.holds(tp)}
-    if len(owners) == 1:
-        (owner,) = owners
-        if owner != ctx.node.index:
-            ctx.connection.request_handoff(owner)
+    node = ctx.node
+    held = [tp for tp, _records, _version in items if node.holds(tp)]
+    if not held:
+        return
+    owner = node.owner_of(held[0])
+    # The usual case, every partition owned here, ends at the first.
+    if owner != node.index and all(node.owner_of(tp) == owner for tp in held):
+        ctx.connection.request_handoff(owner)
 
 
 def _error_response(request: ProduceRequest, version: int, code: int) -> bytes:
@@ -60,35 +63,44 @@ async def handle_produce(ctx: Any, request: ProduceRequest) -> Any:
     acks = int(request.acks)
     layout: list[tuple[str, list[tuple[int, AppendResult | int]]]] = []
     items: list[tuple[TopicPartition, memoryview, int]] = []
-    # The group coordinator of another broker writes __consumer_offsets like a client,
-    # naming its epoch in the client id; the owner fences an older epoch.
-    coordinator_epoch = epoch_from_client_id(ctx.client_id)
     internal_items: list[tuple[TopicPartition, memoryview]] = []
+    coordinator_epoch: int | None = None
+    # Request-wide refusals first: the loop below then asks only per-partition questions.
+    refused: AppendResult | None = None
+    if acks not in (0, 1, -1):
+        refused = AppendResult(ErrorCode.invalid_required_acks)
+    elif request.transactional_id is not None:
+        refused = AppendResult(ErrorCode.transactional_id_authorization_failed,
+                               error_message="transactions are not supported yet")
     for topic in request.topic_data:
+        name = topic.name
         entries: list[tuple[int, AppendResult | int]] = []
-        known = node.topic(topic.name)
+        layout.append((name, entries))
+        if refused is not None:
+            entries.extend((index, refused) for index, _records in topic.partition_data)
+            continue
+        known = node.topic(name)
+        internal = name in INTERNAL_TOPICS
+        if internal:
+            # The group coordinator of another broker writes __consumer_offsets like a
+            # client, naming its epoch in the client id; the owner fences an older epoch.
+            coordinator_epoch = epoch_from_client_id(ctx.client_id)
         for index, records in topic.partition_data:
-            if acks not in (0, 1, -1):
-                entries.append((index, AppendResult(ErrorCode.invalid_required_acks)))
-            elif request.transactional_id is not None:
-                entries.append((index, AppendResult(ErrorCode.transactional_id_authorization_failed,
-                                                    error_message="transactions are not supported yet")))
-            elif topic.name in INTERNAL_TOPICS and coordinator_epoch is not None and records \
-                    and known is not None and known.has_partition(index):
-                entries.append((index, -1 - len(internal_items)))
-                internal_items.append((TopicPartition(topic.name, index), records))
-            elif topic.name in INTERNAL_TOPICS:
-                # Only the coordinator writes __consumer_offsets (fenced by its epoch).
-                entries.append((index, AppendResult(ErrorCode.invalid_topic_exception,
-                                                    error_message=f"cannot append to internal topic {topic.name}")))
+            if internal:
+                if coordinator_epoch is not None and records and known is not None and known.has_partition(index):
+                    entries.append((index, -1 - len(internal_items)))
+                    internal_items.append((TopicPartition(name, index), records))
+                else:
+                    # Only the coordinator writes __consumer_offsets (fenced by its epoch).
+                    entries.append((index, AppendResult(ErrorCode.invalid_topic_exception,
+                                                        error_message=f"cannot append to internal topic {name}")))
             elif known is None or not known.has_partition(index):
                 entries.append((index, AppendResult(ErrorCode.unknown_topic_or_partition)))
             elif not records:
                 entries.append((index, AppendResult(ErrorCode.corrupt_message, error_message="no records")))
             else:
                 entries.append((index, len(items)))
-                items.append((TopicPartition(topic.name, index), records, version))
-        layout.append((topic.name, entries))
+                items.append((TopicPartition(name, index), records, version))
     _move_to_single_owner(ctx, items)
     results = await on_owners(node, "append", items, AppendResult) if items else []
     if internal_items:

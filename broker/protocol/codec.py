@@ -43,6 +43,7 @@ def _writer(cls: type) -> Any:
     return entity_writer(cls)
 
 
+@functools.cache  # asked twice per request (header in, header out): a C-level lookup after the first
 def is_flexible(api_key: int, version: int) -> bool:
     cls = request_class(api_key, version)
     if cls is None:

@@ -75,7 +75,12 @@ class FetchTopicOut(NamedTuple):
     partitions: list[FetchPartitionOut]
 
 
+_ONE_BYTE = [bytes((value,)) for value in range(0x80)]
+
+
 def _uvarint(value: int) -> bytes:
+    if 0 <= value < 0x80:  # every count and name length of a usual answer
+        return _ONE_BYTE[value]
     out = bytearray()
     while value >= 0x80:
         out.append((value & 0x7F) | 0x80)

@@ -78,7 +78,9 @@ def parse_request_header(frame: bytes | bytearray | memoryview, flexible: bool) 
         position = end
     elif client_id_length != -1:
         raise ProtocolViolation(f"client id length {client_id_length}")
-    if flexible:
+    if flexible and position < len(frame) and frame[position] == 0:
+        position += 1  # no tagged fields: the usual case
+    elif flexible:
         count, position = read_uvarint(frame, position)
         for _ in range(count):
             _tag, position = read_uvarint(frame, position)

@@ -90,3 +90,11 @@ def test_versions_we_do_not_serve_are_refused() -> None:
         produce_request.decode(2, b"", 0)
     with pytest.raises(ProtocolViolation):
         produce_request.decode(11, b"", 0)
+
+
+def test_a_flexible_name_that_is_not_utf8_is_a_protocol_violation() -> None:
+    # v9: null transactional id, acks 1, timeout, one topic whose one-byte-length name is
+    # not UTF-8 (the name's fast path must refuse it as the general one does).
+    body = b"\x00" + b"\x00\x01" + b"\x00\x00\x75\x30" + b"\x02" + b"\x03\xff\xfe" + b"\x01\x00" + b"\x00"
+    with pytest.raises(ProtocolViolation, match="not UTF-8"):
+        produce_request.decode(9, body, 0)

@@ -93,3 +93,9 @@ def test_iter_headers_walks_concatenated_batches():
     raw = batch(count=1) + batch(count=3) + batch(count=2)
     counts = [h.record_count for _pos, h in b.iter_headers(memoryview(raw))]
     assert counts == [1, 3, 2]
+
+
+@pytest.mark.parametrize("producer_id", [-1, 0, 7, (1 << 62) + 5])
+def test_producer_id_at_reads_what_the_whole_header_holds(producer_id: int) -> None:
+    data = b"\x00" * 9 + batch(3, producer_id=producer_id, base_sequence=0 if producer_id >= 0 else -1)
+    assert b.producer_id_at(data, 9) == b.parse_header(data, 9).producer_id == producer_id
