@@ -17,6 +17,11 @@ idle and is woken for every request, as at a low rate; a wider window keeps it b
 shows the work of the request itself. Each round checks its last answer: no error, and
 offsets that moved by exactly the records sent. It prints µs of broker CPU per request
 and requests/s per round, and the median.
+
+``--floor`` measures loadtest.answer_floor instead of a broker: a uvloop server, started
+here, that answers every request without decoding it or writing anything. Its figure is
+what this machine charges any Python server per request; a broker's cost above it is its
+own work.
 """
 
 from __future__ import annotations
@@ -25,10 +30,12 @@ import argparse
 import io
 import socket
 import struct
+import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from statistics import median
-from typing import Any
+from typing import Any, Callable, Iterator
 
 from confluent_kafka.admin import AdminClient
 from kio.index import load_request_schema, load_response_schema
@@ -92,6 +99,26 @@ def leader_address(bootstrap: str, topic: str, timeout_s: float) -> str:
     return f"{broker.host}:{broker.port}"
 
 
+@contextmanager
+def floor_server(topic: str, records: int, timeout_s: float) -> Iterator[tuple[str, int]]:
+    """loadtest.answer_floor in a child process: (its address, its PID), stopped by PID after."""
+    child = subprocess.Popen([sys.executable, "-m", "loadtest.answer_floor", "--topic", topic,
+                              "--records", str(records)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None
+        port = child.stdout.readline().strip()  # the server prints its port once it listens
+        if not port.isdigit():
+            raise SystemExit(f"loadtest.answer_floor did not start (exit code {child.poll()})")
+        yield f"127.0.0.1:{port}", child.pid
+    finally:
+        child.terminate()
+        try:
+            child.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait(timeout=timeout_s)
+
+
 def run_round(sock: socket.socket, reader: FrameReader, frame: bytes, requests: int, window: int,
               records: int, cpu: BrokerCpu) -> dict[str, Any]:
     """Send ``requests`` copies of ``frame`` with ``window`` in flight; check the last answer."""
@@ -124,12 +151,31 @@ def _send_and_read(sock: socket.socket, reader: FrameReader, frame: bytes) -> by
     return reader.next()
 
 
+def measure(args: argparse.Namespace, address: str,
+            new_cpu: Callable[[], BrokerCpu]) -> tuple[list[dict[str, Any]], int]:
+    """(The rounds against ``address``, each with a fresh CPU account; the batch's size)."""
+    now = int(time.time() * 1000)
+    batch = encode_batch([Record(i, now, None, b"x" * args.record_size, ()) for i in range(args.records)])
+    frame = produce_frame(args.topic, 0, batch, correlation_id=1)
+    host, port = address.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=args.timeout_s) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        reader = FrameReader(sock)
+        for _ in range(args.warmup):
+            _send_and_read(sock, reader, frame)
+        rounds = [run_round(sock, reader, frame, args.requests, args.window, args.records, new_cpu())
+                  for _ in range(args.rounds)]
+    return rounds, len(batch)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m loadtest.request_cost", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--bootstrap", required=True, help="HOST:PORT of any broker of the cluster")
-    parser.add_argument("--broker-pid-tree", type=int, required=True,
-                        help="the broker's root PID: its CPU and its descendants' is measured")
+    target = parser.add_mutually_exclusive_group(required=True)
+    target.add_argument("--bootstrap", help="HOST:PORT of any broker of the cluster")
+    target.add_argument("--floor", action="store_true", help="measure loadtest.answer_floor, started here, instead")
+    parser.add_argument("--broker-pid-tree", type=int,
+                        help="the broker's root PID: its CPU and its descendants' is measured (with --bootstrap)")
     parser.add_argument("--topic", default="request-cost")
     parser.add_argument("--requests", type=int, default=30_000, help="requests per round")
     parser.add_argument("--window", type=int, default=1, help="requests in flight")
@@ -142,22 +188,19 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if min(args.requests, args.window, args.records, args.rounds) < 1 or args.record_size < 0 or args.warmup < 0:
         parser.error("--requests, --window, --records and --rounds must be at least 1; sizes not negative")
+    if args.bootstrap and args.broker_pid_tree is None:
+        parser.error("--bootstrap needs --broker-pid-tree (whose CPU to measure)")
 
-    info(ensure_topic(args.bootstrap, args.topic, 1, args.timeout_s))
-    address = leader_address(args.bootstrap, args.topic, args.timeout_s)
-    now = int(time.time() * 1000)
-    batch = encode_batch([Record(i, now, None, b"x" * args.record_size, ()) for i in range(args.records)])
-    frame = produce_frame(args.topic, 0, batch, correlation_id=1)
-    host, port = address.rsplit(":", 1)
-    with socket.create_connection((host, int(port)), timeout=args.timeout_s) as sock:
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        reader = FrameReader(sock)
-        for _ in range(args.warmup):
-            _send_and_read(sock, reader, frame)
-        rounds = [run_round(sock, reader, frame, args.requests, args.window, args.records,
-                            BrokerCpu(tree_root=args.broker_pid_tree)) for _ in range(args.rounds)]
-    result = {"leader": address, "window": args.window, "records": args.records, "record_size": args.record_size,
-              "batch_bytes": len(batch), "rounds": rounds,
+    if args.floor:
+        with floor_server(args.topic, args.records, args.timeout_s) as (address, pid):
+            rounds, batch_bytes = measure(args, address, lambda: BrokerCpu(pids=[pid]))
+    else:
+        info(ensure_topic(args.bootstrap, args.topic, 1, args.timeout_s))
+        address = leader_address(args.bootstrap, args.topic, args.timeout_s)
+        rounds, batch_bytes = measure(args, address, lambda: BrokerCpu(tree_root=args.broker_pid_tree))
+    result = {"leader": address, "floor": args.floor, "window": args.window, "records": args.records,
+              "record_size": args.record_size,
+              "batch_bytes": batch_bytes, "rounds": rounds,
               "broker_cpu_us_per_request_median": median(r["broker_cpu_us_per_request"] for r in rounds),
               "requests_per_s_median": median(r["requests_per_s"] for r in rounds)}
     if args.json:
@@ -167,7 +210,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{r['requests']} requests, window {args.window}: {r['broker_cpu_us_per_request']:.1f} µs broker CPU "
                   f"per request, {r['requests_per_s']:,} requests/s")
         print(f"median: {result['broker_cpu_us_per_request_median']:.1f} µs per request "
-              f"({len(batch)}-byte batch of {args.records} × {args.record_size} B, leader {address})")
+              f"({batch_bytes}-byte batch of {args.records} × {args.record_size} B, "
+              f"{'the answer floor' if args.floor else 'leader'} {address})")
     return 0
 
 

@@ -4,6 +4,7 @@ move by exactly the records sent, and the broker's CPU is read from its processe
 from __future__ import annotations
 
 import json
+import socket
 from typing import Any
 
 import pytest
@@ -37,3 +38,21 @@ def test_an_error_answer_stops_the_run(broker: Any) -> None:
         request_cost.main(["--bootstrap", broker.bootstrap, "--broker-pid-tree", str(broker.pid),
                            "--topic", "cost-too-large", "--requests", "10", "--rounds", "1", "--warmup", "0",
                            "--records", "1", "--record-size", str(2 << 20)])
+
+
+def test_the_floor_server_answers_like_a_broker_and_is_stopped(capsys: pytest.CaptureFixture[str]) -> None:
+    code = request_cost.main(["--floor", "--requests", "200", "--window", "4", "--rounds", "2", "--warmup", "5",
+                              "--records", "2", "--json"])
+    assert code == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["floor"] is True and result["batch_bytes"] > 2 * 1024
+    assert [r["requests"] for r in result["rounds"]] == [200, 200]  # each round's offsets checked, too
+    port = int(result["leader"].rsplit(":", 1)[1])
+    with pytest.raises(ConnectionRefusedError):  # the child was stopped by its PID
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
+
+
+def test_bootstrap_without_a_pid_to_measure_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        request_cost.main(["--bootstrap", "127.0.0.1:1"])
+    assert "--broker-pid-tree" in capsys.readouterr().err
