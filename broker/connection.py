@@ -502,7 +502,7 @@ class Connection:
                         os.close(head.fd)
                         self._out_files -= 1
                     continue
-                buffers = []
+                buffers: list[bytes | memoryview] = []
                 for item in out:
                     if isinstance(item, FileChunk) or len(buffers) == MAX_IOV:
                         break

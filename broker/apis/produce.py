@@ -80,13 +80,13 @@ async def handle_produce(ctx: Any, request: ProduceRequest) -> Any:
             entries.extend((index, refused) for index, _records in topic.partition_data)
             continue
         known = node.topic(name)
-        internal = name in INTERNAL_TOPICS
-        if internal:
+        is_internal = name in INTERNAL_TOPICS
+        if is_internal:
             # The group coordinator of another broker writes __consumer_offsets like a
             # client, naming its epoch in the client id; the owner fences an older epoch.
             coordinator_epoch = epoch_from_client_id(ctx.client_id)
         for index, records in topic.partition_data:
-            if internal:
+            if is_internal:
                 if coordinator_epoch is not None and records and known is not None and known.has_partition(index):
                     entries.append((index, -1 - len(internal_items)))
                     internal_items.append((TopicPartition(name, index), records))
