@@ -167,14 +167,14 @@ def check_batch_frame(buf: memoryview, position: int, end: int) -> BatchHeader:
     header = parse_header(buf, position)
     if header.batch_length < MIN_BATCH_LENGTH:
         raise CorruptRecordError(f"batchLength {header.batch_length} below the minimum {MIN_BATCH_LENGTH}", position=position)
-    size = header.batch_length + LOG_OVERHEAD  # header.size, without a property call per batch
+    size = header.size
     if position + size > end:
         raise CorruptRecordError(f"batch of {size} bytes runs past the end ({end - position} left)", position=position)
     if header.magic != MAGIC_V2:
         raise CorruptRecordError(f"magic {header.magic}, expected 2", position=position)
     if header.last_offset_delta < 0:
         raise CorruptRecordError(f"negative lastOffsetDelta {header.last_offset_delta}", position=position)
-    actual = int(crc32c.crc32c(buf[position + CRC_START : position + size]))  # compute_crc, inlined
+    actual = compute_crc(buf, position, size)
     if actual != header.crc:
         raise CorruptRecordError(f"CRC-32C {actual:#010x} does not match the stored {header.crc:#010x}", position=position)
     return header

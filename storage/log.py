@@ -33,7 +33,7 @@ import time
 from typing import Callable, Iterator, NamedTuple
 
 from storage import files
-from storage.batch import LOG_OVERHEAD, BatchHeader, check_producer_batch
+from storage.batch import BatchHeader, check_producer_batch
 from storage.config import LogConfig
 from storage.errors import (
     CorruptRecordError,
@@ -273,10 +273,7 @@ class PartitionLog:
         landing = self._take_landing(records)
         with memoryview(records) as view:
             headers = self._validate(view)
-            if len(headers) == 1:  # the usual case: one batch, no generator
-                record_count = headers[0][1].last_offset_delta + 1
-            else:
-                record_count = sum(h.last_offset_delta + 1 for _, h in headers)
+            record_count = sum(h.last_offset_delta + 1 for _, h in headers)
             first_offset = self._log_end_offset
             last_offset = first_offset + record_count - 1
             append_time = now if self.config.log_append_time else None
@@ -321,7 +318,7 @@ class PartitionLog:
         compact = config.compact
         while position < end:
             header = check_producer_batch(view, position, end)
-            size = header.batch_length + LOG_OVERHEAD  # header.size
+            size = header.size
             if size > config.max_message_bytes:
                 raise RecordTooLargeError(f"batch of {size} bytes exceeds max.message.bytes {config.max_message_bytes}")
             if compact and not header.is_control:

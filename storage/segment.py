@@ -30,7 +30,6 @@ from storage import files
 from storage.batch import (
     HEADER,
     HEADER_SIZE,
-    LOG_OVERHEAD,
     MIN_BATCH_LENGTH,
     BatchHeader,
     check_batch_frame,
@@ -219,7 +218,7 @@ class LogSegment:
         next_offset = first_offset
         for source_position, header in headers:
             position = base_position + source_position
-            size = header.batch_length + LOG_OVERHEAD  # header.size
+            size = header.size
             batch_base = next_offset
             set_base_offset_and_epoch(buf, position, batch_base, leader_epoch)
             max_timestamp = header.max_timestamp

@@ -72,12 +72,7 @@ class BodyReader:
 
     def count(self) -> int:
         """An array's length; null arrays are refused."""
-        position = self.position
-        if self.flexible and self.data[position] < 0x80:  # one byte, the usual case: inline
-            value = self.data[position] - 1
-            self.position = position + 1
-        else:
-            value = self._length(I32)
+        value = self._length(I32)
         if value < 0 or value > MAX_COUNT:
             raise ProtocolViolation(f"{self.what}: bad array length {value}")
         return value
@@ -91,22 +86,6 @@ class BodyReader:
         return value
 
     def nullable_string(self) -> str | None:
-        if self.flexible:
-            position = self.position
-            low = self.data[position]
-            if low == 0:  # null (a Produce's transactional_id, usually)
-                self.position = position + 1
-                return None
-            if low < 0x80:  # a one-byte length, the usual case: no further calls
-                end = position + low  # the string is data[position + 1:position + 1 + low - 1]
-                if end > len(self.data):
-                    raise ProtocolViolation(f"{self.what}: field runs past the frame")
-                try:
-                    value = str(self.data[position + 1:end], "utf-8")
-                except UnicodeDecodeError as exc:
-                    raise ProtocolViolation(f"{self.what}: string is not UTF-8: {exc}") from None
-                self.position = end
-                return value
         length = self._nullable_length(I16, "string")
         if length == -1:
             return None
