@@ -42,6 +42,11 @@ FIGURES = {
     "publish_p99_ms": (("publish", "latency_ms", "p99"), False),
     "publish_p99_9_ms": (("publish", "latency_ms", "p99_9"), False),
     "publish_max_ms": (("publish", "latency_ms", "max"), False),
+    # librdkafka's split of it (producer.py, client_stats), as p99 of the median second:
+    # the request's round trip, and the record's wait inside the client before it was put
+    # in a request
+    "publish_rtt_p99_ms": (("publish", "client_split", "rtt", "p99_ms_median_second"), False),
+    "publish_queue_p99_ms": (("publish", "client_split", "queue", "p99_ms_median_second"), False),
     "e2e_p50_ms": (("consume", "latency_ms", "p50"), False),
     "e2e_p99_ms": (("consume", "latency_ms", "p99"), False),
     "e2e_p99_9_ms": (("consume", "latency_ms", "p99_9"), False),
@@ -221,6 +226,10 @@ def _one_line(result: dict[str, Any]) -> str:
     parts = [f"publish {pub.get('records_per_s', 0):,.0f} rec/s {pub.get('mib_per_s') or 0:.1f} MiB/s"]
     if pub.get("latency_ms", {}).get("p99") is not None:
         parts.append(f"p99 {pub['latency_ms']['p99']} ms")
+    rtt = pub.get("client_split", {}).get("rtt")
+    if rtt:
+        parts.append(f"round trip p99 {rtt['p99_ms_median_second']} ms in the median second, "
+                     f"{rtt['p99_ms_worst_second']} in the worst")
     if pub.get("queue_full"):
         parts.append(f"producer queue full {pub['queue_full']:,.0f} times, {pub['queue_full_s']:.1f} s waited")
     if con:

@@ -28,6 +28,7 @@ COLUMNS = [  # (summary figure, header, digits)
     ("publish_p99_ms", "pub p99 ms", 2),
     ("publish_p99_9_ms", "pub p99.9 ms", 2),
     ("publish_max_ms", "pub max ms", 1),
+    ("publish_rtt_p99_ms", "pub round trip p99 ms (median second)", 2),
     ("consume_records_per_s", "consume rec/s", 0),
     ("consume_mib_per_s", "consume MiB/s", 1),
     ("e2e_p50_ms", "e2e p50 ms", 2),

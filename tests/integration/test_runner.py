@@ -74,6 +74,18 @@ def test_a_live_workload_gives_every_figure(broker, tmp_path):
     assert r["publish"]["queue_full"] == 0 and r["publish"]["queue_full_s"] == 0  # 2,000 records/s never fill it
     assert r["publish"]["records_per_s"] == pytest.approx(2000, rel=0.25)  # the workload's rate
     _assert_latency(r["publish"]["latency_ms"])
+    # librdkafka's own split of it, per second of the window: every part counted, and a
+    # typical round trip is within what a whole publish took (a record's publish latency
+    # contains its request's round trip).
+    split = r["publish"]["client_split"]
+    assert set(split) == {"queue", "outbuf", "rtt"}, split
+    rtt = split["rtt"]
+    assert rtt["count"] > 0 and rtt["seconds"] >= 2, rtt
+    # (librdkafka rounds percentiles up to its histogram's buckets, 2 significant digits:
+    # a p99 may pass the exact max by a little)
+    assert 0 < rtt["p50_ms_median_second"] <= rtt["p99_ms_median_second"] <= rtt["p99_ms_worst_second"] <= rtt["max_ms"] * 1.02
+    assert rtt["p50_ms_median_second"] <= r["publish"]["latency_ms"]["p99"], (rtt, r["publish"]["latency_ms"])
+    assert split["queue"]["count"] >= rtt["count"]  # a request carries one record or more
     assert r["consume"]["records"] > 0 and r["consume"]["missing"] == 0
     _assert_latency(r["consume"]["latency_ms"])  # end to end
     broker_figures = r["broker"]

@@ -7,6 +7,7 @@ import glob
 import json
 import os
 import random
+import time
 from array import array
 
 import pytest
@@ -15,9 +16,9 @@ from loadtest.runner.__main__ import FIGURES, _overrides, medians, ratios
 from loadtest.runner.histogram import encode, merge_into, new_histogram, record_us, summary_ms
 from loadtest.runner.limits import LIMITS, LimitPlan, limit_of_run
 from loadtest.runner.procstats import Sample
-from loadtest.runner.producer import histogram_of_seconds
+from loadtest.runner.producer import CLIENT_SPLIT, client_split, histogram_of_seconds
 from loadtest.runner.report import table, write_report
-from loadtest.runner.run import _broker_figures, _physical_limit
+from loadtest.runner.run import _broker_figures, _physical_limit, _weighted_median
 from loadtest.runner.workload import PHYSICAL_LIMITS, WorkloadError, load_workload, workload_from_dict
 
 WORKLOADS = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "..", "..", "loadtest", "workloads", "*.toml")))
@@ -118,6 +119,41 @@ def test_delivery_latencies_histogrammed_with_numpy_match_exact_percentiles():
     for key, q in (("p50", 0.50), ("p99", 0.99), ("p99_9", 0.999)):
         assert s[key] == pytest.approx(exact[int(q * len(exact)) - 1] * 1000, rel=0.01)
     assert s["max"] == pytest.approx(exact[-1] * 1000, rel=0.01)
+
+
+def test_the_client_split_takes_each_broker_connection_that_carried_requests_from_real_statistics():
+    """librdkafka's statistics, from a real producer on librdkafka's own mock cluster: the
+    split keeps only node ids >= 0 whose round trips were counted, with all three parts."""
+    from confluent_kafka import Producer
+
+    seen: list[str] = []
+    producer = Producer({"test.mock.num.brokers": 2, "statistics.interval.ms": 100, "stats_cb": seen.append,
+                         "linger.ms": 0})
+    deadline = time.monotonic() + 20
+    split: dict = {}
+    while time.monotonic() < deadline and not split:
+        for _ in range(50):
+            producer.produce("t", b"x" * 100)
+        producer.poll(0.05)
+        while seen and not split:
+            statistics = json.loads(seen.pop(0))
+            split = client_split(statistics)
+    producer.flush(10)
+    assert split, "no statistics window with a counted round trip"
+    node_ids = {str(b["nodeid"]) for b in statistics["brokers"].values() if b["nodeid"] >= 0 and b["rtt"]["cnt"]}
+    assert set(split) == node_ids and all(int(n) >= 0 for n in split)  # no bootstrap or internal connection
+    for parts in split.values():
+        assert set(parts) == set(CLIENT_SPLIT)
+        p50, p99, top, count, out_of_range = parts["rtt"]
+        # librdkafka rounds percentiles up to its histogram's buckets (2 significant
+        # digits), so a p99 may pass the exact max by a little.
+        assert count > 0 and out_of_range == 0 and 0 < p50 <= p99 <= top * 1.02
+
+
+def test_a_weighted_median_is_the_value_at_half_the_weight():
+    assert _weighted_median([(5.0, 1), (1.0, 1), (3.0, 1)]) == 3.0
+    assert _weighted_median([(1.0, 10), (100.0, 1)]) == 1.0  # the busy window outweighs the quiet one
+    assert _weighted_median([(1.0, 1), (100.0, 10)]) == 100.0
 
 
 def _result(label: str, pub: float, con: float, p99: float, cpu: float) -> dict:
