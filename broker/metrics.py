@@ -3,7 +3,8 @@
 Two kinds of figures, kept two ways:
 
 * **Counts and latencies** (requests per API and version, their latency, bytes and
-  records in and out per topic, forwards, flush latency, worker restarts) go through
+  records in and out per topic, forwards, flush latency, how late each worker's loop
+  runs, worker restarts) go through
   prometheus_client in multiprocess mode: each process writes its own mmap'd file under
   ``<run.dir>/metrics`` (PROMETHEUS_MULTIPROC_DIR, set by the supervisor before it forks),
   and a scrape sums them, so every worker counts and a restarted worker's totals stay.
@@ -47,6 +48,9 @@ MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
                    1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 FLUSH_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+# How late a worker's loop ran its probe timer (broker/loop_lag.py): the timer's own
+# resolution is 1 ms, so the first bucket holds "on time".
+LOOP_LAG_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
 def metrics_dir(run_dir: str) -> str:
@@ -78,8 +82,8 @@ def enabled() -> bool:
 class _LatencySums:
     __slots__ = ("buckets", "total")
 
-    def __init__(self) -> None:
-        self.buckets = [0] * (len(LATENCY_BUCKETS) + 1)
+    def __init__(self, bounds: tuple[float, ...] = LATENCY_BUCKETS) -> None:
+        self.buckets = [0] * (len(bounds) + 1)
         self.total = 0.0
 
 
@@ -93,6 +97,7 @@ class WorkerMetrics:
         self.requests: dict[tuple[str, int], _LatencySums] = {}
         self.topic_in: dict[str, list[int]] = {}  # topic -> [bytes, records]
         self.topic_out: dict[str, int] = {}
+        self.loop_lag = _LatencySums(LOOP_LAG_BUCKETS)
         if not self.on:
             return
         from prometheus_client import Counter, Histogram
@@ -106,6 +111,10 @@ class WorkerMetrics:
         self._bytes_out = Counter("castle_topic_bytes_out", "Record bytes sent by Fetch, by topic", ["topic"])
         self._flush = Histogram("castle_log_flush_duration_seconds", "Time of one partition log flush (fdatasync)",
                                 buckets=FLUSH_BUCKETS)
+        self._loop_lag = Histogram("castle_worker_loop_lag_seconds",
+                                   "How late a worker's event loop ran a timer due every 100 ms: the wait a request "
+                                   "arriving then had before the worker could read it", ["worker"],
+                                   buckets=LOOP_LAG_BUCKETS)
         self._counted: dict[str, int] = {}
         self._stat_counters = {
             "connections": Counter("castle_connections_accepted", "Client connections accepted", ["worker"]),
@@ -122,6 +131,14 @@ class WorkerMetrics:
             sums = self.requests[(api, version)] = _LatencySums()
         sums.buckets[bisect.bisect_left(LATENCY_BUCKETS, seconds)] += 1
         sums.total += seconds
+
+    def loop_late(self, seconds: float) -> None:
+        """The loop-lag probe's sample (broker/loop_lag.py), ten a second."""
+        if not self.on:
+            return
+        lag = self.loop_lag
+        lag.buckets[bisect.bisect_left(LOOP_LAG_BUCKETS, seconds)] += 1
+        lag.total += seconds
 
     def appended(self, topic: str, size: int, records: int) -> None:
         if not self.on:
@@ -154,6 +171,8 @@ class WorkerMetrics:
             self._bytes_out.labels(topic).inc(size)
         for seconds in FlushTimes.drain():
             self._flush.observe(seconds)
+        lag, self.loop_lag = self.loop_lag, _LatencySums(LOOP_LAG_BUCKETS)
+        _add_to_histogram(self._loop_lag.labels(self.worker), lag.buckets, lag.total)
         for key, counter in self._stat_counters.items():
             now = stats.get(key, 0)
             delta = now - self._counted.get(key, 0)

@@ -31,6 +31,7 @@ from broker.connection import Connection
 from broker.handoff import HandoffReceiver
 from broker.ipc import IpcServer
 from broker.logs import set_role
+from broker.loop_lag import LoopLagProbe
 from broker.memory import keep_freed_memory
 from broker.node import WorkerNode
 
@@ -97,6 +98,10 @@ class WorkerServer:
             loop.add_reader(listener.fileno(), self._accept, listener)
         self.handoffs.start()
         housekeeping = loop.create_task(self.node.housekeeping(self.heartbeat_path))
+        # Only for the metrics endpoint: with metrics off nothing would read the figures.
+        loop_lag = LoopLagProbe(loop, self.node.metrics.loop_late)
+        if self.node.metrics.on:
+            loop_lag.start()
         orphan_watch = loop.create_task(self._exit_if_orphaned())
         idle_reaper = loop.create_task(self._close_idle_connections())
         log.info("worker %d (pid %d) serving %s%s", self.node.index, os.getpid(), self.node.config.listener,
@@ -105,6 +110,7 @@ class WorkerServer:
         await self.stopping.wait()
         await self._stop()
         housekeeping.cancel()
+        loop_lag.stop()
         orphan_watch.cancel()
         idle_reaper.cancel()
         return 0

@@ -54,6 +54,10 @@ FIGURES = {
     "broker_cpu_s_per_m_records": (("broker", "cpu_s_per_m_records"), False),
     "broker_rss_anon_mib_max": (("broker", "rss_anon_mib_max"), False),
     "broker_pss_anon_mib_max": (("broker", "pss_anon_mib_max"), False),
+    # a Castle's workers' loops (runner/loop_lag.py): the share of the window's samples
+    # in which a request would have waited over 10 ms to be read, and the p99's bucket
+    "broker_loop_late_share": (("broker_loop_lag", "late_share"), False),
+    "broker_loop_lag_p99_ms": (("broker_loop_lag", "p99_ms_at_most"), False),
     # the CPUs the broker shared: clients and the whole machine, in cores
     "producers_cores": (("cpu", "producers_cores"), False),
     "consumers_cores": (("cpu", "consumers_cores"), False),
@@ -101,6 +105,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     where.add_argument("--start-castle", action="store_true", help="start a Castle on a free port for the run")
     parser.add_argument("--name", default=None, help="the name of the broker under test in the report (default castle)")
     parser.add_argument("--broker-pid", type=int, help="the broker's root PID: CPU and memory of it and its descendants")
+    parser.add_argument("--broker-metrics", metavar="HOST:PORT",
+                        help="a Castle's metrics.listener: report how late its workers' loops ran in each window")
     parser.add_argument("--castle-override", action="append", default=[], metavar="KEY=VALUE",
                         help="a setting for --start-castle (repeatable)")
     parser.add_argument("--compare", metavar="ADDRESS|mock",
@@ -162,10 +168,12 @@ def main(argv: list[str] | None = None) -> int:
             overrides = parse_key_values(args.castle_override, "--castle-override")
             own = OwnBroker(tempfile.mkdtemp(prefix="castle-", dir=out_dir), overrides)
             own.wait_ready()
-            primary = Target(args.name or "castle", own.bootstrap, root_pid=own.pid)
+            primary = Target(args.name or "castle", own.bootstrap, root_pid=own.pid,
+                             metrics=own.settings["metrics.listener"])
             info(f"started castle serve (pid {own.pid}) on {own.bootstrap}")
         else:
-            primary = Target(args.name or "castle", args.bootstrap, root_pid=args.broker_pid)
+            primary = Target(args.name or "castle", args.bootstrap, root_pid=args.broker_pid,
+                             metrics=args.broker_metrics)
         targets = [primary]
         if args.compare == "mock":
             targets.append(Target(args.compare_name or "mock"))
@@ -237,6 +245,10 @@ def _one_line(result: dict[str, Any]) -> str:
                      f"e2e p99 {con.get('latency_ms', {}).get('p99')} ms, missing {con.get('missing')}")
     if broker:
         parts.append(f"broker {broker.get('cpu_s_per_m_records')} CPU-s/M, anon max {broker.get('rss_anon_mib_max')} MiB")
+    lag = result.get("broker_loop_lag")
+    if lag:
+        parts.append(f"worker loops over {lag['late_ms']:g} ms late in {lag['late_share']:.1%} of {lag['samples']} samples "
+                     f"(p99 at most {lag['p99_ms_at_most']} ms)")
     if result.get("cpu"):
         cpu = result["cpu"]
         parts.append(f"cores: producers {cpu.get('producers_cores')}, consumers {cpu.get('consumers_cores')}, "

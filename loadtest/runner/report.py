@@ -37,6 +37,7 @@ COLUMNS = [  # (summary figure, header, digits)
     ("e2e_max_ms", "e2e max ms", 1),
     ("broker_cpu_s_per_m_records", "broker CPU-s / M rec", 3),
     ("broker_rss_anon_mib_max", "broker RssAnon max MiB", 1),
+    ("broker_loop_late_share", "worker loops > 10 ms late, share", 3),
     ("producers_cores", "producer cores", 2),
     ("machine_busy_cores", "machine busy cores", 2),
     ("physical_limit_mib_per_s", "physical limit MiB/s", 1),
@@ -50,8 +51,9 @@ def _fmt(value: float | None, digits: int) -> str:
     return f"{value:,.{digits}f}"
 
 
-# Columns shown only when some broker has them: most workloads name no physical limit.
-OPTIONAL_COLUMNS = {"physical_limit_mib_per_s", "of_physical_limit"}
+# Columns shown only when some broker has them: most workloads name no physical limit,
+# and only a Castle reports its loops' lag.
+OPTIONAL_COLUMNS = {"physical_limit_mib_per_s", "of_physical_limit", "broker_loop_late_share"}
 
 
 def table(entry: dict[str, Any]) -> str:

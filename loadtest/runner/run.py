@@ -35,6 +35,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from loadtest.brokers import PYTHON, MockBroker, wait_until
 from loadtest.children import ChildProcess
 from loadtest.common import CLOCK_TICKS, MIB, info, proc_cpu_ticks
+from loadtest.runner import loop_lag
 from loadtest.runner.histogram import merge_into, new_histogram, summary_ms
 from loadtest.runner.idle_connections import IdleConnectionsChild
 from loadtest.runner.limits import LimitPlan, limit_of_run
@@ -58,6 +59,7 @@ class Target:
     bootstrap: str | None = None  # None for the mock: it gets an address per run
     root_pid: int | None = None  # a tree root (Castle's supervisor) ...
     pids: list[int] = field(default_factory=list)  # ... or fixed PIDs
+    metrics: str | None = None  # a Castle's metrics endpoint (host:port): its loops' lag
 
     @property
     def is_mock(self) -> bool:
@@ -325,7 +327,7 @@ def client_split_figures(producers: list[ChildProcess], start: float, end: float
                 for parts in event["brokers"].values():
                     for part, figures in parts.items():
                         windows.setdefault(part, []).append(figures)
-    out = {}
+    out: dict[str, dict[str, float]] = {}
     for part, rows in windows.items():
         counted = [r for r in rows if r[3]]
         out_of_range = sum(r[4] for r in rows)
@@ -484,7 +486,7 @@ def run_workload(w: Workload, target: Target, out_dir: str, label: str, progress
         if w.catch_up or w.read_after_write:
             _write_then_read(w, bootstrap, topics, clients, result, progress, label)
         else:
-            _live(w, bootstrap, topics, clients, result, progress, label)
+            _live(w, bootstrap, topics, clients, result, progress, label, target.metrics)
         if w.idle_connections:
             result["idle_connections"].update(_close_idle_connections(clients))
         if w.physical_limit and limits and not target.is_mock:
@@ -551,10 +553,10 @@ def _start_consumers(w: Workload, bootstrap: str, topics: list[str], clients: Cl
 
 
 def _live(w: Workload, bootstrap: str, topics: list[str], clients: Clients, result: dict[str, Any],
-          progress: bool, label: str) -> None:
+          progress: bool, label: str, metrics: str | None = None) -> None:
     if w.consumers and w.consumer_groups:
         _start_consumers(w, bootstrap, topics, clients, label)
-    start, end = _produce_for_the_window(w, bootstrap, topics, clients, result, progress, label)
+    start, end = _produce_for_the_window(w, bootstrap, topics, clients, result, progress, label, metrics)
     acked = result["publish"]["acked_total"]
     if clients.consumers:
         def drained() -> bool:
@@ -579,22 +581,30 @@ def _read_totals(clients: Clients, acked: int) -> dict[str, Any]:
 
 
 def _produce_for_the_window(w: Workload, bootstrap: str, topics: list[str], clients: Clients, result: dict[str, Any],
-                            progress: bool, label: str) -> tuple[float, float]:
+                            progress: bool, label: str, metrics: str | None = None) -> tuple[float, float]:
     """Producers for warmup_s + duration_s, then stopped (flushing); publish figures of
-    the window into result. Returns the window."""
+    the window into result, and with a Castle's metrics address how late its workers'
+    loops ran in the window (loop_lag.py). Returns the window."""
     t0 = time.time()
     result["t0"] = t0
     clients.producers = [clients.start("loadtest.runner.producer", producer_cfg(w, bootstrap, topics, i), f"producer-{i}")
                          for i in range(w.producers)]
     start, end = t0 + w.warmup_s, t0 + w.warmup_s + w.duration_s
     bar = Progress(progress, w.warmup_s + w.duration_s, label, "s")
+    lag_at_start: loop_lag.Buckets | None = None
     try:
         while time.time() < end:
             clients.check()
             time.sleep(0.5)
             bar.update(time.time() - t0, f"{_latest(clients.producers, 'acked'):,} acked")
+            if metrics and lag_at_start is None and time.time() >= start:
+                lag_at_start = loop_lag.scrape(metrics)
     finally:
         bar.close()
+    if metrics:
+        lag = loop_lag.window_figures(lag_at_start, loop_lag.scrape(metrics))
+        if lag:
+            result["broker_loop_lag"] = lag
     for producer in clients.producers:
         producer.stop(timeout=DRAIN_S + 30)
     result["window"] = (start, end)

@@ -142,6 +142,35 @@ def test_flushes_are_timed_and_a_deleted_topic_leaves_the_scrape(broker: Any) ->
                "the deleted partition gone from the scrape")
 
 
+def _loop_lag(samples: Samples, worker: str) -> tuple[float, float]:
+    """(samples, samples later than 500 ms) of a worker's loop-lag histogram."""
+    count = value(samples, "castle_worker_loop_lag_seconds_count", worker=worker) or 0.0
+    on_time = value(samples, "castle_worker_loop_lag_seconds_bucket", worker=worker, le="0.5") or 0.0
+    return count, count - on_time
+
+
+@pytest.mark.parametrize("broker", [{"workers": 2}], indirect=True)
+def test_a_worker_held_off_the_cpu_shows_in_its_loop_lag(broker: Any) -> None:
+    """The probe samples each worker's loop ten times a second; a worker stopped for a
+    second (as if its vCPU were taken away) shows one sample that late, the other none."""
+    first = wait_until(lambda: (lambda s: s if min(_loop_lag(s, w)[0] for w in ("0", "1")) >= 5 else None)(
+        scrape(broker)), 15, "both workers' loops sampled")
+    assert _loop_lag(first, "1")[1] == 0  # an idle broker's loop is on time
+    victim = next(pid for pid in broker.worker_pids() if "worker 0" in open(f"/proc/{pid}/cmdline").read())
+    os.kill(victim, signal.SIGSTOP)
+    try:
+        time.sleep(1.0)
+    finally:
+        os.kill(victim, signal.SIGCONT)
+    late = wait_until(lambda: (lambda s: s if _loop_lag(s, "0")[1] >= 1 else None)(scrape(broker)), 15,
+                      "worker 0's late sample counted")
+    count, over = _loop_lag(late, "0")
+    assert over == 1 and count > _loop_lag(first, "0")[0]  # one late sample; the probe went on after it
+    assert _loop_lag(late, "1")[1] == 0
+    # The timer fell due within the stop's first 100 ms, so it ran at least 0.9 s late.
+    assert value(late, "castle_worker_loop_lag_seconds_sum", worker="0") >= 0.85
+
+
 def test_a_metrics_port_in_use_stops_the_start(tmp_path: Any) -> None:
     with port_in_use() as port:
         done = serve_until_exit(tmp_path, f"metrics.listener=127.0.0.1:{port}")

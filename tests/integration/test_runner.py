@@ -67,7 +67,8 @@ def test_a_live_workload_gives_every_figure(broker, tmp_path):
     limits = tmp_path / "limits"
     live = _workload(tmp_path, "live", 'physical_limit = "page-ingest"\nlimit_size_mib = 16')
     done = _run([live, "--bootstrap", broker.bootstrap, "--broker-pid", str(broker.pid), "--out", str(out),
-                 "--limit-dir", str(limits), "--limit-settle-s", "0"])
+                 "--limit-dir", str(limits), "--limit-settle-s", "0",
+                 "--broker-metrics", f"127.0.0.1:{broker.metrics_port}"])
     assert done.returncode == 0, done.stderr[-3000:]
     r = _load(out, "live-castle-r1")
     assert r["publish"]["records"] > 0 and r["publish"]["errors"] == 0
@@ -88,6 +89,11 @@ def test_a_live_workload_gives_every_figure(broker, tmp_path):
     assert split["queue"]["count"] >= rtt["count"]  # a request carries one record or more
     assert r["consume"]["records"] > 0 and r["consume"]["missing"] == 0
     _assert_latency(r["consume"]["latency_ms"])  # end to end
+    # How late the broker's two worker loops ran in the 3 s window: ten samples a second
+    # each (the window opens up to 0.5 s late, at the runner's next look at the clock).
+    lag = r["broker_loop_lag"]
+    assert 2 * 10 * 2 <= lag["samples"] <= 2 * 10 * 4, lag
+    assert 0 <= lag["late_share"] <= 1 and lag["p50_ms_at_most"] <= (lag["p99_ms_at_most"] or float("inf"))
     broker_figures = r["broker"]
     assert broker_figures["cpu_s"] > 0 and broker_figures["cpu_s_per_m_records"] > 0
     assert broker_figures["rss_anon_mib_max"] > 10 and broker_figures["processes"] == 4  # supervisor, 2 workers, coordinator

@@ -12,6 +12,7 @@ from array import array
 
 import pytest
 
+from loadtest.runner import loop_lag
 from loadtest.runner.__main__ import FIGURES, _overrides, medians, ratios
 from loadtest.runner.histogram import encode, merge_into, new_histogram, record_us, summary_ms
 from loadtest.runner.limits import LIMITS, LimitPlan, limit_of_run
@@ -148,6 +149,19 @@ def test_the_client_split_takes_each_broker_connection_that_carried_requests_fro
         # librdkafka rounds percentiles up to its histogram's buckets (2 significant
         # digits), so a p99 may pass the exact max by a little.
         assert count > 0 and out_of_range == 0 and 0 < p50 <= p99 <= top * 1.02
+
+
+def test_loop_lag_of_a_window_is_the_difference_of_two_scrapes():
+    inf = float("inf")
+    before = {0.001: 50.0, 0.01: 60.0, 0.05: 60.0, inf: 60.0}  # cumulative, as scraped
+    after = {0.001: 150.0, 0.01: 257.0, 0.05: 259.0, inf: 260.0}
+    lag = loop_lag.window_figures(before, after)
+    # the window: 100 samples within 1 ms, 97 within 10 ms, 2 within 50 ms, 1 beyond
+    assert lag == {"samples": 200, "p50_ms_at_most": 1.0, "p99_ms_at_most": 50.0, "late_share": 0.015, "late_ms": 10.0}
+    assert loop_lag.window_figures(before, before) is None  # no samples: nothing to say
+    assert loop_lag.window_figures(None, after) is None  # the endpoint could not be read
+    assert loop_lag.window_figures({inf: 0.0}, {0.001: 99.0, inf: 100.0})["p99_ms_at_most"] == 1.0
+    assert loop_lag.window_figures({inf: 0.0}, {0.001: 98.0, inf: 100.0})["p99_ms_at_most"] is None  # beyond the last bound
 
 
 def test_a_weighted_median_is_the_value_at_half_the_weight():

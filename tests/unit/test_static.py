@@ -50,7 +50,7 @@ TYPED_LOADTEST = ["loadtest/runner", "loadtest/children.py", "loadtest/brokers.p
 
 # The broker's operational modules (issue 6) and worker routing, typed from the start.
 TYPED_BROKER = ["broker/admin", "broker/metrics.py", "broker/logs.py", "broker/reload.py", "broker/sd_notify.py",
-                "broker/placement.py", "broker/worker_listeners.py", "broker/tcp_bind.py"]
+                "broker/placement.py", "broker/worker_listeners.py", "broker/tcp_bind.py", "broker/loop_lag.py"]
 
 
 def test_mypy_passes_on_storage_coordination_and_the_load_tools():
