@@ -20,7 +20,7 @@ from storage.compression import COMPRESSION_ZSTD
 from storage.records import Record, decode_batch, encode_batch
 from storage.types import TopicPartition
 from tests.integration.conftest import partition_owned_by
-from tests.integration.kio_client import KioClient, decode_response, read_frame
+from tests.integration.kio_client import KioClient, decode_response, encode_request, read_frame
 
 pytestmark = pytest.mark.integration
 
@@ -316,6 +316,30 @@ def test_pipelined_requests_are_answered_in_order(broker: Any) -> None:
             assert answer.responses[0].partition_responses[0].base_offset == expected - sent[0]
         correlation_id, _answer = decode_response(1, 12, read_frame(client.sock))
         assert got == sent and correlation_id == fetch_id
+
+
+def test_a_read_of_a_thousand_requests_is_answered_whole_and_in_order(broker: Any) -> None:
+    """1,500 small Produce requests written at once: one read of the broker holds
+    hundreds of them, and their answers leave together at the end of the loop turn. Every
+    answer arrives once, in order, with consecutive offsets."""
+    count = 1500
+    with KioClient(broker.bootstrap) as client:
+        _create_topic(client, "pipelined-many")
+        frames = [encode_request(0, 9, 10_000 + i, _req(0, 9, {
+            "transactional_id": None, "acks": 1, "timeout": 5000, "topic_data": [
+                {"name": "pipelined-many", "partition_data": [{"index": 0, "records": _batch([b"%d" % i])}]}]}))
+            for i in range(count)]
+        client.sock.sendall(b"".join(frames))
+        got = []
+        for i in range(count):
+            correlation_id, answer = decode_response(0, 9, read_frame(client.sock))
+            partition = answer.responses[0].partition_responses[0]
+            assert partition.error_code == 0 and partition.base_offset == i, (i, partition)
+            got.append(correlation_id)
+        client.sock.settimeout(0.5)
+        with pytest.raises(socket.timeout):  # nothing more: no answer was sent twice
+            client.sock.recv(1)
+    assert got == list(range(10_000, 10_000 + count))
 
 
 @pytest.mark.parametrize("broker", [{"queued.max.request.bytes": 100_000}], indirect=True)
