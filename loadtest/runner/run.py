@@ -314,7 +314,8 @@ def client_split_figures(producers: list[ChildProcess], start: float, end: float
     """librdkafka's split of the publish latency (producer.py, client_stats) over the
     one-second statistics windows that lie inside [start, end], all broker connections
     together: per part, the median second's p50 and p99 (the windows weighted by their
-    requests), the worst second's p99, the max, and the count. librdkafka gives only
+    counts: requests for the round trip and the write wait, records for the queue), the
+    worst second's p99, the max, and the count. librdkafka gives only
     percentiles per window, not the histograms, so a p99 over the whole run cannot be
     had from them: where the tail sits in a few bad seconds, the median second's p99 is
     well below the run's and the worst second's above it. out_of_range counts the values
