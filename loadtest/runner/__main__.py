@@ -8,14 +8,14 @@
     .venv/bin/python -m loadtest.runner loadtest/workloads/*.toml --bootstrap 127.0.0.1:9092 --broker-pid PID
 
 Results go to --out (default bench-results/runner-<UTC time>/): one JSON per run,
-summary.json (medians and ratios), report.md and the charts (report.py).
+summary.json (medians, ratios and the verdicts on the workloads' goals: goals.py),
+report.md and the charts (report.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -27,73 +27,12 @@ import orjson
 from loadtest.brokers import OwnBroker
 from loadtest.common import info, parse_key_values
 from loadtest.machine import git_state, machine_info
+from loadtest.runner.figures import medians, ratios
+from loadtest.runner.goals import evaluate_goals, goal_lines
 from loadtest.runner.limits import SETTLE_S, LimitPlan
 from loadtest.runner.report import write_report
 from loadtest.runner.run import Target, run_workload
 from loadtest.runner.workload import Workload, WorkloadError, load_workload, workload_from_dict
-
-# The figures compared between two brokers, as (path in a result, higher is better).
-FIGURES = {
-    "publish_records_per_s": (("publish", "records_per_s"), True),
-    "publish_mib_per_s": (("publish", "mib_per_s"), True),
-    "consume_records_per_s": (("consume", "records_per_s"), True),
-    "consume_mib_per_s": (("consume", "mib_per_s"), True),
-    "publish_p50_ms": (("publish", "latency_ms", "p50"), False),
-    "publish_p99_ms": (("publish", "latency_ms", "p99"), False),
-    "publish_p99_9_ms": (("publish", "latency_ms", "p99_9"), False),
-    "publish_max_ms": (("publish", "latency_ms", "max"), False),
-    # librdkafka's split of it (producer.py, client_stats), as p99 of the median second:
-    # the request's round trip, and the record's wait inside the client before it was put
-    # in a request
-    "publish_rtt_p99_ms": (("publish", "client_split", "rtt", "p99_ms_median_second"), False),
-    "publish_queue_p99_ms": (("publish", "client_split", "queue", "p99_ms_median_second"), False),
-    "e2e_p50_ms": (("consume", "latency_ms", "p50"), False),
-    "e2e_p99_ms": (("consume", "latency_ms", "p99"), False),
-    "e2e_p99_9_ms": (("consume", "latency_ms", "p99_9"), False),
-    "e2e_max_ms": (("consume", "latency_ms", "max"), False),
-    "broker_cpu_s_per_m_records": (("broker", "cpu_s_per_m_records"), False),
-    "broker_rss_anon_mib_max": (("broker", "rss_anon_mib_max"), False),
-    "broker_pss_anon_mib_max": (("broker", "pss_anon_mib_max"), False),
-    # a Castle's workers' loops (runner/loop_lag.py): the share of the window's samples
-    # in which a request would have waited over 10 ms to be read, and the p99's bucket
-    "broker_loop_late_share": (("broker_loop_lag", "late_share"), False),
-    "broker_loop_lag_p99_ms": (("broker_loop_lag", "p99_ms_at_most"), False),
-    # the CPUs the broker shared: clients and the whole machine, in cores
-    "producers_cores": (("cpu", "producers_cores"), False),
-    "consumers_cores": (("cpu", "consumers_cores"), False),
-    "machine_busy_cores": (("cpu", "machine_busy_cores"), False),
-    # the workload's physical limit, measured after the run (runner/limits.py), and the
-    # share of it the run reached
-    "physical_limit_mib_per_s": (("physical_limit", "mib_per_s"), True),
-    "of_physical_limit": (("physical_limit", "of_limit"), True),
-    # write-then-read runs: the read phase apart
-    "read_broker_cpu_s_per_m_records": (("broker_read", "cpu_s_per_m_records"), False),
-    "read_broker_rss_anon_mib_max": (("broker_read", "rss_anon_mib_max"), False),
-}
-
-
-def figure(result: dict[str, Any], path: tuple[str, ...]) -> float | None:
-    value: Any = result
-    for key in path:
-        if not isinstance(value, dict) or value.get(key) is None:
-            return None
-        value = value[key]
-    return float(value)
-
-
-def medians(results: list[dict[str, Any]]) -> dict[str, float | None]:
-    out: dict[str, float | None] = {}
-    for name, (path, _) in FIGURES.items():
-        values = [v for v in (figure(r, path) for r in results) if v is not None]
-        out[name] = round(statistics.median(values), 3) if values else None
-    return out
-
-
-def ratios(ours: dict[str, float | None], theirs: dict[str, float | None]) -> dict[str, float | None]:
-    """ours / theirs for every figure both have (throughput: > 1 is better for us;
-    latency, CPU and memory: < 1 is better for us)."""
-    return {name: round(ours[name] / theirs[name], 3) if ours.get(name) and theirs.get(name) else None  # type: ignore[operator]
-            for name in FIGURES}
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -192,6 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     with open(os.path.join(out_dir, "summary.json"), "wb") as handle:
         handle.write(orjson.dumps(summary, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
     report = write_report(summary, out_dir)
+    for line in goal_lines(summary):
+        info(line)
     info(f"results in {out_dir} (summary.json, {os.path.basename(report)})")
     return 0 if not summary["failures"] else 1
 
@@ -225,6 +166,7 @@ def run_all(workloads: list[Workload], targets: list[Target], repeat: int, out_d
         if len(entry["medians"]) == 2:
             ours, theirs = (entry["medians"][t.name] for t in targets)
             entry["ratios"] = ratios(ours, theirs)
+        entry["goals"] = evaluate_goals(entry, targets[0].name)
         summary["workloads"][w.name] = entry
     return summary
 

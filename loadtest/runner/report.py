@@ -3,9 +3,10 @@
     .venv/bin/python -m loadtest.runner.report bench-results/runner-XXXX   # (re)write it
 
 For every workload: a table with one row per broker (medians over the rounds) and a row
-of ratios when two brokers ran; a chart of throughput over time (publish and consume,
-every round, one colour per broker) and a chart of latency percentiles (publish and
-end-to-end, p50/p99/p99.9/max, median over rounds, log scale).
+of ratios when two brokers ran; the verdict on each of the workload's goals (goals.py);
+a chart of throughput over time (publish and consume, every round, one colour per
+broker) and a chart of latency percentiles (publish and end-to-end, p50/p99/p99.9/max,
+median over rounds, log scale).
 """
 
 from __future__ import annotations
@@ -68,6 +69,17 @@ def table(entry: dict[str, Any]) -> str:
         r = entry["ratios"]
         lines.append(f"| {names[0]} / {names[1]} | " + " | ".join(_fmt(r.get(k), 2) + ("x" if r.get(k) else "")
                                                                for k, _, _ in columns) + " |")
+    return "\n".join(lines)
+
+
+def goals_table(verdicts: list[dict[str, Any]], primary: str) -> str:
+    """The workload's goals (loadtest/runner/goals.py) and the verdict on each."""
+    lines = [f"Goals for {primary} (median over rounds):", "",
+             "| goal | value | verdict | why |", "|---|---:|---|---|"]
+    for v in verdicts:
+        value = "–" if v["value"] is None else f"{v['value']:,.3f}".rstrip("0").rstrip(".")
+        verdict = f"**{v['verdict']}**" if v["verdict"] != "met" else v["verdict"]
+        lines.append(f"| {v['goal']} | {value} | {verdict} | {v['why']} |")
     return "\n".join(lines)
 
 
@@ -141,6 +153,8 @@ def write_report(summary: dict[str, Any], out_dir: str) -> str:
             parts += ["No run succeeded.", ""]
             continue
         parts += [table(entry), ""]
+        if entry.get("goals"):
+            parts += [goals_table(entry["goals"], summary.get("targets", ["the broker under test"])[0]), ""]
         if w.get("physical_limit"):
             parts += [f"Physical limit: {w['physical_limit']}, measured with {w.get('limit_size_mib'):,.0f} MiB right "
                       "after each run against a broker that keeps its data (loadtest/runner/limits.py); "

@@ -32,6 +32,8 @@ loadtest/runner/limits.py) and report the run's rate as a share of it: the yards
 workloads that store more than the mock keeps.
 ``compare = false`` marks a workload the reference broker cannot hold (the librdkafka mock
 keeps ~5 MiB per partition), so ``--compare`` skips it.
+``[[goals]]`` tables set the bounds the runner judges the broker under test against
+(loadtest/runner/goals.py): the summary and the report give a verdict for each.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loadtest.common import MIB
+from loadtest.runner.goals import parse_goals
 
 KEY_DISTRIBUTIONS = ("none", "round-robin", "random")
 COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
@@ -82,6 +85,7 @@ class Workload:
     limit_size_mib: float = 2048.0
     producer_config: dict[str, Any] = field(default_factory=dict)
     consumer_config: dict[str, Any] = field(default_factory=dict)
+    goals: list[dict[str, Any]] = field(default_factory=list)  # as written; goals.py reads them
 
     @property
     def catch_up(self) -> bool:
@@ -135,6 +139,10 @@ def workload_from_dict(data: dict[str, Any], default_name: str = "") -> Workload
     _check(w.duration_s > 0, "duration_s", "must be > 0")
     _check(not (w.catch_up or w.read_after_write) or (w.consumers >= 1 and w.consumer_groups >= 1),
            "backlog_mib", "a catch-up read (or read_after_write) needs consumers")
+    try:
+        parse_goals(w.goals)
+    except ValueError as exc:
+        raise WorkloadError(f"goals: {exc}") from None
     return w
 
 

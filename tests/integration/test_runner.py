@@ -146,7 +146,27 @@ def test_catch_up_and_read_after_write_read_everything_back(broker, tmp_path):
 
 def test_compare_against_the_mock_reports_ratios(broker, tmp_path):
     out = tmp_path / "out"
-    cmp = _workload(tmp_path, "cmp", 'idle_connections = 100\nphysical_limit = "page-ingest"\nlimit_size_mib = 8')
+    goals = """
+[[goals]]
+figure = "publish_records_per_s"
+ratio = true
+at_least = 0.5
+why = "both hold the rate"
+
+[[goals]]
+figure = "idle_connections_open_at_stop"
+at_least = 100
+
+[[goals]]
+figure = "broker_rss_anon_mib_max"
+at_most = 1
+why = "no broker is this small"
+
+[[goals]]
+figure = "of_physical_limit"
+at_least = 0.1
+"""
+    cmp = _workload(tmp_path, "cmp", 'idle_connections = 100\nphysical_limit = "page-ingest"\nlimit_size_mib = 8\n' + goals)
     done = _run([cmp, "--bootstrap", broker.bootstrap, "--broker-pid", str(broker.pid), "--compare", "mock",
                  "--out", str(out), "--no-limits"])
     assert done.returncode == 0, done.stderr[-3000:]
@@ -161,4 +181,18 @@ def test_compare_against_the_mock_reports_ratios(broker, tmp_path):
         held = _load(out, label)["idle_connections"]
         assert held["open"] == 100 and held["failed"] == 0
         assert held["summary"]["closed_by_peer"] == 0
-    assert "| castle / mock |" in (out / "report.md").read_text()
+    report = (out / "report.md").read_text()
+    assert "| castle / mock |" in report
+    # The workload's goals, judged on the broker under test (castle), in the summary, the
+    # report and on the console: a ratio, a count, a bound it cannot meet, and a figure
+    # the run did not measure (--no-limits).
+    verdicts = {v["figure"]: v for v in entry["goals"]}
+    assert verdicts["publish_records_per_s"]["verdict"] == "met"
+    assert verdicts["publish_records_per_s"]["value"] == entry["ratios"]["publish_records_per_s"]
+    assert verdicts["idle_connections_open_at_stop"]["value"] == 100
+    assert verdicts["idle_connections_open_at_stop"]["verdict"] == "met"
+    assert verdicts["broker_rss_anon_mib_max"]["verdict"] == "not met"
+    assert verdicts["broker_rss_anon_mib_max"]["value"] == entry["medians"]["castle"]["broker_rss_anon_mib_max"]
+    assert verdicts["of_physical_limit"]["verdict"] == "no figure"
+    assert "Goals for castle" in report and "| broker_rss_anon_mib_max <= 1 |" in report
+    assert "goal cmp: broker_rss_anon_mib_max <= 1: " in done.stderr and ": not met" in done.stderr

@@ -13,12 +13,14 @@ from array import array
 import pytest
 
 from loadtest.runner import loop_lag
-from loadtest.runner.__main__ import FIGURES, _overrides, medians, ratios
+from loadtest.runner.__main__ import _overrides
+from loadtest.runner.figures import FIGURES, medians, ratios
+from loadtest.runner.goals import BELOW_FLOOR, MET, NO_FIGURE, NOT_MET, Goal, evaluate_goals, goal_lines, parse_goals
 from loadtest.runner.histogram import encode, merge_into, new_histogram, record_us, summary_ms
 from loadtest.runner.limits import LIMITS, LimitPlan, limit_of_run
 from loadtest.runner.procstats import Sample
 from loadtest.runner.producer import CLIENT_SPLIT, client_split, histogram_of_seconds
-from loadtest.runner.report import table, write_report
+from loadtest.runner.report import goals_table, table, write_report
 from loadtest.runner.run import _broker_figures, _physical_limit, _weighted_median
 from loadtest.runner.workload import PHYSICAL_LIMITS, WorkloadError, load_workload, workload_from_dict
 
@@ -37,6 +39,86 @@ def test_every_shipped_workload_loads():
     assert catch_up.physical_limit == "loopback-sendfile"
     for name in ("max-throughput-100b.toml", "max-throughput-1kb.toml"):
         assert load_workload([p for p in WORKLOADS if p.endswith(name)][0]).physical_limit == "page-ingest"
+
+
+def _goals_of(name: str) -> dict[str, Goal]:
+    w = load_workload([p for p in WORKLOADS if p.endswith(name)][0])
+    return {g.figure: g for g in parse_goals(w.goals)}
+
+
+def test_the_shipped_workloads_carry_the_issues_goals():
+    for path in WORKLOADS:
+        goals = {g.figure: g for g in parse_goals(load_workload(path).goals)}
+        assert goals["broker_rss_anon_mib_max"].at_most == 500, path  # memory, in every workload
+    assert _goals_of("max-throughput-100b.toml")["broker_cpu_s_per_m_records"].at_most == 0.2
+    for name in ("max-throughput-100b.toml", "max-throughput-1kb.toml", "fixed-rate-latency.toml", "many-partitions.toml"):
+        goals = _goals_of(name)
+        for figure in ("publish_records_per_s", "consume_records_per_s"):
+            assert (goals[figure].ratio, goals[figure].at_least, goals[figure].never_below) == (True, 0.9, 0.8), name
+    assert _goals_of("fixed-rate-latency.toml")["publish_p99_ms"].at_most == 10
+    connections = _goals_of("many-connections.toml")
+    assert connections["idle_connections_open_at_stop"].at_least == 5000
+    assert connections["idle_connections_failed"].at_most == 0 == connections["idle_connections_closed_by_peer"].at_most
+    assert _goals_of("catch-up.toml")["of_physical_limit"].at_least == 0.7
+
+
+@pytest.mark.parametrize("goal, value, verdict", [
+    (Goal("publish_p99_ms", at_most=10), 9.9, MET),
+    (Goal("publish_p99_ms", at_most=10), 10.0, MET),
+    (Goal("publish_p99_ms", at_most=10), 10.1, NOT_MET),
+    (Goal("publish_records_per_s", at_least=0.9, ratio=True, never_below=0.8), 0.9, MET),
+    (Goal("publish_records_per_s", at_least=0.9, ratio=True, never_below=0.8), 0.85, NOT_MET),
+    (Goal("publish_records_per_s", at_least=0.9, ratio=True, never_below=0.8), 0.79, BELOW_FLOOR),
+    (Goal("publish_records_per_s", at_least=0.9), 0.5, NOT_MET),
+    (Goal("publish_p99_ms", at_most=10), None, NO_FIGURE),
+])
+def test_a_goal_gives_its_verdict(goal, value, verdict):
+    assert goal.verdict(value) == verdict
+
+
+@pytest.mark.parametrize("goals, complaint", [
+    ({"figure": "publish_p99_ms", "at_most": 10}, "list of tables"),
+    (["publish_p99_ms"], "goal 1: must be a table"),
+    ([{"figure": "publish_p99_ms", "at_most": 10, "max": 3}], "unknown key"),
+    ([{"figure": "p99", "at_most": 10}], "figure 'p99'"),
+    ([{"figure": "publish_p99_ms"}], "exactly one of"),
+    ([{"figure": "publish_p99_ms", "at_most": 10, "at_least": 1}], "exactly one of"),
+    ([{"figure": "publish_p99_ms", "at_most": "10"}], "at_most must be a number"),
+    ([{"figure": "publish_p99_ms", "at_most": True}], "at_most must be a number"),
+    ([{"figure": "publish_p99_ms", "at_most": 10, "never_below": 1}], "never_below"),
+    ([{"figure": "consume_records_per_s", "at_least": 0.8, "never_below": 0.9}], "never_below"),
+    ([{"figure": "publish_p99_ms", "at_most": 10, "ratio": "yes"}], "ratio must be"),
+    ([{"figure": "publish_p99_ms", "at_most": 10}, {"figure": "publish_p99_ms", "at_most": 10, "why": 3}],
+     "goal 2: why must be a string"),
+])
+def test_bad_goals_are_workload_errors_that_say_which(goals, complaint):
+    with pytest.raises(WorkloadError, match=f"goals: .*{complaint}"):
+        workload_from_dict({"name": "x", "goals": goals})
+
+
+def test_goals_are_judged_on_the_broker_under_tests_medians_or_the_ratios():
+    goals = [{"figure": "publish_p99_ms", "at_most": 10, "why": "fast"},
+             {"figure": "publish_records_per_s", "ratio": True, "at_least": 0.9, "never_below": 0.8},
+             {"figure": "broker_cpu_s_per_m_records", "at_most": 0.2}]
+    entry = {"workload": workload_from_dict({"name": "w", "goals": goals}).as_dict(),
+             "medians": {"castle": {"publish_p99_ms": 8.5, "publish_records_per_s": 90.0, "broker_cpu_s_per_m_records": None},
+                         "mock": {"publish_p99_ms": 50.0, "publish_records_per_s": 120.0}},
+             "ratios": {"publish_p99_ms": 0.17, "publish_records_per_s": 0.75}}
+    verdicts = evaluate_goals(entry, "castle")
+    assert [(v["value"], v["verdict"]) for v in verdicts] == [(8.5, MET), (0.75, BELOW_FLOOR), (None, NO_FIGURE)]
+    assert verdicts[0]["goal"] == "publish_p99_ms <= 10" and verdicts[0]["why"] == "fast"
+    assert verdicts[1]["goal"] == "publish_records_per_s / compared broker's >= 0.9, never below 0.8"
+    # The mock's own medians judge nothing: only the broker under test is judged.
+    assert evaluate_goals(entry, "mock")[0]["verdict"] == NOT_MET
+    entry["goals"] = verdicts
+    assert goal_lines({"workloads": {"w": entry}}) == [
+        "goal w: publish_p99_ms <= 10: 8.5: met",
+        "goal w: publish_records_per_s / compared broker's >= 0.9, never below 0.8: 0.75: below the floor",
+        "goal w: broker_cpu_s_per_m_records <= 0.2: –: no figure"]
+    text = goals_table(verdicts, "castle")
+    assert text.splitlines()[0] == "Goals for castle (median over rounds):"
+    assert "| publish_p99_ms <= 10 | 8.5 | met | fast |" in text
+    assert "| broker_cpu_s_per_m_records <= 0.2 | – | **no figure** |  |" in text
 
 
 def test_every_physical_limit_a_workload_may_name_is_measured():
