@@ -100,11 +100,6 @@ SETTINGS: list[Setting] = [
     Setting("socket.send.buffer.bytes", integer_in(-1, INT_MAX), -1, "SO_SNDBUF of client sockets (-1: the OS default, autotuned)."),
     Setting("socket.receive.buffer.bytes", integer_in(-1, INT_MAX), -1, "SO_RCVBUF of client sockets (-1: the OS default, autotuned)."),
     Setting("socket.listen.backlog.size", integer_in(1, INT_MAX), 1024, "listen() backlog of each worker's socket."),
-    Setting("worker.listeners.enable", _bool, True,
-            "With more than one worker, each worker also listens on a port of its own and Metadata advertises it "
-            "as the leader node of the partitions it owns, so clients reach the owner without a forward."),
-    Setting("worker.listeners.port.base", integer_in(0, 65535), 0,
-            "Worker i's own port is this + i; 0: ports the OS picks at start (kept across worker restarts)."),
     Setting("metrics.listener", _host_port_or_empty, "127.0.0.1:9308",
             "host:port of the Prometheus endpoint (/metrics), served by the coordinator process; empty: no metrics."),
     Setting("connection.handoff.enable", _bool, True,
@@ -177,10 +172,6 @@ class BrokerConfig:
         self._values = dict(values)
         # Where the values came from (config file, overrides), so SIGHUP can read them again.
         self.source = source
-        # A runtime fact, not a setting: the ports the supervisor bound for the workers'
-        # own listeners (broker/worker_listeners.py), empty when they are off. Set before
-        # the fork, so every worker and the coordinator see the same ports.
-        self.worker_ports: tuple[int, ...] = ()
 
     def __getitem__(self, name: str) -> Any:
         return self._values[name]
@@ -215,12 +206,6 @@ class BrokerConfig:
         if host in ("", "0.0.0.0", "::"):
             host = "127.0.0.1"
         return host, port
-
-    @property
-    def worker_endpoints(self) -> tuple[tuple[str, int], ...]:
-        """Where clients reach each worker of this broker directly (advertised host)."""
-        host, _port = self.advertised
-        return tuple((host, port) for port in self.worker_ports)
 
     @property
     def workers(self) -> int:

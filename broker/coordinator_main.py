@@ -391,8 +391,7 @@ class CoordinatorProcess:
             raise RuntimeError(f"ZooKeeper holds cluster id {stored}, the log dirs belong to cluster {self.cluster_id}")
         host, port = self.config.advertised
         self.backend.register_broker(self.node_id, host, port,
-                                     wait_for_stale=int(self.config["zookeeper.session.timeout.ms"]) / 1000,
-                                     workers=self.config.worker_endpoints)
+                                     wait_for_stale=int(self.config["zookeeper.session.timeout.ms"]) / 1000)
         self.brokers = dict(self.backend.live_brokers())
         self.elected = self.backend.coordinator()
 

@@ -44,7 +44,6 @@ from broker.metrics import SupervisorMetrics, bind_metrics_listener, mark_proces
 from broker.reload import reload_in_supervisor
 from broker.sd_notify import Notifier
 from broker.tcp_bind import bind_exclusive
-from broker.worker_listeners import bind_worker_listeners
 from storage.manager import ClaimedDirs, ManagerConfig, claim_log_dirs, mark_clean_shutdown
 
 log = logging.getLogger(__name__)
@@ -87,7 +86,6 @@ class Supervisor:
         self._own_run_dir = False
         self.ipc_listeners: list[socket.socket] = []
         self.handoff_sockets: list[socket.socket] = []
-        self.worker_listeners: list[socket.socket] = []
         self.metrics_listener: socket.socket | None = None
         self.metrics = SupervisorMetrics()  # inert until the metrics dir exists (_make_run_dir)
         self.clean_start = False
@@ -109,14 +107,12 @@ class Supervisor:
         if self.config["cluster.id"]:
             settings["cluster.id"] = self.config["cluster.id"]
         try:
-            # The shared port stays held while the OS picks the workers' own ports, so
-            # that none of them can be given the shared port itself (CI saw exactly that:
-            # a worker then could not listen). Released before the workers bind it.
+            # The client port stays held while the metrics port is bound, so that a metrics
+            # port the OS picks (port 0) cannot be the client port. Released before the
+            # workers bind it.
             shared_port = reserve_shared_port(*self.config.listener)
             try:
-                # The metrics port is named, the workers' may be OS-picked: named first.
                 self.metrics_listener = bind_metrics_listener(str(self.config["metrics.listener"]))
-                self.worker_listeners = bind_worker_listeners(self.config)
             finally:
                 if shared_port is not None:
                     shared_port.close()
@@ -136,8 +132,8 @@ class Supervisor:
             from broker import dispatch
 
             dispatch.load_all()  # import the protocol once here: every fork starts faster
-            log.info("supervisor pid %d starting %d workers on %s (own ports %s; log dirs %s, %s start)", os.getpid(),
-                     self.count, self.config.listener, ",".join(map(str, self.config.worker_ports)) or "off",
+            log.info("supervisor pid %d starting %d workers on %s (log dirs %s, %s start)", os.getpid(),
+                     self.count, self.config.listener,
                      ",".join(self.claimed.paths), "clean" if self.clean_start else "recovering")
             self.notifier.status(f"starting {self.count} workers ({'clean start' if self.clean_start else 'recovering the logs'})")
             self._watchdog_ping()
@@ -249,12 +245,6 @@ class Supervisor:
                     if i != slot.index:
                         listener.close()
                         handoff.close()
-                own_listener = None
-                for i, client_listener in enumerate(self.worker_listeners):
-                    if i == slot.index:
-                        own_listener = client_listener
-                    else:
-                        client_listener.close()
                 assert self.coordinator_listener is not None
                 if slot.index == COORDINATOR:
                     os.close(self._ready_w)
@@ -270,7 +260,7 @@ class Supervisor:
 
                 code = run_worker(self.config, slot.index, self.count, self.run_dir, self.claimed.cluster_id,
                                   clean_shutdown, self.ipc_listeners[slot.index], self.handoff_sockets[slot.index],
-                                  heartbeat, own_listener, ready_fd=self._ready_w)
+                                  heartbeat, ready_fd=self._ready_w)
             except BaseException:
                 log.exception("%s crashed", slot.name)
             finally:
@@ -317,12 +307,11 @@ class Supervisor:
     # ------------------------------------------------------------------ systemd
     def _serving_status(self) -> str:
         host, port = self.config.listener
-        own = f" (own ports {','.join(map(str, self.config.worker_ports))})" if self.config.worker_ports else ""
-        return f"serving on {host}:{port}, {self.count} workers{own}"
+        return f"serving on {host}:{port}, {self.count} workers"
 
     def _read_ready_reports(self) -> None:
         """Each worker writes "<index> <pid>" to the ready pipe once it has opened its logs
-        and accepts on the client port (and its own port). READY=1 goes to systemd when
+        and accepts on the client port. READY=1 goes to systemd when
         every current worker has reported; a report from a pid that is no longer the
         slot's (it died meanwhile) counts for nothing."""
         while True:
@@ -489,7 +478,7 @@ class Supervisor:
         self.notifier.status("stopped" if clean else "stopped uncleanly: the next start recovers")
 
     def _cleanup(self) -> None:
-        for listener in [*self.ipc_listeners, *self.handoff_sockets, *self.worker_listeners, self.coordinator_listener,
+        for listener in [*self.ipc_listeners, *self.handoff_sockets, self.coordinator_listener,
                          self.metrics_listener]:
             if listener is not None:
                 listener.close()

@@ -3,8 +3,7 @@
 Start (after fork, nothing inherited but plain fds, P12):
     1. name the process, create the uvloop loop, install signal handlers (flags only)
     2. open the logs of the partitions it owns (recovery happens here)
-    3. serve IPC from the other workers, then bind the client port with SO_REUSEPORT and
-       accept on the worker's own port too (broker/worker_listeners.py), when it has one
+    3. serve IPC from the other workers, then bind the client port with SO_REUSEPORT
     4. heartbeat from inside the loop (a wedged loop stops the heartbeat, P11)
     5. report "<index> <pid>" on the supervisor's ready pipe (READY=1 to systemd when all did)
 
@@ -44,7 +43,7 @@ BOOT_ERROR = 3  # exit code: the worker cannot start; the supervisor stops the b
 
 def run_worker(config: BrokerConfig, index: int, count: int, run_dir: str, cluster_id: str,
                clean_shutdown: bool, ipc_listener: socket.socket, handoff_socket: socket.socket,
-               heartbeat_path: str, own_listener: socket.socket | None = None, ready_fd: int = -1) -> int:
+               heartbeat_path: str, ready_fd: int = -1) -> int:
     from setproctitle import setproctitle
 
     setproctitle(f"castle[{config.node_id}]: worker {index}")
@@ -60,7 +59,7 @@ def run_worker(config: BrokerConfig, index: int, count: int, run_dir: str, clust
     except Exception:
         log.exception("worker %d cannot open its logs", index)
         return BOOT_ERROR
-    server = WorkerServer(node, ipc_listener, handoff_socket, heartbeat_path, own_listener, ready_fd)
+    server = WorkerServer(node, ipc_listener, handoff_socket, heartbeat_path, ready_fd)
     try:
         return loop.run_until_complete(server.serve())
     finally:
@@ -69,11 +68,9 @@ def run_worker(config: BrokerConfig, index: int, count: int, run_dir: str, clust
 
 class WorkerServer:
     def __init__(self, node: WorkerNode, ipc_listener: socket.socket, handoff_socket: socket.socket,
-                 heartbeat_path: str, own_listener: socket.socket | None = None, ready_fd: int = -1) -> None:
+                 heartbeat_path: str, ready_fd: int = -1) -> None:
         self.node = node
         self.ready_fd = ready_fd  # the supervisor's ready pipe (write end), -1: none
-        # Bound by the supervisor (it keeps its copy, so the port outlives this process).
-        self.own_listener = own_listener
         self.ipc = IpcServer(ipc_listener, node.ops(), node.notes())
         self.handoffs = HandoffReceiver(handoff_socket, self._adopt)
         self.heartbeat_path = heartbeat_path
@@ -94,8 +91,7 @@ class WorkerServer:
         except OSError as exc:
             log.error("worker %d cannot listen on %s: %s", self.node.index, self.node.config.listener, exc)
             return BOOT_ERROR
-        for listener in self._listeners():
-            loop.add_reader(listener.fileno(), self._accept, listener)
+        loop.add_reader(self.listener.fileno(), self._accept, self.listener)
         self.handoffs.start()
         housekeeping = loop.create_task(self.node.housekeeping(self.heartbeat_path))
         # Only for the metrics endpoint: with metrics off nothing would read the figures.
@@ -104,8 +100,7 @@ class WorkerServer:
             loop_lag.start()
         orphan_watch = loop.create_task(self._exit_if_orphaned())
         idle_reaper = loop.create_task(self._close_idle_connections())
-        log.info("worker %d (pid %d) serving %s%s", self.node.index, os.getpid(), self.node.config.listener,
-                 f" and its own port {self.own_listener.getsockname()[1]}" if self.own_listener else "")
+        log.info("worker %d (pid %d) serving %s", self.node.index, os.getpid(), self.node.config.listener)
         self._report_ready()
         await self.stopping.wait()
         await self._stop()
@@ -138,9 +133,6 @@ class WorkerServer:
         sock.listen(int(self.node.config["socket.listen.backlog.size"]))
         sock.setblocking(False)
         return sock
-
-    def _listeners(self) -> list[socket.socket]:
-        return [s for s in (self.listener, self.own_listener) if s is not None and s.fileno() >= 0]
 
     def _accept(self, listener: socket.socket) -> None:
         config = self.node.config
@@ -204,9 +196,9 @@ class WorkerServer:
 
     async def _stop(self) -> None:
         loop = asyncio.get_running_loop()
-        for listener in self._listeners():
-            loop.remove_reader(listener.fileno())
-            listener.close()
+        if self.listener is not None and self.listener.fileno() >= 0:
+            loop.remove_reader(self.listener.fileno())
+            self.listener.close()
         self.handoffs.close()
         # Stop reading requests before waiting for the in-flight ones: a connection that
         # keeps reading is never idle under a busy producer, and a new request forwarded

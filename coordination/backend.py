@@ -33,7 +33,7 @@ and refuse an older one, so a deposed coordinator that has not noticed yet canno
 from __future__ import annotations
 
 import uuid
-from typing import Callable, Literal, Mapping, Protocol, Sequence
+from typing import Callable, Literal, Mapping, Protocol
 
 from coordination.local_topics import TopicInfo
 
@@ -96,9 +96,8 @@ class CoordinationBackend(Protocol):
     def cluster_id(self, proposed: str) -> str:
         """Store ``proposed`` as the cluster id unless one exists; return the stored one."""
 
-    def register_broker(self, node_id: int, host: str, port: int, wait_for_stale: float = 0.0,
-                        workers: Sequence[tuple[str, int]] = ()) -> None:
-        """Announce this broker (and its workers' own endpoints) for the session's life;
+    def register_broker(self, node_id: int, host: str, port: int, wait_for_stale: float = 0.0) -> None:
+        """Announce this broker for the session's life;
         BrokerIdInUse if the id is taken."""
 
     def reregister(self) -> None:

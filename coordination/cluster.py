@@ -13,9 +13,7 @@ Two implementations with one shape, chosen by ``zookeeper.connect``:
   only replace whole values (an attribute assignment is atomic under the GIL).
 
 A partition's leader is the first broker of its replica list (no replication yet: the
-only replica); Metadata reports no leader (-1) while that broker is not alive. Both also
-know each live broker's worker endpoints (broker/worker_listeners.py): this broker's from
-its own config, the others' from their ZooKeeper registrations.
+only replica); Metadata reports no leader (-1) while that broker is not alive.
 """
 
 from __future__ import annotations
@@ -23,7 +21,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Mapping, Protocol, Sequence
+from typing import Any, Mapping, Protocol
 
 from coordination.fence import FileEpochFence
 from coordination.local import LocalTopics
@@ -47,24 +45,17 @@ class ClusterView(Protocol):
 
     def live_brokers(self) -> Mapping[int, tuple[str, int]]: ...
 
-    def worker_endpoints(self, node_id: int) -> Sequence[tuple[str, int]]:
-        """Where clients reach each worker of broker ``node_id`` directly; empty when it
-        has no worker listeners (or is unknown)."""
-        ...
-
     def current_epoch(self) -> int: ...
 
     def close(self) -> None: ...
 
 
 class LocalCluster:
-    def __init__(self, log_dir: str, node_id: int, advertised: tuple[str, int],
-                 workers: Sequence[tuple[str, int]] = ()) -> None:
+    def __init__(self, log_dir: str, node_id: int, advertised: tuple[str, int]) -> None:
         self.node_id = node_id
         self.registry = LocalTopics(log_dir, node_id)
         self._fence = FileEpochFence(log_dir)
         self._brokers = {node_id: advertised}
-        self._workers = tuple(workers)
 
     def refresh(self) -> bool:
         return self.registry.refresh()
@@ -79,9 +70,6 @@ class LocalCluster:
     def live_brokers(self) -> Mapping[int, tuple[str, int]]:
         return self._brokers
 
-    def worker_endpoints(self, node_id: int) -> Sequence[tuple[str, int]]:
-        return self._workers if node_id == self.node_id else ()
-
     def current_epoch(self) -> int:
         return self._fence.current_epoch()
 
@@ -90,8 +78,7 @@ class LocalCluster:
 
 
 class ZooKeeperCluster:
-    def __init__(self, zookeeper_connect: str, node_id: int, session_timeout: float, start_timeout: float,
-                 workers: Sequence[tuple[str, int]] = ()) -> None:
+    def __init__(self, zookeeper_connect: str, node_id: int, session_timeout: float, start_timeout: float) -> None:
         from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
         from coordination.znodes import BrokerIdsZNode, CoordinatorEpochZNode
@@ -104,8 +91,6 @@ class ZooKeeperCluster:
         self.registry = _RefreshingRegistry(self._topics, self)
         self._holders: dict[str, dict[int, int]] = {}
         self._brokers: dict[int, tuple[str, int]] = {}
-        self._own_workers = tuple(workers)
-        self._workers: dict[int, tuple[tuple[str, int], ...]] = {}
         self._epoch = 0
         self._lock = threading.Lock()
         self._topics.refresh()
@@ -130,7 +115,6 @@ class ZooKeeperCluster:
                 return
             try:
                 registrations = self.backend.live_registrations()
-                self._workers = {node_id: r.workers for node_id, r in registrations.items()}
                 self._brokers = {node_id: (r.host, r.port) for node_id, r in registrations.items()}
             except Exception:
                 log.exception("cannot read the live brokers")
@@ -183,11 +167,6 @@ class ZooKeeperCluster:
     def live_brokers(self) -> Mapping[int, tuple[str, int]]:
         return self._brokers
 
-    def worker_endpoints(self, node_id: int) -> Sequence[tuple[str, int]]:
-        if node_id == self.node_id:
-            return self._own_workers  # known before ZooKeeper shows our registration
-        return self._workers.get(node_id, ())
-
     def current_epoch(self) -> int:
         with self._lock:
             return self._epoch
@@ -218,8 +197,8 @@ def open_cluster(config: Any) -> ClusterView:
     connect = str(config["zookeeper.connect"])
     if connect:
         return ZooKeeperCluster(connect, config.node_id, int(config["zookeeper.session.timeout.ms"]) / 1000,
-                                int(config["zookeeper.connection.timeout.ms"]) / 1000, config.worker_endpoints)
-    return LocalCluster(config.log_dirs[0], config.node_id, config.advertised, config.worker_endpoints)
+                                int(config["zookeeper.connection.timeout.ms"]) / 1000)
+    return LocalCluster(config.log_dirs[0], config.node_id, config.advertised)
 
 
 __all__ = ["ClusterView", "LocalCluster", "ZooKeeperCluster", "open_cluster"]

@@ -35,7 +35,7 @@ import logging
 import os
 import threading
 import uuid
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping
 
 import orjson
 from kio.schema.errors import ErrorCode
@@ -207,10 +207,9 @@ class LocalBackend:
             assert data is not None
         return ClusterIdZNode.decode(data)
 
-    def register_broker(self, node_id: int, host: str, port: int, wait_for_stale: float = 0.0,
-                        workers: Sequence[tuple[str, int]] = ()) -> None:
-        """One machine, one broker: the workers' endpoints are in its own config, so only
-        the broker's address is kept (``wait_for_stale``: no sessions to wait for)."""
+    def register_broker(self, node_id: int, host: str, port: int, wait_for_stale: float = 0.0) -> None:
+        """One machine, one broker: its address is kept (``wait_for_stale``: no sessions
+        to wait for)."""
         with self._mutex:
             self._registered = (node_id, host, port)
             watchers = list(self._broker_watchers)

@@ -41,7 +41,7 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 from urllib.parse import quote, unquote
 
 import orjson
@@ -120,15 +120,6 @@ class BrokerRegistration:
     host: str
     port: int
     timestamp_ms: int
-    # Castle's per-worker listeners (broker/worker_listeners.py), in worker order; empty
-    # for a broker without them (one worker, turned off, or not Castle).
-    workers: tuple[tuple[str, int], ...] = ()
-
-
-# The listener names of a broker's worker endpoints in its registration's "endpoints".
-# Kafka's tools read the first endpoint (PLAINTEXT) and map the others through
-# listener_security_protocol_map, so the extra names are well-formed there too.
-WORKER_LISTENER_PREFIX = "CASTLE_WORKER_"
 
 
 class BrokerIdsZNode:
@@ -147,16 +138,13 @@ class BrokerIdZNode:
         return f"{BrokerIdsZNode.PATH}/{node_id}"
 
     @staticmethod
-    def encode(host: str, port: int, timestamp_ms: int | None = None,
-               workers: Sequence[tuple[str, int]] = ()) -> bytes:
-        names = [f"{WORKER_LISTENER_PREFIX}{i}" for i in range(len(workers))]
+    def encode(host: str, port: int, timestamp_ms: int | None = None) -> bytes:
         return orjson.dumps({
             "version": BrokerIdZNode.VERSION,
             "host": host,
             "port": port,
-            "endpoints": [f"PLAINTEXT://{_host_part(host)}:{port}"]
-                         + [f"{name}://{_host_part(h)}:{p}" for name, (h, p) in zip(names, workers)],
-            "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT", **{name: "PLAINTEXT" for name in names}},
+            "endpoints": [f"PLAINTEXT://{_host_part(host)}:{port}"],
+            "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
             "jmx_port": -1,
             "rack": None,
             "timestamp": str(now_ms() if timestamp_ms is None else timestamp_ms),
@@ -177,22 +165,7 @@ class BrokerIdZNode:
             stamp = int(doc.get("timestamp", 0))
         except (TypeError, ValueError):
             stamp = 0
-        return BrokerRegistration(host, port, stamp, _worker_endpoints(path, doc.get("endpoints")))
-
-
-def _worker_endpoints(path: str, endpoints: Any) -> tuple[tuple[str, int], ...]:
-    """The CASTLE_WORKER_<i> endpoints, in worker order; all of them or none (a gap means
-    a registration we do not understand, and then clients are better off with the broker's
-    own port, which forwards)."""
-    found: dict[int, tuple[str, int]] = {}
-    for endpoint in endpoints if isinstance(endpoints, list) else ():
-        name = str(endpoint).partition("://")[0]
-        if name.startswith(WORKER_LISTENER_PREFIX) and name[len(WORKER_LISTENER_PREFIX):].isdigit():
-            found[int(name[len(WORKER_LISTENER_PREFIX):])] = _split_endpoint(path, str(endpoint))
-    if sorted(found) != list(range(len(found))):
-        log.warning("%s: ignoring worker endpoints with gaps: %s", path, sorted(found))
-        return ()
-    return tuple(found[i] for i in range(len(found)))
+        return BrokerRegistration(host, port, stamp)
 
 
 def _host_part(host: str) -> str:

@@ -40,7 +40,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
@@ -118,7 +118,7 @@ class ZooKeeperBackend:
         self._mutex = threading.Lock()
         self._listeners: list[StateListener] = []
         self._waiters: set[threading.Event] = set()
-        self._registration: tuple[int, str, int, tuple[tuple[str, int], ...]] | None = None
+        self._registration: tuple[int, str, int] | None = None
         self._fence: tuple[int, int] | None = None      # (epoch, epoch znode version) while coordinator
         self._topics = ZooKeeperTopicRegistry(self._client, node_id, self._retry)
 
@@ -195,15 +195,14 @@ class ZooKeeperBackend:
         data, _ = self._call(self._client.get, ClusterIdZNode.PATH)
         return ClusterIdZNode.decode(data)
 
-    def register_broker(self, node_id: int, host: str, port: int, wait_for_stale: float = 0.0,
-                        workers: Sequence[tuple[str, int]] = ()) -> None:
-        """Create the ephemeral /brokers/ids/<node_id> (with the workers' own endpoints,
-        broker/worker_listeners.py). If another session holds it, wait up to
+    def register_broker(self, node_id: int, host: str, port: int, wait_for_stale: float = 0.0) -> None:
+        """Create the ephemeral /brokers/ids/<node_id>: one node per broker, whatever its
+        worker count (DESIGN.md, non-negotiable 9). If another session holds it, wait up to
         ``wait_for_stale`` seconds for it to go (a broker restarted right after a crash
         finds its previous session's node until that session times out), then raise
         BrokerIdInUse."""
         path = BrokerIdZNode.path(node_id)
-        data = BrokerIdZNode.encode(host, port, workers=workers)
+        data = BrokerIdZNode.encode(host, port)
         deadline = time.monotonic() + wait_for_stale
         while True:
             try:
@@ -227,15 +226,15 @@ class ZooKeeperBackend:
                     f"give this broker another node.id, or if that was this broker before a restart, "
                     f"its old session ends within {self.session_timeout:g} s")
         with self._mutex:
-            self._registration = (node_id, host, port, tuple(workers))
+            self._registration = (node_id, host, port)
 
     def reregister(self) -> None:
         """After LOST: register again what register_broker registered (if anything)."""
         with self._mutex:
             registration = self._registration
         if registration is not None:
-            node_id, host, port, workers = registration
-            self.register_broker(node_id, host, port, wait_for_stale=self.session_timeout, workers=workers)
+            node_id, host, port = registration
+            self.register_broker(node_id, host, port, wait_for_stale=self.session_timeout)
 
     def live_brokers(self) -> dict[int, tuple[str, int]]:
         return {node_id: (r.host, r.port) for node_id, r in self.live_registrations().items()}

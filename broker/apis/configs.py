@@ -39,7 +39,6 @@ from typing import Any, Callable, Iterable
 
 from broker.config import BY_NAME
 from broker.dispatch import api
-from broker.placement import worker_node_id
 from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode, KafkaError
@@ -197,8 +196,7 @@ def _check_broker_name(node: Any, name: str) -> None:
         broker_id = int(name)
     except ValueError:
         raise KafkaError(ErrorCode.invalid_request, f"broker id must be an integer, but it is: {name}") from None
-    own_workers = {worker_node_id(node.node_id, i) for i in range(len(node.cluster.worker_endpoints(node.node_id)))}
-    if broker_id != node.node_id and broker_id not in own_workers:  # a worker's node is this broker too
+    if broker_id != node.node_id:
         raise KafkaError(ErrorCode.invalid_request,
                          f"unexpected broker id, expected {node.node_id} or empty string, but received {name}")
 

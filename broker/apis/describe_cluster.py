@@ -1,8 +1,7 @@
 """DescribeCluster (key 60), versions 0-2.
 
-Behaviour: the brokers listed are the ones Metadata lists (every live broker, and each
-worker's own listener as a node of its own: broker/worker_listeners.py), at their
-advertised hosts and ports, no rack, never fenced; this broker is named as the controller.
+Behaviour: the brokers listed are the ones Metadata lists (every live broker, one node
+each), at their advertised hosts and ports, no rack, never fenced; this broker is named as the controller.
 There is no authorizer, so cluster_authorized_operations is always -2147483648
 ("not provided"), even when the client asks for it. Asking for controller endpoints
 (endpoint_type 2) is MISMATCHED_ENDPOINT_TYPE, as a Kafka broker answers; any other

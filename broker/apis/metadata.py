@@ -1,9 +1,7 @@
 """Metadata (key 3), versions 0-12.
 
-Behaviour: a partition's holder broker leads it; replicas and ISR are [leader]. A broker
-with worker listeners (broker/worker_listeners.py) is listed together with one node per
-worker, and the owning worker's node leads each of its partitions, so clients send each
-partition's requests straight to the worker that writes it. A request for topics that do not exist auto-creates them
+Behaviour: a partition's holder broker leads it; replicas and ISR are [leader]. Each
+broker is one node, whatever its worker count (DESIGN.md, non-negotiable 9). A request for topics that do not exist auto-creates them
 (num.partitions) when the request allows it (v4+: allow_auto_topic_creation; always
 allowed below v4, as in Kafka) and auto.create.topics.enable is true; creation is
 synchronous across workers, so the answer already lists the new partitions. Names that
@@ -21,12 +19,10 @@ import uuid
 from typing import Any
 
 from broker.dispatch import api
-from broker.placement import leader_node, worker_node_id
 from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
 from coordination.local_topics import TopicInfo, TopicRegistryError, validate_topic_name
-from storage.types import TopicPartition
 
 KEY = 3
 INTERNAL_TOPICS = frozenset({"__consumer_offsets"})
@@ -35,25 +31,19 @@ ZERO_UUID = uuid.UUID(int=0)
 
 
 def advertised_nodes(node: Any) -> dict[int, tuple[str, int]]:
-    """Node id -> (host, port) of every live broker and of its workers' own listeners."""
+    """Node id -> (host, port) of every live broker: one node each."""
     brokers = dict(node.cluster.live_brokers())
     brokers.setdefault(node.node_id, node.config.advertised)  # we answer, so we are alive
-    nodes = dict(brokers)
-    for broker_id in brokers:
-        for index, endpoint in enumerate(node.cluster.worker_endpoints(broker_id)):
-            nodes[worker_node_id(broker_id, index)] = endpoint
-    return nodes
+    return brokers
 
 
 def _partition_entry(node: Any, topic: str, partition: int) -> dict[str, Any]:
-    """The partition's holder (its owning worker's node, when it has them) leads it while
-    alive; while it is down the partition has no leader (-1, LEADER_NOT_AVAILABLE), as
+    """The partition's holder leads it while alive; while it is down the partition has no leader (-1, LEADER_NOT_AVAILABLE), as
     Kafka reports an offline partition."""
     holder = node.cluster.holder_of(topic, partition)
     if holder in node.cluster.live_brokers() or holder == node.node_id:
-        leader = leader_node(holder, node.cluster.worker_endpoints(holder), TopicPartition(topic, partition))
-        return {"error_code": 0, "partition_index": partition, "leader_id": leader, "leader_epoch": 0,
-                "replica_nodes": (leader,), "isr_nodes": (leader,), "offline_replicas": ()}
+        return {"error_code": 0, "partition_index": partition, "leader_id": holder, "leader_epoch": 0,
+                "replica_nodes": (holder,), "isr_nodes": (holder,), "offline_replicas": ()}
     replicas = (holder,) if holder >= 0 else ()
     return {"error_code": ErrorCode.leader_not_available, "partition_index": partition, "leader_id": -1,
             "leader_epoch": 0, "replica_nodes": replicas, "isr_nodes": (), "offline_replicas": replicas}

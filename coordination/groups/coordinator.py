@@ -725,9 +725,14 @@ class GroupCoordinator:
                             (group.protocol_name or "") if stable else "", members)
 
     def list_groups(self, states: set[GroupState] | None) -> tuple[int, list[tuple[str, str, str]]]:
-        code = self._unavailable()
-        if code:
-            return code, []
+        """The groups this broker coordinates. A broker that coordinates none (not the
+        elected coordinator) answers an empty list with no error, as a Kafka broker that
+        leads no __consumer_offsets partition does: admin clients ask every broker and
+        merge the answers, so each group must come from exactly one of them."""
+        if self.loading:
+            return int(E.coordinator_load_in_progress), []
+        if not self.active:
+            return 0, []
         return 0, [(g.group_id, g.protocol_type or "", g.state.wire_name) for g in self.groups.values()
                    if not g.is_(GroupState.DEAD) and (states is None or g.state in states)]
 

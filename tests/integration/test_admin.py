@@ -8,15 +8,14 @@ import os
 
 import pytest
 
-from broker.placement import worker_node_id
-from loadtest.common import process_tree
 from tests.integration.clients import confluent_consume, confluent_produce, make_records
 from tests.integration.conftest import wait_until
+from tests.integration.procs import process_tree
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
 # The default test broker: node 0 with two workers, each its own node.
-WORKER_NODES = [0, worker_node_id(0, 0), worker_node_id(0, 1)]
+NODES = [0]  # a two-worker broker is one node
 
 
 def _confluent_admin(broker):
@@ -54,15 +53,14 @@ def test_confluent_admin_topic_lifecycle(broker):
     # list and describe
     listed = admin.list_topics(timeout=10)
     assert topic in listed.topics and len(listed.topics[topic].partitions) == 3
-    # the broker, then each worker's own node (broker/worker_listeners.py)
-    assert sorted(listed.brokers) == WORKER_NODES and listed.brokers[0].port == broker.port
+    assert sorted(listed.brokers) == NODES and listed.brokers[0].port == broker.port
     description = _result(admin.describe_topics(TopicCollection([topic])), topic)
     assert description.name == topic
     assert [p.id for p in description.partitions] == [0, 1, 2]
-    assert all(p.leader.id in WORKER_NODES[1:] and [r.id for r in p.replicas] == [p.leader.id]
+    assert all(p.leader.id == 0 and [r.id for r in p.replicas] == [p.leader.id]
                for p in description.partitions)
     cluster = admin.describe_cluster().result(timeout=10)
-    assert sorted(n.id for n in cluster.nodes) == WORKER_NODES and cluster.controller.id == 0
+    assert sorted(n.id for n in cluster.nodes) == NODES and cluster.controller.id == 0
     assert next(n.port for n in cluster.nodes if n.id == 0) == broker.port
 
     # configs: describe, incremental alter, describe again
@@ -124,10 +122,10 @@ def test_kafka_python_admin_topic_lifecycle(broker):
         (described,) = admin.describe_topics([topic])
         assert described["name"] == topic and described["error_code"] == 0
         assert [p["partition_index"] for p in described["partitions"]] == [0, 1]
-        assert all(p["leader_id"] in WORKER_NODES[1:] and p["replica_nodes"] == [p["leader_id"]]
+        assert all(p["leader_id"] == 0 and p["replica_nodes"] == [p["leader_id"]]
                    for p in described["partitions"])
         cluster = admin.describe_cluster()
-        assert sorted(b["broker_id"] for b in cluster["brokers"]) == WORKER_NODES
+        assert sorted(b["broker_id"] for b in cluster["brokers"]) == NODES
         assert next(b["port"] for b in cluster["brokers"] if b["broker_id"] == 0) == broker.port
 
         configs = admin.describe_configs([ConfigResource("TOPIC", topic)])["topic"][topic]

@@ -19,8 +19,6 @@ import pytest
 from kazoo.client import KazooClient
 from kio.schema.errors import ErrorCode
 
-from broker.placement import WORKER_NODE_STRIDE, broker_of_node, owner_index, worker_node_id
-from storage.types import TopicPartition as TopicPartitionId
 from tests.integration.conftest import Broker, round_trip, wait_until
 from tests.integration.kio_client import KioClient
 from tests.integration.test_group_protocol import request
@@ -51,15 +49,14 @@ def metadata(bootstrap: str, topic: str) -> Any:
 
 
 def leaders(answer: Any) -> dict[int, tuple[int, int]]:
-    """partition -> (the broker that leads it, error code); a worker's node (each worker
-    leads what it owns: broker/worker_listeners.py) counts as its broker."""
+    """partition -> (the broker that leads it, error code)."""
     (topic,) = answer.topics
-    return {p.partition_index: (broker_of_node(p.leader_id) if p.leader_id >= 0 else -1, p.error_code)
-            for p in topic.partitions}
+    return {p.partition_index: (p.leader_id, p.error_code) for p in topic.partitions}
 
 
-def node_ids(broker_ids: Any, workers: int = 2) -> set[int]:
-    return {n for b in broker_ids for n in (b, *(worker_node_id(b, i) for i in range(workers)))}
+def node_ids(broker_ids: Any) -> set[int]:
+    """Each broker is one node, whatever its worker count (DESIGN.md, non-negotiable 9)."""
+    return set(broker_ids)
 
 
 @pytest.fixture
@@ -74,16 +71,14 @@ def test_topics_spread_over_brokers_and_metadata_names_every_leader(cluster: Any
     one, two = cluster(1), cluster(2)
     create_topic(one.bootstrap, "spread", 4)
     wait_until(lambda: {b.node_id for b in metadata(two.bootstrap, "spread").brokers} == node_ids({1, 2}), 10,
-               "both brokers and their workers listed")
+               "both brokers listed")
     answer = metadata(two.bootstrap, "spread")
-    assert {(b.node_id, b.port) for b in answer.brokers if b.node_id < WORKER_NODE_STRIDE} == {(1, one.port), (2, two.port)}
-    # Each broker's worker endpoints reach the others through ZooKeeper, and answer.
+    assert {(b.node_id, b.port) for b in answer.brokers} == {(1, one.port), (2, two.port)}
     assert {b.node_id for b in metadata(one.bootstrap, "spread").brokers} == node_ids({1, 2})
     for b in answer.brokers:
         assert round_trip(b.host, b.port), f"node {b.node_id} at {b.host}:{b.port} does not answer"
-    for p in answer.topics[0].partitions:  # the holder's owning worker leads
-        owner = owner_index(TopicPartitionId("spread", p.partition_index), 2)
-        assert p.leader_id == worker_node_id(broker_of_node(p.leader_id), owner)
+    for p in answer.topics[0].partitions:  # the holder leads, and is its only replica
+        assert list(p.replica_nodes) == [p.leader_id] and list(p.isr_nodes) == [p.leader_id]
     placed = leaders(answer)
     assert sorted(placed) == [0, 1, 2, 3] and {error for _leader, error in placed.values()} == {0}
     assert sorted(leader for leader, _ in placed.values()) == [1, 1, 2, 2], "round robin over both brokers"
@@ -119,8 +114,16 @@ def test_topics_spread_over_brokers_and_metadata_names_every_leader(cluster: Any
         message = consumer.poll(0.5)
         if message is not None and message.error() is None:
             got.append(message.value().decode())
+    consumer.commit(asynchronous=False)
     consumer.close()
     assert sorted(got) == sorted(sent)
+
+    # Admin clients ask every broker for its groups and merge the answers: the group comes
+    # from the broker whose coordinator runs it, once; the other answers an empty list.
+    from tests.integration.test_one_node import _confluent_groups, _kafka_python_groups
+
+    for lister in (_confluent_groups, _kafka_python_groups):
+        assert lister(f"{one.bootstrap},{two.bootstrap}").count("spread-reader") == 1, lister.__name__
 
     # The broker that does not hold a partition says so.
     foreign = next(p for p, (leader, _) in placed.items() if leader == 2)

@@ -13,12 +13,10 @@ from typing import Any
 import pytest
 
 from broker import dispatch
-from broker.placement import owner_index, worker_node_id
 from broker.protocol import codec
 from broker.protocol.build import build
 from storage.compression import COMPRESSION_ZSTD
 from storage.records import Record, decode_batch, encode_batch
-from storage.types import TopicPartition
 from tests.integration.conftest import partition_owned_by
 from tests.integration.kio_client import KioClient, decode_response, encode_request, read_frame
 
@@ -95,14 +93,13 @@ def test_metadata_every_version(broker: Any, version: int) -> None:
                                                              "include_topic_authorized_operations": False}))
     assert [t.name for t in answer.topics] == [f"meta-{version}"]
     topic = answer.topics[0]
-    # The partition's leader is its owning worker's node (broker/worker_listeners.py).
-    owner = worker_node_id(0, owner_index(TopicPartition(f"meta-{version}", 0), broker.workers))
-    assert topic.error_code == 0 and len(topic.partitions) == 1 and topic.partitions[0].leader_id == owner
+    # The broker leads, one node whatever its worker count.
+    assert topic.error_code == 0 and len(topic.partitions) == 1 and topic.partitions[0].leader_id == 0
     if version >= 10:
         assert topic.topic_id == topic_id
     host, port = broker.bootstrap.rsplit(":", 1)
     assert (answer.brokers[0].node_id, answer.brokers[0].host, answer.brokers[0].port) == (0, host, int(port))
-    assert [b.node_id for b in answer.brokers] == [0] + [worker_node_id(0, i) for i in range(broker.workers)]
+    assert [b.node_id for b in answer.brokers] == [0]
 
 
 @pytest.mark.parametrize("version", range(ADVERTISED[0][0], ADVERTISED[0][1] + 1))

@@ -508,7 +508,7 @@ def test_topic_registry_notices_everything_after_a_session_loss(make_backend: Ma
                                                                 zookeeper_server: ZooKeeperServer,
                                                                 raw: KazooClient) -> None:
     backend = make_backend(1)
-    backend.register_broker(1, "127.0.0.1", 9001, workers=[("127.0.0.1", 9101), ("127.0.0.1", 9102)])
+    backend.register_broker(1, "127.0.0.1", 9001)
     registry = backend.topics()
     registry.create("before", 1, {})
     states: queue.Queue = queue.Queue()
@@ -524,7 +524,7 @@ def test_topic_registry_notices_everything_after_a_session_loss(make_backend: Ma
     assert wait_refreshed(registry, lambda: dict(registry.get("before").configs) == {"retention.ms": "5"})
     backend.reregister()
     assert backend.live_brokers() == {1: ("127.0.0.1", 9001)}
-    assert backend.live_registrations()[1].workers == (("127.0.0.1", 9101), ("127.0.0.1", 9102))
+    assert (backend.live_registrations()[1].host, backend.live_registrations()[1].port) == ("127.0.0.1", 9001)
 
 
 def test_the_registry_serves_its_snapshot_while_zookeeper_is_unreachable(make_backend: MakeBackend) -> None:
@@ -558,20 +558,12 @@ def test_znode_codecs_read_what_kafka_writes() -> None:
     registration = BrokerIdZNode.decode(7, kafka_broker)
     assert (registration.host, registration.port, registration.timestamp_ms) == ("k1", 9093, 1700000000000)
     assert BrokerIdZNode.decode(1, BrokerIdZNode.encode("h", 1, 5)).timestamp_ms == 5
-    assert registration.workers == ()  # a Kafka broker has no worker endpoints
 
-    # Castle's worker endpoints (broker/worker_listeners.py) ride as extra named listeners.
-    with_workers = BrokerIdZNode.encode("h", 9092, 5, workers=[("h", 4001), ("h", 4002)])
-    doc = orjson.loads(with_workers)
-    assert doc["endpoints"] == ["PLAINTEXT://h:9092", "CASTLE_WORKER_0://h:4001", "CASTLE_WORKER_1://h:4002"]
-    assert doc["listener_security_protocol_map"]["CASTLE_WORKER_1"] == "PLAINTEXT"
-    decoded_workers = BrokerIdZNode.decode(1, with_workers)
-    assert (decoded_workers.host, decoded_workers.port, decoded_workers.workers) == ("h", 9092, (("h", 4001), ("h", 4002)))
-    ipv6 = BrokerIdZNode.decode(1, BrokerIdZNode.encode("::1", 9092, 5, workers=[("::1", 4001)]))
-    assert ipv6.workers == (("::1", 4001),)
-    gap = (b'{"version":5,"host":"h","port":1,"endpoints":["PLAINTEXT://h:1","CASTLE_WORKER_1://h:2"],'
-           b'"timestamp":"1"}')
-    assert BrokerIdZNode.decode(1, gap).workers == ()  # worker 0 missing: not trusted
+    # One broker is one node: a single PLAINTEXT endpoint, whatever the worker count.
+    doc = orjson.loads(BrokerIdZNode.encode("h", 9092, 5))
+    assert doc["endpoints"] == ["PLAINTEXT://h:9092"] and doc["listener_security_protocol_map"] == {"PLAINTEXT": "PLAINTEXT"}
+    ipv6 = orjson.loads(BrokerIdZNode.encode("::1", 9092, 5))
+    assert ipv6["endpoints"] == ["PLAINTEXT://[::1]:9092"]
 
     topic_id = uuid.uuid4()
     encoded = TopicZNode.encode(topic_id, {1: [2], 0: [1, 2]})
