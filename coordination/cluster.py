@@ -21,17 +21,44 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Mapping, Protocol
+import uuid
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
 
+from coordination.backend import TopicRegistry
 from coordination.fence import FileEpochFence
 from coordination.local import LocalTopics
+from coordination.local_topics import TopicInfo
+
+if TYPE_CHECKING:  # kazoo is only loaded in ZooKeeper mode
+    from kazoo.protocol.states import ZnodeStat
+
+    from coordination.zookeeper_topics import ZooKeeperTopicRegistry
 
 log = logging.getLogger(__name__)
 
 
+class BrokerSettings(Protocol):
+    """What open_cluster reads of a broker config (broker.config.BrokerConfig)."""
+
+    def __getitem__(self, name: str) -> Any: ...  # a setting's typed value, which depends on the setting
+
+    @property
+    def node_id(self) -> int: ...
+
+    @property
+    def log_dirs(self) -> list[str]: ...
+
+    @property
+    def advertised(self) -> tuple[str, int]: ...
+
+
 class ClusterView(Protocol):
     node_id: int
-    registry: Any  # a TopicRegistry (coordination.backend): LocalTopics, or ZooKeeper's behind a refresh proxy
+
+    @property
+    def registry(self) -> TopicRegistry:
+        """LocalTopics, or ZooKeeper's behind a refresh proxy."""
+        ...
 
     def refresh(self) -> bool:
         """Bring the topic snapshot up to date; True when it changed."""
@@ -121,7 +148,7 @@ class ZooKeeperCluster:
                 self._brokers_dirty.set()
                 time.sleep(0.5)
 
-    def _epoch_changed(self, data: bytes | None, _stat: Any) -> None:
+    def _epoch_changed(self, data: bytes | None, _stat: ZnodeStat | None) -> None:
         if data:
             try:
                 epoch = int(data.strip() or b"0")
@@ -181,18 +208,46 @@ class _RefreshingRegistry:
     """The ZooKeeper topic registry, whose refresh() also updates the partition holders
     (callers anywhere in the broker refresh the registry directly)."""
 
-    def __init__(self, registry: Any, cluster: ZooKeeperCluster) -> None:
+    def __init__(self, registry: ZooKeeperTopicRegistry, cluster: ZooKeeperCluster) -> None:
         self._registry = registry
         self._cluster = cluster
 
     def refresh(self) -> bool:
         return self._cluster.refresh()
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._registry, name)
+    # The rest of TopicRegistry, as the ZooKeeper registry answers it.
+    def get(self, name: str) -> TopicInfo | None:
+        return self._registry.get(name)
+
+    def by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
+        return self._registry.by_id(topic_id)
+
+    def all(self) -> list[TopicInfo]:
+        return self._registry.all()
+
+    def create(self, name: str, partitions: int, configs: Mapping[str, str], topic_id: uuid.UUID | None = None,
+               validate_only: bool = False, assignment: Mapping[int, list[int]] | None = None,
+               brokers: list[int] | None = None) -> TopicInfo:
+        return self._registry.create(name, partitions, configs, topic_id=topic_id, validate_only=validate_only,
+                                     assignment=assignment, brokers=brokers)
+
+    def delete(self, name: str) -> TopicInfo:
+        return self._registry.delete(name)
+
+    def set_partitions(self, name: str, count: int, validate_only: bool = False) -> TopicInfo:
+        return self._registry.set_partitions(name, count, validate_only=validate_only)
+
+    def set_configs(self, name: str, update: Callable[[dict[str, str]], dict[str, str]]) -> TopicInfo:
+        return self._registry.set_configs(name, update)
+
+    def allocate_producer_ids(self, count: int) -> int:
+        return self._registry.allocate_producer_ids(count)
+
+    def replicas(self, name: str) -> dict[int, list[int]]:
+        return self._registry.replicas(name)
 
 
-def open_cluster(config: Any) -> ClusterView:
+def open_cluster(config: BrokerSettings) -> ClusterView:
     """The view for a broker config (broker.config.BrokerConfig)."""
     connect = str(config["zookeeper.connect"])
     if connect:

@@ -40,9 +40,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Callable, Mapping
+from typing import Callable, Mapping, ParamSpec, TypeVar
 
-from kazoo.client import KazooClient, KazooState
+from kazoo.client import KazooClient, KazooState, TransactionRequest
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
@@ -75,6 +75,8 @@ from coordination.znodes import (
 from coordination.zookeeper_topics import ZooKeeperTopicRegistry, failure, retrying, transact
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
+P = ParamSpec("P")
 
 DEFAULT_SESSION_TIMEOUT = 18.0   # Kafka's zookeeper.session.timeout.ms
 DEFAULT_RETRY_DEADLINE = 30.0
@@ -126,7 +128,7 @@ class ZooKeeperBackend:
     def client(self) -> KazooClient:
         return self._client
 
-    def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    def _call(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         return retrying(self._retry, fn, *args, **kwargs)
 
     def session_id(self) -> int | None:
@@ -295,7 +297,7 @@ class ZooKeeperBackend:
         coordinator_data = CoordinatorZNode.encode(node_id)
         epoch_data = CoordinatorEpochZNode.encode(epoch + 1)
 
-        def build(tx: Any) -> None:
+        def build(tx: TransactionRequest) -> None:
             tx.create(CoordinatorZNode.PATH, coordinator_data, ephemeral=True)
             tx.set_data(CoordinatorEpochZNode.PATH, epoch_data, version=version)
 
@@ -398,7 +400,7 @@ class ZooKeeperBackend:
         epoch, version = fence
         chunks = [ops[i:i + MAX_OPS_PER_TRANSACTION] for i in range(0, len(ops), MAX_OPS_PER_TRANSACTION)] or [[]]
         for chunk in chunks:
-            def build(tx: Any, chunk: list[tuple[str, str, bytes]] = chunk) -> None:
+            def build(tx: TransactionRequest, chunk: list[tuple[str, str, bytes]] = chunk) -> None:
                 tx.check(CoordinatorZNode.PATH, -1)
                 tx.check(CoordinatorEpochZNode.PATH, version)
                 for op, path, data in chunk:

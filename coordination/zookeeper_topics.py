@@ -33,9 +33,9 @@ import random
 import threading
 import uuid
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, TypeVar
+from typing import Any, Callable, Iterable, Mapping, ParamSpec, TypeVar
 
-from kazoo.client import KazooClient
+from kazoo.client import KazooClient, TransactionRequest
 from kazoo.exceptions import (
     BadVersionError,
     ConnectionClosedError,
@@ -65,6 +65,7 @@ from coordination.znodes import (
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+P = ParamSpec("P")
 
 # Optimistic changes give up after this many lost races in a row (a livelock, not load).
 MAX_RACES = 20
@@ -76,7 +77,7 @@ def default_retry(deadline: float = 30.0) -> KazooRetry:
     return KazooRetry(max_tries=-1, delay=0.05, backoff=2, max_delay=1.0, deadline=deadline)
 
 
-def retrying(retry: KazooRetry, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+def retrying(retry: KazooRetry, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
     """``fn(*args, **kwargs)`` under a private copy of ``retry`` (a KazooRetry keeps its
     attempt count in itself, so one shared by threads would mix their counts)."""
     try:
@@ -85,7 +86,7 @@ def retrying(retry: KazooRetry, fn: Callable[..., T], *args: Any, **kwargs: Any)
         raise CoordinationUnavailable(f"ZooKeeper did not answer: {exc!r}") from exc
 
 
-def transact(client: KazooClient, retry: KazooRetry, build: Callable[[Any], None]) -> list[Any]:
+def transact(client: KazooClient, retry: KazooRetry, build: Callable[[TransactionRequest], None]) -> list[Any]:
     """Commit the transaction ``build(tx)`` fills in; returns kazoo's per-op results, where
     a failed op is an exception instance. A retried commit (after a lost connection) may
     find its own earlier success: callers read back before reporting a conflict."""
@@ -98,7 +99,7 @@ def transact(client: KazooClient, retry: KazooRetry, build: Callable[[Any], None
     return retrying(retry, once)
 
 
-def failure(results: Iterable[Any]) -> tuple[int, Exception] | None:
+def failure(results: Iterable[object]) -> tuple[int, Exception] | None:
     """The op that made a transaction fail (the others report RolledBack/RuntimeInconsistency)."""
     for index, result in enumerate(results):
         if isinstance(result, Exception) and not isinstance(result, (RolledBackError, RuntimeInconsistency)):
@@ -152,7 +153,7 @@ class ZooKeeperTopicRegistry:
         self._list_dirty = False
         self._dirty: set[str] = set()
 
-    def _call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    def _call(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         return retrying(self._retry, fn, *args, **kwargs)
 
     # ------------------------------------------------------------------ watches (kazoo's thread)
@@ -308,7 +309,7 @@ class ZooKeeperTopicRegistry:
             # A config node left behind by a deletion that did not finish is overwritten.
             stale = self._call(self.client.exists, config_path)
 
-            def build(tx: Any) -> None:
+            def build(tx: TransactionRequest) -> None:
                 if stale is None:
                     tx.create(config_path, config_data)
                 else:
@@ -381,7 +382,7 @@ class ZooKeeperTopicRegistry:
             has_partitions = self._call(self.client.exists, partitions_path) is not None
             has_config = config_data is not None or self._call(self.client.exists, config_path) is not None
 
-            def build(tx: Any) -> None:
+            def build(tx: TransactionRequest) -> None:
                 if has_partitions:
                     tx.delete(partitions_path)
                 tx.delete(topic_path, version=stat.version)
@@ -483,7 +484,7 @@ class ZooKeeperTopicRegistry:
             configs = dict(update(TopicConfigZNode.decode(name, data)))
             encoded = TopicConfigZNode.encode(configs)
 
-            def build(tx: Any) -> None:
+            def build(tx: TransactionRequest) -> None:
                 tx.check(topic_path, -1)  # the topic still exists: no stray config for a deleted topic
                 if version is None:
                     tx.create(config_path, encoded)

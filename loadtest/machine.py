@@ -1,5 +1,5 @@
-"""What a benchmark result records about where and on what it ran: the machine, its load,
-and the code (git commit and modified files)."""
+"""What a benchmark result records about where and on what it ran: the machine and the
+code (git commit and modified files)."""
 
 from __future__ import annotations
 
@@ -47,26 +47,6 @@ def machine_info() -> dict[str, Any]:
         "hostname": socket.gethostname(),
         **clients,
     }
-
-
-def system_cpu() -> tuple[int, int] | None:
-    """(busy, total) jiffies of the whole machine from /proc/stat: how loaded the machine
-    was during the run, the benchmark's own processes and anyone else's together."""
-    try:
-        with open("/proc/stat") as handle:
-            values = [int(v) for v in handle.readline().split()[1:]]
-    except (OSError, ValueError):
-        return None
-    idle = values[3] + (values[4] if len(values) > 4 else 0)  # idle + iowait
-    return sum(values) - idle, sum(values)
-
-
-def load_average() -> list[float] | None:
-    try:
-        with open("/proc/loadavg") as handle:
-            return [float(v) for v in handle.read().split()[:3]]
-    except (OSError, ValueError):
-        return None
 
 
 def git_state() -> dict[str, Any]:

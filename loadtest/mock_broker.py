@@ -23,7 +23,7 @@ What the mock is, as a baseline: a single-threaded C event loop (one thread for 
 whole cluster) that keeps record batches in memory, as they arrived, and serves them back
 as they are. Per partition it retains 5 MiB or 100,000 batches (fixed in librdkafka's
 rdkafka_mock.c), deleting the oldest batches beyond that, so a consumer of a large topic
-starts past offset 0 (see consumer_perf --rewind). Its CPU is this process's CPU, which
+starts past offset 0 (a workload that needs more sets ``compare = false``: runner/workload.py). Its CPU is this process's CPU, which
 also includes the idle cost of the client handle that holds it open.
 """
 

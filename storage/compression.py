@@ -80,15 +80,6 @@ class _StreamDecompressor(Protocol):
     def decompress(self, data: Buffer) -> bytes: ...
 
 
-CODEC_NAMES = {
-    COMPRESSION_NONE: "none",
-    COMPRESSION_GZIP: "gzip",
-    COMPRESSION_SNAPPY: "snappy",
-    COMPRESSION_LZ4: "lz4",
-    COMPRESSION_ZSTD: "zstd",
-}
-
-
 def compress(codec: int, data: Buffer, *, level: int | None = None) -> bytes:
     """Compress a records section with ``codec``; ``level`` as compression.<codec>.level."""
     if codec == COMPRESSION_NONE:

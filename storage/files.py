@@ -27,7 +27,6 @@ SWAP_SUFFIX = ".swap"
 CORRUPT_SUFFIX = ".corrupt"
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
-LOCK_FILE = ".lock"
 META_PROPERTIES = "meta.properties"
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 PARTITION_METADATA = "partition.metadata"

@@ -202,11 +202,6 @@ class OffsetIndex(SparseIndex):
         n = self._search(1, position)
         return (self.base_offset, 0) if n < 0 else self.entry(n)
 
-    def truncate_to_offset(self, offset: int) -> None:
-        """Remove entries for offsets >= ``offset``."""
-        n = self._search(0, offset - self.base_offset - 1)
-        self.truncate_entries(n + 1)
-
     def sanity_check(self, log_size: int) -> None:
         """O(1), as Kafka's: whole entries; the last two increase and point inside the log.
 
@@ -262,15 +257,6 @@ class TimeIndex(SparseIndex):
         """(timestamp, offset) of the last entry with timestamp <= target; (-1, base) if none."""
         n = self._search(0, timestamp)
         return (-1, self.base_offset) if n < 0 else self.entry(n)
-
-    def truncate_to_offset(self, offset: int) -> None:
-        """Remove entries pointing at offsets >= ``offset`` (they are in offset order too)."""
-        keep = 0
-        for n in range(self.entries):
-            if self.entry(n)[1] >= offset:
-                break
-            keep = n + 1
-        self.truncate_entries(keep)
 
     def sanity_check(self, next_offset: int) -> None:
         """O(1): whole entries; the last two increase and the last is inside the segment."""

@@ -94,10 +94,6 @@ def zigzag_encode(value: int) -> int:
     return (value << 1) ^ (value >> 63)
 
 
-def zigzag_decode(value: int) -> int:
-    return (value >> 1) ^ -(value & 1)
-
-
 def _write_unsigned(out: bytearray, value: int) -> None:
     while value > 0x7F:
         out.append((value & 0x7F) | 0x80)
@@ -144,9 +140,6 @@ def size_of_varint(value: int) -> int:
     """Bytes the zigzag varint/varlong of ``value`` takes (same for both widths)."""
     unsigned = zigzag_encode(value)
     return max(1, (unsigned.bit_length() + 6) // 7)
-
-
-size_of_varlong = size_of_varint
 
 
 def decode_varint(buf: Buffer, position: int = 0) -> tuple[int, int]:

@@ -14,10 +14,13 @@ import asyncio
 import struct
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from coordination.groups.offsets_schema import OffsetValue
 from coordination.groups.state import GroupState, check_transition
+
+if TYPE_CHECKING:  # coordinator.py imports this module
+    from coordination.groups.coordinator import JoinResult, SyncResult
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 
@@ -34,8 +37,8 @@ class Member:
     protocols: list[tuple[str, bytes]]  # (name, metadata), in the member's order of preference
     assignment: bytes = b""
     # A JoinGroup / SyncGroup of this member waiting for the rebalance to reach it.
-    join_waiter: asyncio.Future[Any] | None = None
-    sync_waiter: asyncio.Future[Any] | None = None
+    join_waiter: asyncio.Future[JoinResult] | None = None
+    sync_waiter: asyncio.Future[SyncResult] | None = None
     session_deadline: float = 0.0  # monotonic seconds
     is_new: bool = True  # joined during the current rebalance, never got a join answer
 

@@ -1,4 +1,4 @@
-"""loadtest.request_cost against a real broker: every request is answered, the offsets
+"""loadtest.micro.request_cost against a real broker: every request is answered, the offsets
 move by exactly the records sent, and the broker's CPU is read from its processes."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from loadtest import request_cost
+from loadtest.micro import request_cost
 
 pytestmark = pytest.mark.integration
 

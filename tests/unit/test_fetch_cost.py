@@ -1,4 +1,4 @@
-"""loadtest.fetch_cost builds a real Fetch of every version it is asked for and times the
+"""loadtest.micro.fetch_cost builds a real Fetch of every version it is asked for and times the
 worker's per-partition steps on it."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from broker.protocol import codec
-from loadtest import fetch_cost
+from loadtest.micro import fetch_cost
 
 
 @pytest.mark.parametrize("version", [4, 12, 13, 16])

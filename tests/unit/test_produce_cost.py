@@ -1,4 +1,4 @@
-"""loadtest.produce_cost builds a real Produce of every version it is asked for and times
+"""loadtest.micro.produce_cost builds a real Produce of every version it is asked for and times
 the worker's codec steps on it, both ways."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from broker.protocol import codec
-from loadtest import produce_cost
+from loadtest.micro import produce_cost
 
 
 @pytest.mark.parametrize("version", [3, 8, 9, 10])

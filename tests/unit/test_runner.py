@@ -305,17 +305,6 @@ def test_the_physical_limit_columns_show_only_where_a_run_measured_one():
     assert "of the limit" not in table({"medians": {"castle": medians([_result("w-castle-r1", 90, 90, 5, 0.3)])}})
 
 
-def test_pyspy_summary_counts_inclusive_and_self_shares(tmp_path):
-    from loadtest.pyspy_summary import summarise
-
-    raw = tmp_path / "w.txt"
-    raw.write_text("main;serve;append;prefault 6\nmain;serve;flush 3\nmain;idle 1\n")
-    total, inclusive, own = summarise([str(raw)])
-    assert total == 10
-    assert inclusive["main"] == 10 and inclusive["serve"] == 9 and inclusive["append"] == 6
-    assert own["prefault"] == 6 and own["flush"] == 3 and own["serve"] == 0
-
-
 def test_a_key_value_option_without_equals_stops_the_tool_naming_the_option():
     from loadtest.common import parse_key_values
 

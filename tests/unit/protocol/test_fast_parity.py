@@ -3,8 +3,8 @@ version.
 
 kio encodes the whole Fetch response with the record bytes inside; the fast path writes
 the pieces around them (the records go by sendfile). Joined, they must be equal. The kio
-Produce answer is built by loadtest.produce_cost.kio_answer, the same reference the cost
-tool times the fast encoder against.
+Produce answer is built by produce_oracle.kio_answer (build() of kio's entity, then kio's
+serialization: what the handler did before the fast encoder).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from broker.owner import AppendResult
 from broker.protocol import codec, fast
 from broker.protocol.build import build
-from loadtest import produce_cost
+from tests.unit.protocol.produce_oracle import kio_answer
 
 
 def _kio_bytes(version: int, error_code: int, session_id: int, topics: list[fast.FetchTopicOut],
@@ -89,10 +89,10 @@ produce_topic_st = st.tuples(st.text(alphabet="abcXYZ09._-", min_size=1, max_siz
 @settings(max_examples=40, deadline=None)
 @given(topics=st.lists(produce_topic_st, max_size=3))
 def test_produce_response_matches_kio(version: int, topics: list) -> None:  # type: ignore[type-arg]
-    assert fast.encode_produce_response(version, topics) == produce_cost.kio_answer(version, topics)
+    assert fast.encode_produce_response(version, topics) == kio_answer(version, topics)
 
 
 def test_a_wide_produce_answer_uses_multibyte_varints() -> None:
     topics = [("t" * 200, [(p, AppendResult(0, p * 10, -1, 0, "m" * 150)) for p in range(300)])]
     for version in (8, 9, 10):
-        assert fast.encode_produce_response(version, topics) == produce_cost.kio_answer(version, topics)
+        assert fast.encode_produce_response(version, topics) == kio_answer(version, topics)

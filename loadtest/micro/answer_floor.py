@@ -1,10 +1,10 @@
 """The least a Python server can do per Produce request: read the frame, send an answer.
 
-    python -m loadtest.answer_floor --port 0 --topic request-cost --records 2
+    python -m loadtest.micro.answer_floor --port 0 --topic request-cost --records 2
 
 A uvloop server (the event loop Castle's workers run) that answers every request frame
 with a well-formed Produce v9 answer (no error, base offsets moving by ``--records`` each
-time) and does nothing else: no decoding, no log, no metrics. loadtest.request_cost
+time) and does nothing else: no decoding, no log, no metrics. loadtest.micro.request_cost
 ``--floor`` measures its CPU per request the same way it measures a broker's, so a
 broker's figure can be split into what this machine charges any Python server for a
 request (the loop's wakeup, recv, send, and on loopback the peer's wakeup inside the send)
@@ -74,7 +74,7 @@ async def serve(port: int, topic: str, records: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m loadtest.answer_floor", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m loadtest.micro.answer_floor", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--port", type=int, default=0, help="0: any free port (printed)")
     parser.add_argument("--topic", default="request-cost", help="the topic named in every answer")

@@ -2,8 +2,8 @@
 
 Run by hand, never by the test suite::
 
-    .venv/bin/python -m loadtest.bench_storage                  # the full run (see --help)
-    .venv/bin/python -m loadtest.bench_storage --total-mb 128 --total-mb-1k 32 --repeat 1
+    .venv/bin/python -m loadtest.micro.bench_storage            # the full run (see --help)
+    .venv/bin/python -m loadtest.micro.bench_storage --total-mb 128 --total-mb-1k 32 --repeat 1
 
 What it measures (figures and analysis: docs/BENCHMARKS.md):
 
@@ -563,7 +563,7 @@ def profile_appends(args: argparse.Namespace, root: str) -> dict[str, str]:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m loadtest.bench_storage",
+        prog="python -m loadtest.micro.bench_storage",
         description="PartitionLog append throughput (mmap path) per batch size and flush policy, beside a plain "
                     "buffered file write of the same bytes, and read-descriptor lookup latency.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -609,7 +609,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    command = f"{sys.executable} -m loadtest.bench_storage {shlex.join(sys.argv[1:] if argv is None else argv)}"
+    command = f"{sys.executable} -m loadtest.micro.bench_storage {shlex.join(sys.argv[1:] if argv is None else argv)}"
     created = not os.path.exists(args.dir)
     os.makedirs(args.dir, exist_ok=True)
     machine = machine_info(args.dir)

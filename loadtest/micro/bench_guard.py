@@ -1,6 +1,6 @@
 """Cost of the request-length guard (broker/protocol/guard.py) beside kio's decode.
 
-    python -m loadtest.bench_guard [--rounds N]
+    python -m loadtest.micro.bench_guard [--rounds N]
 
 Prints microseconds per call for a Produce v9 request (16 KiB of records per partition,
 1 and 6 partitions) and a Fetch v12 request of 6 partitions: the guard's walk, and kio's

@@ -1,6 +1,6 @@
 """The broker's CPU per small Produce request, over a real socket to a running broker.
 
-    python -m loadtest.request_cost --bootstrap 127.0.0.1:9092 --broker-pid-tree PID \\
+    python -m loadtest.micro.request_cost --bootstrap 127.0.0.1:9092 --broker-pid-tree PID \\
         [--requests 30000] [--window 1] [--records 2] [--record-size 1024] [--rounds 3]
 
 At linger.ms=0 a producer sends a Produce per record or two (the fixed-rate workload
@@ -18,7 +18,7 @@ shows the work of the request itself. Each round checks its last answer: no erro
 offsets that moved by exactly the records sent. It prints µs of broker CPU per request
 and requests/s per round, and the median.
 
-``--floor`` measures loadtest.answer_floor instead of a broker: a uvloop server, started
+``--floor`` measures loadtest.micro.answer_floor instead of a broker: a uvloop server, started
 here, that answers every request without decoding it or writing anything. Its figure is
 what this machine charges any Python server per request; a broker's cost above it is its
 own work.
@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import argparse
 import io
+import json
+import os
 import socket
 import struct
 import subprocess
@@ -37,17 +39,67 @@ from contextlib import contextmanager
 from statistics import median
 from typing import Any, Callable, Iterator
 
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient, NewTopic
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
 from broker.protocol.build import build
-from loadtest.common import BrokerCpu, client_cpu_seconds, ensure_topic, info, print_json
+from loadtest.common import CLOCK_TICKS, info, proc_cpu_ticks, process_tree
 from storage.records import Record, encode_batch
 
 PRODUCE = 0
 VERSION = 9
 _SIZE = struct.Struct(">i")
+
+
+class BrokerCpu:
+    """CPU seconds of a broker's processes between start() and stop(): of ``pids``, or of
+    ``tree_root`` and its descendants, listed again at stop() (a worker forked meanwhile
+    counts from zero; one reaped by its parent moves into the parent's cutime/cstime)."""
+
+    def __init__(self, pids: list[int] | None = None, tree_root: int | None = None) -> None:
+        self.pids = pids or []
+        self.tree_root = tree_root
+        self._start: dict[int, int] = {}
+        self.seconds = 0.0
+
+    def _snapshot(self) -> dict[int, int]:
+        ticks = {}
+        for pid in process_tree(self.tree_root) if self.tree_root is not None else self.pids:
+            try:
+                ticks[pid] = proc_cpu_ticks(pid)
+            except OSError:
+                pass  # gone already
+        return ticks
+
+    def start(self) -> None:
+        self._start = self._snapshot()
+        if not self._start:
+            raise SystemExit(f"no broker process found (pids={self.pids}, tree={self.tree_root})")
+
+    def stop(self) -> None:
+        self.seconds = (sum(self._snapshot().values()) - sum(self._start.values())) / CLOCK_TICKS
+
+
+def client_cpu_seconds() -> float:
+    """CPU of this process (the client): shows when the client is the limit."""
+    t = os.times()
+    return t.user + t.system
+
+
+def ensure_topic(bootstrap: str, topic: str, timeout_s: float) -> str:
+    """Create ``topic`` with one partition unless it exists; returns what happened."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    if topic in admin.list_topics(timeout=timeout_s).topics:
+        return f"topic {topic!r} exists"
+    try:
+        admin.create_topics([NewTopic(topic, 1, 1)], request_timeout=timeout_s)[topic].result(timeout=timeout_s + 5)
+    except KafkaException as exc:
+        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            raise
+        return f"topic {topic!r} exists (created concurrently)"
+    return f"created topic {topic!r}"
 
 
 def produce_frame(topic: str, partition: int, batch: bytes, correlation_id: int) -> bytes:
@@ -101,14 +153,14 @@ def leader_address(bootstrap: str, topic: str, timeout_s: float) -> str:
 
 @contextmanager
 def floor_server(topic: str, records: int, timeout_s: float) -> Iterator[tuple[str, int]]:
-    """loadtest.answer_floor in a child process: (its address, its PID), stopped by PID after."""
-    child = subprocess.Popen([sys.executable, "-m", "loadtest.answer_floor", "--topic", topic,
+    """loadtest.micro.answer_floor in a child process: (its address, its PID), stopped by PID after."""
+    child = subprocess.Popen([sys.executable, "-m", "loadtest.micro.answer_floor", "--topic", topic,
                               "--records", str(records)], stdout=subprocess.PIPE, text=True)
     try:
         assert child.stdout is not None
         port = child.stdout.readline().strip()  # the server prints its port once it listens
         if not port.isdigit():
-            raise SystemExit(f"loadtest.answer_floor did not start (exit code {child.poll()})")
+            raise SystemExit(f"loadtest.micro.answer_floor did not start (exit code {child.poll()})")
         yield f"127.0.0.1:{port}", child.pid
     finally:
         child.terminate()
@@ -169,11 +221,11 @@ def measure(args: argparse.Namespace, address: str,
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m loadtest.request_cost", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m loadtest.micro.request_cost", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     target = parser.add_mutually_exclusive_group(required=True)
     target.add_argument("--bootstrap", help="HOST:PORT of any broker of the cluster")
-    target.add_argument("--floor", action="store_true", help="measure loadtest.answer_floor, started here, instead")
+    target.add_argument("--floor", action="store_true", help="measure loadtest.micro.answer_floor, started here, instead")
     parser.add_argument("--broker-pid-tree", type=int,
                         help="the broker's root PID: its CPU and its descendants' is measured (with --bootstrap)")
     parser.add_argument("--topic", default="request-cost")
@@ -195,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
         with floor_server(args.topic, args.records, args.timeout_s) as (address, pid):
             rounds, batch_bytes = measure(args, address, lambda: BrokerCpu(pids=[pid]))
     else:
-        info(ensure_topic(args.bootstrap, args.topic, 1, args.timeout_s))
+        info(ensure_topic(args.bootstrap, args.topic, args.timeout_s))
         address = leader_address(args.bootstrap, args.topic, args.timeout_s)
         rounds, batch_bytes = measure(args, address, lambda: BrokerCpu(tree_root=args.broker_pid_tree))
     result = {"leader": address, "floor": args.floor, "window": args.window, "records": args.records,
@@ -204,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
               "broker_cpu_us_per_request_median": median(r["broker_cpu_us_per_request"] for r in rounds),
               "requests_per_s_median": median(r["requests_per_s"] for r in rounds)}
     if args.json:
-        print_json(result)
+        print(json.dumps(result, sort_keys=True), flush=True)
     else:
         for r in rounds:
             print(f"{r['requests']} requests, window {args.window}: {r['broker_cpu_us_per_request']:.1f} µs broker CPU "

@@ -1,6 +1,6 @@
 """The CPU cost of a Produce request's codec in a worker, without sockets or other processes.
 
-    python -m loadtest.produce_cost [--partitions 1] [--version 9] [--rounds 2000]
+    python -m loadtest.micro.produce_cost [--partitions 1] [--version 9] [--rounds 2000]
 
 At linger.ms=0 a producer sends a Produce per record or two (fixed-rate benchmark), and a
 producer of 1,000 partitions sends Produces naming hundreds of them (many-partitions), so
@@ -16,7 +16,7 @@ of 5 repeats):
   replaced.
 
 It prints each in µs per request and per partition. The append itself is measured by
-loadtest/bench_storage.py.
+loadtest/micro/bench_storage.py.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from typing import Any
 from broker.owner import AppendResult
 from broker.protocol import codec, fast, produce_request
 from broker.protocol.build import build
-from loadtest import codec_cost
-from loadtest.codec_cost import best_seconds
+from loadtest.micro import codec_cost
+from loadtest.micro.codec_cost import best_seconds
 
 TOPIC = "produce-cost"
 BATCH = bytes(61) + bytes(100)  # the size of a one-record batch of a 100-byte value; never parsed here
@@ -43,8 +43,8 @@ def kio_produce_request(version: int, partitions: int) -> Any:
 
 def kio_answer(version: int, topics: list[tuple[str, list[tuple[int, AppendResult]]]]) -> bytes:
     """The answer as the handler built it before fast.encode_produce_response: build()
-    of kio's entity, then kio's serialization (tests/unit/protocol/test_fast_parity.py
-    holds the fast encoder to these bytes)."""
+    of kio's entity, then kio's serialization (the timed "kio_encode" step; the test
+    suite's parity oracle, tests/unit/protocol/produce_oracle.py, is the same code)."""
     def when(ms: int) -> datetime.datetime | None:
         return None if ms < 0 else datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc)
 

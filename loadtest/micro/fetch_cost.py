@@ -1,6 +1,6 @@
 """The per-partition CPU cost of a wide Fetch in a worker, without sockets or other processes.
 
-    python -m loadtest.fetch_cost [--partitions 1000] [--version 12] [--rounds 200]
+    python -m loadtest.micro.fetch_cost [--partitions 1000] [--version 12] [--rounds 200]
 
 A consumer of the many-partitions workload sends a Fetch naming every partition about
 130 times a second (librdkafka, 1,000 partitions), and most of them find nothing new. So
@@ -30,8 +30,8 @@ from broker.apis import fetch
 from broker.protocol import codec, fetch_request
 from broker.protocol.build import build
 from broker.purgatory import FetchPurgatory
-from loadtest import codec_cost
-from loadtest.codec_cost import best_seconds
+from loadtest.micro import codec_cost
+from loadtest.micro.codec_cost import best_seconds
 
 TOPIC = "fetch-cost"
 
