@@ -100,13 +100,13 @@ SETTINGS: list[Setting] = [
     Setting("socket.send.buffer.bytes", integer_in(-1, INT_MAX), -1, "SO_SNDBUF of client sockets (-1: the OS default, autotuned)."),
     Setting("socket.receive.buffer.bytes", integer_in(-1, INT_MAX), -1, "SO_RCVBUF of client sockets (-1: the OS default, autotuned)."),
     Setting("socket.listen.backlog.size", integer_in(1, INT_MAX), 1024, "listen() backlog of each worker's socket."),
+    Setting("worker.ring.bytes", integer_in(0, 1 << 30), 0,
+            "Capacity of each shared-memory ring between two workers (one per ordered pair); 0: 8 MiB, less "
+            "with many workers (64 MiB of inbound rings per worker at most)."),
     Setting("metrics.listener", _host_port_or_empty, "127.0.0.1:9308",
             "host:port of the Prometheus endpoint (/metrics), served by the coordinator process; empty: no metrics."),
     Setting("connection.handoff.enable", _bool, True,
             "Move a connection whose Produce requests all go to one other worker to that worker."),
-    Setting("produce.receive.into.log.enable", _bool, True,
-            "Receive the records of a large Produce request straight into their partition's log (the active "
-            "segment's map, past its end) instead of into a buffer that is then copied there."),
     Setting("queued.max.requests", integer_in(1, INT_MAX), 500, "Unanswered requests per connection before reading pauses."),
     Setting("queued.max.request.bytes", integer_in(1, INT_MAX), 16 * 1024 * 1024,
             "Bytes of unanswered request frames per connection before reading pauses (Kafka's is per broker)."),

@@ -31,7 +31,6 @@ import asyncio
 import logging
 import os
 import socket
-import struct
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -39,8 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from broker import dispatch, eager
 from broker.memory import receive_buffer
-from broker.produce_receiver import PeerClosed, ProduceReceiver
-from broker.protocol import codec, framing, produce_stream
+from broker.protocol import codec, framing
 from broker.protocol.errors import ErrorCode, ProtocolViolation, code_for_exception
 
 if TYPE_CHECKING:
@@ -50,13 +48,9 @@ log = logging.getLogger(__name__)
 request_log = logging.getLogger("castle.requests")
 
 RECV_SIZE = 256 * 1024
-# After a large frame the next one is likely large too: a small first read keeps most of
-# it out of the input buffer, so a Produce receiver can put it where it belongs.
-RECV_SIZE_AFTER_LARGE = 16 * 1024
 LARGE_FRAME = 64 * 1024
 OUTPUT_HIGH_WATER = 16 * 1024 * 1024
 MAX_IOV = 64
-_API_KEY_VERSION = struct.Struct(">hh")
 
 
 @dataclass(slots=True)
@@ -108,9 +102,6 @@ class Connection:
         self._inbuf = bytearray()
         self._big: bytearray | None = None  # a large frame being received in place
         self._big_filled = 0
-        self._receiver: ProduceReceiver | None = None  # a large Produce frame being received
-        self._recv_size = RECV_SIZE
-        self._land = bool(node.config["produce.receive.into.log.enable"])
         self._next_seq = 0
         self._next_to_send = 0
         self._finished: dict[int, list[bytes | FileChunk] | None] = {}
@@ -181,8 +172,7 @@ class Connection:
         return 4 + max(0, int.from_bytes(buf[0:4], "big", signed=True)) - len(buf)
 
     def _maybe_hand_off(self) -> None:
-        if (self._handoff_to is None or self.closed or self._inbuf or self._big is not None
-                or self._receiver is not None or not self.idle):
+        if self._handoff_to is None or self.closed or self._inbuf or self._big is not None or not self.idle:
             return
         target, self._handoff_to = self._handoff_to, None
         self._pause_reading()
@@ -198,10 +188,7 @@ class Connection:
         if self._big is not None:
             self._read_big_frame()
             return
-        if self._receiver is not None:
-            self._read_streamed_frame()
-            return
-        want, self._recv_size = self._recv_size, RECV_SIZE
+        want = RECV_SIZE
         if self._handoff_to is not None:
             want = min(RECV_SIZE, self._bytes_to_boundary())
             if want == 0:
@@ -225,8 +212,6 @@ class Connection:
         except ProtocolViolation as exc:
             log.info("closing %s: %s", self.peer, exc)
             self.close()
-        if self._receiver is not None and not self.closed:
-            self._read_streamed_frame()
         self._maybe_hand_off()
 
     def _read_frames(self) -> None:
@@ -239,10 +224,8 @@ class Connection:
                 raise ProtocolViolation(f"frame of {size} bytes (socket.request.max.bytes is {self._max_request})")
             if available - position - 4 < size:
                 if size >= LARGE_FRAME:
-                    if self._stream(buf, position, available, size):
-                        return  # the receiver took the buffer, and with it the rest of the frame
                     # Receive the rest straight into the frame's own buffer: no re-copying
-                    # of a growing inbuf for large requests. Not zeroed first
+                    # of a growing inbuf for large Produce requests. Not zeroed first
                     # (broker/memory.py): it is read only once recv_into has filled it.
                     self._big = receive_buffer(size)
                     have = available - position - 4
@@ -260,42 +243,6 @@ class Connection:
                 break
         if position:
             del buf[:position]
-
-    def _stream(self, buf: bytearray, position: int, available: int, size: int) -> bool:
-        """Start receiving a large Produce frame with a ProduceReceiver (its records go
-        straight into their logs where it can: broker/produce_receiver.py). The receiver
-        gets the frame's bytes already here as a view of ``buf``, which it keeps: the
-        connection starts a new input buffer (all frames before this one are handled)."""
-        if available - position < 8:
-            return False
-        api_key, api_version = _API_KEY_VERSION.unpack_from(buf, position + 4)
-        if not produce_stream.is_streamable(api_key, api_version):
-            return False
-        self._receiver = ProduceReceiver(self.sock, self.node, size, memoryview(buf)[position + 4:available], self._land)
-        self._inbuf = bytearray()
-        return True
-
-    def _read_streamed_frame(self) -> None:
-        receiver = self._receiver
-        assert receiver is not None
-        try:
-            whole = receiver.advance()
-        except (ProtocolViolation, PeerClosed) as exc:
-            log.info("closing %s: %s", self.peer, exc)
-            self.close()
-            return
-        self.last_active = time.monotonic()
-        if not whole:
-            return
-        self._receiver = None
-        self._recv_size = RECV_SIZE_AFTER_LARGE
-        try:
-            header, request = receiver.request()
-            self._handle_request(dispatch.REGISTRY[header.api_key], header, request, receiver.frame_size)
-        finally:
-            self.node.stats["appends_in_place"] += receiver.finish()
-        if not self.closed and self._over_limits():
-            self._pause_reading()
 
     def _read_big_frame(self) -> None:
         big = self._big
@@ -327,16 +274,12 @@ class Connection:
 
     def _handle_frame(self, frame: bytes | bytearray) -> None:
         spec, header, request = decode_frame(frame)
-        self._handle_request(spec, header, request, len(frame))
-
-    def _handle_request(self, spec: dispatch.HandlerSpec, header: framing.RequestHeader, request: Any,
-                        frame_size: int) -> None:
         seq = self._next_seq
         self._next_seq += 1
-        self._queued_bytes += frame_size
+        self._queued_bytes += len(frame)
         self.node.stats["requests"] += 1
         ctx = RequestContext(self.node, self, header.api_key, header.api_version, header.correlation_id, header.client_id,
-                             frame_size, time.perf_counter())
+                             len(frame), time.perf_counter())
         if request is None:  # ApiVersions of a version we do not speak
             from broker.apis.api_versions import unsupported_version_response
 
@@ -563,9 +506,6 @@ class Connection:
         self._finished.clear()
         for task in self._tasks:
             task.cancel()
-        if self._receiver is not None:
-            self._receiver.finish()  # gives back any room a log opened for it
-            self._receiver = None
         self.sock.close()
         self._connections.discard(self)
 

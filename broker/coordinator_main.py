@@ -1,12 +1,15 @@
 """The coordinator process: campaigns, and once elected runs consumer groups and offsets.
 
 Started (and restarted) by the supervisor on every broker, beside the workers; it has no
-client listener. Workers hand it group and offset requests over IPC
-(``<run.dir>/coordinator.sock``, bound by the supervisor so it outlives restarts)::
+client listener. It is the last endpoint of the broker's shared-memory rings
+(broker/mesh.py), and workers hand it group and offset requests there::
 
-    worker ──("serve", api_key, version, request, client_id, client_host)──▶ coordinator
-           ◀── encoded response body (bytes) ─────────────────────────────────
-    worker ──("find",)──▶ (error code, node id, host, port) of the elected coordinator
+    worker ──SERVE(api key, version, client id, client host, request body)──▶ coordinator
+           ◀── encoded response body ───────────────────────────────────────
+    worker ──FIND──▶ (error code, node id, host, port) of the elected coordinator
+
+It reads and writes __consumer_offsets through the owning workers' PartitionOps, over the
+same rings.
 
 Life:
     1. open the coordination backend (local file lock, or ZooKeeper) and campaign; the
@@ -36,15 +39,18 @@ from typing import Any, Callable
 
 import orjson
 
-from broker import dispatch
+from broker import dispatch, peer_codec
 from broker.config import BrokerConfig
-from broker.ipc import IpcServer, PeerLink, bind_unix, socket_path
 from broker.logs import set_role
+from broker.mesh import Mesh, Op, Parts
+from broker.partition_ops import AppendItem, ReadItem
 from broker.placement import owner_index
 from broker.protocol import codec
 from broker.protocol.errors import ErrorCode, KafkaError
 from broker.reload import apply_in_child
+from broker.remote_ops import RemotePartitionOps
 from broker.remote_partition import RemotePartitionClient, coordinator_client_id
+from broker.rings import SharedRings
 from broker.segment_files import SegmentFiles
 from coordination.groups import offsets_schema as schema
 from coordination.groups.coordinator import CoordinatorSettings, GroupCoordinator
@@ -56,20 +62,9 @@ from storage.types import TopicPartition
 log = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
-SOCKET_NAME = "coordinator.sock"
 BOOT_ERROR = 3
 READ_CHUNK = 1 << 20
 TICK_SECONDS = 0.1
-
-
-def coordinator_socket_path(run_dir: str) -> str:
-    return os.path.join(run_dir, SOCKET_NAME)
-
-
-def make_coordinator_listener(run_dir: str) -> socket.socket:
-    sock = bind_unix(coordinator_socket_path(run_dir), socket.SOCK_STREAM)
-    sock.listen(64)
-    return sock
 
 
 def offsets_topic_configs(config: BrokerConfig) -> dict[str, str]:
@@ -108,21 +103,23 @@ Locator = Callable[[int], tuple[int, str, int]]  # partition -> (holder broker, 
 
 class WorkerOffsetsLog:
     """__consumer_offsets as the coordinator sees it. A partition this broker holds is
-    written and read through its owning worker (IPC); a partition another broker holds,
+    written and read through its owning worker (the rings); a partition another broker holds,
     over the Kafka protocol like any client, with the epoch in the client id
     (broker/remote_partition.py). Every append carries the coordinator epoch."""
 
-    def __init__(self, run_dir: str, workers: int, partitions: int, node_id: int) -> None:
+    def __init__(self, mesh: Mesh, workers: int, partitions: int, node_id: int) -> None:
         self.partitions = partitions
         self.workers = workers
         self.node_id = node_id
         self.epoch = -1
-        self.links = [PeerLink(i, socket_path(run_dir, i)) for i in range(workers)]
+        # Calls wait for a worker that is restarting: the load of the offsets goes on when
+        # it is back, within the timeout.
+        self.links = [RemotePartitionOps(mesh, i, wait_for_peer=True) for i in range(workers)]
         self.locate: Locator = lambda _partition: (node_id, "", -1)
         self._remote: dict[tuple[str, int, int], RemotePartitionClient] = {}
         self.files = SegmentFiles(capacity=16)
 
-    def _link(self, tp: TopicPartition) -> PeerLink:
+    def _link(self, tp: TopicPartition) -> RemotePartitionOps:
         return self.links[owner_index(tp, self.workers)]
 
     def _remote_client(self, host: str, port: int) -> RemotePartitionClient:
@@ -140,7 +137,7 @@ class WorkerOffsetsLog:
                 return int(ErrorCode.coordinator_not_available)  # its broker is down
             return await self._remote_client(host, port).produce(OFFSETS_TOPIC, partition, batch)
         try:
-            results = await self._link(tp).call("append_offsets", [(tp, batch)], self.epoch, timeout=30)
+            results = await self._link(tp).append([AppendItem(tp, batch, 9)], self.epoch)
         except KafkaError as exc:
             return int(exc.code)
         return int(results[0].error_code)
@@ -157,11 +154,11 @@ class WorkerOffsetsLog:
             return _entries_of(data, 0)[0]
         tp = TopicPartition(OFFSETS_TOPIC, partition)
         link = self._link(tp)
-        ((log_start, high_watermark, _end),) = await link.call("partition_state", [tp], timeout=30)
+        ((log_start, high_watermark, _end),) = await link.partition_state([tp])
         entries: list[tuple[Any, Any]] = []
         offset = max(0, log_start)
         while offset < high_watermark:
-            (result,) = await link.call("read", [(tp, offset, READ_CHUNK, False)], None, timeout=30)
+            (result,) = await link.read([ReadItem(tp, offset, READ_CHUNK, False)], None)
             if result.error_code:
                 raise KafkaError(ErrorCode(result.error_code), f"reading {tp} at {offset}")
             if not result.length:
@@ -185,8 +182,6 @@ class WorkerOffsetsLog:
             os.close(fd)
 
     async def close(self) -> None:
-        for link in self.links:
-            link.close()
         for client in self._remote.values():
             await client.close()
         self.files.close()
@@ -226,7 +221,7 @@ def _decode_entry(key: bytes, value: bytes | None) -> tuple[Any, Any] | None:
 
 
 class CoordinatorProcess:
-    def __init__(self, config: BrokerConfig, workers: int, run_dir: str, listener: socket.socket,
+    def __init__(self, config: BrokerConfig, workers: int, run_dir: str, rings: SharedRings,
                  heartbeat_path: str, cluster_id: str) -> None:
         self.config = config
         self.node_id = config.node_id
@@ -234,16 +229,18 @@ class CoordinatorProcess:
         self.cluster_id = cluster_id
         self.zookeeper = bool(config["zookeeper.connect"])
         self.heartbeat_path = heartbeat_path
-        self.offsets_log = WorkerOffsetsLog(run_dir, workers, int(config["offsets.topic.num.partitions"]), self.node_id)
+        self.mesh = Mesh(rings, rings.coordinator)
+        self.mesh.handlers[Op.SERVE] = self._serve_call
+        self.mesh.handlers[Op.FIND] = lambda _body: peer_codec.encode_found(*self.find())
+        self.offsets_log = WorkerOffsetsLog(self.mesh, workers, int(config["offsets.topic.num.partitions"]), self.node_id)
         self.offsets_log.locate = self.locate_offsets_partition
-        # Caches kept by watches, so the IPC answers never wait on ZooKeeper.
+        # Caches kept by watches, so the answers to workers never wait on ZooKeeper.
         self.brokers: dict[int, tuple[str, int]] = {self.node_id: config.advertised}
         self.elected: tuple[int, int] | None = None
         self.coordinator = GroupCoordinator(settings_from(config), self.offsets_log)
         self.coordinator.on_group_change = self._mirror_group
         # One thread writes the group mirror, so a group's writes land in order.
         self._mirror_executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="group-mirror")
-        self.ipc = IpcServer(listener, {"serve": self.serve_request, "find": self.find}, {})
         self.backend: Any = None
         self.topics: Any = None
         self.stopping = asyncio.Event()
@@ -252,7 +249,18 @@ class CoordinatorProcess:
         self._session_lost = asyncio.Event()
         self.elected_epoch = -1
 
-    # ------------------------------------------------------------------ IPC ops
+    # ------------------------------------------------------------------ the workers' calls
+    def _serve_call(self, body: memoryview) -> "asyncio.Future[Parts]":
+        """A group or offset request a worker hands over; the body is copied off the ring
+        before the handler waits on anything."""
+        api_key, api_version, client_id, client_host, request_body = peer_codec.decode_serve(body)
+        request = codec.decode_request(api_key, api_version, bytes(request_body), 0)
+
+        async def answer() -> Parts:
+            return [await self.serve_request(api_key, api_version, request, client_id, client_host)]
+
+        return asyncio.ensure_future(answer())
+
     async def serve_request(self, api_key: int, api_version: int, request: Any, client_id: str | None,
                             client_host: str) -> bytes:
         serve = dispatch.COORDINATOR_HANDLERS.get(api_key)
@@ -319,7 +327,7 @@ class CoordinatorProcess:
             loop.add_signal_handler(signum, self.stopping.set)
         loop.add_signal_handler(signal.SIGHUP, lambda: apply_in_child(self.config, self.run_dir))
         dispatch.load_all()
-        await self.ipc.start()
+        self.mesh.start()
         try:
             self.backend = await loop.run_in_executor(None, self._open_backend)
         except Exception:
@@ -344,12 +352,12 @@ class CoordinatorProcess:
         for task in tasks:
             task.cancel()
         # Bounded: in Python 3.11 a cancellation that meets a reply arriving at the same
-        # moment can be swallowed by asyncio.wait_for (the IPC call's timeout), and the task
+        # moment can be swallowed by asyncio.wait_for (a call's timeout), and the task
         # runs on; the campaign loop also checks ``stopping`` for that reason.
         await asyncio.wait(tasks, timeout=2)
         self.coordinator.deactivate()
-        self.ipc.close()
         await self.offsets_log.close()
+        self.mesh.close()
         self._mirror_executor.shutdown(wait=True, cancel_futures=False)
         try:
             self.backend.close()
@@ -547,7 +555,7 @@ class CoordinatorProcess:
             self.offsets_log.partitions = info.partitions
         # Every owner creates its partitions' logs before the first read.
         for link in self.offsets_log.links:
-            await link.call("sync_registry", timeout=30)
+            await link.sync_registry()
 
     async def _tick(self) -> None:
         while True:
@@ -585,7 +593,7 @@ def _set_exception(future: asyncio.Future[Any], exc: BaseException) -> None:
         future.set_exception(exc)
 
 
-def run_coordinator(config: BrokerConfig, workers: int, run_dir: str, listener: socket.socket,
+def run_coordinator(config: BrokerConfig, workers: int, run_dir: str, rings: SharedRings,
                     heartbeat_path: str, cluster_id: str, metrics_listener: socket.socket | None = None) -> int:
     from setproctitle import setproctitle
 
@@ -595,7 +603,7 @@ def run_coordinator(config: BrokerConfig, workers: int, run_dir: str, listener: 
 
     loop = uvloop.new_event_loop()
     asyncio.set_event_loop(loop)
-    process = CoordinatorProcess(config, workers, run_dir, listener, heartbeat_path, cluster_id)
+    process = CoordinatorProcess(config, workers, run_dir, rings, heartbeat_path, cluster_id)
     if metrics_listener is not None:
         from broker.metrics import CastleCollector, serve_metrics
 

@@ -1,84 +1,97 @@
 """Split per-partition work by owning worker, run it there, and merge the answers.
 
-The owner runs the op directly when it is this worker, over IPC otherwise; all owners
-work concurrently. Results come back in the order of the items, whichever worker
-answered first. Partitions another broker holds answer NOT_LEADER_OR_FOLLOWER without
-being sent anywhere. A worker that cannot answer (restarting, timed out) fails only its own
-partitions, each with that error code (narrowest scope, P3).
+Each owner's share goes to its PartitionOps: this worker's Owner answers at once, another
+worker's proxy (broker/remote_ops.py) over the rings; all owners work concurrently.
+Results come back in the order of the items, whichever worker answered first. Partitions
+another broker holds answer NOT_LEADER_OR_FOLLOWER without being sent anywhere. A worker
+that cannot answer (restarting, timed out) fails only its own partitions, each with that
+error code (narrowest scope, P3).
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
+from typing import Any, Callable, Protocol, Sequence, TypeVar, cast
 
+from broker.partition_ops import PartitionOps, Reply
 from broker.protocol.errors import ErrorCode, code_for_exception
 from storage.types import TopicPartition
 
-if TYPE_CHECKING:
-    from broker.node import WorkerNode
+# An item's first field is its partition (AppendItem, ReadItem, OffsetItem, DeleteItem).
+ItemT = TypeVar("ItemT", bound=tuple[Any, ...])
+R = TypeVar("R")
 
 
-async def on_owners(node: "WorkerNode", op: str, items: Sequence[tuple[Any, ...]], error_result: Callable[[int], Any],
-                    *extra: Any, timeout: float = 30.0) -> list[Any]:
-    """Run ``Owner.<op>(items_of_that_owner, *extra)`` on each owner; items[i][0] is a tp."""
+class Router(Protocol):
+    """Who writes a partition (broker.node.WorkerNode)."""
+
+    index: int
+
+    def holds(self, tp: TopicPartition) -> bool: ...
+
+    def owner_of(self, tp: TopicPartition) -> int: ...
+
+    def ops_for(self, worker: int) -> PartitionOps: ...
+
+
+async def on_owners(router: Router, items: Sequence[ItemT], run: Callable[[PartitionOps, list[ItemT]], Reply[list[R]]],
+                    error_result: Callable[[int], R]) -> list[R]:
+    """``run(ops, items_of_that_owner)`` on each owner; the results in item order."""
     groups: dict[int, list[int]] = {}
-    results: list[Any] = [None] * len(items)
-    index = node.index
+    results: list[R | None] = [None] * len(items)
+    index = router.index
     all_here = True
     for position, item in enumerate(items):
         tp: TopicPartition = item[0]
-        if not node.holds(tp):
+        if not router.holds(tp):
             # Another broker of the cluster holds it: the client refreshes its metadata.
             results[position] = error_result(int(ErrorCode.not_leader_or_follower))
             all_here = False
             continue
-        owner = node.owner_of(tp)
+        owner = router.owner_of(tp)
         all_here = all_here and owner == index
         groups.setdefault(owner, []).append(position)
     if all_here and items:
-        # The usual case (a client sends each partition to the worker that owns it): one
-        # synchronous call, none of the merging below.
+        # The usual case with one worker, or a connection the kernel gave to the writer:
+        # one synchronous call, none of the merging below.
         try:
-            answers: list[Any] = getattr(node.owner, op)(items, *extra)
-            return answers
+            answers = run(router.ops_for(index), list(items))
         except Exception as exc:
             code = int(code_for_exception(exc))
             return [error_result(code) for _ in items]
+        assert isinstance(answers, list)
+        return answers
 
     def fail(positions: list[int], exc: BaseException) -> None:
         code = int(code_for_exception(exc))
         for p in positions:
             results[p] = error_result(code)
 
+    def fill(positions: list[int], answers: list[R]) -> None:
+        for p, answer in zip(positions, answers):
+            results[p] = answer
+
     # Every call is sent (remote) or run (local, synchronous) before the first await, so
     # requests pipelined on one connection reach each owner in request order: their
     # appends to a partition are never reordered.
-    local = groups.pop(node.index, None)
-    waiting: list[tuple[list[int], Awaitable[Any]]] = []
+    waiting: list[tuple[list[int], asyncio.Future[list[R]]]] = []
     for owner, positions in groups.items():
-        node.stats["forwards"] += 1
         try:
-            waiting.append((positions, node.peers.call(owner, op, [items[p] for p in positions], *extra, timeout=timeout)))
+            answer = run(router.ops_for(owner), [items[p] for p in positions])
         except Exception as exc:
             fail(positions, exc)
-    if local is not None:
-        try:
-            answers = getattr(node.owner, op)([items[p] for p in local], *extra)
-        except Exception as exc:
-            fail(local, exc)
+            continue
+        if isinstance(answer, list):
+            fill(positions, answer)
         else:
-            for p, answer in zip(local, answers):
-                results[p] = answer
-    if not waiting:
-        return results
-    outcomes = await asyncio.gather(*(w for _positions, w in waiting), return_exceptions=True)
-    for (positions, _w), outcome in zip(waiting, outcomes):
-        if isinstance(outcome, BaseException):
-            if not isinstance(outcome, Exception):
-                raise outcome
-            fail(positions, outcome)
-        else:
-            for p, answer in zip(positions, outcome):
-                results[p] = answer
-    return results
+            waiting.append((positions, answer))
+    if waiting:
+        outcomes = await asyncio.gather(*(w for _positions, w in waiting), return_exceptions=True)
+        for (positions, _w), outcome in zip(waiting, outcomes):
+            if isinstance(outcome, BaseException):
+                if not isinstance(outcome, Exception):
+                    raise outcome
+                fail(positions, outcome)
+            else:
+                fill(positions, outcome)
+    return cast(list[R], results)  # every position was filled above, once

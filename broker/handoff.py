@@ -30,12 +30,21 @@ import os
 import socket
 from typing import Callable
 
-from broker.ipc import bind_unix
-
 log = logging.getLogger(__name__)
 
 MAX_FDS_PER_MESSAGE = 1
 
+
+
+def bind_unix(path: str, kind: socket.SocketKind) -> socket.socket:
+    """A Unix socket bound at ``path`` (a stale file there is replaced), inheritable: the
+    supervisor binds each worker's handoff socket so that it outlives worker restarts."""
+    if os.path.exists(path):
+        os.unlink(path)
+    sock = socket.socket(socket.AF_UNIX, kind)
+    sock.bind(path)
+    sock.set_inheritable(True)
+    return sock
 
 def handoff_path(run_dir: str, index: int) -> str:
     return os.path.join(run_dir, f"worker-{index}.handoff")

@@ -11,24 +11,30 @@ import logging
 import os
 import socket
 import time
-from typing import Any
+from typing import Any, Iterator
 
 import orjson
 
+from broker import peer_codec
 from broker.config import BrokerConfig
 from broker.handoff import HandoffSender
-from broker.ipc import PeerLink, Peers, PeerUnavailable
+from broker.mesh import Mesh, Op, PeerUnavailable
 from broker.metrics import WorkerMetrics
 from broker.owner import Owner
+from broker.partition_ops import PartitionOps
 from broker.placement import owner_index
+from broker.protocol import codec
 from broker.protocol.errors import ErrorCode, KafkaError
 from broker.purgatory import FetchPurgatory
 from broker.reload import apply_in_child
+from broker.remote_ops import RemotePartitionOps, serve_partition_ops
+from broker.rings import SharedRings
 from broker.segment_files import SegmentFiles
 from coordination.cluster import open_cluster
 from coordination.local_topics import TopicInfo
 from storage import files
 from storage.config import LogConfig
+from storage.log import AppendInfo
 from storage.manager import LogManager, ManagerConfig
 from storage.mmap_file import PopulateClock
 from storage.releaser import RELEASER
@@ -43,7 +49,7 @@ SWEEP_EVERY_TICKS = 4
 
 class WorkerNode:
     def __init__(self, config: BrokerConfig, index: int, count: int, run_dir: str, cluster_id: str,
-                 clean_shutdown: bool) -> None:
+                 clean_shutdown: bool, rings: SharedRings) -> None:
         self.config = config
         self.index = index
         self.count = count
@@ -59,32 +65,41 @@ class WorkerNode:
         self.logs = LogManager(ManagerConfig.from_broker_config(settings), LogConfig.from_broker_config(settings),
                                {t.name: t.configs for t in self.registry.all()},
                                owns=self.owns, clean_shutdown=clean_shutdown)
-        self.owner = Owner(self)
-        self.peers = Peers(run_dir, index, count)
+        self.owner = Owner(index, self.logs, self.registry, self.owns, self._appended, self.fence_epoch)
+        # The other processes of this broker, over the shared-memory rings: the workers'
+        # partition ops, and the coordinator process (endpoint ``count``).
+        self.mesh = Mesh(rings, index)
+        serve_partition_ops(self.mesh, self.owner)
+        self.mesh.notes[Op.APPENDED] = self._appended_elsewhere
+        self.coordinator_endpoint = rings.coordinator
+        self._remote = {i: RemotePartitionOps(self.mesh, i) for i in range(count) if i != index}
+        self._ops: list[PartitionOps] = [self._remote.get(i, self.owner) for i in range(count)]
         self.purgatory = FetchPurgatory()
         self.segment_files = SegmentFiles()
-        self._producer_ids = iter(())
+        self._producer_ids: Iterator[int] = iter(())
         self.stats: dict[str, int] = {"connections": 0, "requests": 0, "produce_requests": 0,
                                       "fetch_requests": 0, "records_appended": 0,
-                                      "handoffs_out": 0, "handoffs_in": 0, "forwards": 0,
-                                      "appends_in_place": 0}
+                                      "handoffs_out": 0, "handoffs_in": 0, "forwards": 0}
         self.handoff = HandoffSender(run_dir)
         self.metrics = WorkerMetrics(index)
         self.connections: set[Any] = set()  # the worker server's open client connections
         self.started = time.time()
-        from broker.coordinator_main import coordinator_socket_path
-
-        # Group and offset requests go to this broker's coordinator process.
-        self.coordinator_link = PeerLink(-1, coordinator_socket_path(run_dir))
 
     def open(self) -> None:
         self.logs.open()
-        self.owner.sync_with_registry()
+        self.owner.sync_registry()
         self.logs.start_flusher()
 
     # ------------------------------------------------------------------ ownership
     def owner_of(self, tp: TopicPartition) -> int:
         return owner_index(tp, self.count)
+
+    def ops_for(self, worker: int) -> PartitionOps:
+        """Worker ``worker``'s partition ops: ours, or a proxy over the rings."""
+        ops = self._ops[worker]
+        if worker != self.index:
+            self.stats["forwards"] += 1
+        return ops
 
     def hand_off(self, target: int, client: socket.socket) -> bool:
         """Pass a client connection to worker ``target`` (broker/handoff.py)."""
@@ -109,19 +124,34 @@ class WorkerNode:
         return info
 
     # ------------------------------------------------------------------ long-poll wakeups
-    def appended(self, tp: TopicPartition) -> None:
-        """Called by the owner after each append: wake local and remote long-polls."""
+    def _appended(self, tp: TopicPartition, info: AppendInfo) -> None:
+        """Called by the owner after each append: count it, wake local and remote long-polls."""
+        self.stats["records_appended"] += info.record_count
+        self.metrics.appended(tp.topic, info.size, info.record_count)
         self.purgatory.wake(tp)
         watchers = self.owner.remote_watchers.pop(tp, None)
         if watchers:
+            parts = peer_codec.encode_tps([tp])
+            size = sum(len(part) for part in parts)
             for worker in watchers:
-                self.peers.note(worker, "appended", tp)
+                self.mesh.note(worker, Op.APPENDED, parts, size)
+
+    def _appended_elsewhere(self, body: memoryview) -> None:
+        for tp in peer_codec.decode_tps(body):
+            self.purgatory.wake(tp)
 
     # ------------------------------------------------------------------ topics
     async def registry_changed(self) -> None:
-        """After this worker changed the registry: every worker syncs before we answer."""
-        self.owner.sync_with_registry()
-        await self.peers.broadcast_call("sync_registry", timeout=30)
+        """After this worker changed the registry: every worker syncs before we answer. A
+        worker that is down syncs when it starts."""
+        self.owner.sync_registry()
+        waiting = []
+        for ops in self._remote.values():
+            try:
+                waiting.append(ops.sync_registry())
+            except PeerUnavailable:
+                continue
+        await asyncio.gather(*waiting, return_exceptions=True)
 
     def next_producer_id(self) -> int:
         for producer_id in self._producer_ids:
@@ -139,40 +169,25 @@ class WorkerNode:
         rebalance = getattr(request, "rebalance_timeout", None) or getattr(request, "session_timeout", None)
         if rebalance is not None and hasattr(rebalance, "total_seconds"):
             timeout += max(0.0, rebalance.total_seconds())  # a JoinGroup may wait a whole rebalance
+        # The request travels as Kafka bytes (kio encodes what it decoded): no pickle.
+        parts = peer_codec.encode_serve(ctx.api_key, ctx.api_version, ctx.client_id, f"/{host}",
+                                        codec.encode_request(request))
         try:
-            body: bytes = await self.coordinator_link.call("serve", ctx.api_key, ctx.api_version, request,
-                                                           ctx.client_id, f"/{host}", timeout=timeout)
+            body: bytes = await self.mesh.call(self.coordinator_endpoint, Op.SERVE, parts,
+                                               sum(len(part) for part in parts), bytes, timeout)
         except PeerUnavailable as exc:  # the coordinator process is restarting
             raise KafkaError(ErrorCode.coordinator_not_available, str(exc)) from None
         return body
 
     async def find_coordinator(self) -> tuple[int, int, str, int]:
         try:
-            found: tuple[int, int, str, int] = await self.coordinator_link.call("find", timeout=10)
+            return await self.mesh.call(self.coordinator_endpoint, Op.FIND, [], 0, peer_codec.decode_found, 10)
         except KafkaError:
             return int(ErrorCode.coordinator_not_available), -1, "", -1
-        return found
 
     def fence_epoch(self) -> int:
         """The current coordinator epoch (file or ZooKeeper watch; never blocks)."""
         return self.cluster.current_epoch()
-
-    # ------------------------------------------------------------------ IPC tables
-    def ops(self) -> dict[str, Any]:
-        owner = self.owner
-        return {
-            "append": owner.append,
-            "read": owner.read,
-            "list_offsets": owner.list_offsets,
-            "delete_records": owner.delete_records,
-            "partition_state": owner.partition_state,
-            "sync_registry": owner.sync_with_registry,
-            "append_offsets": owner.append_offsets,
-            "stats": lambda: dict(self.stats, worker=self.index, pid=os.getpid()),
-        }
-
-    def notes(self) -> dict[str, Any]:
-        return {"appended": self.purgatory.wake}
 
     def reload_settings(self) -> None:
         """SIGHUP (broker/reload.py): take the supervisor's new dynamic settings."""
@@ -190,7 +205,7 @@ class WorkerNode:
         while True:
             try:
                 if self.registry.refresh():
-                    self.owner.sync_with_registry()
+                    self.owner.sync_registry()
                 self.logs.run_due_tasks(include_flush=False)
                 ticks += 1
                 if ticks % SWEEP_EVERY_TICKS == 0:
@@ -219,8 +234,7 @@ class WorkerNode:
     def close(self) -> None:
         self.segment_files.close()
         self.handoff.close()
-        self.coordinator_link.close()
+        self.mesh.close()
         self.cluster.close()
-        self.peers.close()
         self.logs.close()
 

@@ -1,89 +1,95 @@
 """What a worker does for the partitions it owns (it is their only writer, P6).
 
-Every op takes a list of per-partition items and returns one picklable result per item,
-so the same code answers the worker's own connections (called directly) and the other
-workers (called over IPC by broker/forwarding.py). Expected failures are error codes in
-the results, never exceptions (P3).
+Owner implements PartitionOps (broker/partition_ops.py) and answers at once: the worker's
+own connections call it directly, and the other processes of the broker through the rings
+(broker/remote_ops.py). It is built from narrow collaborators (the log manager, a view of
+the topic registry, and callbacks) and knows nothing of the worker around it. Expected
+failures are error codes in the results, never exceptions (P3).
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from typing import TYPE_CHECKING, NamedTuple
+from typing import Callable, Protocol
 
+from broker.partition_ops import (
+    NO_FENCE,
+    AppendItem,
+    AppendResult,
+    DeleteItem,
+    OffsetItem,
+    OffsetResult,
+    PartitionState,
+    ReadItem,
+    ReadResult,
+)
 from broker.protocol.errors import ErrorCode, code_for_exception
+from coordination.local_topics import TopicInfo
 from storage.batch import HEADER_SIZE, BatchHeader, check_producer_batch, parse_header, producer_id_at
 from storage.checkpoint import read_partition_metadata
 from storage.errors import StorageError
-from storage.log import PartitionLog
+from storage.log import AppendInfo, PartitionLog
+from storage.manager import LogManager
 from storage.types import FileRange, TopicPartition
-
-if TYPE_CHECKING:
-    from broker.node import WorkerNode
 
 log = logging.getLogger(__name__)
 
 ZSTD = 4
 
 
-class AppendResult(NamedTuple):
-    error_code: int
-    base_offset: int = -1
-    log_append_time: int = -1
-    log_start_offset: int = -1
-    error_message: str | None = None
-    record_count: int = 0
+class TopicView(Protocol):
+    """The part of the topic registry the owner reads."""
 
+    def refresh(self) -> bool: ...
 
-class ReadResult(NamedTuple):
-    """Where a fetch's bytes lie. ``path``/``inode`` let any worker open the same file
-    (the inode proves it is the same file the owner read, not a replacement)."""
+    def get(self, name: str) -> TopicInfo | None: ...
 
-    error_code: int
-    high_watermark: int = -1
-    log_start_offset: int = -1
-    log_end_offset: int = -1
-    path: str = ""
-    inode: int = 0
-    position: int = 0
-    length: int = 0
-
-
-class OffsetResult(NamedTuple):
-    error_code: int
-    offset: int = -1
-    timestamp: int = -1
-    leader_epoch: int = -1
+    def all(self) -> list[TopicInfo]: ...
 
 
 class Owner:
-    """The owning side of partition operations, on the worker's loop thread."""
+    """The owning side of partition operations, on the worker's loop thread.
 
-    def __init__(self, node: "WorkerNode") -> None:
-        self.node = node
+    ``owns(tp)``: this worker writes ``tp``. ``appended(tp, info)``: after each append
+    (metrics, long-poll wakeups). ``fence_epoch()``: the current coordinator epoch."""
+
+    def __init__(self, index: int, logs: LogManager, topics: TopicView, owns: Callable[[TopicPartition], bool],
+                 appended: Callable[[TopicPartition, AppendInfo], None], fence_epoch: Callable[[], int]) -> None:
+        self.index = index
+        self.logs = logs
+        self.topics = topics
+        self.owns = owns
+        self._appended = appended
+        self._fence_epoch = fence_epoch
         # tp -> indexes of workers with a long-polling fetch waiting for it.
         self.remote_watchers: dict[TopicPartition, set[int]] = {}
+
+    def topic(self, name: str) -> TopicInfo | None:
+        info = self.topics.get(name)
+        if info is None and self.topics.refresh():
+            info = self.topics.get(name)
+        return info
 
     # ------------------------------------------------------------------ logs
     def log_for(self, tp: TopicPartition) -> PartitionLog | None:
         """The log of an owned partition, created on first use if the registry has it."""
-        logs = self.node.logs
+        logs = self.logs
         found = logs.get_log(tp)
         if found is not None:
             return found
-        info = self.node.topic(tp.topic)
-        if info is None or not info.has_partition(tp.partition) or not self.node.owns(tp):
+        info = self.topic(tp.topic)
+        if info is None or not info.has_partition(tp.partition) or not self.owns(tp):
             return None
         return logs.create_log(tp, overrides=info.configs, topic_id=info.topic_id)
 
-    def sync_with_registry(self) -> None:
+    def sync_registry(self) -> None:
         """Create the owned partitions the registry has, delete the ones it dropped, and
         apply topic configs. Idempotent: run on every registry change and at start."""
-        registry = self.node.registry
+        registry = self.topics
         registry.refresh()
         dropped = []
-        for tp, partition_log in list(self.node.logs.logs.items()):
+        for tp, partition_log in list(self.logs.logs.items()):
             info = registry.get(tp.topic)
             on_disk_id = read_partition_metadata(partition_log.directory)
             if info is None or tp.partition >= info.partitions or (on_disk_id is not None and on_disk_id != info.topic_id):
@@ -91,21 +97,28 @@ class Owner:
         if dropped:
             log.info("deleting %d partitions no longer in the topic registry: %s", len(dropped),
                      ", ".join(map(str, dropped[:10])) + (" ..." if len(dropped) > 10 else ""))
-            self.node.logs.delete_logs(dropped)
+            self.logs.delete_logs(dropped)
         for info in registry.all():
-            if self.node.logs.topic_overrides(info.name) != dict(info.configs):
-                self.node.logs.set_topic_config(info.name, info.configs)
+            if self.logs.topic_overrides(info.name) != dict(info.configs):
+                self.logs.set_topic_config(info.name, info.configs)
             for partition in range(info.partitions):
                 tp = TopicPartition(info.name, partition)
-                if self.node.owns(tp) and self.node.logs.get_log(tp) is None:
-                    self.node.logs.create_log(tp, overrides=info.configs, topic_id=info.topic_id)
+                if self.owns(tp) and self.logs.get_log(tp) is None:
+                    self.logs.create_log(tp, overrides=info.configs, topic_id=info.topic_id)
 
     # ------------------------------------------------------------------ produce
-    def append(self, items: list[tuple[TopicPartition, bytes | memoryview, int]]) -> list[AppendResult]:
-        """items: (tp, records, produce request version)."""
+    def append(self, items: list[AppendItem], fence_epoch: int = NO_FENCE) -> list[AppendResult]:
+        if fence_epoch != NO_FENCE:
+            # The coordinator's appends to __consumer_offsets: an epoch older than the
+            # current coordinator epoch comes from a deposed coordinator (NOT_COORDINATOR).
+            current = self._fence_epoch()
+            if fence_epoch < current:
+                return [AppendResult(ErrorCode.not_coordinator,
+                                     error_message=f"coordinator epoch {fence_epoch} is fenced by {current}")
+                        for _ in items]
         return [self._append_one(tp, records, version) for tp, records, version in items]
 
-    def _append_one(self, tp: TopicPartition, records: bytes | memoryview, version: int) -> AppendResult:
+    def _append_one(self, tp: TopicPartition, records: bytes | bytearray | memoryview, version: int) -> AppendResult:
         partition_log = self.log_for(tp)
         if partition_log is None:
             return AppendResult(ErrorCode.unknown_topic_or_partition)
@@ -131,36 +144,25 @@ class Owner:
                     if code:
                         return AppendResult(code, error_message=f"producer {first.producer_id} epoch "
                                                                 f"{first.producer_epoch} sequence {first.base_sequence} refused")
-            # ``records`` itself: it may be the view of the log's open landing, which the
-            # log recognises by identity and commits in place (storage/landing.py).
+            # The log copies ``records`` into the segment: from the request's buffer, or
+            # straight from the ring for a forwarded append (a view it must not keep).
             info = partition_log.append(records)
         except StorageError as exc:
             return AppendResult(exc.kafka_error_code, error_message=str(exc))
         except Exception as exc:
             return AppendResult(code_for_exception(exc), error_message=str(exc))
-        self.node.stats["records_appended"] += info.record_count
-        self.node.metrics.appended(tp.topic, info.size, info.record_count)
-        self.node.appended(tp)
+        self._appended(tp, info)
         return AppendResult(ErrorCode.none, info.first_offset, info.log_append_time, info.log_start_offset,
                             None, info.record_count)
 
-    def append_offsets(self, items: list[tuple[TopicPartition, bytes]], epoch: int) -> list[AppendResult]:
-        """The coordinator's appends to __consumer_offsets, fenced: an epoch older than the
-        current coordinator epoch comes from a deposed coordinator (NOT_COORDINATOR)."""
-        current = self.node.fence_epoch()
-        if epoch < current:
-            return [AppendResult(ErrorCode.not_coordinator, error_message=f"coordinator epoch {epoch} is fenced by {current}")
-                    for _ in items]
-        return self.append([(tp, batch, 9) for tp, batch in items])
-
     # ------------------------------------------------------------------ fetch
-    def read(self, items: list[tuple[TopicPartition, int, int, bool]], watcher: int | None) -> list[ReadResult]:
-        """items: (tp, fetch offset, max bytes, refuse zstd). ``watcher``: the worker to
-        note on the next append to any of these partitions (long-poll), or None."""
+    def read(self, items: list[ReadItem], watcher: int | None) -> list[ReadResult]:
+        """``watcher``: the worker to note on the next append to any of these partitions
+        (long-poll), or None."""
         results = []
         for tp, offset, max_bytes, refuse_zstd in items:
             results.append(self._read_one(tp, offset, max_bytes, refuse_zstd))
-            if watcher is not None and watcher != self.node.index:
+            if watcher is not None and watcher != self.index:
                 found = self.remote_watchers.get(tp)
                 if found is None:
                     self.remote_watchers[tp] = {watcher}
@@ -192,8 +194,7 @@ class Owner:
                           file_range.path, inode, file_range.position, file_range.length)
 
     # ------------------------------------------------------------------ offsets
-    def list_offsets(self, items: list[tuple[TopicPartition, int]]) -> list[OffsetResult]:
-        """items: (tp, timestamp or -1 latest / -2 earliest / -3 max timestamp)."""
+    def list_offsets(self, items: list[OffsetItem]) -> list[OffsetResult]:
         results = []
         for tp, timestamp in items:
             partition_log = self.log_for(tp)
@@ -207,8 +208,8 @@ class Owner:
                 results.append(OffsetResult(ErrorCode.none, found[0], found[1], 0))
         return results
 
-    def delete_records(self, items: list[tuple[TopicPartition, int]]) -> list[OffsetResult]:
-        """items: (tp, offset; -1 = the high watermark). Result offset: the new log start."""
+    def delete_records(self, items: list[DeleteItem]) -> list[OffsetResult]:
+        """Result offset: the new log start."""
         results = []
         for tp, offset in items:
             partition_log = self.log_for(tp)
@@ -224,15 +225,15 @@ class Owner:
             results.append(OffsetResult(ErrorCode.none, partition_log.log_start_offset))
         return results
 
-    def partition_state(self, items: list[TopicPartition]) -> list[tuple[int, int, int]]:
-        """(log start, high watermark, log end) of each owned partition, -1s if absent."""
+    def partition_state(self, tps: list[TopicPartition]) -> list[PartitionState]:
         out = []
-        for tp in items:
+        for tp in tps:
             partition_log = self.log_for(tp)
             if partition_log is None:
-                out.append((-1, -1, -1))
+                out.append(PartitionState(-1, -1, -1))
             else:
-                out.append((partition_log.log_start_offset, partition_log.high_watermark, partition_log.log_end_offset))
+                out.append(PartitionState(partition_log.log_start_offset, partition_log.high_watermark,
+                                          partition_log.log_end_offset))
         return out
 
 

@@ -37,11 +37,10 @@ import time
 from dataclasses import dataclass, field
 
 from broker.config import BrokerConfig
-from broker.coordinator_main import make_coordinator_listener
 from broker.handoff import make_handoff_socket
-from broker.ipc import make_listener
 from broker.metrics import SupervisorMetrics, bind_metrics_listener, mark_process_dead, prepare_multiprocess_dir
 from broker.reload import reload_in_supervisor
+from broker.rings import SharedRings
 from broker.sd_notify import Notifier
 from broker.tcp_bind import bind_exclusive
 from storage.manager import ClaimedDirs, ManagerConfig, claim_log_dirs, mark_clean_shutdown
@@ -76,7 +75,9 @@ class Supervisor:
         self.count = config.workers
         self.slots = [WorkerSlot(i) for i in range(self.count)]
         self.coordinator_slot = WorkerSlot(COORDINATOR)
-        self.coordinator_listener: socket.socket | None = None
+        # The shared-memory rings and doorbells between the workers and the coordinator
+        # (broker/rings.py): made once, before the first fork, kept across restarts.
+        self.rings: SharedRings | None = None
         self.signals: list[int] = []
         self.stopping = False
         self.exit_code = 0
@@ -84,7 +85,6 @@ class Supervisor:
         self.claimed: ClaimedDirs | None = None
         self.run_dir = ""
         self._own_run_dir = False
-        self.ipc_listeners: list[socket.socket] = []
         self.handoff_sockets: list[socket.socket] = []
         self.metrics_listener: socket.socket | None = None
         self.metrics = SupervisorMetrics()  # inert until the metrics dir exists (_make_run_dir)
@@ -206,9 +206,8 @@ class Supervisor:
         else:
             self.run_dir = tempfile.mkdtemp(prefix=f"castle-{self.config.node_id}-")
             self._own_run_dir = True
-        self.ipc_listeners = [make_listener(self.run_dir, i) for i in range(self.count)]
+        self.rings = SharedRings(self.count, int(self.config["worker.ring.bytes"]))
         self.handoff_sockets = [make_handoff_socket(self.run_dir, i) for i in range(self.count)]
-        self.coordinator_listener = make_coordinator_listener(self.run_dir)
         if self.metrics_listener is not None:
             # Before any fork: every process then writes its counters under <run.dir>/metrics.
             prepare_multiprocess_dir(self.run_dir)
@@ -241,25 +240,23 @@ class Supervisor:
                 os.close(self._wake_r)
                 os.close(self._wake_w)
                 os.close(self._ready_r)
-                for i, (listener, handoff) in enumerate(zip(self.ipc_listeners, self.handoff_sockets)):
+                for i, handoff in enumerate(self.handoff_sockets):
                     if i != slot.index:
-                        listener.close()
                         handoff.close()
-                assert self.coordinator_listener is not None
+                assert self.rings is not None
                 if slot.index == COORDINATOR:
                     os.close(self._ready_w)
                     from broker.coordinator_main import run_coordinator
 
-                    code = run_coordinator(self.config, self.count, self.run_dir, self.coordinator_listener, heartbeat,
+                    code = run_coordinator(self.config, self.count, self.run_dir, self.rings, heartbeat,
                                            self.claimed.cluster_id, self.metrics_listener)
                     return
-                self.coordinator_listener.close()
                 if self.metrics_listener is not None:
                     self.metrics_listener.close()  # served by the coordinator only
                 from broker.worker import run_worker
 
                 code = run_worker(self.config, slot.index, self.count, self.run_dir, self.claimed.cluster_id,
-                                  clean_shutdown, self.ipc_listeners[slot.index], self.handoff_sockets[slot.index],
+                                  clean_shutdown, self.rings, self.handoff_sockets[slot.index],
                                   heartbeat, ready_fd=self._ready_w)
             except BaseException:
                 log.exception("%s crashed", slot.name)
@@ -380,6 +377,9 @@ class Supervisor:
 
         mark_process_dead(slot.pid)
         slot.pid = 0
+        if self.rings is not None:
+            # Its peers fail their calls to it now (a retriable error), not at a timeout.
+            self.rings.mark_down(self.rings.coordinator if slot.index == COORDINATOR else slot.index)
         code = os.waitstatus_to_exitcode(status)
         if self.stopping:
             return
@@ -478,7 +478,9 @@ class Supervisor:
         self.notifier.status("stopped" if clean else "stopped uncleanly: the next start recovers")
 
     def _cleanup(self) -> None:
-        for listener in [*self.ipc_listeners, *self.handoff_sockets, self.coordinator_listener,
+        if self.rings is not None:
+            self.rings.close()
+        for listener in [*self.handoff_sockets,
                          self.metrics_listener]:
             if listener is not None:
                 listener.close()

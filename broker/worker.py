@@ -3,7 +3,8 @@
 Start (after fork, nothing inherited but plain fds, P12):
     1. name the process, create the uvloop loop, install signal handlers (flags only)
     2. open the logs of the partitions it owns (recovery happens here)
-    3. serve IPC from the other workers, then bind the client port with SO_REUSEPORT
+    3. serve the other processes' calls on the rings (broker/mesh.py), then bind the
+       client port with SO_REUSEPORT
     4. heartbeat from inside the loop (a wedged loop stops the heartbeat, P11)
     5. report "<index> <pid>" on the supervisor's ready pipe (READY=1 to systemd when all did)
 
@@ -28,11 +29,11 @@ from broker import dispatch
 from broker.config import BrokerConfig
 from broker.connection import Connection
 from broker.handoff import HandoffReceiver
-from broker.ipc import IpcServer
 from broker.logs import set_role
 from broker.loop_lag import LoopLagProbe
 from broker.memory import keep_freed_memory
 from broker.node import WorkerNode
+from broker.rings import SharedRings
 
 ACCEPT_BACKOFF_MS = 100
 
@@ -42,7 +43,7 @@ BOOT_ERROR = 3  # exit code: the worker cannot start; the supervisor stops the b
 
 
 def run_worker(config: BrokerConfig, index: int, count: int, run_dir: str, cluster_id: str,
-               clean_shutdown: bool, ipc_listener: socket.socket, handoff_socket: socket.socket,
+               clean_shutdown: bool, rings: SharedRings, handoff_socket: socket.socket,
                heartbeat_path: str, ready_fd: int = -1) -> int:
     from setproctitle import setproctitle
 
@@ -54,12 +55,12 @@ def run_worker(config: BrokerConfig, index: int, count: int, run_dir: str, clust
     loop = uvloop.new_event_loop()
     asyncio.set_event_loop(loop)
     try:
-        node = WorkerNode(config, index, count, run_dir, cluster_id, clean_shutdown)
+        node = WorkerNode(config, index, count, run_dir, cluster_id, clean_shutdown, rings)
         node.open()
     except Exception:
         log.exception("worker %d cannot open its logs", index)
         return BOOT_ERROR
-    server = WorkerServer(node, ipc_listener, handoff_socket, heartbeat_path, ready_fd)
+    server = WorkerServer(node, handoff_socket, heartbeat_path, ready_fd)
     try:
         return loop.run_until_complete(server.serve())
     finally:
@@ -67,11 +68,10 @@ def run_worker(config: BrokerConfig, index: int, count: int, run_dir: str, clust
 
 
 class WorkerServer:
-    def __init__(self, node: WorkerNode, ipc_listener: socket.socket, handoff_socket: socket.socket,
-                 heartbeat_path: str, ready_fd: int = -1) -> None:
+    def __init__(self, node: WorkerNode, handoff_socket: socket.socket, heartbeat_path: str,
+                 ready_fd: int = -1) -> None:
         self.node = node
         self.ready_fd = ready_fd  # the supervisor's ready pipe (write end), -1: none
-        self.ipc = IpcServer(ipc_listener, node.ops(), node.notes())
         self.handoffs = HandoffReceiver(handoff_socket, self._adopt)
         self.heartbeat_path = heartbeat_path
         self.connections: set[Connection] = node.connections
@@ -85,7 +85,7 @@ class WorkerServer:
             loop.add_signal_handler(signum, self.stopping.set)
         loop.add_signal_handler(signal.SIGHUP, self.node.reload_settings)
         dispatch.load_all()
-        await self.ipc.start()
+        self.node.mesh.start()
         try:
             self.listener = self._bind()
         except OSError as exc:
@@ -202,7 +202,7 @@ class WorkerServer:
         self.handoffs.close()
         # Stop reading requests before waiting for the in-flight ones: a connection that
         # keeps reading is never idle under a busy producer, and a new request forwarded
-        # to a worker that has already stopped would wait out its IPC timeout.
+        # to a worker that has already stopped would fail.
         for connection in list(self.connections):
             connection.drain()
         self.node.purgatory.wake_all()
@@ -212,6 +212,5 @@ class WorkerServer:
             await asyncio.sleep(0.01)
         for connection in list(self.connections):
             connection.close()
-        self.ipc.close()
         self.node.close()
         log.info("worker %d stopped cleanly", self.node.index)

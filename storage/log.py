@@ -11,9 +11,7 @@ Append path, per produce request (DESIGN.md non-negotiable 4)::
        record count, max.message.bytes (and keys, on compacted topics) -- a rejected
        set writes nothing
     2. roll if the set does not fit the active segment (size, index, u32 offsets, time)
-    3. copy the bytes as the client sent them into the active segment's map (or, for
-       a record set that a socket wrote into the map already, a Landing, commit them
-       where they lie: storage/landing.py)
+    3. copy the bytes as the client sent them into the active segment's map
     4. rewrite baseOffset and partitionLeaderEpoch in place (outside the CRC); for
        LogAppendTime topics rewrite maxTimestamp + the type bit and redo the CRC
     5. update indexes, producer state, log end offset; flush when flush.messages is hit
@@ -43,7 +41,6 @@ from storage.errors import (
     RecordBatchTooLargeError,
     RecordTooLargeError,
 )
-from storage.landing import Landing
 from storage.producer_state import ProducerStateManager
 from storage.releaser import RELEASER
 from storage.segment import LogSegment
@@ -119,7 +116,6 @@ class PartitionLog:
         self._flush_lock = threading.Lock()
         self._pending_deletes: list[tuple[int, LogSegment, bool]] = []  # (due, segment, unlink files?)
         self._dir_dirty = False
-        self._landing: Landing | None = None  # room a record set is being received into
         os.makedirs(directory, exist_ok=True)
         _finish_interrupted_operations(directory)
         self._segments = self._load_segments(recovery_point, clean_shutdown)
@@ -213,80 +209,19 @@ class PartitionLog:
     def unflushed_messages(self) -> int:
         return self._appended_messages - self._flushed_messages
 
-    # ----------------------------------------------------------------- landings
-    @property
-    def landing(self) -> Landing | None:
-        return self._landing
-
-    def open_landing(self, size: int, on_revoke: Callable[[Landing], None]) -> Landing | None:
-        """Room for a record set of ``size`` bytes to be received into the active
-        segment's map at the log end (storage/landing.py), or None when it cannot be had
-        there now: another landing is open, the set would not fit this segment, or the
-        segment is due to roll. ``on_revoke`` is called if the log needs its end back
-        before the set is appended. Nothing is validated here: ``append`` does that."""
-        if self._landing is not None or size <= 0:
-            return None
-        active = self._segments.active
-        if not active.is_active or active.size + size > self.config.segment_bytes:
-            return None
-        # A set of n bytes holds fewer than n records: a bound for the u32 offset check.
-        if not active.can_hold(size, self._log_end_offset + size) or active.should_roll_for_time(now_ms()):
-            return None
-        try:
-            position, base = active.room(size)
-        except (LogDirOfflineError, ValueError):
-            return None  # the append itself meets the full disk and answers it
-        self._landing = Landing(self, active, position, size, base, on_revoke)
-        return self._landing
-
-    def forget_landing(self, landing: Landing) -> None:
-        if self._landing is landing:
-            self._landing = None
-
-    def _revoke_landing(self) -> None:
-        """Take the log end back from an open landing before anything else writes there."""
-        landing, self._landing = self._landing, None
-        if landing is not None:
-            landing.revoke()
-
-    def _take_landing(self, records: object) -> Landing | None:
-        """The open landing if ``records`` is its view (commit in place), else None after
-        revoking any open landing."""
-        landing = self._landing
-        if landing is None:
-            return None
-        self._landing = None
-        if records is landing.records and landing.segment is self._segments.active \
-                and landing.position == landing.segment.size:
-            return landing
-        landing.revoke()
-        return None
-
-    # ----------------------------------------------------------------- appending
+    # ----------------------------------------------------------------- append
     def append(self, records: bytes | bytearray | memoryview, *, leader_epoch: int = 0,
                now: int | None = None) -> AppendInfo:
-        """Validate, then append a producer's record set (one or more batches).
-
-        ``records`` may be the view of this log's open landing: its bytes already lie at
-        the log end and are validated and committed where they are."""
+        """Validate, then append a producer's record set (one or more batches)."""
         now = now_ms() if now is None else now
-        landing = self._take_landing(records)
         with memoryview(records) as view:
             headers = self._validate(view)
             record_count = sum(h.last_offset_delta + 1 for _, h in headers)
             first_offset = self._log_end_offset
             last_offset = first_offset + record_count - 1
+            segment = self._maybe_roll(len(view), last_offset, now)
             append_time = now if self.config.log_append_time else None
-            if landing is not None:
-                # open_landing checked that the set fits this segment; a roll now would
-                # leave the bytes behind in the old one.
-                segment = landing.segment
-                self._log_end_offset = segment.append_batches(view, headers, first_offset, leader_epoch, append_time,
-                                                              landed=True)
-                landing.committed = True
-            else:
-                segment = self._maybe_roll(len(view), last_offset, now)
-                self._log_end_offset = segment.append_batches(view, headers, first_offset, leader_epoch, append_time)
+            self._log_end_offset = segment.append_batches(view, headers, first_offset, leader_epoch, append_time)
             size = len(view)
         max_timestamp, offset_of_max = -1, first_offset
         offset = first_offset
@@ -335,7 +270,6 @@ class PartitionLog:
 
     def roll(self) -> LogSegment:
         """Seal the active segment and start a new one at the log end offset."""
-        self._revoke_landing()
         active = self._segments.active
         if active.size == 0:
             return active
@@ -436,7 +370,6 @@ class PartitionLog:
             return
         if offset < self.log_start_offset:
             raise OffsetOutOfRangeError(f"cannot truncate {self.tp} below its log start {self.log_start_offset}")
-        self._revoke_landing()
         # The files must be what the log says before they are cut and reread: earlier
         # rolls' cuts and producer snapshots may still be queued (storage/releaser.py).
         if not RELEASER.drain():
@@ -513,8 +446,6 @@ class PartitionLog:
         return len(dead)
 
     def _drop_segments(self, dead: list[LogSegment]) -> None:
-        if self._segments.active in dead:
-            self._revoke_landing()
         self._segments = self._segments.without(dead)
         for segment in dead:
             segment.rename_with_suffix(files.DELETED_SUFFIX)
@@ -568,7 +499,6 @@ class PartitionLog:
     # ----------------------------------------------------------------- close
     def close(self) -> None:
         """Clean close: flush, snapshot producer state, trim every file to its length."""
-        self._revoke_landing()
         self.flush()
         RELEASER.drain()  # a roll's snapshot of this same offset may still be queued
         self.producer_state.take_snapshot(self._log_end_offset)
@@ -583,7 +513,6 @@ class PartitionLog:
         removes it). Maps and fds go to the block releaser (storage/releaser.py); a clean
         close cost a deleted topic's worker an fsync per segment and the trims of its
         active files."""
-        self._revoke_landing()
         with self._flush_lock:
             for segment in [*self._segments, *(entry[1] for entry in self._pending_deletes)]:
                 segment.release_files(unlink=False)  # the caller removes the directory
@@ -591,7 +520,6 @@ class PartitionLog:
 
     def delete(self) -> None:
         """Close and remove every file of this log (the directory too)."""
-        self._revoke_landing()
         for segment in self._segments:
             segment.delete_files()
         self.delete_pending_files(force=True)

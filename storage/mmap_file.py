@@ -191,33 +191,13 @@ class MappedFile:
             os.pwrite(self.fd, data, position)
             self.length = end
             return position
-        self._ready_for(end)
-        self.map[position:end] = data
-        self.length = end
-        return position
-
-    def _ready_for(self, end: int) -> None:
-        """The map up to ``end`` may be written: blocks reserved (``reserve``), pages populated."""
         if end > self._reserved - self.window // 2 and not self._reserve_queued and self._reserved < self.max_size:
             self._reserve_queued = True  # past half of the reserved window: the next one, please
             RESERVER.submit(self._reserve_ahead)
         if self._populate and end > self._populated:
             self._prefault(end)
-
-    def room(self, size: int) -> memoryview:
-        """A view of the whole map, ready for ``size`` bytes to be written at ``length`` by
-        someone else (a socket: storage/landing.py); ``commit`` makes them data. Raises
-        LogDirOfflineError when the disk cannot hold them, ValueError past the map's end."""
-        end = self.length + size
-        self.reserve(end)
-        self._ready_for(end)
-        return memoryview(self.map)
-
-    def commit(self, size: int) -> int:
-        """``size`` bytes written at ``length`` through a ``room`` view are data now;
-        return the position they start at."""
-        position = self.length
-        self.length = position + size
+        self.map[position:end] = data
+        self.length = end
         return position
 
     def flush(self) -> None:

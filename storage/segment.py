@@ -199,12 +199,10 @@ class LogSegment:
 
     # ----------------------------------------------------------------- appending
     def append_batches(self, source: memoryview, headers: list[tuple[int, BatchHeader]], first_offset: int,
-                       leader_epoch: int, log_append_time_ms: int | None, *, landed: bool = False) -> int:
+                       leader_epoch: int, log_append_time_ms: int | None) -> int:
         """Copy validated batches into the map, then assign offsets in place.
 
         ``headers`` holds (position in source, header) of every batch in ``source``.
-        ``landed``: ``source`` already lies in the map at the end of the data (a Landing,
-        storage/landing.py), so nothing is copied.
         Returns the next offset after the last appended record.
         """
         log = self._log
@@ -213,7 +211,7 @@ class LogSegment:
             # Index entries may be added: reserve their blocks before the log bytes land.
             self.offset_index.reserve_entries(len(headers))
             self.time_index.reserve_entries(len(headers))
-        base_position = log.commit(len(source)) if landed else log.write(source)
+        base_position = log.write(source)
         buf = log.map
         next_offset = first_offset
         for source_position, header in headers:
@@ -244,12 +242,6 @@ class LogSegment:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
             self.bytes_since_last_index_entry = 0
         self.bytes_since_last_index_entry += size
-
-    def room(self, size: int) -> tuple[int, memoryview]:
-        """(position, view of the whole map) for ``size`` bytes to land at the end of the
-        data (storage/landing.py)."""
-        assert self._log is not None, "landing in a sealed segment"
-        return self._log.length, self._log.room(size)
 
     def can_hold(self, size: int, last_offset: int) -> bool:
         """False when appending would pass segment.bytes, fill an index or overflow u32."""

@@ -19,7 +19,7 @@ from typing import Any
 
 from broker.dispatch import api
 from broker.forwarding import on_owners
-from broker.owner import OffsetResult
+from broker.partition_ops import DeleteItem, OffsetResult
 from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
@@ -41,7 +41,7 @@ def _error(request: Any, version: int, code: int) -> Any:
 async def handle_delete_records(ctx: Any, request: Any) -> Any:
     node = ctx.node
     topics = []
-    items: list[tuple[TopicPartition, int]] = []
+    items: list[DeleteItem] = []
     pending: list[dict[str, Any]] = []
     for topic in request.topics:
         info = node.topic(topic.name)
@@ -54,12 +54,12 @@ async def handle_delete_records(ctx: Any, request: Any) -> Any:
                 entry = _partition(p.partition_index, ErrorCode.policy_violation)
             else:
                 entry = _partition(p.partition_index, ErrorCode.none)
-                items.append((TopicPartition(topic.name, p.partition_index), p.offset))
+                items.append(DeleteItem(TopicPartition(topic.name, p.partition_index), p.offset))
                 pending.append(entry)
             partitions.append(entry)
         topics.append({"name": topic.name, "partitions": partitions})
     if items:
-        results: list[OffsetResult] = await on_owners(node, "delete_records", items, OffsetResult)
+        results = await on_owners(node, items, lambda ops, part: ops.delete_records(part), OffsetResult)
         for entry, result in zip(pending, results):
             entry.update(error_code=result.error_code, low_watermark=result.offset)
     return build(codec.response_class(KEY, ctx.api_version), {"throttle_time": 0, "topics": topics})

@@ -24,6 +24,7 @@ instead of names; v15 replica_state replaces replica_id; v16 node_endpoints (non
 
 from __future__ import annotations
 
+import functools
 import time
 import uuid
 from typing import Any
@@ -31,7 +32,7 @@ from typing import Any
 from broker.connection import FileChunk, RawResponse
 from broker.dispatch import api
 from broker.forwarding import on_owners
-from broker.owner import ReadResult
+from broker.partition_ops import ReadItem, ReadResult
 from broker.protocol import fast, fetch_request
 from broker.protocol.errors import ErrorCode
 from storage.types import TopicPartition, partitions_of
@@ -40,11 +41,12 @@ KEY = 1
 ZERO_UUID = uuid.UUID(int=0)
 
 
-# One requested partition: (topic index, partition, error code, read item or None). The
-# read item is (tp, fetch offset, partition max bytes, refuse zstd), as Owner.read takes
-# it; None when the partition is answered with the error alone. Plain tuples: at 1,000
-# partitions per Fetch an object per partition was a measurable share of _resolve.
-Wanted = tuple[int, int, int, "tuple[TopicPartition, int, int, bool] | None"]
+# One requested partition: (topic index, partition, error code, read item or None); None
+# when the partition is answered with the error alone. Plain tuples, and ReadItems made by
+# tuple.__new__ (one C call, not the NamedTuple's Python constructor): at 1,000 partitions
+# per Fetch an object per partition was a measurable share of _resolve.
+Wanted = tuple[int, int, int, "ReadItem | None"]
+_read_item = functools.partial(tuple.__new__, ReadItem)
 
 
 def _resolve(ctx: Any, request: Any) -> tuple[list[tuple[str, uuid.UUID]], list[Wanted]]:
@@ -74,13 +76,14 @@ def _resolve(ctx: Any, request: Any) -> tuple[list[tuple[str, uuid.UUID]], list[
         tps = partitions_of(info.name, count)
         for partition, fetch_offset, max_bytes in topic.partitions:
             if 0 <= partition < count:
-                add((index, partition, 0, (tps[partition], fetch_offset, max_bytes if max_bytes > 0 else 0, refuse_zstd)))
+                add((index, partition, 0, _read_item((tps[partition], fetch_offset, max_bytes if max_bytes > 0 else 0,
+                                                      refuse_zstd))))
             else:
                 add((index, partition, ErrorCode.unknown_topic_or_partition, None))
     return topics, wanted
 
 
-async def _read_again(node: Any, items: list[tuple[Any, ...]], results: list[ReadResult],
+async def _read_again(node: Any, items: list[ReadItem], results: list[ReadResult],
                       appended: set[TopicPartition]) -> list[ReadResult]:
     """After a wakeup: read again only the partitions appended to since the last read.
     The others were read after the watch was registered and no append has touched them
@@ -90,7 +93,7 @@ async def _read_again(node: Any, items: list[tuple[Any, ...]], results: list[Rea
     again = [i for i, item in enumerate(items) if item[0] in appended]
     if not again:
         return results
-    fresh = await on_owners(node, "read", [items[i] for i in again], ReadResult, node.index)
+    fresh = await on_owners(node, [items[i] for i in again], lambda ops, part: ops.read(part, node.index), ReadResult)
     merged = list(results)
     for i, result in zip(again, fresh):
         merged[i] = result
@@ -118,8 +121,8 @@ async def handle_fetch(ctx: Any, request: Any) -> RawResponse:
     min_bytes = max(1, request.min_bytes)
     watch = node.purgatory.watch(tps) if items and max_wait > 0 else None
     try:
-        results: list[ReadResult] = await on_owners(node, "read", items, ReadResult,
-                                                    node.index if watch is not None else None) if items else []
+        watcher = node.index if watch is not None else None
+        results = await on_owners(node, items, lambda ops, part: ops.read(part, watcher), ReadResult) if items else []
         while True:
             available = sum(r.length for r in results)
             remaining = deadline - time.monotonic()
@@ -127,12 +130,11 @@ async def handle_fetch(ctx: Any, request: Any) -> RawResponse:
                     or any(r.error_code for r in results)):
                 break
             if not await watch.wait(remaining):
-                results = await on_owners(node, "read", items, ReadResult, None)
+                results = await on_owners(node, items, lambda ops, part: ops.read(part, None), ReadResult)
                 break
             if node.purgatory.closed:
                 # Shutdown woke us: answer with what was read. Reading again would ask
-                # owners over IPC that may have stopped already, and such a call waits
-                # out its 30 s timeout (seen once: graceful stop took 30 s).
+                # owners that may have stopped already.
                 break
             results = await _read_again(node, items, results, watch.rearm())
     finally:

@@ -25,7 +25,7 @@ from typing import Any
 
 from broker.dispatch import api
 from broker.forwarding import on_owners
-from broker.owner import OffsetResult
+from broker.partition_ops import OffsetItem, OffsetResult
 from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
@@ -56,7 +56,7 @@ async def handle_list_offsets(ctx: Any, request: Any) -> Any:
     node = ctx.node
     asked = Counter((t.name, p.partition_index) for t in request.topics for p in t.partitions)
     topics = []
-    items: list[tuple[TopicPartition, int]] = []
+    items: list[OffsetItem] = []
     pending: list[dict[str, Any]] = []
     for topic in request.topics:
         info = node.topic(topic.name)
@@ -68,12 +68,12 @@ async def handle_list_offsets(ctx: Any, request: Any) -> Any:
                 entry = _partition(p.partition_index, ErrorCode.unknown_topic_or_partition)
             else:
                 entry = _partition(p.partition_index, ErrorCode.none)
-                items.append((TopicPartition(topic.name, p.partition_index), _owner_timestamp(p.timestamp)))
+                items.append(OffsetItem(TopicPartition(topic.name, p.partition_index), _owner_timestamp(p.timestamp)))
                 pending.append(entry)
             partitions.append(entry)
         topics.append({"name": topic.name, "partitions": partitions})
     if items:
-        results: list[OffsetResult] = await on_owners(node, "list_offsets", items, OffsetResult)
+        results = await on_owners(node, items, lambda ops, part: ops.list_offsets(part), OffsetResult)
         for entry, result in zip(pending, results):
             entry.update(error_code=result.error_code, offset=result.offset, timestamp=result.timestamp,
                          leader_epoch=result.leader_epoch)

@@ -24,7 +24,7 @@ from typing import Any
 from broker.apis.metadata import INTERNAL_TOPICS
 from broker.dispatch import NO_RESPONSE, api
 from broker.forwarding import on_owners
-from broker.owner import AppendResult
+from broker.partition_ops import NO_FENCE, AppendItem, AppendResult
 from broker.protocol import produce_request
 from broker.protocol.errors import ErrorCode
 from broker.protocol.fast import encode_produce_response
@@ -35,11 +35,20 @@ from storage.types import TopicPartition
 KEY = 0
 
 
-def _move_to_single_owner(ctx: Any, items: list[tuple[TopicPartition, memoryview, int]]) -> None:
+class _Slot:
+    """Where an appended partition's result lands when its owner answers."""
+
+    __slots__ = ("result",)
+
+    def __init__(self) -> None:
+        self.result = AppendResult(ErrorCode.unknown_server_error)
+
+
+def _move_to_single_owner(ctx: Any, items: list[AppendItem]) -> None:
     """A request whose partitions all live on one other worker asks for the connection to
     move there (broker/handoff.py): this request is still forwarded, the next ones not."""
     node = ctx.node
-    held = [tp for tp, _records, _version in items if node.holds(tp)]
+    held = [item.tp for item in items if node.holds(item.tp)]
     if not held:
         return
     owner = node.owner_of(held[0])
@@ -61,9 +70,13 @@ async def handle_produce(ctx: Any, request: ProduceRequest) -> Any:
     version = ctx.api_version
     node.stats["produce_requests"] += 1
     acks = int(request.acks)
-    layout: list[tuple[str, list[tuple[int, AppendResult | int]]]] = []
-    items: list[tuple[TopicPartition, memoryview, int]] = []
-    internal_items: list[tuple[TopicPartition, memoryview]] = []
+    layout: list[tuple[str, list[tuple[int, AppendResult | _Slot]]]] = []
+    items: list[AppendItem] = []
+    slots: list[_Slot] = []
+    # The coordinator of another broker writes __consumer_offsets like a client, naming its
+    # epoch in the client id; the owner fences an older epoch.
+    internal_items: list[AppendItem] = []
+    internal_slots: list[_Slot] = []
     coordinator_epoch: int | None = None
     # Request-wide refusals first: the loop below then asks only per-partition questions.
     refused: AppendResult | None = None
@@ -74,7 +87,7 @@ async def handle_produce(ctx: Any, request: ProduceRequest) -> Any:
                                error_message="transactions are not supported yet")
     for topic in request.topic_data:
         name = topic.name
-        entries: list[tuple[int, AppendResult | int]] = []
+        entries: list[tuple[int, AppendResult | _Slot]] = []
         layout.append((name, entries))
         if refused is not None:
             entries.extend((index, refused) for index, _records in topic.partition_data)
@@ -82,14 +95,14 @@ async def handle_produce(ctx: Any, request: ProduceRequest) -> Any:
         known = node.topic(name)
         is_internal = name in INTERNAL_TOPICS
         if is_internal:
-            # The group coordinator of another broker writes __consumer_offsets like a
-            # client, naming its epoch in the client id; the owner fences an older epoch.
             coordinator_epoch = epoch_from_client_id(ctx.client_id)
         for index, records in topic.partition_data:
             if is_internal:
                 if coordinator_epoch is not None and records and known is not None and known.has_partition(index):
-                    entries.append((index, -1 - len(internal_items)))
-                    internal_items.append((TopicPartition(name, index), records))
+                    slot = _Slot()
+                    entries.append((index, slot))
+                    internal_slots.append(slot)
+                    internal_items.append(AppendItem(TopicPartition(name, index), records, version))
                 else:
                     # Only the coordinator writes __consumer_offsets (fenced by its epoch).
                     entries.append((index, AppendResult(ErrorCode.invalid_topic_exception,
@@ -99,14 +112,20 @@ async def handle_produce(ctx: Any, request: ProduceRequest) -> Any:
             elif not records:
                 entries.append((index, AppendResult(ErrorCode.corrupt_message, error_message="no records")))
             else:
-                entries.append((index, len(items)))
-                items.append((TopicPartition(name, index), records, version))
+                slot = _Slot()
+                entries.append((index, slot))
+                slots.append(slot)
+                items.append(AppendItem(TopicPartition(name, index), records, version))
     _move_to_single_owner(ctx, items)
-    results = await on_owners(node, "append", items, AppendResult) if items else []
+    if items:
+        for slot, result in zip(slots, await on_owners(node, items, lambda ops, part: ops.append(part), AppendResult)):
+            slot.result = result
     if internal_items:
-        internal = await on_owners(node, "append_offsets", internal_items, AppendResult, coordinator_epoch)
-        results = results + internal[::-1]  # index -1 - i is internal[i]
+        epoch = coordinator_epoch if coordinator_epoch is not None else NO_FENCE
+        for slot, result in zip(internal_slots, await on_owners(node, internal_items,
+                                                                lambda ops, part: ops.append(part, epoch), AppendResult)):
+            slot.result = result
     if acks == 0:
         return NO_RESPONSE
-    return encode_produce_response(version, [(name, [(index, results[r] if isinstance(r, int) else r)
+    return encode_produce_response(version, [(name, [(index, r if isinstance(r, AppendResult) else r.result)
                                                      for index, r in entries]) for name, entries in layout])

@@ -144,7 +144,7 @@ def encode_fetch_response(version: int, error_code: int, session_id: int,
 
 
 class Appended(Protocol):
-    """What a Produce answer says of one partition (broker.owner.AppendResult has it)."""
+    """What a Produce answer says of one partition (broker.partition_ops.AppendResult has it)."""
 
     @property
     def error_code(self) -> int: ...

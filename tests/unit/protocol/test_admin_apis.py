@@ -34,8 +34,10 @@ import broker.apis.topics  # noqa: F401
 from broker.config import load_config
 from broker.dispatch import REGISTRY
 from broker.node import WorkerNode
+from broker.partition_ops import AppendItem
 from broker.protocol import codec
 from broker.protocol.build import build
+from broker.rings import SharedRings
 from storage.records import Record, encode_batch
 from storage.types import TopicPartition
 
@@ -265,7 +267,8 @@ class Broker:
         data = os.path.join(root, "data")
         os.makedirs(data, exist_ok=True)
         config = load_config(None, {"log.dirs": data, "workers": "1", "run.dir": root, **overrides})
-        self.node = WorkerNode(config, 0, 1, root, "test-cluster", True)
+        self.rings = SharedRings(1)
+        self.node = WorkerNode(config, 0, 1, root, "test-cluster", True, self.rings)
         self.node.open()
         self.runner = asyncio.Runner()
 
@@ -284,12 +287,13 @@ class Broker:
 
     def append(self, tp: TopicPartition, timestamps: list[int]) -> None:
         records = [Record(i, ts, b"k", b"v") for i, ts in enumerate(timestamps)]
-        [result] = self.node.owner.append([(tp, encode_batch(records), 9)])
+        [result] = self.node.owner.append([AppendItem(tp, encode_batch(records), 9)])
         assert result.error_code == NONE, result
 
     def close(self) -> None:
         self.runner.close()
         self.node.close()
+        self.rings.close()
 
 
 @pytest.fixture

@@ -1,0 +1,110 @@
+"""The operations on a partition that only its owning worker may run, as one typed interface.
+
+Two implementations: ``broker.owner.Owner`` runs them on the partitions this process writes
+and answers at once; ``broker.remote_ops.RemotePartitionOps`` sends them to the owning
+worker over the shared-memory rings and answers with a future. Handlers and the
+coordinator call them through ``broker.forwarding.on_owners`` and never need to know which.
+
+Every op takes a list of items for several partitions and answers one result per item, in
+order. Expected failures are error codes in the results, never exceptions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import NamedTuple, Protocol, TypeVar, Union
+
+from storage.types import TopicPartition
+
+T = TypeVar("T")
+
+# A local op answers at once; a remote one answers later.
+Reply = Union[T, "asyncio.Future[T]"]
+
+NO_FENCE = -1  # an append that is not the coordinator's (no epoch to check)
+
+
+class AppendItem(NamedTuple):
+    tp: TopicPartition
+    records: bytes | bytearray | memoryview  # record batches as the client sent them
+    version: int  # of the Produce request (below 7 refuses zstd)
+
+
+class ReadItem(NamedTuple):
+    tp: TopicPartition
+    offset: int
+    max_bytes: int
+    refuse_zstd: bool  # Fetch below v10
+
+
+class OffsetItem(NamedTuple):
+    tp: TopicPartition
+    timestamp: int  # or -1 latest, -2 earliest, -3 max timestamp
+
+
+class DeleteItem(NamedTuple):
+    tp: TopicPartition
+    offset: int  # the new log start; -1: the high watermark
+
+
+class AppendResult(NamedTuple):
+    error_code: int
+    base_offset: int = -1
+    log_append_time: int = -1
+    log_start_offset: int = -1
+    error_message: str | None = None
+    record_count: int = 0
+
+
+class ReadResult(NamedTuple):
+    """Where a fetch's bytes lie. ``path``/``inode`` let any process open the same file
+    (the inode proves it is the file the owner read, not a replacement)."""
+
+    error_code: int
+    high_watermark: int = -1
+    log_start_offset: int = -1
+    log_end_offset: int = -1
+    path: str = ""
+    inode: int = 0
+    position: int = 0
+    length: int = 0
+
+
+class OffsetResult(NamedTuple):
+    error_code: int
+    offset: int = -1
+    timestamp: int = -1
+    leader_epoch: int = -1
+
+
+class PartitionState(NamedTuple):
+    """-1s for a partition the owner does not have."""
+
+    log_start_offset: int
+    high_watermark: int
+    log_end_offset: int
+
+
+class PartitionOps(Protocol):
+    def append(self, items: list[AppendItem], fence_epoch: int = NO_FENCE) -> Reply[list[AppendResult]]:
+        """Append each item's batches. ``fence_epoch``: the coordinator's epoch, for its
+        writes to __consumer_offsets; an epoch older than the current one is refused
+        (NOT_COORDINATOR), so a deposed coordinator cannot write."""
+        ...
+
+    def read(self, items: list[ReadItem], watcher: int | None) -> Reply[list[ReadResult]]:
+        """Where each item's bytes are. ``watcher``: the worker to notify on the next append
+        to any of these partitions (a parked long-poll), or None."""
+        ...
+
+    def list_offsets(self, items: list[OffsetItem]) -> Reply[list[OffsetResult]]: ...
+
+    def delete_records(self, items: list[DeleteItem]) -> Reply[list[OffsetResult]]:
+        """Move each log start; the result's offset is the new log start."""
+        ...
+
+    def partition_state(self, tps: list[TopicPartition]) -> Reply[list[PartitionState]]: ...
+
+    def sync_registry(self) -> Reply[None]:
+        """Create the owned partitions the topic registry has and delete the dropped ones."""
+        ...

@@ -1,0 +1,321 @@
+"""The bytes of the messages between a broker's processes (broker/mesh.py carries them).
+
+No pickle: every op has a fixed layout, little-endian. Items are grouped in runs of the same
+topic (a request usually names few topics and many partitions), and each field of a run is
+one packed column (``struct.pack("<{n}q", *values)``), so a 1,000-partition Fetch costs a
+handful of C calls, not 1,000 Python ones. Record bytes are never copied here: an append's
+batches are separate parts that the ring copies once, and on the owner's side they are
+views of the ring itself, which the log copies into the segment.
+
+    string    u16 length + UTF-8 (0xFFFF: null)
+    tps       u32 runs; per run: string topic, u32 n, i32[n] partitions
+    append    i64 fence epoch, tps, i16[n] versions, u32[n] sizes (per run); then the
+              batches of every item, in order
+    read      i32 watcher (-1: none), tps, i64[n] offsets, i32[n] max bytes, u8[n] refuse zstd
+    offsets   tps, i64[n] timestamps (ListOffsets) or offsets (DeleteRecords)
+    serve     i16 api key, i16 version, string client id, string client host, request body
+"""
+
+from __future__ import annotations
+
+import functools
+import struct
+from typing import Callable, Sequence, TypeVar
+
+from broker.partition_ops import (
+    AppendItem,
+    AppendResult,
+    DeleteItem,
+    OffsetItem,
+    OffsetResult,
+    PartitionState,
+    ReadItem,
+    ReadResult,
+)
+from broker.protocol.errors import ProtocolViolation
+from storage.types import TopicPartition, partitions_of
+
+Buffer = bytes | bytearray | memoryview
+ItemT = TypeVar("ItemT")
+
+_U16 = struct.Struct("<H")
+_U32 = struct.Struct("<I")
+_I32 = struct.Struct("<i")
+_I64 = struct.Struct("<q")
+_SERVE = struct.Struct("<hh")
+_FIND = struct.Struct("<hii")
+_READ_DATA = struct.Struct("<IqqI")  # item index, inode, position, length
+NULL = 0xFFFF
+
+
+@functools.lru_cache(maxsize=4096)
+def _string(value: str | None) -> bytes:
+    if value is None:
+        return _U16.pack(NULL)
+    data = value.encode()
+    if len(data) >= NULL:
+        raise ValueError(f"string of {len(data)} bytes is too long")
+    return _U16.pack(len(data)) + data
+
+
+class Reader:
+    """A bounds-checked cursor over one message. A short or malformed message is a bug
+    in this broker (both ends are ours), reported as ProtocolViolation."""
+
+    __slots__ = ("data", "at")
+
+    def __init__(self, data: Buffer, at: int = 0) -> None:
+        self.data = data
+        self.at = at
+
+    def _take(self, size: int) -> int:
+        at = self.at
+        if at + size > len(self.data):
+            raise ProtocolViolation(f"peer message truncated at {at} (+{size} of {len(self.data)})")
+        self.at = at + size
+        return at
+
+    def u32(self) -> int:
+        value: int = _U32.unpack_from(self.data, self._take(4))[0]
+        return value
+
+    def i32(self) -> int:
+        value: int = _I32.unpack_from(self.data, self._take(4))[0]
+        return value
+
+    def i64(self) -> int:
+        value: int = _I64.unpack_from(self.data, self._take(8))[0]
+        return value
+
+    def string(self) -> str | None:
+        (length,) = _U16.unpack_from(self.data, self._take(2))
+        if length == NULL:
+            return None
+        return bytes(self.data[self._take(length):self.at]).decode()
+
+    def text(self) -> str:
+        value = self.string()
+        if value is None:
+            raise ProtocolViolation("null string in a peer message")
+        return value
+
+    def column(self, code: str, count: int) -> tuple[int, ...]:
+        layout = struct.Struct(f"<{count}{code}")
+        values: tuple[int, ...] = layout.unpack_from(self.data, self._take(layout.size))
+        return values
+
+    def rest(self) -> Buffer:
+        at = self.at
+        self.at = len(self.data)
+        return self.data[at:]
+
+    def view(self, size: int) -> Buffer:
+        at = self._take(size)
+        return self.data[at:at + size]
+
+
+def _column(code: str, values: Sequence[int]) -> bytes:
+    return struct.pack(f"<{len(values)}{code}", *values)
+
+
+# ---------------------------------------------------------------------- partitions in runs
+def _runs(tps: Sequence[TopicPartition]) -> list[tuple[str, int, int]]:
+    """(topic, start, end) of each run of consecutive items on the same topic."""
+    runs = []
+    start = 0
+    for i in range(1, len(tps) + 1):
+        if i == len(tps) or tps[i].topic != tps[start].topic:
+            runs.append((tps[start].topic, start, i))
+            start = i
+    return runs
+
+
+def _encode_runs(tps: Sequence[TopicPartition], columns: Sequence[tuple[str, Sequence[int]]]) -> list[bytes]:
+    """The tps and per-item integer columns, run by run."""
+    runs = _runs(tps)
+    out = [_U32.pack(len(runs))]
+    for topic, start, end in runs:
+        out.append(_string(topic))
+        out.append(_U32.pack(end - start))
+        out.append(_column("i", [tp.partition for tp in tps[start:end]]))
+        for code, values in columns:
+            out.append(_column(code, values[start:end]))
+    return out
+
+
+def _decode_runs(reader: Reader, codes: str) -> tuple[list[TopicPartition], list[list[int]]]:
+    tps: list[TopicPartition] = []
+    columns: list[list[int]] = [[] for _ in codes]
+    for _ in range(reader.u32()):
+        topic = reader.text()
+        count = reader.u32()
+        partitions = reader.column("i", count)
+        known = partitions_of(topic, max(partitions) + 1) if partitions else []
+        tps.extend(known[p] if p >= 0 else TopicPartition(topic, p) for p in partitions)
+        for column, code in zip(columns, codes):
+            column.extend(reader.column(code, count))
+    return tps, columns
+
+
+def encode_tps(tps: Sequence[TopicPartition]) -> list[bytes]:
+    return _encode_runs(tps, ())
+
+
+def decode_tps(data: Buffer) -> list[TopicPartition]:
+    return _decode_runs(Reader(data), "")[0]
+
+
+# ---------------------------------------------------------------------- append
+def encode_append(items: Sequence[AppendItem], fence_epoch: int) -> tuple[list[Buffer], int]:
+    """The parts of an append call and their total size; the batches are parts of their own."""
+    tps = [item.tp for item in items]
+    sizes = [len(item.records) for item in items]
+    head: list[Buffer] = [_I64.pack(fence_epoch)]
+    head.extend(_encode_runs(tps, (("h", [item.version for item in items]), ("I", sizes))))
+    size = sum(len(part) for part in head) + sum(sizes)
+    head.extend(item.records for item in items)
+    return head, size
+
+
+def decode_append(data: Buffer) -> tuple[list[AppendItem], int]:
+    """The items (their batches are views of ``data``) and the fence epoch."""
+    reader = Reader(data)
+    fence_epoch = reader.i64()
+    tps, (versions, sizes) = _decode_runs(reader, "hI")
+    items = [AppendItem(tp, reader.view(size), version) for tp, version, size in zip(tps, versions, sizes)]
+    return items, fence_epoch
+
+
+def _encode_messages(messages: Sequence[str | None]) -> list[bytes]:
+    present = [(i, m) for i, m in enumerate(messages) if m is not None]
+    out = [_U32.pack(len(present))]
+    for index, message in present:
+        out.append(_U32.pack(index))
+        out.append(_string(message[:4096]))
+    return out
+
+
+def _decode_messages(reader: Reader, count: int) -> list[str | None]:
+    messages: list[str | None] = [None] * count
+    for _ in range(reader.u32()):
+        index = reader.u32()
+        message = reader.string()
+        if index >= count:
+            raise ProtocolViolation(f"message for item {index} of {count}")
+        messages[index] = message
+    return messages
+
+
+def encode_append_results(results: Sequence[AppendResult]) -> list[bytes]:
+    columns = list(zip(*results)) if results else [()] * 6
+    return [_U32.pack(len(results)), _column("h", columns[0]), _column("q", columns[1]), _column("q", columns[2]),
+            _column("q", columns[3]), _column("i", columns[5]), *_encode_messages(columns[4])]
+
+
+def decode_append_results(data: Buffer) -> list[AppendResult]:
+    reader = Reader(data)
+    count = reader.u32()
+    errors, bases, times, starts, counts = (reader.column(code, count) for code in "hqqqi")
+    messages = _decode_messages(reader, count)
+    return [AppendResult(*fields) for fields in zip(errors, bases, times, starts, messages, counts)]
+
+
+# ---------------------------------------------------------------------- read
+def encode_read(items: Sequence[ReadItem], watcher: int | None) -> list[bytes]:
+    tps = [item.tp for item in items]
+    return [_I32.pack(-1 if watcher is None else watcher),
+            *_encode_runs(tps, (("q", [item.offset for item in items]), ("i", [item.max_bytes for item in items]),
+                                ("B", [1 if item.refuse_zstd else 0 for item in items])))]
+
+
+def decode_read(data: Buffer) -> tuple[list[ReadItem], int | None]:
+    reader = Reader(data)
+    watcher = reader.i32()
+    tps, (offsets, max_bytes, refuse) = _decode_runs(reader, "qiB")
+    items = [ReadItem(tp, offset, limit, bool(no_zstd)) for tp, offset, limit, no_zstd in zip(tps, offsets, max_bytes, refuse)]
+    return items, (None if watcher < 0 else watcher)
+
+
+def encode_read_results(results: Sequence[ReadResult]) -> list[bytes]:
+    count = len(results)
+    out = [_U32.pack(count), _column("h", [r.error_code for r in results]),
+           _column("q", [r.high_watermark for r in results]), _column("q", [r.log_start_offset for r in results]),
+           _column("q", [r.log_end_offset for r in results])]
+    located = [(i, r) for i, r in enumerate(results) if r.path]
+    out.append(_U32.pack(len(located)))
+    for index, result in located:
+        out.append(_READ_DATA.pack(index, result.inode, result.position, result.length))
+        out.append(_string(result.path))
+    return out
+
+
+def decode_read_results(data: Buffer) -> list[ReadResult]:
+    reader = Reader(data)
+    count = reader.u32()
+    errors, watermarks, starts, ends = (reader.column(code, count) for code in "hqqq")
+    results = [ReadResult(*fields) for fields in zip(errors, watermarks, starts, ends)]
+    for _ in range(reader.u32()):
+        index, inode, position, length = _READ_DATA.unpack_from(reader.data, reader._take(_READ_DATA.size))
+        path = reader.text()
+        if index >= count:
+            raise ProtocolViolation(f"file range for item {index} of {count}")
+        results[index] = results[index]._replace(path=path, inode=inode, position=position, length=length)
+    return results
+
+
+# ---------------------------------------------------------------------- offsets
+def encode_offset_items(items: Sequence[OffsetItem] | Sequence[DeleteItem]) -> list[bytes]:
+    return _encode_runs([item[0] for item in items], (("q", [item[1] for item in items]),))
+
+
+def decode_offset_items(data: Buffer, make: Callable[[TopicPartition, int], ItemT]) -> list[ItemT]:
+    tps, (values,) = _decode_runs(Reader(data), "q")
+    return [make(tp, value) for tp, value in zip(tps, values)]
+
+
+def encode_offset_results(results: Sequence[OffsetResult]) -> list[bytes]:
+    columns = list(zip(*results)) if results else [()] * 4
+    return [_U32.pack(len(results)), _column("h", columns[0]), _column("q", columns[1]), _column("q", columns[2]),
+            _column("i", columns[3])]
+
+
+def decode_offset_results(data: Buffer) -> list[OffsetResult]:
+    reader = Reader(data)
+    count = reader.u32()
+    columns = [reader.column(code, count) for code in "hqqi"]
+    return [OffsetResult(*fields) for fields in zip(*columns)]
+
+
+def encode_states(states: Sequence[PartitionState]) -> list[bytes]:
+    columns = list(zip(*states)) if states else [()] * 3
+    return [_U32.pack(len(states)), *(_column("q", column) for column in columns)]
+
+
+def decode_states(data: Buffer) -> list[PartitionState]:
+    reader = Reader(data)
+    count = reader.u32()
+    columns = [reader.column("q", count) for _ in range(3)]
+    return [PartitionState(*fields) for fields in zip(*columns)]
+
+
+# ---------------------------------------------------------------------- the coordinator
+def encode_serve(api_key: int, api_version: int, client_id: str | None, client_host: str, body: bytes) -> list[Buffer]:
+    return [_SERVE.pack(api_key, api_version), _string(client_id), _string(client_host), body]
+
+
+def decode_serve(data: Buffer) -> tuple[int, int, str | None, str, Buffer]:
+    reader = Reader(data)
+    api_key, api_version = _SERVE.unpack_from(data, reader._take(_SERVE.size))
+    client_id = reader.string()
+    client_host = reader.text()
+    return api_key, api_version, client_id, client_host, reader.rest()
+
+
+def encode_found(error_code: int, node_id: int, host: str, port: int) -> list[bytes]:
+    return [_FIND.pack(error_code, node_id, port), _string(host)]
+
+
+def decode_found(data: Buffer) -> tuple[int, int, str, int]:
+    reader = Reader(data)
+    error_code, node_id, port = _FIND.unpack_from(data, reader._take(_FIND.size))
+    return error_code, node_id, reader.text(), port

@@ -1,0 +1,118 @@
+"""PartitionOps across processes: the proxy that sends them over the mesh, and the handlers
+that run them on the owner's side.
+
+On the owner's side every op runs synchronously in the doorbell callback (Owner's ops never
+wait), so an append reads its batches straight from the ring into the segment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Protocol
+
+from broker import peer_codec as codec
+from broker.mesh import Mesh, Op, Parts
+from broker.partition_ops import (
+    NO_FENCE,
+    AppendItem,
+    AppendResult,
+    DeleteItem,
+    OffsetItem,
+    OffsetResult,
+    PartitionState,
+    ReadItem,
+    ReadResult,
+)
+from storage.types import TopicPartition
+
+DEFAULT_TIMEOUT = 30.0
+
+
+def _size(parts: Parts) -> int:
+    return sum(len(part) for part in parts)
+
+
+def _nothing(_body: memoryview) -> None:
+    return None
+
+
+class RemotePartitionOps:
+    """The PartitionOps of process ``peer`` of this broker. ``wait_for_peer``: calls made
+    while it is down wait for it (within the timeout) instead of failing at once."""
+
+    def __init__(self, mesh: Mesh, peer: int, timeout: float = DEFAULT_TIMEOUT, wait_for_peer: bool = False) -> None:
+        self._mesh = mesh
+        self.peer = peer
+        self._timeout = timeout
+        self._wait = wait_for_peer
+
+    def append(self, items: list[AppendItem], fence_epoch: int = NO_FENCE) -> "asyncio.Future[list[AppendResult]]":
+        parts, size = codec.encode_append(items, fence_epoch)
+        return self._mesh.call(self.peer, Op.APPEND, parts, size, codec.decode_append_results, self._timeout, self._wait)
+
+    def read(self, items: list[ReadItem], watcher: int | None) -> "asyncio.Future[list[ReadResult]]":
+        parts = codec.encode_read(items, watcher)
+        return self._mesh.call(self.peer, Op.READ, parts, _size(parts), codec.decode_read_results, self._timeout, self._wait)
+
+    def list_offsets(self, items: list[OffsetItem]) -> "asyncio.Future[list[OffsetResult]]":
+        parts = codec.encode_offset_items(items)
+        return self._mesh.call(self.peer, Op.LIST_OFFSETS, parts, _size(parts), codec.decode_offset_results,
+                               self._timeout, self._wait)
+
+    def delete_records(self, items: list[DeleteItem]) -> "asyncio.Future[list[OffsetResult]]":
+        parts = codec.encode_offset_items(items)
+        return self._mesh.call(self.peer, Op.DELETE_RECORDS, parts, _size(parts), codec.decode_offset_results,
+                               self._timeout, self._wait)
+
+    def partition_state(self, tps: list[TopicPartition]) -> "asyncio.Future[list[PartitionState]]":
+        parts = codec.encode_tps(tps)
+        return self._mesh.call(self.peer, Op.PARTITION_STATE, parts, _size(parts), codec.decode_states,
+                               self._timeout, self._wait)
+
+    def sync_registry(self) -> "asyncio.Future[None]":
+        return self._mesh.call(self.peer, Op.SYNC_REGISTRY, [], 0, _nothing, self._timeout, self._wait)
+
+
+class LocalPartitionOps(Protocol):
+    """What the owner's side needs: PartitionOps that answer at once (broker.owner.Owner)."""
+
+    def append(self, items: list[AppendItem], fence_epoch: int = NO_FENCE) -> list[AppendResult]: ...
+
+    def read(self, items: list[ReadItem], watcher: int | None) -> list[ReadResult]: ...
+
+    def list_offsets(self, items: list[OffsetItem]) -> list[OffsetResult]: ...
+
+    def delete_records(self, items: list[DeleteItem]) -> list[OffsetResult]: ...
+
+    def partition_state(self, tps: list[TopicPartition]) -> list[PartitionState]: ...
+
+    def sync_registry(self) -> None: ...
+
+
+def serve_partition_ops(mesh: Mesh, owner: LocalPartitionOps) -> None:
+    """Answer the other processes' PartitionOps calls with ``owner``'s."""
+
+    def append(body: memoryview) -> Parts:
+        items, fence_epoch = codec.decode_append(body)
+        return codec.encode_append_results(owner.append(items, fence_epoch))
+
+    def read(body: memoryview) -> Parts:
+        items, watcher = codec.decode_read(body)
+        return codec.encode_read_results(owner.read(items, watcher))
+
+    def list_offsets(body: memoryview) -> Parts:
+        return codec.encode_offset_results(owner.list_offsets(codec.decode_offset_items(body, OffsetItem)))
+
+    def delete_records(body: memoryview) -> Parts:
+        return codec.encode_offset_results(owner.delete_records(codec.decode_offset_items(body, DeleteItem)))
+
+    def partition_state(body: memoryview) -> Parts:
+        return codec.encode_states(owner.partition_state(codec.decode_tps(body)))
+
+    def sync_registry(_body: memoryview) -> Parts:
+        owner.sync_registry()
+        return []
+
+    mesh.handlers.update({Op.APPEND: append, Op.READ: read, Op.LIST_OFFSETS: list_offsets,
+                          Op.DELETE_RECORDS: delete_records, Op.PARTITION_STATE: partition_state,
+                          Op.SYNC_REGISTRY: sync_registry})

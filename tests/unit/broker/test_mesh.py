@@ -1,0 +1,227 @@
+"""The mesh (broker/mesh.py) between two endpoints of real shared rings, on one uvloop
+loop: calls are answered in order, large messages travel in fragments, a full ring waits
+in a backlog, and a peer that is down or dies fails calls with a retriable error instead
+of leaving them hanging. Also the codec's round trips (broker/peer_codec.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+import uuid
+
+import pytest
+
+from broker import peer_codec as codec
+from broker.mesh import Mesh, Op
+from broker.partition_ops import (
+    AppendItem,
+    AppendResult,
+    DeleteItem,
+    OffsetItem,
+    OffsetResult,
+    PartitionState,
+    ReadItem,
+    ReadResult,
+)
+from broker.protocol.errors import ErrorCode, KafkaError
+from broker.rings import SharedRings
+from storage.types import TopicPartition
+
+RING = 64 * 1024
+
+
+def run(coroutine):
+    import uvloop
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return runner.run(coroutine)
+
+
+@pytest.fixture
+def shared():
+    rings = SharedRings(1, ring_bytes=RING, coordinator_ring_bytes=RING)  # endpoints 0 and 1
+    yield rings
+    rings.close()
+
+
+def _echo(body: memoryview) -> list[bytes]:
+    return [b"echo:", bytes(body)]
+
+
+def _join(body: memoryview) -> bytes:
+    return bytes(body)
+
+
+def test_calls_are_answered_in_order_fragmented_and_through_a_full_ring(shared):
+    async def scenario():
+        a, b = Mesh(shared, 0), Mesh(shared, 1)
+        b.handlers[Op.SERVE] = _echo
+        a.start()
+        b.start()
+        try:
+            # 200 calls of up to 40 KiB: far more than the 64 KiB ring holds at once, and
+            # some larger than a record (16 KiB), so fragments and the backlog both work.
+            bodies = [os.urandom((i * 7919) % 40_000) for i in range(200)]
+            futures = [a.call(1, Op.SERVE, [body], len(body), _join) for body in bodies]
+            answers = await asyncio.wait_for(asyncio.gather(*futures), 10)
+            assert answers == [b"echo:" + body for body in bodies]
+        finally:
+            a.close()
+            b.close()
+
+    run(scenario())
+
+
+def test_a_failing_handler_answers_its_error_code(shared):
+    async def scenario():
+        a, b = Mesh(shared, 0), Mesh(shared, 1)
+
+        def refuse(_body: memoryview) -> list[bytes]:
+            raise KafkaError(ErrorCode.policy_violation, "no")
+
+        b.handlers[Op.SERVE] = refuse
+        a.start()
+        b.start()
+        try:
+            with pytest.raises(KafkaError) as refused:
+                await asyncio.wait_for(a.call(1, Op.SERVE, [b"x"], 1, _join), 5)
+            assert refused.value.code == ErrorCode.policy_violation
+            with pytest.raises(KafkaError) as unknown:  # no handler for the op
+                await asyncio.wait_for(a.call(1, Op.FIND, [], 0, _join), 5)
+            assert unknown.value.code == ErrorCode.invalid_request
+        finally:
+            a.close()
+            b.close()
+
+    run(scenario())
+
+
+def test_a_peer_that_is_down_or_dies_fails_calls_with_a_retriable_error(shared):
+    async def scenario():
+        a = Mesh(shared, 0)
+        a.start()
+        try:
+            # Down (never started): refused at once, or parked when the call may wait.
+            with pytest.raises(KafkaError) as down:
+                a.call(1, Op.SERVE, [b"x"], 1, _join)
+            assert down.value.code == ErrorCode.not_leader_or_follower
+            parked = a.call(1, Op.SERVE, [b"late"], 4, _join, timeout=10, wait_for_peer=True)
+            b = Mesh(shared, 1)
+            b.handlers[Op.SERVE] = _echo
+            b.start()
+            assert await asyncio.wait_for(parked, 5) == b"echo:late"
+
+            # In flight when the peer dies: the supervisor marks it down and wakes us.
+            b.handlers[Op.SERVE] = lambda _body: asyncio.get_running_loop().create_future()  # never answers
+            in_flight = a.call(1, Op.SERVE, [b"x"], 1, _join)
+            await asyncio.sleep(0.05)
+            started = time.monotonic()
+            b.close()  # as a dying process would look after the supervisor's mark_down
+            with pytest.raises(KafkaError) as lost:
+                await asyncio.wait_for(in_flight, 5)
+            assert lost.value.code == ErrorCode.not_leader_or_follower
+            assert time.monotonic() - started < 1.0
+
+            # Its replacement drops what was sent to its predecessor and serves new calls.
+            stale = b"sent to nobody"
+            shared.ring(0, 1).try_push([stale], len(stale), 0, a.generation)
+            served: list[bytes] = []
+            replacement = Mesh(shared, 1)
+            replacement.handlers[Op.SERVE] = lambda body: served.append(bytes(body)) or [b"ok"]
+            replacement.start()
+            assert await asyncio.wait_for(a.call(1, Op.SERVE, [b"new"], 3, _join), 5) == b"ok"
+            assert served == [b"new"]
+            replacement.close()
+        finally:
+            a.close()
+
+    run(scenario())
+
+
+def test_an_unanswered_call_times_out(shared):
+    async def scenario():
+        a, b = Mesh(shared, 0), Mesh(shared, 1)
+        b.handlers[Op.SERVE] = lambda _body: asyncio.get_running_loop().create_future()
+        a.start()
+        b.start()
+        try:
+            with pytest.raises(KafkaError) as late:
+                await asyncio.wait_for(a.call(1, Op.SERVE, [b"x"], 1, _join, timeout=0.3), 5)
+            assert late.value.code == ErrorCode.request_timed_out
+        finally:
+            a.close()
+            b.close()
+
+    run(scenario())
+
+
+def test_notes_arrive_without_an_answer(shared):
+    async def scenario():
+        a, b = Mesh(shared, 0), Mesh(shared, 1)
+        got: list[list[TopicPartition]] = []
+        b.notes[Op.APPENDED] = lambda body: got.append(codec.decode_tps(body))
+        a.start()
+        b.start()
+        try:
+            tps = [TopicPartition("t", 3), TopicPartition("t", 1), TopicPartition("u", 0)]
+            parts = codec.encode_tps(tps)
+            a.note(1, Op.APPENDED, parts, sum(len(p) for p in parts))
+            for _ in range(100):
+                if got:
+                    break
+                await asyncio.sleep(0.01)
+            assert got == [tps]
+        finally:
+            a.close()
+            b.close()
+
+    run(scenario())
+
+
+# ---------------------------------------------------------------------- the codec
+TPS = [TopicPartition("alpha", 0), TopicPartition("alpha", 7), TopicPartition("β-topic", 2), TopicPartition("alpha", 1)]
+
+
+def test_append_round_trip_keeps_batches_as_views_of_the_message():
+    items = [AppendItem(tp, os.urandom(61 + i), 3 + i) for i, tp in enumerate(TPS)]
+    parts, size = codec.encode_append(items, 17)
+    message = memoryview(b"".join(parts))
+    assert len(message) == size
+    decoded, epoch = codec.decode_append(message)
+    assert epoch == 17
+    assert [(i.tp, bytes(i.records), i.version) for i in decoded] == [(i.tp, i.records, i.version) for i in items]
+    assert all(isinstance(i.records, memoryview) and i.records.obj is message.obj for i in decoded)
+    results = [AppendResult(0, 5, -1, 0, None, 3), AppendResult(ErrorCode.corrupt_message, error_message="bad crc")]
+    assert codec.decode_append_results(b"".join(codec.encode_append_results(results))) == results
+
+
+def test_read_offsets_states_serve_and_find_round_trip():
+    reads = [ReadItem(tp, 10 * i, 1 << 20, i % 2 == 0) for i, tp in enumerate(TPS)]
+    assert codec.decode_read(b"".join(codec.encode_read(reads, 1))) == (reads, 1)
+    assert codec.decode_read(b"".join(codec.encode_read(reads, None)))[1] is None
+    results = [ReadResult(0, 5, 0, 5), ReadResult(0, 9, 1, 9, "/data/t-0/00000000000000000000.log", 77, 4096, 300),
+               ReadResult(ErrorCode.offset_out_of_range, 1, 1, 1)]
+    assert codec.decode_read_results(b"".join(codec.encode_read_results(results))) == results
+    offsets = [OffsetItem(tp, -2 + i) for i, tp in enumerate(TPS)]
+    assert codec.decode_offset_items(b"".join(codec.encode_offset_items(offsets)), OffsetItem) == offsets
+    deletes = [DeleteItem(tp, 40) for tp in TPS]
+    assert codec.decode_offset_items(b"".join(codec.encode_offset_items(deletes)), DeleteItem) == deletes
+    answers = [OffsetResult(0, 4, 1_700_000_000_000, 0), OffsetResult(3)]
+    assert codec.decode_offset_results(b"".join(codec.encode_offset_results(answers))) == answers
+    states = [PartitionState(0, 10, 12), PartitionState(-1, -1, -1)]
+    assert codec.decode_states(b"".join(codec.encode_states(states))) == states
+    assert codec.decode_states(b"".join(codec.encode_states([]))) == []
+    body = uuid.uuid4().bytes
+    key, version, client_id, host, rest = codec.decode_serve(b"".join(codec.encode_serve(11, 9, None, "/127.0.0.1", body)))
+    assert (key, version, client_id, host, bytes(rest)) == (11, 9, None, "/127.0.0.1", body)
+    assert codec.decode_found(b"".join(codec.encode_found(0, 3, "broker-3", 9092))) == (0, 3, "broker-3", 9092)
+
+
+def test_a_truncated_message_is_a_protocol_violation_not_a_crash():
+    from broker.protocol.errors import ProtocolViolation
+
+    message = b"".join(codec.encode_read([ReadItem(TPS[0], 1, 2, False)], None))
+    for cut in range(len(message)):
+        with pytest.raises(ProtocolViolation):
+            codec.decode_read(message[:cut])
