@@ -105,8 +105,6 @@ SETTINGS: list[Setting] = [
             "with many workers (64 MiB of inbound rings per worker at most)."),
     Setting("metrics.listener", _host_port_or_empty, "127.0.0.1:9308",
             "host:port of the Prometheus endpoint (/metrics), served by the coordinator process; empty: no metrics."),
-    Setting("connection.handoff.enable", _bool, True,
-            "Move a connection whose Produce requests all go to one other worker to that worker."),
     Setting("queued.max.requests", integer_in(1, INT_MAX), 500, "Unanswered requests per connection before reading pauses."),
     Setting("queued.max.request.bytes", integer_in(1, INT_MAX), 16 * 1024 * 1024,
             "Bytes of unanswered request frames per connection before reading pauses (Kafka's is per broker)."),
@@ -129,7 +127,7 @@ SETTINGS: list[Setting] = [
     Setting("producer.id.block.size", integer_in(1, INT_MAX), 1000, "Producer ids reserved on disk at a time."),
     Setting("log.level", _log_level, "INFO", "Logging level (DEBUG adds a line per request); reloaded on SIGHUP."),
     Setting("log.format", _choice("text", "json"), "text", "text: time level role[pid] logger: message; json: one object per line."),
-    Setting("run.dir", _str, "", "Where worker IPC sockets, heartbeats and stats live; empty: a private dir under /tmp."),
+    Setting("run.dir", _str, "", "Where heartbeats, stats files and metrics live; empty: a private dir under /tmp."),
     # Coordination and consumer groups (Kafka's names and defaults).
     Setting("zookeeper.connect", _str, "",
             "host:port[,host:port][/chroot] of ZooKeeper; empty: the local backend (one machine, election by file lock)."),

@@ -34,13 +34,13 @@ import os
 import signal
 import socket
 import threading
-from dataclasses import dataclass
 from typing import Any, Callable
 
 import orjson
 
-from broker import dispatch, peer_codec
+from broker import dispatch, peer_codec, stop_signal
 from broker.config import BrokerConfig
+from broker.context import CoordinatorContext
 from broker.logs import set_role
 from broker.mesh import Mesh, Op, Parts
 from broker.partition_ops import AppendItem, ReadItem
@@ -84,18 +84,6 @@ def settings_from(config: BrokerConfig) -> CoordinatorSettings:
         offsets_retention_ms=int(config["offsets.retention.minutes"]) * 60_000,
         offsets_retention_check_interval_ms=int(config["offsets.retention.check.interval.ms"]),
     )
-
-
-@dataclass(slots=True)
-class CoordinatorContext:
-    """What a coordinator-side API function gets (the worker's RequestContext's twin)."""
-
-    coordinator: GroupCoordinator
-    api_key: int
-    api_version: int
-    client_id: str | None
-    client_host: str
-    topic_exists: Callable[[str, int], bool]
 
 
 Locator = Callable[[int], tuple[int, str, int]]  # partition -> (holder broker, host, port)
@@ -325,6 +313,8 @@ class CoordinatorProcess:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, self.stopping.set)
+        if stop_signal.requested:  # it came before the loop handled signals
+            self.stopping.set()
         loop.add_signal_handler(signal.SIGHUP, lambda: apply_in_child(self.config, self.run_dir))
         dispatch.load_all()
         self.mesh.start()

@@ -18,6 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from kio.static.protocol import Entity
+
+from broker.context import NO_RESPONSE as NO_RESPONSE
+from broker.context import RequestContext
 from broker.protocol.codec import request_class
 
 
@@ -36,12 +40,6 @@ class HandlerSpec:
 REGISTRY: dict[int, HandlerSpec] = {}
 
 
-class _NoResponse:
-    def __repr__(self) -> str:
-        return "NO_RESPONSE"
-
-
-NO_RESPONSE = _NoResponse()
 
 
 def api(api_key: int, name: str, min_version: int, max_version: int,
@@ -81,7 +79,7 @@ def load_all() -> None:
 
 # ---------------------------------------------------------------------- coordinator APIs
 # Group and offset APIs are answered by the coordinator process (broker/coordinator_main.py).
-# A worker forwards the decoded request over IPC; the coordinator runs the API's serve
+# A worker hands the request to the coordinator over the rings (broker/mesh.py, SERVE); it runs the API's serve
 # function and sends back the encoded response body. One decorator registers both
 # halves, so the worker's table (and ApiVersions) and the coordinator's stay in step.
 COORDINATOR_HANDLERS: dict[int, Callable[..., Any]] = {}
@@ -93,7 +91,7 @@ def coordinator_api(api_key: int, name: str, min_version: int, max_version: int,
     a broker.coordinator_main.CoordinatorContext; workers forward to it."""
 
     def register(serve: Callable[..., Any]) -> Callable[..., Any]:
-        async def forward(ctx: Any, request: Any) -> Any:
+        async def forward(ctx: RequestContext, request: Entity) -> bytes:
             return await ctx.node.to_coordinator(ctx, request)
 
         forward.__name__ = f"forward_{serve.__name__}"

@@ -1,11 +1,11 @@
 """Keep the worker's freed heap memory for reuse instead of handing it back to the kernel.
 
 Why: a Produce request is one buffer of up to message.max.bytes (~1 MB by default), and
-so is a forwarded request on the IPC hop. glibc serves allocations that large with a
+so was a forwarded request pickled for the hop between workers (before the rings). glibc serves allocations that large with a
 fresh mmap and unmaps them on free, so every request paid for new pages: a page fault
 and a zero-fill per 4 KiB, and on a VM that returns freed memory to its host (virtio
 free page reporting, as on the benchmark machine) a host fault per page as well. A
-py-spy profile of a 1 KiB-record produce run showed pickling 1 MB for the IPC hop taking
+py-spy profile of a 1 KiB-record produce run showed pickling 1 MB for that hop taking
 ~2.8 ms, almost all of it in those faults (docs/BENCHMARKS.md).
 
 Raising glibc's mmap threshold to its maximum (32 MiB on 64-bit) puts such buffers on the

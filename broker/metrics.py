@@ -118,8 +118,7 @@ class WorkerMetrics:
         self._counted: dict[str, int] = {}
         self._stat_counters = {
             "connections": Counter("castle_connections_accepted", "Client connections accepted", ["worker"]),
-            "forwards": Counter("castle_forwards", "Per-owner calls forwarded to another worker over IPC", ["worker"]),
-            "handoffs_out": Counter("castle_connection_handoffs", "Connections handed to another worker", ["worker"]),
+            "forwards": Counter("castle_forwards", "Per-owner calls sent to another worker over the shared-memory rings", ["worker"]),
         }
 
     # ------------------------------------------------------------------ hot path
@@ -186,7 +185,7 @@ def _add_to_histogram(child: Any, buckets: list[int], total: float) -> None:
 
     Uses the child's ``_buckets`` (one value per bucket, not cumulative; the exposition
     accumulates them) and ``_sum``: prometheus_client has no public bulk observe, and one
-    ``observe`` per request is what this module avoids. tests/integration/test_metrics.py
+    ``observe`` per request is what this module avoids. tests/integration/broker/test_metrics.py
     checks the scraped count against the requests made, so a change of those internals
     fails a test rather than the figures."""
     for index, count in enumerate(buckets):

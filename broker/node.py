@@ -7,17 +7,16 @@ broker/placement.py.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import os
-import socket
 import time
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator, TypeVar
 
 import orjson
 
 from broker import peer_codec
 from broker.config import BrokerConfig
-from broker.handoff import HandoffSender
 from broker.mesh import Mesh, Op, PeerUnavailable
 from broker.metrics import WorkerMetrics
 from broker.owner import Owner
@@ -41,6 +40,7 @@ from storage.releaser import RELEASER
 from storage.types import TopicPartition
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # Housekeeping runs every 0.5 s; cached segment fds of deleted files are closed every
 # 2 s (an fstat per cached file, up to 2,048).
@@ -77,13 +77,28 @@ class WorkerNode:
         self.purgatory = FetchPurgatory()
         self.segment_files = SegmentFiles()
         self._producer_ids: Iterator[int] = iter(())
+        self._admin = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="admin")
         self.stats: dict[str, int] = {"connections": 0, "requests": 0, "produce_requests": 0,
                                       "fetch_requests": 0, "records_appended": 0,
-                                      "handoffs_out": 0, "handoffs_in": 0, "forwards": 0}
-        self.handoff = HandoffSender(run_dir)
+                                      "forwards": 0}
         self.metrics = WorkerMetrics(index)
         self.connections: set[Any] = set()  # the worker server's open client connections
         self.started = time.time()
+
+    def start(self) -> None:
+        """On the running loop: serve the other processes' calls, and apply registry
+        changes that a reader thread loaded (ZooKeeper) as soon as they are loaded."""
+        loop = asyncio.get_running_loop()
+        self.mesh.start()
+
+        def loaded() -> None:  # on the reader thread
+            loop.call_soon_threadsafe(self._registry_loaded)
+
+        self.cluster.on_change = loaded
+
+    def _registry_loaded(self) -> None:
+        # Whoever calls refresh() first takes its "changed"; the owner syncs regardless.
+        self.owner.sync_registry()
 
     def open(self) -> None:
         self.logs.open()
@@ -100,13 +115,6 @@ class WorkerNode:
         if worker != self.index:
             self.stats["forwards"] += 1
         return ops
-
-    def hand_off(self, target: int, client: socket.socket) -> bool:
-        """Pass a client connection to worker ``target`` (broker/handoff.py)."""
-        if not self.handoff.send(target, client):
-            return False
-        self.stats["handoffs_out"] += 1
-        return True
 
     def owns(self, tp: TopicPartition) -> bool:
         """This worker writes ``tp``: this broker holds it and it maps to this worker."""
@@ -153,11 +161,22 @@ class WorkerNode:
                 continue
         await asyncio.gather(*waiting, return_exceptions=True)
 
-    def next_producer_id(self) -> int:
+    async def run_admin(self, change: Callable[[], T]) -> T:
+        """A change to the topic registry off the loop (ZooKeeper round trips, retries, or
+        the local file's lock), then the snapshot loaded on the same thread, so that the
+        answer sees the change. One thread: admin changes of this worker run in order."""
+        def run() -> T:
+            result = change()
+            self.cluster.refresh_now()
+            return result
+
+        return await asyncio.get_running_loop().run_in_executor(self._admin, run)
+
+    async def next_producer_id(self) -> int:
         for producer_id in self._producer_ids:
             return producer_id
         block = int(self.config["producer.id.block.size"])
-        first = self.registry.allocate_producer_ids(block)
+        first = await self.run_admin(lambda: self.registry.allocate_producer_ids(block))
         self._producer_ids = iter(range(first, first + block))
         return next(self._producer_ids)
 
@@ -233,8 +252,8 @@ class WorkerNode:
 
     def close(self) -> None:
         self.segment_files.close()
-        self.handoff.close()
         self.mesh.close()
+        self._admin.shutdown(wait=True)
         self.cluster.close()
         self.logs.close()
 

@@ -1,5 +1,5 @@
 """Long-poll waits: a fetch that has too few bytes parks here until an append to one of
-its partitions (in this worker, or noted by the owning worker over IPC) or its deadline.
+its partitions (in this worker, or noted by the owning worker over the rings) or its deadline.
 
 No polling: a watch is a future registered under each of its partitions *before* the
 fetch reads (so an append between the read and the wait is not missed); ``wake(tp)``

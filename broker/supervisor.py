@@ -2,13 +2,14 @@
 
 Boring on purpose (P11), after gunicorn's arbiter: synchronous, no asyncio, never on the
 data path. Signal handlers only queue the signal and wake the main loop through a pipe;
-the loop dispatches. It opens nothing stateful before forking (P12): the log-dir locks
-and the IPC listening sockets are plain fds the workers inherit and never use for data.
+the loop dispatches. It opens nothing stateful before forking (P12): the log-dir locks,
+the shared-memory rings and their eventfd doorbells (broker/rings.py) are made once and
+inherited by every child it forks, again after a death.
 
 Start:
     1. name the process; claim the log dirs (lock, meta.properties, clean-shutdown marker)
     2. write the topic registry from the partition dirs found if there is none yet
-    3. create one IPC listening socket per worker slot, then fork the workers
+    3. map the rings, then fork the workers and the coordinator process
 Run: reap dead workers and respawn them with backoff; kill a worker whose heartbeat is
     stale (SIGABRT, then SIGKILL); a boot failure, or too many deaths within
     worker.restart.window.ms, stops the broker with a clear message and exit code 1.
@@ -36,8 +37,8 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
+from broker import stop_signal
 from broker.config import BrokerConfig
-from broker.handoff import make_handoff_socket
 from broker.metrics import SupervisorMetrics, bind_metrics_listener, mark_process_dead, prepare_multiprocess_dir
 from broker.reload import reload_in_supervisor
 from broker.rings import SharedRings
@@ -85,7 +86,6 @@ class Supervisor:
         self.claimed: ClaimedDirs | None = None
         self.run_dir = ""
         self._own_run_dir = False
-        self.handoff_sockets: list[socket.socket] = []
         self.metrics_listener: socket.socket | None = None
         self.metrics = SupervisorMetrics()  # inert until the metrics dir exists (_make_run_dir)
         self.clean_start = False
@@ -207,7 +207,6 @@ class Supervisor:
             self.run_dir = tempfile.mkdtemp(prefix=f"castle-{self.config.node_id}-")
             self._own_run_dir = True
         self.rings = SharedRings(self.count, int(self.config["worker.ring.bytes"]))
-        self.handoff_sockets = [make_handoff_socket(self.run_dir, i) for i in range(self.count)]
         if self.metrics_listener is not None:
             # Before any fork: every process then writes its counters under <run.dir>/metrics.
             prepare_multiprocess_dir(self.run_dir)
@@ -237,12 +236,10 @@ class Supervisor:
                     # SIGHUP's default would kill a child that is still recovering its
                     # logs; ignored until its loop installs the reload handler.
                     signal.signal(signum, signal.SIG_IGN if signum == signal.SIGHUP else signal.SIG_DFL)
+                stop_signal.remember_until_handled()  # a SIGTERM before the loop stops it cleanly
                 os.close(self._wake_r)
                 os.close(self._wake_w)
                 os.close(self._ready_r)
-                for i, handoff in enumerate(self.handoff_sockets):
-                    if i != slot.index:
-                        handoff.close()
                 assert self.rings is not None
                 if slot.index == COORDINATOR:
                     os.close(self._ready_w)
@@ -256,8 +253,7 @@ class Supervisor:
                 from broker.worker import run_worker
 
                 code = run_worker(self.config, slot.index, self.count, self.run_dir, self.claimed.cluster_id,
-                                  clean_shutdown, self.rings, self.handoff_sockets[slot.index],
-                                  heartbeat, ready_fd=self._ready_w)
+                                  clean_shutdown, self.rings, heartbeat, ready_fd=self._ready_w)
             except BaseException:
                 log.exception("%s crashed", slot.name)
             finally:
@@ -480,7 +476,7 @@ class Supervisor:
     def _cleanup(self) -> None:
         if self.rings is not None:
             self.rings.close()
-        for listener in [*self.handoff_sockets,
+        for listener in [
                          self.metrics_listener]:
             if listener is not None:
                 listener.close()

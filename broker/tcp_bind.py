@@ -1,6 +1,6 @@
-"""Exclusive TCP binds for the sockets the supervisor holds: the workers' own ports, the
-metrics port, and the shared client port while the workers' ports are picked
-(broker/supervisor.py reserve_shared_port).
+"""Exclusive TCP binds for the sockets the supervisor holds: the metrics port, and the
+shared client port while the metrics port is bound (broker/supervisor.py
+reserve_shared_port), so that a metrics port the OS picks is never the client port.
 
 SO_REUSEADDR lets a restart bind over TIME_WAIT leftovers; no SO_REUSEPORT, so a port
 another process listens on is refused instead of shared (the shared client port itself

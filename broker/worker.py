@@ -25,10 +25,9 @@ import signal
 import socket
 import time
 
-from broker import dispatch
+from broker import dispatch, stop_signal
 from broker.config import BrokerConfig
 from broker.connection import Connection
-from broker.handoff import HandoffReceiver
 from broker.logs import set_role
 from broker.loop_lag import LoopLagProbe
 from broker.memory import keep_freed_memory
@@ -43,8 +42,7 @@ BOOT_ERROR = 3  # exit code: the worker cannot start; the supervisor stops the b
 
 
 def run_worker(config: BrokerConfig, index: int, count: int, run_dir: str, cluster_id: str,
-               clean_shutdown: bool, rings: SharedRings, handoff_socket: socket.socket,
-               heartbeat_path: str, ready_fd: int = -1) -> int:
+               clean_shutdown: bool, rings: SharedRings, heartbeat_path: str, ready_fd: int = -1) -> int:
     from setproctitle import setproctitle
 
     setproctitle(f"castle[{config.node_id}]: worker {index}")
@@ -60,7 +58,7 @@ def run_worker(config: BrokerConfig, index: int, count: int, run_dir: str, clust
     except Exception:
         log.exception("worker %d cannot open its logs", index)
         return BOOT_ERROR
-    server = WorkerServer(node, handoff_socket, heartbeat_path, ready_fd)
+    server = WorkerServer(node, heartbeat_path, ready_fd)
     try:
         return loop.run_until_complete(server.serve())
     finally:
@@ -68,11 +66,9 @@ def run_worker(config: BrokerConfig, index: int, count: int, run_dir: str, clust
 
 
 class WorkerServer:
-    def __init__(self, node: WorkerNode, handoff_socket: socket.socket, heartbeat_path: str,
-                 ready_fd: int = -1) -> None:
+    def __init__(self, node: WorkerNode, heartbeat_path: str, ready_fd: int = -1) -> None:
         self.node = node
         self.ready_fd = ready_fd  # the supervisor's ready pipe (write end), -1: none
-        self.handoffs = HandoffReceiver(handoff_socket, self._adopt)
         self.heartbeat_path = heartbeat_path
         self.connections: set[Connection] = node.connections
         self.listener: socket.socket | None = None
@@ -83,16 +79,17 @@ class WorkerServer:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, self.stopping.set)
+        if stop_signal.requested:  # it came before the loop handled signals
+            self.stopping.set()
         loop.add_signal_handler(signal.SIGHUP, self.node.reload_settings)
         dispatch.load_all()
-        self.node.mesh.start()
+        self.node.start()
         try:
             self.listener = self._bind()
         except OSError as exc:
             log.error("worker %d cannot listen on %s: %s", self.node.index, self.node.config.listener, exc)
             return BOOT_ERROR
         loop.add_reader(self.listener.fileno(), self._accept, self.listener)
-        self.handoffs.start()
         housekeeping = loop.create_task(self.node.housekeeping(self.heartbeat_path))
         # Only for the metrics endpoint: with metrics off nothing would read the figures.
         loop_lag = LoopLagProbe(loop, self.node.metrics.loop_late)
@@ -164,12 +161,6 @@ class WorkerServer:
         if listener.fileno() >= 0 and not self.stopping.is_set():
             asyncio.get_running_loop().add_reader(listener.fileno(), self._accept, listener)
 
-    def _adopt(self, client: socket.socket) -> None:
-        """A connection another worker handed over (broker/handoff.py); it stays here."""
-        client.setblocking(False)
-        self.node.stats["handoffs_in"] += 1
-        Connection(client, self.node, self.connections, may_hand_off=False)
-
     async def _close_idle_connections(self) -> None:
         """Close connections with nothing in flight and no traffic for
         connections.max.idle.ms, as Kafka does (negative: never)."""
@@ -199,7 +190,6 @@ class WorkerServer:
         if self.listener is not None and self.listener.fileno() >= 0:
             loop.remove_reader(self.listener.fileno())
             self.listener.close()
-        self.handoffs.close()
         # Stop reading requests before waiting for the in-flight ones: a connection that
         # keeps reading is never idle under a busy producer, and a new request forwarded
         # to a worker that has already stopped would fail.

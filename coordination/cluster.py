@@ -5,12 +5,14 @@ Two implementations with one shape, chosen by ``zookeeper.connect``:
 
 - ``LocalCluster``: one broker. Topics in ``<log.dirs[0]>/cluster-metadata.json``; this
   broker holds every partition; the epoch is ``<log.dirs[0]>/coordinator_epoch``.
-- ``ZooKeeperCluster``: one KazooClient per worker process. Topics come from
-  ZooKeeperTopicRegistry (a snapshot refreshed from watches); live brokers and the epoch
-  are kept current by a children watch on /brokers/ids and a data watch on
-  /consumers/coordinator_epoch, so the worker's hot path (``holder_of``, ``live_brokers``,
-  ``current_epoch``) never waits on ZooKeeper. Watch callbacks run on kazoo's thread and
-  only replace whole values (an attribute assignment is atomic under the GIL).
+- ``ZooKeeperCluster``: one KazooClient per worker process. Its event loop never waits
+  on ZooKeeper: it reads in-memory snapshots (topics and their holders, live brokers,
+  the coordinator epoch). Watches only mark what changed (a blocking read inside a kazoo
+  watch callback deadlocks kazoo); reader threads re-read it and replace whole values
+  (an attribute assignment is atomic under the GIL), and tell the worker (``on_change``,
+  which posts to its loop). A partition the snapshot does not know yet has no holder
+  (-1): callers answer a retriable error while the reader loads it. Admin writes run off
+  the loop and then load their own change (``refresh_now``) before they answer.
 
 A partition's leader is the first broker of its replica list (no replication yet: the
 only replica); Metadata reports no leader (-1) while that broker is not alive.
@@ -36,6 +38,10 @@ if TYPE_CHECKING:  # kazoo is only loaded in ZooKeeper mode
 
 log = logging.getLogger(__name__)
 
+# Watches mark topics dirty and wake the reader; it also looks once in a while, in case a
+# notification was lost (a refresh with nothing dirty does no I/O).
+TOPICS_BACKSTOP_SECONDS = 1.0
+
 
 class BrokerSettings(Protocol):
     """What open_cluster reads of a broker config (broker.config.BrokerConfig)."""
@@ -54,6 +60,8 @@ class BrokerSettings(Protocol):
 
 class ClusterView(Protocol):
     node_id: int
+    # Called on a reader thread when the topic snapshot changed (a worker posts it to its loop).
+    on_change: Callable[[], None] | None
 
     @property
     def registry(self) -> TopicRegistry:
@@ -61,7 +69,13 @@ class ClusterView(Protocol):
         ...
 
     def refresh(self) -> bool:
-        """Bring the topic snapshot up to date; True when it changed."""
+        """True when the topic snapshot changed since the last call. Never waits on
+        ZooKeeper: in a worker's event loop it only reads what a reader thread loaded."""
+        ...
+
+    def refresh_now(self) -> bool:
+        """Load what changed now, waiting for ZooKeeper if need be: only off the event loop
+        (after an admin write, on the thread that wrote)."""
         ...
 
     def replicas(self, topic: str) -> Mapping[int, list[int]]: ...
@@ -83,8 +97,12 @@ class LocalCluster:
         self.registry = LocalTopics(log_dir, node_id)
         self._fence = FileEpochFence(log_dir)
         self._brokers = {node_id: advertised}
+        self.on_change: Callable[[], None] | None = None  # never called: refresh() is a stat
 
     def refresh(self) -> bool:
+        return self.registry.refresh()  # a stat of one local file
+
+    def refresh_now(self) -> bool:
         return self.registry.refresh()
 
     def replicas(self, topic: str) -> Mapping[int, list[int]]:
@@ -123,10 +141,18 @@ class ZooKeeperCluster:
         self._topics.refresh()
         self._rebuild_holders()
         # A watch callback runs on kazoo's one callback thread, where a blocking ZooKeeper
-        # call can deadlock: it only wakes this reader thread.
+        # call can deadlock: it only wakes these reader threads.
         self._brokers_dirty = threading.Event()
+        self._topics_dirty = threading.Event()
+        self._refresh_lock = threading.Lock()
+        self._version = 0  # bumped by whoever loaded a changed snapshot
+        self._seen = 0  # the version refresh() last reported
+        # Called on a reader thread after the snapshot changed (a worker posts it to its loop).
+        self.on_change: Callable[[], None] | None = None
+        self._topics.on_dirty = self._topics_dirty.set
         self._closed = False
         threading.Thread(target=self._read_brokers, name="live-brokers", daemon=True).start()
+        threading.Thread(target=self._read_topics, name="topic-snapshot", daemon=True).start()
         ChildrenWatch(self.backend.client, BrokerIdsZNode.PATH, func=self._brokers_changed)
         DataWatch(self.backend.client, CoordinatorEpochZNode.PATH, func=self._epoch_changed)
 
@@ -148,6 +174,19 @@ class ZooKeeperCluster:
                 self._brokers_dirty.set()
                 time.sleep(0.5)
 
+    def _read_topics(self) -> None:
+        while not self._closed:
+            self._topics_dirty.wait(TOPICS_BACKSTOP_SECONDS)
+            self._topics_dirty.clear()
+            if self._closed:
+                return
+            try:
+                self.refresh_now()
+            except Exception:
+                log.exception("cannot read the topics")
+                self._topics_dirty.set()
+                time.sleep(0.5)
+
     def _epoch_changed(self, data: bytes | None, _stat: ZnodeStat | None) -> None:
         if data:
             try:
@@ -160,9 +199,20 @@ class ZooKeeperCluster:
 
     # ------------------------------------------------------------------ reads
     def refresh(self) -> bool:
-        changed = self._topics.refresh()
-        if changed:
-            self._rebuild_holders()
+        version = self._version
+        if version == self._seen:
+            return False
+        self._seen = version
+        return True
+
+    def refresh_now(self) -> bool:
+        with self._refresh_lock:
+            changed = self._topics.refresh()
+            if changed:
+                self._rebuild_holders()
+                self._version += 1
+        if changed and self.on_change is not None:
+            self.on_change()
         return changed
 
     def _rebuild_holders(self) -> None:
@@ -184,11 +234,10 @@ class ZooKeeperCluster:
     def holder_of(self, topic: str, partition: int) -> int:
         holders = self._holders.get(topic)
         if holders is None or partition not in holders:
-            # New to us (or grown): the snapshot may already have it even when another
-            # caller's refresh() consumed the change.
-            self.refresh()
-            self._rebuild_holders()
-            holders = self._holders.get(topic, {})
+            # New to us (or grown): the reader thread loads it; meanwhile the partition
+            # has no known holder, which callers answer with a retriable error.
+            self._topics_dirty.set()
+            return -1
         return holders.get(partition, -1)
 
     def live_brokers(self) -> Mapping[int, tuple[str, int]]:
@@ -201,6 +250,7 @@ class ZooKeeperCluster:
     def close(self) -> None:
         self._closed = True
         self._brokers_dirty.set()
+        self._topics_dirty.set()
         self.backend.close()
 
 

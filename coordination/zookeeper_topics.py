@@ -152,6 +152,9 @@ class ZooKeeperTopicRegistry:
         self._all_dirty = True       # nothing read yet, or the watches were dropped
         self._list_dirty = False
         self._dirty: set[str] = set()
+        # Called (on kazoo's thread, or the caller's) whenever something is marked dirty,
+        # so that a reader thread can refresh; it must not block.
+        self.on_dirty: Callable[[], None] | None = None
 
     def _call(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         return retrying(self._retry, fn, *args, **kwargs)
@@ -163,6 +166,7 @@ class ZooKeeperTopicRegistry:
                 self._all_dirty = True
             else:
                 self._list_dirty = True
+        self._tell_dirty()
 
     def _on_topic(self, event: WatchedEvent) -> None:
         with self._flags_lock:
@@ -170,6 +174,11 @@ class ZooKeeperTopicRegistry:
                 self._all_dirty = True
             else:
                 self._dirty.add(event.path.rsplit("/", 1)[1])
+        self._tell_dirty()
+
+    def _tell_dirty(self) -> None:
+        if self.on_dirty is not None:
+            self.on_dirty()
 
     def invalidate(self, name: str | None = None) -> None:
         """Make the next refresh() re-read ``name`` (all when None); a change made through
@@ -181,6 +190,7 @@ class ZooKeeperTopicRegistry:
             else:
                 self._list_dirty = True
                 self._dirty.add(name)
+        self._tell_dirty()
 
     # ------------------------------------------------------------------ reading
     def refresh(self) -> bool:

@@ -1,8 +1,7 @@
 """``castle topics list|describe|create|delete|alter-configs|add-partitions`` (like kafka-topics.sh).
 
-Leaders, replicas and ISRs are shown as the broker reports them: a Castle broker with
-several workers advertises each worker as its own node (ids 1000000, 2000000, ...), and
-those nodes lead the partitions, so the leader column shows e.g. 1000000, not 0.
+Leaders, replicas and ISRs are shown as the broker reports them: one node per broker,
+whatever its worker count.
 
 ``describe`` shows the configs that are not at their default (what an operator set,
 on the topic or through a broker setting), as kafka-topics.sh does; ``castle configs

@@ -16,10 +16,12 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from broker.context import RequestContext
 from broker.dispatch import api, supported_ranges
 from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
+from broker.protocol.requests import ApiVersionsRequest
 
 KEY = 18
 
@@ -43,5 +45,5 @@ def _error(request: Any, version: int, code: int) -> bytes:
 
 
 @api(KEY, "ApiVersions", 0, 4, error_response=_error)
-def handle_api_versions(ctx: Any, request: Any) -> bytes:
+def handle_api_versions(ctx: RequestContext, request: ApiVersionsRequest) -> bytes:
     return _answer(ctx.api_version)

@@ -38,10 +38,12 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable
 
 from broker.config import BY_NAME
+from broker.context import RequestContext, Response, WorkerServices
 from broker.dispatch import api
 from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode, KafkaError
+from broker.protocol.requests import AlterConfigsRequest, DescribeConfigsRequest, IncrementalAlterConfigsRequest
 from coordination.local_topics import TopicRegistryError
 from storage.config import TOPIC_KEYS, LogConfig
 
@@ -210,7 +212,7 @@ def _describe_error(request: Any, version: int, code: int) -> Any:
 
 
 @api(DESCRIBE_KEY, "DescribeConfigs", 1, 4, error_response=_describe_error)
-def handle_describe_configs(ctx: Any, request: Any) -> Any:
+def handle_describe_configs(ctx: RequestContext, request: DescribeConfigsRequest) -> Response:
     synonyms = bool(request.include_synonyms)
     documentation = bool(getattr(request, "include_documentation", False))  # the field exists from v3
     results = [_describe_one(ctx.node, resource, synonyms, documentation) for resource in request.resources]
@@ -231,7 +233,7 @@ def check_overrides(node: Any, overrides: dict[str, str]) -> dict[str, str]:
     return overrides
 
 
-def _alter_topic(node: Any, name: str, change: Callable[[dict[str, str]], dict[str, str]], validate_only: bool) -> bool:
+async def _alter_topic(node: WorkerServices, name: str, change: Callable[[dict[str, str]], dict[str, str]], validate_only: bool) -> bool:
     """Apply ``change`` to the topic's overrides; True when the registry was changed.
 
     ``change`` runs once against the current overrides to validate, and again inside
@@ -244,7 +246,7 @@ def _alter_topic(node: Any, name: str, change: Callable[[dict[str, str]], dict[s
     if validate_only:
         return False
     try:
-        node.registry.set_configs(name, lambda current: check_overrides(node, change(current)))
+        await node.run_admin(lambda: node.registry.set_configs(name, lambda current: check_overrides(node, change(current))))
     except TopicRegistryError as exc:
         raise KafkaError(ErrorCode(exc.code), str(exc)) from None
     return True
@@ -271,7 +273,7 @@ async def _alter(ctx: Any, key: int, request: Any, change_for: Callable[[Any], C
                                  "broker configs are static: set them in the config file or with --override and restart")
             if resource.resource_type != RESOURCE_TOPIC:
                 raise KafkaError(ErrorCode.invalid_request, f"unsupported resource type {resource.resource_type}")
-            changed |= _alter_topic(node, resource.resource_name, change_for(resource), bool(request.validate_only))
+            changed |= await _alter_topic(node, resource.resource_name, change_for(resource), bool(request.validate_only))
         except KafkaError as exc:
             out.update(error_code=exc.code, error_message=str(exc))
         responses.append(out)
@@ -300,7 +302,7 @@ def _replace_all(resource: Any) -> Callable[[dict[str, str]], dict[str, str]]:
 
 
 @api(ALTER_KEY, "AlterConfigs", 0, 2, error_response=_alter_error_for(ALTER_KEY))
-async def handle_alter_configs(ctx: Any, request: Any) -> Any:
+async def handle_alter_configs(ctx: RequestContext, request: AlterConfigsRequest) -> Response:
     return await _alter(ctx, ALTER_KEY, request, _replace_all)
 
 
@@ -349,5 +351,5 @@ def _incremental(node: Any) -> Callable[[Any], Callable[[dict[str, str]], dict[s
 
 
 @api(INCREMENTAL_KEY, "IncrementalAlterConfigs", 0, 1, error_response=_alter_error_for(INCREMENTAL_KEY))
-async def handle_incremental_alter_configs(ctx: Any, request: Any) -> Any:
+async def handle_incremental_alter_configs(ctx: RequestContext, request: IncrementalAlterConfigsRequest) -> Response:
     return await _alter(ctx, INCREMENTAL_KEY, request, _incremental(ctx.node))

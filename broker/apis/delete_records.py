@@ -17,12 +17,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.context import RequestContext, Response
 from broker.dispatch import api
 from broker.forwarding import on_owners
 from broker.partition_ops import DeleteItem, OffsetResult
 from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
+from broker.protocol.requests import DeleteRecordsRequest
 from storage.types import TopicPartition
 
 KEY = 21
@@ -38,7 +40,7 @@ def _error(request: Any, version: int, code: int) -> Any:
 
 
 @api(KEY, "DeleteRecords", 0, 2, error_response=_error)
-async def handle_delete_records(ctx: Any, request: Any) -> Any:
+async def handle_delete_records(ctx: RequestContext, request: DeleteRecordsRequest) -> Response:
     node = ctx.node
     topics = []
     items: list[DeleteItem] = []

@@ -16,10 +16,12 @@ from __future__ import annotations
 from typing import Any
 
 from broker.apis.metadata import advertised_nodes
+from broker.context import RequestContext, Response
 from broker.dispatch import api
 from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
+from broker.protocol.requests import DescribeClusterRequest
 
 KEY = 60
 
@@ -47,7 +49,7 @@ def _error(request: Any, version: int, code: int) -> Any:
 
 
 @api(KEY, "DescribeCluster", 0, 2, error_response=_error)
-def handle_describe_cluster(ctx: Any, request: Any) -> Any:
+def handle_describe_cluster(ctx: RequestContext, request: DescribeClusterRequest) -> Response:
     node = ctx.node
     endpoint_type = getattr(request, "endpoint_type", ENDPOINT_BROKER)  # the field exists from v1
     if endpoint_type == ENDPOINT_CONTROLLER:

@@ -4,7 +4,7 @@ The request body is decoded by broker/protocol/fetch_request.py into plain tuple
 by kio (a 1,000-partition request is decoded ~130 times a second).
 
 Behaviour: record bytes go from the segment file to the socket with os.sendfile and
-never enter Python: the owner of each partition (this worker, or another over IPC) says
+never enter Python: the owner of each partition (this worker, or another over the rings) says
 where the bytes lie (path, inode, position, length) and this worker sends that range
 (broker/segment_files.py opens it). Any worker answers any partition's fetch. With
 min_bytes not reached and max_wait_ms > 0 the request parks in the purgatory until an
@@ -27,14 +27,14 @@ from __future__ import annotations
 import functools
 import time
 import uuid
-from typing import Any
 
-from broker.connection import FileChunk, RawResponse
+from broker.context import FileChunk, RawResponse, RequestContext, WorkerServices
 from broker.dispatch import api
 from broker.forwarding import on_owners
 from broker.partition_ops import ReadItem, ReadResult
 from broker.protocol import fast, fetch_request
 from broker.protocol.errors import ErrorCode
+from broker.protocol.fetch_request import FetchRequest
 from storage.types import TopicPartition, partitions_of
 
 KEY = 1
@@ -49,7 +49,7 @@ Wanted = tuple[int, int, int, "ReadItem | None"]
 _read_item = functools.partial(tuple.__new__, ReadItem)
 
 
-def _resolve(ctx: Any, request: Any) -> tuple[list[tuple[str, uuid.UUID]], list[Wanted]]:
+def _resolve(ctx: RequestContext, request: FetchRequest) -> tuple[list[tuple[str, uuid.UUID]], list[Wanted]]:
     node = ctx.node
     version = ctx.api_version
     refuse_zstd = version < 10
@@ -57,7 +57,7 @@ def _resolve(ctx: Any, request: Any) -> tuple[list[tuple[str, uuid.UUID]], list[
     wanted: list[Wanted] = []
     add = wanted.append
     for topic in request.topics:
-        if version >= 13:
+        if topic.topic_id is not None:  # v13+ names topics by id
             info = node.registry.by_id(topic.topic_id)
             if info is None and node.registry.refresh():
                 info = node.registry.by_id(topic.topic_id)
@@ -83,7 +83,7 @@ def _resolve(ctx: Any, request: Any) -> tuple[list[tuple[str, uuid.UUID]], list[
     return topics, wanted
 
 
-async def _read_again(node: Any, items: list[ReadItem], results: list[ReadResult],
+async def _read_again(node: WorkerServices, items: list[ReadItem], results: list[ReadResult],
                       appended: set[TopicPartition]) -> list[ReadResult]:
     """After a wakeup: read again only the partitions appended to since the last read.
     The others were read after the watch was registered and no append has touched them
@@ -100,14 +100,14 @@ async def _read_again(node: Any, items: list[ReadItem], results: list[ReadResult
     return merged
 
 
-def _session_error(ctx: Any, request: Any) -> int:
+def _session_error(ctx: RequestContext, request: FetchRequest) -> int:
     if ctx.api_version >= 7 and request.session_epoch > 0:
         return ErrorCode.fetch_session_id_not_found
     return 0
 
 
 @api(KEY, "Fetch", fetch_request.VERSIONS[0], fetch_request.VERSIONS[-1], decode=fetch_request.decode)
-async def handle_fetch(ctx: Any, request: Any) -> RawResponse:
+async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> RawResponse:
     node = ctx.node
     node.stats["fetch_requests"] += 1
     session_error = _session_error(ctx, request)
@@ -143,7 +143,7 @@ async def handle_fetch(ctx: Any, request: Any) -> RawResponse:
     return _respond(ctx, 0, topics, wanted, results, request.max_bytes)
 
 
-def _respond(ctx: Any, error_code: int, topics: list[tuple[str, uuid.UUID]], wanted: list[Wanted],
+def _respond(ctx: RequestContext, error_code: int, topics: list[tuple[str, uuid.UUID]], wanted: list[Wanted],
              results: list[ReadResult], max_bytes: int = 0) -> RawResponse:
     node = ctx.node
     out_topics = [fast.FetchTopicOut(name, topic_id, []) for name, topic_id in topics]

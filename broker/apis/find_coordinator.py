@@ -15,10 +15,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.context import RequestContext, Response
 from broker.dispatch import api
 from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode, KafkaError
+from broker.protocol.requests import FindCoordinatorRequest
 
 KEY = 10
 GROUP = 0
@@ -43,7 +45,7 @@ def _error(request: Any, version: int, code: int) -> Any:
 
 
 @api(KEY, "FindCoordinator", 0, 6, error_response=_error)
-async def handle_find_coordinator(ctx: Any, request: Any) -> Any:
+async def handle_find_coordinator(ctx: RequestContext, request: FindCoordinatorRequest) -> Response:
     version = ctx.api_version
     keys = _keys(request, version)
     key_type = int(getattr(request, "key_type", GROUP))

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.context import CoordinatorContext, Response
 from broker.dispatch import coordinator_api
 from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
+from broker.protocol.requests import DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest
 from coordination.groups.state import GroupState
 
 NO_OPERATIONS = -(2**31)
@@ -47,7 +49,7 @@ def _describe_error(request: Any, version: int, code: int) -> Any:
 
 
 @coordinator_api(DESCRIBE_GROUPS, "DescribeGroups", 0, 6, error_response=_describe_error)
-def serve_describe_groups(ctx: Any, request: Any) -> Any:
+def serve_describe_groups(ctx: CoordinatorContext, request: DescribeGroupsRequest) -> Response:
     version = ctx.api_version
     groups = [_describe_entry(version, ctx.coordinator.describe(g)) for g in request.groups]
     return build(codec.response_class(DESCRIBE_GROUPS, version), {"throttle_time": 0, "groups": groups})
@@ -62,7 +64,7 @@ def _list_error(request: Any, version: int, code: int) -> Any:
 
 
 @coordinator_api(LIST_GROUPS, "ListGroups", 0, 5, error_response=_list_error)
-def serve_list_groups(ctx: Any, request: Any) -> Any:
+def serve_list_groups(ctx: CoordinatorContext, request: ListGroupsRequest) -> Response:
     version = ctx.api_version
     states: set[GroupState] | None = None
     wanted_states = getattr(request, "states_filter", ())
@@ -91,7 +93,7 @@ def _delete_error(request: Any, version: int, code: int) -> Any:
 
 
 @coordinator_api(DELETE_GROUPS, "DeleteGroups", 0, 2, error_response=_delete_error)
-async def serve_delete_groups(ctx: Any, request: Any) -> Any:
+async def serve_delete_groups(ctx: CoordinatorContext, request: DeleteGroupsRequest) -> Response:
     names = list(request.groups_names)
     codes = await ctx.coordinator.delete_groups(names)
     return _delete_answer(ctx.api_version, names, codes)

@@ -18,10 +18,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.context import RequestContext, Response
 from broker.dispatch import api
 from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
+from broker.protocol.requests import InitProducerIdRequest
 
 KEY = 22
 
@@ -41,7 +43,7 @@ def _error(request: Any, version: int, code: int) -> Any:
 
 
 @api(KEY, "InitProducerId", 0, 4, error_response=_error)
-def handle_init_producer_id(ctx: Any, request: Any) -> Any:
+async def handle_init_producer_id(ctx: RequestContext, request: InitProducerIdRequest) -> Response:
     version = ctx.api_version
     if request.transactional_id is not None:
         if request.transactional_id == "":
@@ -54,4 +56,4 @@ def handle_init_producer_id(ctx: Any, request: Any) -> Any:
         return _answer(version, ErrorCode.invalid_request)
     if producer_id >= 0 and 0 <= epoch < MAX_EPOCH:
         return _answer(version, ErrorCode.none, producer_id, epoch + 1)
-    return _answer(version, ErrorCode.none, ctx.node.next_producer_id(), 0)
+    return _answer(version, ErrorCode.none, await ctx.node.next_producer_id(), 0)

@@ -23,12 +23,14 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from broker.context import RequestContext, Response
 from broker.dispatch import api
 from broker.forwarding import on_owners
 from broker.partition_ops import OffsetItem, OffsetResult
 from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
+from broker.protocol.requests import ListOffsetsRequest
 from storage.types import TopicPartition
 
 KEY = 2
@@ -52,7 +54,7 @@ def _error(request: Any, version: int, code: int) -> Any:
 
 
 @api(KEY, "ListOffsets", 1, 8, error_response=_error)
-async def handle_list_offsets(ctx: Any, request: Any) -> Any:
+async def handle_list_offsets(ctx: RequestContext, request: ListOffsetsRequest) -> Response:
     node = ctx.node
     asked = Counter((t.name, p.partition_index) for t in request.topics for p in t.partitions)
     topics = []

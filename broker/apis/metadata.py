@@ -18,10 +18,12 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from broker.context import RequestContext, Response
 from broker.dispatch import api
 from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
+from broker.protocol.requests import MetadataRequest
 from coordination.local_topics import TopicInfo, TopicRegistryError, validate_topic_name
 
 KEY = 3
@@ -62,14 +64,14 @@ def _error_entry(code: int, name: str | None, topic_id: uuid.UUID | None = None)
             "partitions": (), "topic_authorized_operations": NO_OPERATIONS}
 
 
-async def _auto_create(ctx: Any, name: str) -> dict[str, Any]:
+async def _auto_create(ctx: RequestContext, name: str) -> dict[str, Any]:
     node = ctx.node
     try:
-        info = node.registry.create(name, int(node.config["num.partitions"]), {})
+        info = await node.run_admin(lambda: node.registry.create(name, int(node.config["num.partitions"]), {}))
     except TopicRegistryError as exc:
         if exc.code != ErrorCode.topic_already_exists:
             return _error_entry(exc.code, name)
-        node.registry.refresh()
+        await node.run_admin(node.cluster.refresh_now)  # another worker or broker made it: load it
         existing = node.topic(name)
         return _topic_entry(node, existing) if existing else _error_entry(ErrorCode.leader_not_available, name)
     await node.registry_changed()
@@ -77,7 +79,7 @@ async def _auto_create(ctx: Any, name: str) -> dict[str, Any]:
 
 
 @api(KEY, "Metadata", 0, 12)
-async def handle_metadata(ctx: Any, request: Any) -> Any:
+async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> Response:
     node = ctx.node
     version = ctx.api_version
     node.registry.refresh()

@@ -21,12 +21,17 @@ id and epoch (new protocol; ignored for classic groups).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
+
+from kio.schema.offset_fetch.v8.request import OffsetFetchRequest as OffsetFetchV8
+from kio.schema.offset_fetch.v9.request import OffsetFetchRequest as OffsetFetchV9
 
 from broker.apis.groups import _ms
+from broker.context import CoordinatorContext, Response
 from broker.dispatch import coordinator_api
 from broker.protocol import codec
 from broker.protocol.build import build
+from broker.protocol.requests import OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest
 
 # ---------------------------------------------------------------------- OffsetCommit
 OFFSET_COMMIT = 8
@@ -45,7 +50,7 @@ def _commit_error(request: Any, version: int, code: int) -> Any:
 
 
 @coordinator_api(OFFSET_COMMIT, "OffsetCommit", 2, 9, error_response=_commit_error)
-async def serve_offset_commit(ctx: Any, request: Any) -> Any:
+async def serve_offset_commit(ctx: CoordinatorContext, request: OffsetCommitRequest) -> Response:
     entries = [(t.name, int(p.partition_index), int(p.committed_offset), int(getattr(p, "committed_leader_epoch", -1)),
                 p.committed_metadata) for t in request.topics for p in t.partitions]
     retention = _ms(getattr(request, "retention_time", None))
@@ -65,7 +70,7 @@ def _wanted(topics: Any) -> list[tuple[str, int]] | None:
     return [(t.name, int(p)) for t in topics for p in t.partition_indexes]
 
 
-def _group_answer(ctx: Any, group_id: str, topics: Any) -> dict[str, Any]:
+def _group_answer(ctx: CoordinatorContext, group_id: str, topics: Any) -> dict[str, Any]:
     """One group's offsets in the shape every version shares (v8+ nests it in groups)."""
     wanted = _wanted(topics)
     code, found = ctx.coordinator.fetch_offsets(group_id, wanted)
@@ -95,9 +100,9 @@ def _fetch_error(request: Any, version: int, code: int) -> Any:
 
 
 @coordinator_api(OFFSET_FETCH, "OffsetFetch", 1, 9, error_response=_fetch_error)
-def serve_offset_fetch(ctx: Any, request: Any) -> Any:
+def serve_offset_fetch(ctx: CoordinatorContext, request: OffsetFetchRequest) -> Response:
     version = ctx.api_version
-    if version >= 8:
+    if isinstance(request, (OffsetFetchV8, OffsetFetchV9)):  # v8 asks for several groups at once
         groups = [_group_answer(ctx, g.group_id, g.topics) for g in request.groups]
         return build(codec.response_class(OFFSET_FETCH, version), {"throttle_time": 0, "groups": groups})
     answer = _group_answer(ctx, request.group_id, request.topics)
@@ -108,7 +113,7 @@ def serve_offset_fetch(ctx: Any, request: Any) -> Any:
 OFFSET_DELETE = 47
 
 
-def _delete_answer(code: int, partitions: list[tuple[str, int]], codes: list[int]) -> Any:
+def _delete_answer(code: int, partitions: Sequence[tuple[str, int]], codes: list[int]) -> Any:
     by_topic: dict[str, list[dict[str, int]]] = {}
     for (topic, partition), c in zip(partitions, codes):
         by_topic.setdefault(topic, []).append({"partition_index": partition, "error_code": c})
@@ -121,7 +126,7 @@ def _delete_error(request: Any, version: int, code: int) -> Any:
 
 
 @coordinator_api(OFFSET_DELETE, "OffsetDelete", 0, 0, error_response=_delete_error)
-async def serve_offset_delete(ctx: Any, request: Any) -> Any:
+async def serve_offset_delete(ctx: CoordinatorContext, request: OffsetDeleteRequest) -> Response:
     partitions = [(t.name, int(p.partition_index)) for t in request.topics for p in t.partitions]
     code, codes = await ctx.coordinator.delete_offsets(request.group_id, partitions)
     if code:

@@ -2,7 +2,7 @@
 
 Behaviour: the record set of each partition is appended as the client sent it (the
 owner parses batch headers, checks CRC-32C, rewrites base offsets; records are never
-re-encoded). Partitions owned by other workers are forwarded to their owner over IPC
+re-encoded). Partitions owned by other workers are forwarded to their owner over the shared-memory rings (broker/mesh.py)
 and the answers merged in request order. acks=all equals acks=1 (no replication yet:
 the leader is the whole ISR); acks=0 gets no response. Idempotent producers: a retried
 batch is acknowledged with its original offset, a gap answers
@@ -19,10 +19,9 @@ and node_endpoints (tagged; sent only with NOT_LEADER errors, which we never giv
 
 from __future__ import annotations
 
-from typing import Any
-
 from broker.apis.metadata import INTERNAL_TOPICS
-from broker.dispatch import NO_RESPONSE, api
+from broker.context import NO_RESPONSE, RequestContext, Response
+from broker.dispatch import api
 from broker.forwarding import on_owners
 from broker.partition_ops import NO_FENCE, AppendItem, AppendResult
 from broker.protocol import produce_request
@@ -44,19 +43,6 @@ class _Slot:
         self.result = AppendResult(ErrorCode.unknown_server_error)
 
 
-def _move_to_single_owner(ctx: Any, items: list[AppendItem]) -> None:
-    """A request whose partitions all live on one other worker asks for the connection to
-    move there (broker/handoff.py): this request is still forwarded, the next ones not."""
-    node = ctx.node
-    held = [item.tp for item in items if node.holds(item.tp)]
-    if not held:
-        return
-    owner = node.owner_of(held[0])
-    # The usual case, every partition owned here, ends at the first.
-    if owner != node.index and all(node.owner_of(tp) == owner for tp in held):
-        ctx.connection.request_handoff(owner)
-
-
 def _error_response(request: ProduceRequest, version: int, code: int) -> bytes:
     failed = AppendResult(code)
     return encode_produce_response(version, [(t.name, [(index, failed) for index, _records in t.partition_data])
@@ -65,7 +51,7 @@ def _error_response(request: ProduceRequest, version: int, code: int) -> bytes:
 
 @api(KEY, "Produce", produce_request.VERSIONS[0], produce_request.VERSIONS[-1], error_response=_error_response,
      decode=produce_request.decode)
-async def handle_produce(ctx: Any, request: ProduceRequest) -> Any:
+async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Response:
     node = ctx.node
     version = ctx.api_version
     node.stats["produce_requests"] += 1
@@ -116,7 +102,6 @@ async def handle_produce(ctx: Any, request: ProduceRequest) -> Any:
                 entries.append((index, slot))
                 slots.append(slot)
                 items.append(AppendItem(TopicPartition(name, index), records, version))
-    _move_to_single_owner(ctx, items)
     if items:
         for slot, result in zip(slots, await on_owners(node, items, lambda ops, part: ops.append(part), AppendResult)):
             slot.result = result

@@ -39,14 +39,17 @@ topic_id. CreatePartitions v1 is v0, v2 and v3 are flexible.
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from typing import Any
 
 from broker.apis.configs import check_overrides, topic_config_entries
+from broker.context import RequestContext, Response, WorkerServices
 from broker.dispatch import api
 from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode, KafkaError
+from broker.protocol.requests import CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest
 from coordination.local_topics import TopicRegistryError, validate_topic_name
 
 CREATE_KEY = 19
@@ -121,7 +124,7 @@ def _partition_count(node: Any, topic: Any) -> int:
     return count
 
 
-def _create_one(node: Any, topic: Any, validate_only: bool) -> tuple[dict[str, Any], bool]:
+async def _create_one(node: WorkerServices, topic: Any, validate_only: bool) -> tuple[dict[str, Any], bool]:
     """(result description, whether the registry changed)."""
     name = topic.name
     try:
@@ -137,9 +140,9 @@ def _create_one(node: Any, topic: Any, validate_only: bool) -> tuple[dict[str, A
         partitions = _partition_count(node, topic)
         configs = check_overrides(node, {c.name: c.value for c in topic.configs})
         try:
-            placement = {"assignment": {a.partition_index: list(a.broker_ids) for a in topic.assignments}} \
-                if topic.assignments else {}
-            info = node.registry.create(name, partitions, configs, validate_only=validate_only, **placement)
+            assignment = {a.partition_index: list(a.broker_ids) for a in topic.assignments} if topic.assignments else None
+            info = await node.run_admin(lambda: node.registry.create(name, partitions, configs, validate_only=validate_only,
+                                                                     assignment=assignment))
         except TopicRegistryError as exc:
             raise _registry_error(exc) from None
     except KafkaError as exc:
@@ -163,7 +166,7 @@ def _create_error(request: Any, version: int, code: int) -> Any:
 
 
 @api(CREATE_KEY, "CreateTopics", 2, 7, error_response=_create_error)
-async def handle_create_topics(ctx: Any, request: Any) -> Any:
+async def handle_create_topics(ctx: RequestContext, request: CreateTopicsRequest) -> Response:
     node = ctx.node
     dupes = _duplicates([t.name for t in request.topics])
     results = []
@@ -171,7 +174,7 @@ async def handle_create_topics(ctx: Any, request: Any) -> Any:
     for topic in request.topics:
         if topic.name in dupes:
             continue
-        result, created = _create_one(node, topic, bool(request.validate_only))
+        result, created = await _create_one(node, topic, bool(request.validate_only))
         results.append(result)
         changed |= created
     results.extend(_create_failed(name, ErrorCode.invalid_request, "Duplicate topic name.") for name in dupes)
@@ -199,7 +202,7 @@ def _delete_error(request: Any, version: int, code: int) -> Any:
 
 
 @api(DELETE_KEY, "DeleteTopics", 1, 6, error_response=_delete_error)
-async def handle_delete_topics(ctx: Any, request: Any) -> Any:
+async def handle_delete_topics(ctx: RequestContext, request: DeleteTopicsRequest) -> Response:
     node = ctx.node
     entries = _delete_entries(request)
     response_class = codec.response_class(DELETE_KEY, ctx.api_version)
@@ -235,11 +238,12 @@ async def handle_delete_topics(ctx: Any, request: Any) -> Any:
     for name, topic_id, target, error in resolved:
         if error is None and target is not None and counts[target] > 1:
             error = KafkaError(ErrorCode.invalid_request, "Duplicate topic name." if topic_id is None else "Duplicate topic id.")
-        if error is not None:
-            responses.append(_deleted(name, topic_id, error.code, str(error)))
+        if error is not None or target is None:
+            code = error.code if error is not None else ErrorCode.invalid_request
+            responses.append(_deleted(name, topic_id, code, str(error)))
             continue
         try:
-            info = node.registry.delete(target)
+            info = await node.run_admin(functools.partial(node.registry.delete, target))
         except TopicRegistryError as exc:
             code = ErrorCode.unknown_topic_id if topic_id is not None else ErrorCode(exc.code)
             responses.append(_deleted(name, topic_id, code, str(exc)))
@@ -252,7 +256,7 @@ async def handle_delete_topics(ctx: Any, request: Any) -> Any:
 
 
 # ---------------------------------------------------------------------------- CreatePartitions
-def _grow_one(node: Any, topic: Any, validate_only: bool) -> bool:
+async def _grow_one(node: WorkerServices, topic: Any, validate_only: bool) -> bool:
     """Raises KafkaError; True when the registry changed."""
     info = node.topic(topic.name)
     if info is None:
@@ -270,7 +274,8 @@ def _grow_one(node: Any, topic: Any, validate_only: bool) -> bool:
         for offset, assignment in enumerate(topic.assignments):
             _check_replicas(node, assignment.broker_ids, f"new partition {info.partitions + offset}")
     try:
-        node.registry.set_partitions(topic.name, topic.count, validate_only=validate_only)
+        await node.run_admin(functools.partial(node.registry.set_partitions, topic.name, topic.count,
+                                               validate_only=validate_only))
     except TopicRegistryError as exc:
         raise _registry_error(exc) from None
     return not validate_only
@@ -282,7 +287,7 @@ def _partitions_error(request: Any, version: int, code: int) -> Any:
 
 
 @api(PARTITIONS_KEY, "CreatePartitions", 0, 3, error_response=_partitions_error)
-async def handle_create_partitions(ctx: Any, request: Any) -> Any:
+async def handle_create_partitions(ctx: RequestContext, request: CreatePartitionsRequest) -> Response:
     node = ctx.node
     dupes = _duplicates([t.name for t in request.topics])
     results = []
@@ -292,7 +297,7 @@ async def handle_create_partitions(ctx: Any, request: Any) -> Any:
             continue
         out = {"name": topic.name, "error_code": 0, "error_message": None}
         try:
-            changed |= _grow_one(node, topic, bool(request.validate_only))
+            changed |= await _grow_one(node, topic, bool(request.validate_only))
         except KafkaError as exc:
             out.update(error_code=exc.code, error_message=str(exc))
         results.append(out)

@@ -36,8 +36,8 @@ def _plan(cls: type) -> list[tuple[str, Any, bool]]:
 def _converter(hint: Any) -> Any:
     origin = typing.get_origin(hint)
     args = typing.get_args(hint)
-    if origin is tuple and args and dataclasses.is_dataclass(args[0]):
-        inner = args[0]
+    if origin is tuple and args and isinstance(args[0], type) and dataclasses.is_dataclass(args[0]):
+        inner: type = args[0]
         return lambda value: tuple(build(inner, v) if isinstance(v, dict) else v for v in value)
     if origin is tuple:
         return tuple
@@ -48,8 +48,9 @@ def _converter(hint: Any) -> Any:
             if inner_convert is None:
                 return None
             return lambda value: None if value is None else inner_convert(value)
-    if dataclasses.is_dataclass(hint):
-        return lambda value: build(hint, value) if isinstance(value, dict) else value
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        entity_class: type = hint
+        return lambda value: build(entity_class, value) if isinstance(value, dict) else value
     if hint is ErrorCode:
         return ErrorCode
     if hint in (i32Timedelta, i64Timedelta):

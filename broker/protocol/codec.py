@@ -67,7 +67,8 @@ def decode_request(api_key: int, version: int, frame: bytes | memoryview, offset
 
 def encode_body(entity: Any) -> bytes:
     buffer = io.BytesIO()
-    _writer(type(entity))(buffer, entity)
+    entity_class: type = type(entity)
+    _writer(entity_class)(buffer, entity)
     return buffer.getvalue()
 
 

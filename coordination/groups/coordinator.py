@@ -26,7 +26,7 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Callable, Iterable, Protocol
+from typing import Callable, Iterable, Protocol, Sequence
 
 from kio.schema.errors import ErrorCode
 
@@ -557,7 +557,7 @@ class GroupCoordinator:
 
     # ------------------------------------------------------------------ offsets
     async def commit_offsets(self, group_id: str, generation: int, member_id: str, group_instance_id: str | None,
-                             retention_ms: int, offsets: list[tuple[str, int, int, int, str | None]],
+                             retention_ms: int, offsets: Sequence[tuple[str, int, int, int, str | None]],
                              known_topic: Callable[[str, int], bool]) -> list[int]:
         """offsets: (topic, partition, offset, leader epoch, metadata). One code per entry."""
         code = self._unavailable()
@@ -618,7 +618,7 @@ class GroupCoordinator:
             return 0, [(t, p, v) for (t, p), v in sorted(offsets.items())]
         return 0, [(t, p, offsets.get((t, p))) for t, p in partitions]
 
-    async def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> tuple[int, list[int]]:
+    async def delete_offsets(self, group_id: str, partitions: Sequence[tuple[str, int]]) -> tuple[int, list[int]]:
         """OffsetDelete: refused for topics the group's members subscribe to."""
         code = self._unavailable()
         if code:
@@ -736,7 +736,7 @@ class GroupCoordinator:
         return 0, [(g.group_id, g.protocol_type or "", g.state.wire_name) for g in self.groups.values()
                    if not g.is_(GroupState.DEAD) and (states is None or g.state in states)]
 
-    async def delete_groups(self, group_ids: list[str]) -> list[int]:
+    async def delete_groups(self, group_ids: Sequence[str]) -> list[int]:
         results = []
         for group_id in group_ids:
             code = self._unavailable()

@@ -1,0 +1,162 @@
+"""What an API handler gets and what it returns, typed; API modules import this, never the
+transport (broker/connection.py) or the worker (broker/node.py).
+
+A handler is ``handle(ctx: RequestContext, request: <its request type>) -> Response`` (or
+a coroutine of one). ``ctx.node`` offers the worker's services through narrow interfaces
+(the anchor is Redpanda's request_context.h): topics, partition routing, fetch services,
+the coordinator process, and the broker's identity and counters. broker.node.WorkerNode
+implements all of them; mypy checks that it does wherever a context is made.
+Coordinator-side API functions get a CoordinatorContext instead.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Protocol, TypeVar, Union
+
+from kio.static.protocol import Entity
+
+from broker.forwarding import Router
+
+T = TypeVar("T")
+
+if TYPE_CHECKING:
+    from broker.config import BrokerConfig
+    from broker.metrics import WorkerMetrics
+    from broker.purgatory import FetchPurgatory
+    from broker.segment_files import SegmentFiles
+    from coordination.backend import TopicRegistry
+    from coordination.cluster import ClusterView
+    from coordination.groups.coordinator import GroupCoordinator
+    from coordination.local_topics import TopicInfo
+    from storage.manager import LogManager
+
+
+@dataclass(slots=True)
+class FileChunk:
+    """A range of a file to send with os.sendfile; ``fd`` is ours to close when done."""
+
+    fd: int
+    position: int
+    length: int
+
+
+class RawResponse:
+    """A response built by hand: buffers and file ranges, already framed except for the
+    response header (Fetch's zero-copy path)."""
+
+    __slots__ = ("chunks", "size")
+
+    def __init__(self, chunks: list[bytes | FileChunk], size: int) -> None:
+        self.chunks = chunks
+        self.size = size
+
+    def release(self) -> None:
+        for chunk in self.chunks:
+            if isinstance(chunk, FileChunk):
+                os.close(chunk.fd)
+
+
+class NoResponse:
+    """acks=0 Produce: the request takes its place in the order and nothing is written."""
+
+    def __repr__(self) -> str:
+        return "NO_RESPONSE"
+
+
+NO_RESPONSE = NoResponse()
+
+# A kio response entity, a body already encoded (Produce, ApiVersions, the coordinator's
+# answers), a RawResponse (Fetch), or NO_RESPONSE.
+Response = Union[Entity, bytes, RawResponse, NoResponse]
+
+
+# ---------------------------------------------------------------------- the worker's services
+class ConnectionHandle(Protocol):
+    peer: str
+
+
+class TopicServices(Protocol):
+    @property
+    def registry(self) -> "TopicRegistry": ...
+
+    def topic(self, name: str) -> "TopicInfo | None":
+        """The topic, refreshing the registry once if it is not known yet."""
+        ...
+
+    async def registry_changed(self) -> None:
+        """After this worker changed the registry: every worker syncs before we answer."""
+        ...
+
+    async def run_admin(self, change: Callable[[], T]) -> T:
+        """A change to the topic registry, run off the event loop (it may wait on
+        ZooKeeper); the snapshot has loaded it when this returns."""
+        ...
+
+    async def next_producer_id(self) -> int: ...
+
+
+class FetchServices(Protocol):
+    @property
+    def purgatory(self) -> "FetchPurgatory": ...
+
+    @property
+    def segment_files(self) -> "SegmentFiles": ...
+
+
+class CoordinatorAccess(Protocol):
+    async def to_coordinator(self, ctx: "RequestContext", request: Entity) -> bytes: ...
+
+    async def find_coordinator(self) -> tuple[int, int, str, int]: ...
+
+
+class BrokerIdentity(Protocol):
+    @property
+    def node_id(self) -> int: ...
+
+    @property
+    def cluster_id(self) -> str: ...
+
+    @property
+    def config(self) -> "BrokerConfig": ...
+
+    @property
+    def cluster(self) -> "ClusterView": ...
+
+    @property
+    def logs(self) -> "LogManager": ...
+
+    @property
+    def stats(self) -> dict[str, int]: ...
+
+    @property
+    def metrics(self) -> "WorkerMetrics": ...
+
+
+class WorkerServices(BrokerIdentity, TopicServices, Router, FetchServices, CoordinatorAccess, Protocol):
+    """Everything a handler may use of the worker that serves its connection."""
+
+
+@dataclass(slots=True)
+class RequestContext:
+    node: WorkerServices
+    connection: ConnectionHandle
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    frame_size: int = 0  # counted in the connection's queued request bytes until answered
+    started: float = 0.0  # time.perf_counter() when the frame was taken, for the latency metric
+
+
+@dataclass(slots=True)
+class CoordinatorContext:
+    """What a coordinator-side API function gets (the worker's RequestContext's twin)."""
+
+    coordinator: "GroupCoordinator"
+    api_key: int
+    api_version: int
+    client_id: str | None
+    client_host: str
+    topic_exists: Callable[[str, int], bool]

@@ -1,0 +1,390 @@
+"""The request types each handler takes: the union of kio's request classes over the versions
+Castle serves (broker/dispatch.py registers the ranges; tests/unit/protocol/test_request_types.py
+checks that every union covers exactly them). mypy then checks a handler's field accesses
+against every version it may get; a field that only some versions have is read with getattr.
+
+Produce and Fetch are decoded by hand (produce_request.py, fetch_request.py) and typed there.
+"""
+
+from __future__ import annotations
+
+from typing import Union
+
+from kio.schema.alter_configs.v0.request import AlterConfigsRequest as _AlterConfigsRequestV0
+from kio.schema.alter_configs.v1.request import AlterConfigsRequest as _AlterConfigsRequestV1
+from kio.schema.alter_configs.v2.request import AlterConfigsRequest as _AlterConfigsRequestV2
+from kio.schema.api_versions.v0.request import ApiVersionsRequest as _ApiVersionsRequestV0
+from kio.schema.api_versions.v1.request import ApiVersionsRequest as _ApiVersionsRequestV1
+from kio.schema.api_versions.v2.request import ApiVersionsRequest as _ApiVersionsRequestV2
+from kio.schema.api_versions.v3.request import ApiVersionsRequest as _ApiVersionsRequestV3
+from kio.schema.api_versions.v4.request import ApiVersionsRequest as _ApiVersionsRequestV4
+from kio.schema.create_partitions.v0.request import CreatePartitionsRequest as _CreatePartitionsRequestV0
+from kio.schema.create_partitions.v1.request import CreatePartitionsRequest as _CreatePartitionsRequestV1
+from kio.schema.create_partitions.v2.request import CreatePartitionsRequest as _CreatePartitionsRequestV2
+from kio.schema.create_partitions.v3.request import CreatePartitionsRequest as _CreatePartitionsRequestV3
+from kio.schema.create_topics.v2.request import CreateTopicsRequest as _CreateTopicsRequestV2
+from kio.schema.create_topics.v3.request import CreateTopicsRequest as _CreateTopicsRequestV3
+from kio.schema.create_topics.v4.request import CreateTopicsRequest as _CreateTopicsRequestV4
+from kio.schema.create_topics.v5.request import CreateTopicsRequest as _CreateTopicsRequestV5
+from kio.schema.create_topics.v6.request import CreateTopicsRequest as _CreateTopicsRequestV6
+from kio.schema.create_topics.v7.request import CreateTopicsRequest as _CreateTopicsRequestV7
+from kio.schema.delete_groups.v0.request import DeleteGroupsRequest as _DeleteGroupsRequestV0
+from kio.schema.delete_groups.v1.request import DeleteGroupsRequest as _DeleteGroupsRequestV1
+from kio.schema.delete_groups.v2.request import DeleteGroupsRequest as _DeleteGroupsRequestV2
+from kio.schema.delete_records.v0.request import DeleteRecordsRequest as _DeleteRecordsRequestV0
+from kio.schema.delete_records.v1.request import DeleteRecordsRequest as _DeleteRecordsRequestV1
+from kio.schema.delete_records.v2.request import DeleteRecordsRequest as _DeleteRecordsRequestV2
+from kio.schema.delete_topics.v1.request import DeleteTopicsRequest as _DeleteTopicsRequestV1
+from kio.schema.delete_topics.v2.request import DeleteTopicsRequest as _DeleteTopicsRequestV2
+from kio.schema.delete_topics.v3.request import DeleteTopicsRequest as _DeleteTopicsRequestV3
+from kio.schema.delete_topics.v4.request import DeleteTopicsRequest as _DeleteTopicsRequestV4
+from kio.schema.delete_topics.v5.request import DeleteTopicsRequest as _DeleteTopicsRequestV5
+from kio.schema.delete_topics.v6.request import DeleteTopicsRequest as _DeleteTopicsRequestV6
+from kio.schema.describe_cluster.v0.request import DescribeClusterRequest as _DescribeClusterRequestV0
+from kio.schema.describe_cluster.v1.request import DescribeClusterRequest as _DescribeClusterRequestV1
+from kio.schema.describe_cluster.v2.request import DescribeClusterRequest as _DescribeClusterRequestV2
+from kio.schema.describe_configs.v1.request import DescribeConfigsRequest as _DescribeConfigsRequestV1
+from kio.schema.describe_configs.v2.request import DescribeConfigsRequest as _DescribeConfigsRequestV2
+from kio.schema.describe_configs.v3.request import DescribeConfigsRequest as _DescribeConfigsRequestV3
+from kio.schema.describe_configs.v4.request import DescribeConfigsRequest as _DescribeConfigsRequestV4
+from kio.schema.describe_groups.v0.request import DescribeGroupsRequest as _DescribeGroupsRequestV0
+from kio.schema.describe_groups.v1.request import DescribeGroupsRequest as _DescribeGroupsRequestV1
+from kio.schema.describe_groups.v2.request import DescribeGroupsRequest as _DescribeGroupsRequestV2
+from kio.schema.describe_groups.v3.request import DescribeGroupsRequest as _DescribeGroupsRequestV3
+from kio.schema.describe_groups.v4.request import DescribeGroupsRequest as _DescribeGroupsRequestV4
+from kio.schema.describe_groups.v5.request import DescribeGroupsRequest as _DescribeGroupsRequestV5
+from kio.schema.describe_groups.v6.request import DescribeGroupsRequest as _DescribeGroupsRequestV6
+from kio.schema.find_coordinator.v0.request import FindCoordinatorRequest as _FindCoordinatorRequestV0
+from kio.schema.find_coordinator.v1.request import FindCoordinatorRequest as _FindCoordinatorRequestV1
+from kio.schema.find_coordinator.v2.request import FindCoordinatorRequest as _FindCoordinatorRequestV2
+from kio.schema.find_coordinator.v3.request import FindCoordinatorRequest as _FindCoordinatorRequestV3
+from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest as _FindCoordinatorRequestV4
+from kio.schema.find_coordinator.v5.request import FindCoordinatorRequest as _FindCoordinatorRequestV5
+from kio.schema.find_coordinator.v6.request import FindCoordinatorRequest as _FindCoordinatorRequestV6
+from kio.schema.heartbeat.v0.request import HeartbeatRequest as _HeartbeatRequestV0
+from kio.schema.heartbeat.v1.request import HeartbeatRequest as _HeartbeatRequestV1
+from kio.schema.heartbeat.v2.request import HeartbeatRequest as _HeartbeatRequestV2
+from kio.schema.heartbeat.v3.request import HeartbeatRequest as _HeartbeatRequestV3
+from kio.schema.heartbeat.v4.request import HeartbeatRequest as _HeartbeatRequestV4
+from kio.schema.incremental_alter_configs.v0.request import IncrementalAlterConfigsRequest as _IncrementalAlterConfigsRequestV0
+from kio.schema.incremental_alter_configs.v1.request import IncrementalAlterConfigsRequest as _IncrementalAlterConfigsRequestV1
+from kio.schema.init_producer_id.v0.request import InitProducerIdRequest as _InitProducerIdRequestV0
+from kio.schema.init_producer_id.v1.request import InitProducerIdRequest as _InitProducerIdRequestV1
+from kio.schema.init_producer_id.v2.request import InitProducerIdRequest as _InitProducerIdRequestV2
+from kio.schema.init_producer_id.v3.request import InitProducerIdRequest as _InitProducerIdRequestV3
+from kio.schema.init_producer_id.v4.request import InitProducerIdRequest as _InitProducerIdRequestV4
+from kio.schema.join_group.v0.request import JoinGroupRequest as _JoinGroupRequestV0
+from kio.schema.join_group.v1.request import JoinGroupRequest as _JoinGroupRequestV1
+from kio.schema.join_group.v2.request import JoinGroupRequest as _JoinGroupRequestV2
+from kio.schema.join_group.v3.request import JoinGroupRequest as _JoinGroupRequestV3
+from kio.schema.join_group.v4.request import JoinGroupRequest as _JoinGroupRequestV4
+from kio.schema.join_group.v5.request import JoinGroupRequest as _JoinGroupRequestV5
+from kio.schema.join_group.v6.request import JoinGroupRequest as _JoinGroupRequestV6
+from kio.schema.join_group.v7.request import JoinGroupRequest as _JoinGroupRequestV7
+from kio.schema.join_group.v8.request import JoinGroupRequest as _JoinGroupRequestV8
+from kio.schema.join_group.v9.request import JoinGroupRequest as _JoinGroupRequestV9
+from kio.schema.leave_group.v0.request import LeaveGroupRequest as _LeaveGroupRequestV0
+from kio.schema.leave_group.v1.request import LeaveGroupRequest as _LeaveGroupRequestV1
+from kio.schema.leave_group.v2.request import LeaveGroupRequest as _LeaveGroupRequestV2
+from kio.schema.leave_group.v3.request import LeaveGroupRequest as _LeaveGroupRequestV3
+from kio.schema.leave_group.v4.request import LeaveGroupRequest as _LeaveGroupRequestV4
+from kio.schema.leave_group.v5.request import LeaveGroupRequest as _LeaveGroupRequestV5
+from kio.schema.list_groups.v0.request import ListGroupsRequest as _ListGroupsRequestV0
+from kio.schema.list_groups.v1.request import ListGroupsRequest as _ListGroupsRequestV1
+from kio.schema.list_groups.v2.request import ListGroupsRequest as _ListGroupsRequestV2
+from kio.schema.list_groups.v3.request import ListGroupsRequest as _ListGroupsRequestV3
+from kio.schema.list_groups.v4.request import ListGroupsRequest as _ListGroupsRequestV4
+from kio.schema.list_groups.v5.request import ListGroupsRequest as _ListGroupsRequestV5
+from kio.schema.list_offsets.v1.request import ListOffsetsRequest as _ListOffsetsRequestV1
+from kio.schema.list_offsets.v2.request import ListOffsetsRequest as _ListOffsetsRequestV2
+from kio.schema.list_offsets.v3.request import ListOffsetsRequest as _ListOffsetsRequestV3
+from kio.schema.list_offsets.v4.request import ListOffsetsRequest as _ListOffsetsRequestV4
+from kio.schema.list_offsets.v5.request import ListOffsetsRequest as _ListOffsetsRequestV5
+from kio.schema.list_offsets.v6.request import ListOffsetsRequest as _ListOffsetsRequestV6
+from kio.schema.list_offsets.v7.request import ListOffsetsRequest as _ListOffsetsRequestV7
+from kio.schema.list_offsets.v8.request import ListOffsetsRequest as _ListOffsetsRequestV8
+from kio.schema.metadata.v0.request import MetadataRequest as _MetadataRequestV0
+from kio.schema.metadata.v1.request import MetadataRequest as _MetadataRequestV1
+from kio.schema.metadata.v2.request import MetadataRequest as _MetadataRequestV2
+from kio.schema.metadata.v3.request import MetadataRequest as _MetadataRequestV3
+from kio.schema.metadata.v4.request import MetadataRequest as _MetadataRequestV4
+from kio.schema.metadata.v5.request import MetadataRequest as _MetadataRequestV5
+from kio.schema.metadata.v6.request import MetadataRequest as _MetadataRequestV6
+from kio.schema.metadata.v7.request import MetadataRequest as _MetadataRequestV7
+from kio.schema.metadata.v8.request import MetadataRequest as _MetadataRequestV8
+from kio.schema.metadata.v9.request import MetadataRequest as _MetadataRequestV9
+from kio.schema.metadata.v10.request import MetadataRequest as _MetadataRequestV10
+from kio.schema.metadata.v11.request import MetadataRequest as _MetadataRequestV11
+from kio.schema.metadata.v12.request import MetadataRequest as _MetadataRequestV12
+from kio.schema.offset_commit.v2.request import OffsetCommitRequest as _OffsetCommitRequestV2
+from kio.schema.offset_commit.v3.request import OffsetCommitRequest as _OffsetCommitRequestV3
+from kio.schema.offset_commit.v4.request import OffsetCommitRequest as _OffsetCommitRequestV4
+from kio.schema.offset_commit.v5.request import OffsetCommitRequest as _OffsetCommitRequestV5
+from kio.schema.offset_commit.v6.request import OffsetCommitRequest as _OffsetCommitRequestV6
+from kio.schema.offset_commit.v7.request import OffsetCommitRequest as _OffsetCommitRequestV7
+from kio.schema.offset_commit.v8.request import OffsetCommitRequest as _OffsetCommitRequestV8
+from kio.schema.offset_commit.v9.request import OffsetCommitRequest as _OffsetCommitRequestV9
+from kio.schema.offset_delete.v0.request import OffsetDeleteRequest as _OffsetDeleteRequestV0
+from kio.schema.offset_fetch.v1.request import OffsetFetchRequest as _OffsetFetchRequestV1
+from kio.schema.offset_fetch.v2.request import OffsetFetchRequest as _OffsetFetchRequestV2
+from kio.schema.offset_fetch.v3.request import OffsetFetchRequest as _OffsetFetchRequestV3
+from kio.schema.offset_fetch.v4.request import OffsetFetchRequest as _OffsetFetchRequestV4
+from kio.schema.offset_fetch.v5.request import OffsetFetchRequest as _OffsetFetchRequestV5
+from kio.schema.offset_fetch.v6.request import OffsetFetchRequest as _OffsetFetchRequestV6
+from kio.schema.offset_fetch.v7.request import OffsetFetchRequest as _OffsetFetchRequestV7
+from kio.schema.offset_fetch.v8.request import OffsetFetchRequest as _OffsetFetchRequestV8
+from kio.schema.offset_fetch.v9.request import OffsetFetchRequest as _OffsetFetchRequestV9
+from kio.schema.sync_group.v0.request import SyncGroupRequest as _SyncGroupRequestV0
+from kio.schema.sync_group.v1.request import SyncGroupRequest as _SyncGroupRequestV1
+from kio.schema.sync_group.v2.request import SyncGroupRequest as _SyncGroupRequestV2
+from kio.schema.sync_group.v3.request import SyncGroupRequest as _SyncGroupRequestV3
+from kio.schema.sync_group.v4.request import SyncGroupRequest as _SyncGroupRequestV4
+from kio.schema.sync_group.v5.request import SyncGroupRequest as _SyncGroupRequestV5
+
+# key 2
+ListOffsetsRequest = Union[
+    _ListOffsetsRequestV1,
+    _ListOffsetsRequestV2,
+    _ListOffsetsRequestV3,
+    _ListOffsetsRequestV4,
+    _ListOffsetsRequestV5,
+    _ListOffsetsRequestV6,
+    _ListOffsetsRequestV7,
+    _ListOffsetsRequestV8,
+]
+
+# key 3
+MetadataRequest = Union[
+    _MetadataRequestV0,
+    _MetadataRequestV1,
+    _MetadataRequestV2,
+    _MetadataRequestV3,
+    _MetadataRequestV4,
+    _MetadataRequestV5,
+    _MetadataRequestV6,
+    _MetadataRequestV7,
+    _MetadataRequestV8,
+    _MetadataRequestV9,
+    _MetadataRequestV10,
+    _MetadataRequestV11,
+    _MetadataRequestV12,
+]
+
+# key 8
+OffsetCommitRequest = Union[
+    _OffsetCommitRequestV2,
+    _OffsetCommitRequestV3,
+    _OffsetCommitRequestV4,
+    _OffsetCommitRequestV5,
+    _OffsetCommitRequestV6,
+    _OffsetCommitRequestV7,
+    _OffsetCommitRequestV8,
+    _OffsetCommitRequestV9,
+]
+
+# key 9
+OffsetFetchRequest = Union[
+    _OffsetFetchRequestV1,
+    _OffsetFetchRequestV2,
+    _OffsetFetchRequestV3,
+    _OffsetFetchRequestV4,
+    _OffsetFetchRequestV5,
+    _OffsetFetchRequestV6,
+    _OffsetFetchRequestV7,
+    _OffsetFetchRequestV8,
+    _OffsetFetchRequestV9,
+]
+
+# key 10
+FindCoordinatorRequest = Union[
+    _FindCoordinatorRequestV0,
+    _FindCoordinatorRequestV1,
+    _FindCoordinatorRequestV2,
+    _FindCoordinatorRequestV3,
+    _FindCoordinatorRequestV4,
+    _FindCoordinatorRequestV5,
+    _FindCoordinatorRequestV6,
+]
+
+# key 11
+JoinGroupRequest = Union[
+    _JoinGroupRequestV0,
+    _JoinGroupRequestV1,
+    _JoinGroupRequestV2,
+    _JoinGroupRequestV3,
+    _JoinGroupRequestV4,
+    _JoinGroupRequestV5,
+    _JoinGroupRequestV6,
+    _JoinGroupRequestV7,
+    _JoinGroupRequestV8,
+    _JoinGroupRequestV9,
+]
+
+# key 12
+HeartbeatRequest = Union[
+    _HeartbeatRequestV0,
+    _HeartbeatRequestV1,
+    _HeartbeatRequestV2,
+    _HeartbeatRequestV3,
+    _HeartbeatRequestV4,
+]
+
+# key 13
+LeaveGroupRequest = Union[
+    _LeaveGroupRequestV0,
+    _LeaveGroupRequestV1,
+    _LeaveGroupRequestV2,
+    _LeaveGroupRequestV3,
+    _LeaveGroupRequestV4,
+    _LeaveGroupRequestV5,
+]
+
+# key 14
+SyncGroupRequest = Union[
+    _SyncGroupRequestV0,
+    _SyncGroupRequestV1,
+    _SyncGroupRequestV2,
+    _SyncGroupRequestV3,
+    _SyncGroupRequestV4,
+    _SyncGroupRequestV5,
+]
+
+# key 15
+DescribeGroupsRequest = Union[
+    _DescribeGroupsRequestV0,
+    _DescribeGroupsRequestV1,
+    _DescribeGroupsRequestV2,
+    _DescribeGroupsRequestV3,
+    _DescribeGroupsRequestV4,
+    _DescribeGroupsRequestV5,
+    _DescribeGroupsRequestV6,
+]
+
+# key 16
+ListGroupsRequest = Union[
+    _ListGroupsRequestV0,
+    _ListGroupsRequestV1,
+    _ListGroupsRequestV2,
+    _ListGroupsRequestV3,
+    _ListGroupsRequestV4,
+    _ListGroupsRequestV5,
+]
+
+# key 18
+ApiVersionsRequest = Union[
+    _ApiVersionsRequestV0,
+    _ApiVersionsRequestV1,
+    _ApiVersionsRequestV2,
+    _ApiVersionsRequestV3,
+    _ApiVersionsRequestV4,
+]
+
+# key 19
+CreateTopicsRequest = Union[
+    _CreateTopicsRequestV2,
+    _CreateTopicsRequestV3,
+    _CreateTopicsRequestV4,
+    _CreateTopicsRequestV5,
+    _CreateTopicsRequestV6,
+    _CreateTopicsRequestV7,
+]
+
+# key 20
+DeleteTopicsRequest = Union[
+    _DeleteTopicsRequestV1,
+    _DeleteTopicsRequestV2,
+    _DeleteTopicsRequestV3,
+    _DeleteTopicsRequestV4,
+    _DeleteTopicsRequestV5,
+    _DeleteTopicsRequestV6,
+]
+
+# key 21
+DeleteRecordsRequest = Union[
+    _DeleteRecordsRequestV0,
+    _DeleteRecordsRequestV1,
+    _DeleteRecordsRequestV2,
+]
+
+# key 22
+InitProducerIdRequest = Union[
+    _InitProducerIdRequestV0,
+    _InitProducerIdRequestV1,
+    _InitProducerIdRequestV2,
+    _InitProducerIdRequestV3,
+    _InitProducerIdRequestV4,
+]
+
+# key 32
+DescribeConfigsRequest = Union[
+    _DescribeConfigsRequestV1,
+    _DescribeConfigsRequestV2,
+    _DescribeConfigsRequestV3,
+    _DescribeConfigsRequestV4,
+]
+
+# key 33
+AlterConfigsRequest = Union[
+    _AlterConfigsRequestV0,
+    _AlterConfigsRequestV1,
+    _AlterConfigsRequestV2,
+]
+
+# key 37
+CreatePartitionsRequest = Union[
+    _CreatePartitionsRequestV0,
+    _CreatePartitionsRequestV1,
+    _CreatePartitionsRequestV2,
+    _CreatePartitionsRequestV3,
+]
+
+# key 42
+DeleteGroupsRequest = Union[
+    _DeleteGroupsRequestV0,
+    _DeleteGroupsRequestV1,
+    _DeleteGroupsRequestV2,
+]
+
+# key 44
+IncrementalAlterConfigsRequest = Union[
+    _IncrementalAlterConfigsRequestV0,
+    _IncrementalAlterConfigsRequestV1,
+]
+
+# key 47
+OffsetDeleteRequest = Union[
+    _OffsetDeleteRequestV0,
+]
+
+# key 60
+DescribeClusterRequest = Union[
+    _DescribeClusterRequestV0,
+    _DescribeClusterRequestV1,
+    _DescribeClusterRequestV2,
+]
+
+BY_KEY: dict[int, object] = {
+    2: ListOffsetsRequest,
+    3: MetadataRequest,
+    8: OffsetCommitRequest,
+    9: OffsetFetchRequest,
+    10: FindCoordinatorRequest,
+    11: JoinGroupRequest,
+    12: HeartbeatRequest,
+    13: LeaveGroupRequest,
+    14: SyncGroupRequest,
+    15: DescribeGroupsRequest,
+    16: ListGroupsRequest,
+    18: ApiVersionsRequest,
+    19: CreateTopicsRequest,
+    20: DeleteTopicsRequest,
+    21: DeleteRecordsRequest,
+    22: InitProducerIdRequest,
+    32: DescribeConfigsRequest,
+    33: AlterConfigsRequest,
+    37: CreatePartitionsRequest,
+    42: DeleteGroupsRequest,
+    44: IncrementalAlterConfigsRequest,
+    47: OffsetDeleteRequest,
+    60: DescribeClusterRequest,
+}
