@@ -34,7 +34,7 @@ import os
 import signal
 import socket
 import threading
-from typing import Any, Callable
+from typing import Any, Callable, Coroutine
 
 import orjson
 
@@ -212,6 +212,7 @@ class CoordinatorProcess:
     def __init__(self, config: BrokerConfig, workers: int, run_dir: str, rings: SharedRings,
                  heartbeat_path: str, cluster_id: str) -> None:
         self.config = config
+        self._background: set[asyncio.Task[Any]] = set()
         self.node_id = config.node_id
         self.run_dir = run_dir
         self.cluster_id = cluster_id
@@ -394,7 +395,13 @@ class CoordinatorProcess:
         self.elected = self.backend.coordinator()
 
     def _refresh_soon(self) -> None:
-        asyncio.ensure_future(self._refresh_caches())
+        self._in_background(self._refresh_caches())
+
+    def _in_background(self, work: Coroutine[Any, Any, Any]) -> None:
+        """Run ``work`` as a task held until it is done (the loop keeps only weak references)."""
+        task = asyncio.ensure_future(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     async def _refresh_caches(self) -> None:
         loop = asyncio.get_running_loop()
@@ -461,7 +468,7 @@ class CoordinatorProcess:
             log.warning("coordinator: session lost, resigning")
             self._session_lost.set()
             if self.zookeeper:
-                asyncio.ensure_future(self._reregister())
+                self._in_background(self._reregister())
 
     async def _reregister(self) -> None:
         """The lost session took this broker's registration with it: register again (kazoo

@@ -17,7 +17,7 @@ import orjson
 
 from broker import peer_codec
 from broker.config import BrokerConfig
-from broker.mesh import Mesh, Op, PeerUnavailable
+from broker.mesh import Mesh, Op, Parts, PeerUnavailable
 from broker.metrics import WorkerMetrics
 from broker.owner import Owner
 from broker.partition_ops import PartitionOps
@@ -70,6 +70,7 @@ class WorkerNode:
         # partition ops, and the coordinator process (endpoint ``count``).
         self.mesh = Mesh(rings, index)
         serve_partition_ops(self.mesh, self.owner)
+        self.mesh.handlers[Op.SYNC_REGISTRY] = self._sync_asked
         self.mesh.notes[Op.APPENDED] = self._appended_elsewhere
         self.coordinator_endpoint = rings.coordinator
         self._remote = {i: RemotePartitionOps(self.mesh, i) for i in range(count) if i != index}
@@ -95,6 +96,16 @@ class WorkerNode:
             loop.call_soon_threadsafe(self._registry_loaded)
 
         self.cluster.on_change = loaded
+
+    def _sync_asked(self, _body: memoryview) -> "asyncio.Future[Parts]":
+        """Another process changed the registry and waits for us to have its change: load
+        it off the loop first (with ZooKeeper the watch may not have fired yet), then sync."""
+        async def sync() -> Parts:
+            await self.run_admin(lambda: None)
+            self.owner.sync_registry()
+            return []
+
+        return asyncio.ensure_future(sync())
 
     def _registry_loaded(self) -> None:
         # Whoever calls refresh() first takes its "changed"; the owner syncs regardless.

@@ -139,6 +139,7 @@ class ZooKeeperCluster:
         self._epoch = 0
         self._lock = threading.Lock()
         self._topics.refresh()
+        self._holders_built_from = -1
         self._rebuild_holders()
         # A watch callback runs on kazoo's one callback thread, where a blocking ZooKeeper
         # call can deadlock: it only wakes these reader threads.
@@ -207,7 +208,9 @@ class ZooKeeperCluster:
 
     def refresh_now(self) -> bool:
         with self._refresh_lock:
-            changed = self._topics.refresh()
+            self._topics.refresh()
+            # Compared, not taken from refresh(): an admin write refreshes the registry itself.
+            changed = self._topics.snapshot_generation != self._holders_built_from
             if changed:
                 self._rebuild_holders()
                 self._version += 1
@@ -216,6 +219,7 @@ class ZooKeeperCluster:
         return changed
 
     def _rebuild_holders(self) -> None:
+        self._holders_built_from = self._topics.snapshot_generation
         holders = {}
         for info in self._topics.all():
             try:

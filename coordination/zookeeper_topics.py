@@ -147,6 +147,10 @@ class ZooKeeperTopicRegistry:
         self._rng = rng or random.Random()
         self._topics: dict[str, _Topic] = {}
         self._by_id: dict[uuid.UUID, TopicInfo] = {}
+        # Bumped whenever the snapshot is replaced, by whichever refresh() replaced it (a
+        # change made through this object refreshes too): views built on the snapshot
+        # compare it rather than rely on a refresh() they did not make returning True.
+        self.snapshot_generation = 0
         self._refresh_lock = threading.Lock()
         self._flags_lock = threading.Lock()
         self._all_dirty = True       # nothing read yet, or the watches were dropped
@@ -220,6 +224,7 @@ class ZooKeeperTopicRegistry:
             if changed:
                 self._topics = topics
                 self._by_id = {t.info.topic_id: t.info for t in topics.values()}
+                self.snapshot_generation += 1
             return changed
 
     def _reload(self, full: bool, listed: bool, dirty: set[str]) -> dict[str, _Topic]:

@@ -26,7 +26,7 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Callable, Iterable, Protocol, Sequence
+from typing import Any, Callable, Coroutine, Iterable, Protocol, Sequence
 
 from kio.schema.errors import ErrorCode
 
@@ -119,6 +119,7 @@ class GroupCoordinator:
     def __init__(self, settings: CoordinatorSettings, offsets_log: OffsetsLog) -> None:
         self.settings = settings
         self.log = offsets_log
+        self._background: set[asyncio.Task[Any]] = set()
         self.groups: dict[str, Group] = {}
         self.active = False  # elected and loaded: serving
         self.loading = False
@@ -553,7 +554,7 @@ class GroupCoordinator:
         interval = self.settings.offsets_retention_check_interval_ms / 1000
         if now - self._last_expiry_check >= interval:
             self._last_expiry_check = now
-            asyncio.ensure_future(self.expire_offsets())
+            self._in_background(self.expire_offsets())
 
     # ------------------------------------------------------------------ offsets
     async def commit_offsets(self, group_id: str, generation: int, member_id: str, group_instance_id: str | None,
@@ -706,7 +707,14 @@ class GroupCoordinator:
             if code:
                 log.warning("group %s: metadata not written (error %d)", group.group_id, code)
 
-        asyncio.ensure_future(write())
+        self._in_background(write())
+
+    def _in_background(self, work: Coroutine[Any, Any, Any]) -> None:
+        """Run ``work`` as a task this coordinator holds until it is done (the loop keeps
+        only weak references to tasks)."""
+        task = asyncio.ensure_future(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     # ------------------------------------------------------------------ admin
     def describe(self, group_id: str) -> GroupSummary:
