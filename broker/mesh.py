@@ -145,9 +145,6 @@ class Mesh:
             ring_doorbell(peer.doorbell)  # peers notice us, and send what they parked for us
         self._sweeper = self._loop.call_later(SWEEP_SECONDS, self._sweep)
 
-    def is_up(self, peer: int) -> bool:
-        return self._shared.generation(peer) % 2 == 0
-
     def close(self) -> None:
         """Stop serving: our generation turns odd and every peer fails its calls to us now."""
         if self._loop is None:
@@ -166,7 +163,7 @@ class Mesh:
         self._loop = None
 
     # ------------------------------------------------------------------ sending
-    def call(self, peer: int, op: Op, parts: Parts, size: int, decode: Callable[[memoryview], T],
+    def call(self, peer: int, op: Op, parts: Parts, decode: Callable[[memoryview], T],
              timeout: float = 30.0, wait_for_peer: bool = False) -> "asyncio.Future[T]":
         """Send a call now; its future resolves to ``decode(reply body)``. A peer that is
         down fails the call at once (PeerUnavailable), unless ``wait_for_peer``: then it is
@@ -180,23 +177,22 @@ class Mesh:
         call_id = self._id_base | next(self._ids)
         future: asyncio.Future[T] = loop.create_future()
         self._pending[call_id] = _Pending(future, decode, peer, generation, time.monotonic() + timeout, op)
-        outgoing = self._outgoing(peer, CALL, op, call_id, parts, size, generation)
+        outgoing = self._outgoing(peer, CALL, op, call_id, parts, generation)
         if generation % 2:
             self._peers[peer].parked.append(outgoing)
         else:
             self._send(peer, outgoing)
         return future
 
-    def note(self, peer: int, op: Op, parts: Parts, size: int) -> None:
+    def note(self, peer: int, op: Op, parts: Parts) -> None:
         """A one-way message; dropped when the peer is down (it re-reads state at start)."""
         generation = self._shared.generation(peer)
         if self._loop is not None and generation % 2 == 0:
-            self._send(peer, self._outgoing(peer, NOTE, op, 0, parts, size, generation))
+            self._send(peer, self._outgoing(peer, NOTE, op, 0, parts, generation))
 
-    def _outgoing(self, peer: int, kind: int, op: int, call_id: int, parts: Parts, size: int,
-                  generation: int) -> _Outgoing:
+    def _outgoing(self, peer: int, kind: int, op: int, call_id: int, parts: Parts, generation: int) -> _Outgoing:
         header = MESSAGE.pack(kind, op, call_id)
-        total = MESSAGE.size + size
+        total = MESSAGE.size + sum(len(part) for part in parts)
         max_record = self._peers[peer].outbound.max_record
         call = call_id if kind == CALL else 0
         if total <= max_record:
@@ -349,7 +345,7 @@ class Mesh:
     def _reply(self, index: int, op: int, call_id: int, parts: Parts, kind: int = REPLY) -> None:
         generation = self._shared.generation(index)
         if generation % 2 == 0:
-            self._send(index, self._outgoing(index, kind, op, call_id, parts, sum(len(p) for p in parts), generation))
+            self._send(index, self._outgoing(index, kind, op, call_id, parts, generation))
 
     def _reply_failure(self, index: int, op: int, call_id: int, exc: BaseException) -> None:
         message = str(exc).encode()[:1024]

@@ -151,9 +151,8 @@ class WorkerNode:
         watchers = self.owner.remote_watchers.pop(tp, None)
         if watchers:
             parts = peer_codec.encode_tps([tp])
-            size = sum(len(part) for part in parts)
             for worker in watchers:
-                self.mesh.note(worker, Op.APPENDED, parts, size)
+                self.mesh.note(worker, Op.APPENDED, parts)
 
     def _appended_elsewhere(self, body: memoryview) -> None:
         for tp in peer_codec.decode_tps(body):
@@ -203,15 +202,14 @@ class WorkerNode:
         parts = peer_codec.encode_serve(ctx.api_key, ctx.api_version, ctx.client_id, f"/{host}",
                                         codec.encode_request(request))
         try:
-            body: bytes = await self.mesh.call(self.coordinator_endpoint, Op.SERVE, parts,
-                                               sum(len(part) for part in parts), bytes, timeout)
+            body: bytes = await self.mesh.call(self.coordinator_endpoint, Op.SERVE, parts, bytes, timeout)
         except PeerUnavailable as exc:  # the coordinator process is restarting
             raise KafkaError(ErrorCode.coordinator_not_available, str(exc)) from None
         return body
 
     async def find_coordinator(self) -> tuple[int, int, str, int]:
         try:
-            return await self.mesh.call(self.coordinator_endpoint, Op.FIND, [], 0, peer_codec.decode_found, 10)
+            return await self.mesh.call(self.coordinator_endpoint, Op.FIND, [], peer_codec.decode_found, 10)
         except KafkaError:
             return int(ErrorCode.coordinator_not_available), -1, "", -1
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 import struct
-from typing import Callable, Sequence, TypeVar
+from typing import Any, Callable, Sequence, TypeVar
 
 from broker.partition_ops import (
     AppendItem,
@@ -109,6 +109,10 @@ class Reader:
         self.at = len(self.data)
         return self.data[at:]
 
+    def unpack(self, layout: struct.Struct) -> tuple[Any, ...]:
+        values: tuple[Any, ...] = layout.unpack_from(self.data, self._take(layout.size))
+        return values
+
     def view(self, size: int) -> Buffer:
         at = self._take(size)
         return self.data[at:at + size]
@@ -166,15 +170,14 @@ def decode_tps(data: Buffer) -> list[TopicPartition]:
 
 
 # ---------------------------------------------------------------------- append
-def encode_append(items: Sequence[AppendItem], fence_epoch: int) -> tuple[list[Buffer], int]:
-    """The parts of an append call and their total size; the batches are parts of their own."""
+def encode_append(items: Sequence[AppendItem], fence_epoch: int) -> list[Buffer]:
+    """The parts of an append call; the batches are parts of their own (not copied here)."""
     tps = [item.tp for item in items]
     sizes = [len(item.records) for item in items]
-    head: list[Buffer] = [_I64.pack(fence_epoch)]
-    head.extend(_encode_runs(tps, (("h", [item.version for item in items]), ("I", sizes))))
-    size = sum(len(part) for part in head) + sum(sizes)
-    head.extend(item.records for item in items)
-    return head, size
+    parts: list[Buffer] = [_I64.pack(fence_epoch)]
+    parts.extend(_encode_runs(tps, (("h", [item.version for item in items]), ("I", sizes))))
+    parts.extend(item.records for item in items)
+    return parts
 
 
 def decode_append(data: Buffer) -> tuple[list[AppendItem], int]:
@@ -255,7 +258,7 @@ def decode_read_results(data: Buffer) -> list[ReadResult]:
     errors, watermarks, starts, ends = (reader.column(code, count) for code in "hqqq")
     results = [ReadResult(*fields) for fields in zip(errors, watermarks, starts, ends)]
     for _ in range(reader.u32()):
-        index, inode, position, length = _READ_DATA.unpack_from(reader.data, reader._take(_READ_DATA.size))
+        index, inode, position, length = reader.unpack(_READ_DATA)
         path = reader.text()
         if index >= count:
             raise ProtocolViolation(f"file range for item {index} of {count}")
@@ -305,7 +308,7 @@ def encode_serve(api_key: int, api_version: int, client_id: str | None, client_h
 
 def decode_serve(data: Buffer) -> tuple[int, int, str | None, str, Buffer]:
     reader = Reader(data)
-    api_key, api_version = _SERVE.unpack_from(data, reader._take(_SERVE.size))
+    api_key, api_version = reader.unpack(_SERVE)
     client_id = reader.string()
     client_host = reader.text()
     return api_key, api_version, client_id, client_host, reader.rest()
@@ -317,5 +320,5 @@ def encode_found(error_code: int, node_id: int, host: str, port: int) -> list[by
 
 def decode_found(data: Buffer) -> tuple[int, int, str, int]:
     reader = Reader(data)
-    error_code, node_id, port = _FIND.unpack_from(data, reader._take(_FIND.size))
+    error_code, node_id, port = reader.unpack(_FIND)
     return error_code, node_id, reader.text(), port

@@ -28,10 +28,6 @@ from storage.types import TopicPartition
 DEFAULT_TIMEOUT = 30.0
 
 
-def _size(parts: Parts) -> int:
-    return sum(len(part) for part in parts)
-
-
 def _nothing(_body: memoryview) -> None:
     return None
 
@@ -47,30 +43,30 @@ class RemotePartitionOps:
         self._wait = wait_for_peer
 
     def append(self, items: list[AppendItem], fence_epoch: int = NO_FENCE) -> "asyncio.Future[list[AppendResult]]":
-        parts, size = codec.encode_append(items, fence_epoch)
-        return self._mesh.call(self.peer, Op.APPEND, parts, size, codec.decode_append_results, self._timeout, self._wait)
+        parts = codec.encode_append(items, fence_epoch)
+        return self._mesh.call(self.peer, Op.APPEND, parts, codec.decode_append_results, self._timeout, self._wait)
 
     def read(self, items: list[ReadItem], watcher: int | None) -> "asyncio.Future[list[ReadResult]]":
         parts = codec.encode_read(items, watcher)
-        return self._mesh.call(self.peer, Op.READ, parts, _size(parts), codec.decode_read_results, self._timeout, self._wait)
+        return self._mesh.call(self.peer, Op.READ, parts, codec.decode_read_results, self._timeout, self._wait)
 
     def list_offsets(self, items: list[OffsetItem]) -> "asyncio.Future[list[OffsetResult]]":
         parts = codec.encode_offset_items(items)
-        return self._mesh.call(self.peer, Op.LIST_OFFSETS, parts, _size(parts), codec.decode_offset_results,
+        return self._mesh.call(self.peer, Op.LIST_OFFSETS, parts, codec.decode_offset_results,
                                self._timeout, self._wait)
 
     def delete_records(self, items: list[DeleteItem]) -> "asyncio.Future[list[OffsetResult]]":
         parts = codec.encode_offset_items(items)
-        return self._mesh.call(self.peer, Op.DELETE_RECORDS, parts, _size(parts), codec.decode_offset_results,
+        return self._mesh.call(self.peer, Op.DELETE_RECORDS, parts, codec.decode_offset_results,
                                self._timeout, self._wait)
 
     def partition_state(self, tps: list[TopicPartition]) -> "asyncio.Future[list[PartitionState]]":
         parts = codec.encode_tps(tps)
-        return self._mesh.call(self.peer, Op.PARTITION_STATE, parts, _size(parts), codec.decode_states,
+        return self._mesh.call(self.peer, Op.PARTITION_STATE, parts, codec.decode_states,
                                self._timeout, self._wait)
 
     def sync_registry(self) -> "asyncio.Future[None]":
-        return self._mesh.call(self.peer, Op.SYNC_REGISTRY, [], 0, _nothing, self._timeout, self._wait)
+        return self._mesh.call(self.peer, Op.SYNC_REGISTRY, [], _nothing, self._timeout, self._wait)
 
 
 class LocalPartitionOps(Protocol):
