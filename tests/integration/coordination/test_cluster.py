@@ -62,7 +62,16 @@ def node_ids(broker_ids: Any) -> set[int]:
 @pytest.fixture
 def cluster(broker_factory: Callable[..., Broker], zk_connect: str) -> Callable[..., Broker]:
     def start(node_id: int, **extra: Any) -> Broker:
-        return broker_factory(workers=2, overrides={**cluster_settings(zk_connect, node_id), **extra})
+        broker = broker_factory(workers=2, overrides={**cluster_settings(zk_connect, node_id), **extra})
+        # Its coordinator process registers it in ZooKeeper a moment after the workers
+        # serve; until then CreateTopics counts no live broker for it.
+        client = zk(zk_connect)
+        try:
+            wait_until(lambda: client.exists(f"/brokers/ids/{node_id}"), 20, f"broker {node_id} registered")
+        finally:
+            client.stop()
+            client.close()
+        return broker
 
     return start
 
