@@ -166,10 +166,13 @@ class ConfigError(ValueError):
 class BrokerConfig:
     """Resolved settings. ``config["log.dirs"]`` gives the typed value."""
 
-    def __init__(self, values: Mapping[str, Any], source: tuple[str | None, dict[str, str]] = (None, {})) -> None:
+    def __init__(self, values: Mapping[str, Any], source: tuple[str | None, dict[str, str]] = (None, {}),
+                 explicit: frozenset[str] = frozenset()) -> None:
         self._values = dict(values)
         # Where the values came from (config file, overrides), so SIGHUP can read them again.
         self.source = source
+        # The settings the file or an override named; the others hold their defaults.
+        self.explicit = explicit
 
     def __getitem__(self, name: str) -> Any:
         return self._values[name]
@@ -301,4 +304,4 @@ def load_config(path: str | None = None, overrides: Mapping[str, str] | None = N
             if values[key] >= 0:
                 values["log.retention.ms"] = values[key] * unit_ms
                 break
-    return BrokerConfig(values, (path, dict(overrides or {})))
+    return BrokerConfig(values, (path, dict(overrides or {})), frozenset(raw))

@@ -27,9 +27,9 @@ if TYPE_CHECKING:
     from broker.purgatory import FetchPurgatory
     from broker.segment_files import SegmentFiles
     from coordination.backend import TopicRegistry
-    from coordination.cluster import ClusterView
     from coordination.groups.coordinator import GroupCoordinator
     from coordination.local_topics import TopicInfo
+    from coordination.snapshot import ClusterSnapshot
     from storage.manager import LogManager
 
 
@@ -122,7 +122,7 @@ class BrokerIdentity(Protocol):
     def config(self) -> "BrokerConfig": ...
 
     @property
-    def cluster(self) -> "ClusterView": ...
+    def cluster(self) -> "ClusterSnapshot": ...
 
     @property
     def logs(self) -> "LogManager": ...

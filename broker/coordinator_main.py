@@ -52,6 +52,7 @@ from broker.remote_ops import RemotePartitionOps
 from broker.remote_partition import RemotePartitionClient, coordinator_client_id
 from broker.rings import SharedRings
 from broker.segment_files import SegmentFiles
+from coordination.backend import CoordinationBackend, TopicRegistry, open_broker_backend
 from coordination.groups import offsets_schema as schema
 from coordination.groups.coordinator import CoordinatorSettings, GroupCoordinator
 from coordination.groups.group import CONSUMER_PROTOCOL_TYPE, Group, parse_assignment_partitions
@@ -212,6 +213,7 @@ class CoordinatorProcess:
     def __init__(self, config: BrokerConfig, workers: int, run_dir: str, rings: SharedRings,
                  heartbeat_path: str, cluster_id: str) -> None:
         self.config = config
+        self.workers = workers
         self._background: set[asyncio.Task[Any]] = set()
         self.node_id = config.node_id
         self.run_dir = run_dir
@@ -230,8 +232,8 @@ class CoordinatorProcess:
         self.coordinator.on_group_change = self._mirror_group
         # One thread writes the group mirror, so a group's writes land in order.
         self._mirror_executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="group-mirror")
-        self.backend: Any = None
-        self.topics: Any = None
+        self.backend: CoordinationBackend | None = None
+        self.topics: TopicRegistry | None = None
         self.stopping = asyncio.Event()
         self.parent = os.getppid()
         self.suspended = False
@@ -284,7 +286,7 @@ class CoordinatorProcess:
         if not self.zookeeper or self.topics is None:
             return self.node_id, "", -1
         try:
-            replicas = self.topics.replicas(OFFSETS_TOPIC).get(partition) or [-1]
+            replicas = self.registry.replicas(OFFSETS_TOPIC).get(partition) or [-1]
         except Exception:
             return -1, "", -1
         holder = replicas[0]
@@ -301,12 +303,22 @@ class CoordinatorProcess:
                 out.append((group_id, topic, partition, value.offset))
         return out
 
+    @property
+    def opened(self) -> CoordinationBackend:
+        assert self.backend is not None, "serve() opens the backend before anything uses it"
+        return self.backend
+
+    @property
+    def registry(self) -> TopicRegistry:
+        assert self.topics is not None, "serve() opens the backend before anything uses it"
+        return self.topics
+
     def topic_exists(self, topic: str, partition: int) -> bool:
         if self.topics is None:
             return False
-        info = self.topics.get(topic)
-        if info is None and self.topics.refresh():
-            info = self.topics.get(topic)
+        info = self.registry.get(topic)
+        if info is None and self.registry.refresh():
+            info = self.registry.get(topic)
         return info is not None and info.has_partition(partition)
 
     # ------------------------------------------------------------------ life
@@ -320,20 +332,20 @@ class CoordinatorProcess:
         dispatch.load_all()
         self.mesh.start()
         try:
-            self.backend = await loop.run_in_executor(None, self._open_backend)
+            self.backend = await loop.run_in_executor(None, open_broker_backend, self.config)
         except Exception:
             log.exception("coordinator: cannot open the coordination backend")
             return BOOT_ERROR
-        self.topics = self.backend.topics()
-        self.backend.add_state_listener(lambda state: loop.call_soon_threadsafe(self._on_session_state, state))
+        self.topics = self.opened.topics()
+        self.opened.add_state_listener(lambda state: loop.call_soon_threadsafe(self._on_session_state, state))
         if self.zookeeper:
             try:
                 await loop.run_in_executor(None, self._join_cluster)
             except Exception as exc:
                 log.error("coordinator: cannot join the cluster: %s", exc)
                 return BOOT_ERROR
-            self.backend.watch_brokers(lambda: loop.call_soon_threadsafe(self._refresh_soon))
-            self.backend.watch_coordinator(lambda: loop.call_soon_threadsafe(self._refresh_soon))
+            self.opened.watch_brokers(lambda: loop.call_soon_threadsafe(self._refresh_soon))
+            self.opened.watch_coordinator(lambda: loop.call_soon_threadsafe(self._refresh_soon))
         tasks = [loop.create_task(self._campaign_forever()), loop.create_task(self._tick()),
                  loop.create_task(self._heartbeat())]
         if self.zookeeper:
@@ -351,7 +363,7 @@ class CoordinatorProcess:
         self.mesh.close()
         self._mirror_executor.shutdown(wait=True, cancel_futures=False)
         try:
-            self.backend.close()
+            self.opened.close()
         except Exception:
             log.exception("coordinator: closing the backend failed")
         log.info("coordinator stopped")
@@ -385,14 +397,14 @@ class CoordinatorProcess:
     def _join_cluster(self) -> None:
         """ZooKeeper mode: the cluster id must match the log dirs', and this broker
         registers (a live broker with the same node.id stops this one, with a message)."""
-        stored = self.backend.cluster_id(self.cluster_id)
+        stored = self.opened.cluster_id(self.cluster_id)
         if stored != self.cluster_id:
             raise RuntimeError(f"ZooKeeper holds cluster id {stored}, the log dirs belong to cluster {self.cluster_id}")
         host, port = self.config.advertised
-        self.backend.register_broker(self.node_id, host, port,
+        self.opened.register_broker(self.node_id, host, port,
                                      wait_for_stale=int(self.config["zookeeper.session.timeout.ms"]) / 1000)
-        self.brokers = dict(self.backend.live_brokers())
-        self.elected = self.backend.coordinator()
+        self.brokers = dict(self.opened.live_brokers())
+        self.elected = self.opened.coordinator()
 
     def _refresh_soon(self) -> None:
         self._in_background(self._refresh_caches())
@@ -407,7 +419,7 @@ class CoordinatorProcess:
         loop = asyncio.get_running_loop()
         try:
             brokers, elected = await loop.run_in_executor(
-                None, lambda: (self.backend.live_brokers(), self.backend.coordinator()))
+                None, lambda: (self.opened.live_brokers(), self.opened.coordinator()))
         except Exception as exc:
             log.warning("coordinator: cannot refresh brokers and coordinator: %s", exc)
             return
@@ -426,32 +438,22 @@ class CoordinatorProcess:
             await asyncio.sleep(1.0)
 
     def _partition_states_once(self, written: set[tuple[str, int]]) -> set[tuple[str, int]]:
-        self.topics.refresh()
+        from coordination.zookeeper_topics import ZooKeeperTopicRegistry  # ZooKeeper mode only: kazoo
+
+        registry = self.registry
+        assert isinstance(registry, ZooKeeperTopicRegistry), "partition states are znodes"
+        registry.refresh()
         held = set()
-        for info in self.topics.all():
-            for partition, replicas in self.topics.replicas(info.name).items():
+        for info in registry.all():
+            for partition, replicas in registry.replicas(info.name).items():
                 if replicas and replicas[0] == self.node_id:
                     held.add((info.name, partition))
         for topic, partition in sorted(held - written):
-            state = self.topics.partition_state(topic, partition)
+            state = registry.partition_state(topic, partition)
             if state is None or state.leader != self.node_id:
                 epoch = state.leader_epoch + 1 if state is not None else 0
-                self.topics.set_partition_state(topic, partition, self.node_id, epoch, [self.node_id])
+                registry.set_partition_state(topic, partition, self.node_id, epoch, [self.node_id])
         return held
-
-    def _open_backend(self) -> Any:
-        from coordination.backend import open_backend
-
-        backend: Any
-        if self.zookeeper:
-            from coordination.zookeeper import ZooKeeperBackend
-
-            backend = ZooKeeperBackend(str(self.config["zookeeper.connect"]), self.node_id,
-                                       session_timeout=int(self.config["zookeeper.session.timeout.ms"]) / 1000)
-        else:
-            backend = open_backend("", self.config.log_dirs[0], self.node_id)
-        backend.start(int(self.config["zookeeper.connection.timeout.ms"]) / 1000)
-        return backend
 
     def _on_session_state(self, state: str) -> None:
         if state == "SUSPENDED":
@@ -474,7 +476,7 @@ class CoordinatorProcess:
         """The lost session took this broker's registration with it: register again (kazoo
         reconnects with a new session on its own)."""
         try:
-            await asyncio.get_running_loop().run_in_executor(None, self.backend.reregister)
+            await asyncio.get_running_loop().run_in_executor(None, self.opened.reregister)
         except Exception as exc:
             log.error("coordinator: cannot register again after losing the session: %s", exc)
 
@@ -482,9 +484,13 @@ class CoordinatorProcess:
         loop = asyncio.get_running_loop()
         while not self.stopping.is_set():
             self._session_lost.clear()
-            epoch = await self._in_thread(self.backend.campaign, self.node_id)
+            epoch = await self._in_thread(self.opened.campaign, self.node_id)
             self.elected_epoch = epoch
             self.offsets_log.epoch = epoch
+            # Before any write carrying it: the workers fence with it at once, whenever
+            # their own watch reports it (a ring keeps the note before the writes).
+            for worker in range(self.workers):
+                self.mesh.note(worker, Op.EPOCH, peer_codec.encode_epoch(epoch))
             log.info("coordinator: elected with epoch %d", epoch)
             try:
                 await self._become_active()
@@ -496,7 +502,7 @@ class CoordinatorProcess:
             self.coordinator.deactivate()
             self.elected_epoch = -1
             try:
-                await loop.run_in_executor(None, self.backend.resign)
+                await loop.run_in_executor(None, self.opened.resign)
             except Exception:
                 log.exception("coordinator: resign failed")
             await asyncio.sleep(0.5)
@@ -535,17 +541,17 @@ class CoordinatorProcess:
     async def _ensure_offsets_topic(self) -> None:
         from coordination.local_topics import TopicRegistryError
 
-        self.topics.refresh()
-        if self.topics.get(OFFSETS_TOPIC) is None:
+        self.registry.refresh()
+        if self.registry.get(OFFSETS_TOPIC) is None:
             try:
                 await asyncio.get_running_loop().run_in_executor(
-                    None, lambda: self.topics.create(OFFSETS_TOPIC, self.offsets_log.partitions,
+                    None, lambda: self.registry.create(OFFSETS_TOPIC, self.offsets_log.partitions,
                                                      offsets_topic_configs(self.config)))
             except TopicRegistryError as exc:
                 if exc.code != ErrorCode.topic_already_exists:
                     raise
-        self.topics.refresh()
-        info = self.topics.get(OFFSETS_TOPIC)
+        self.registry.refresh()
+        info = self.registry.get(OFFSETS_TOPIC)
         if info is not None and info.partitions != self.offsets_log.partitions:
             log.warning("__consumer_offsets has %d partitions (offsets.topic.num.partitions is %d): using %d",
                         info.partitions, self.offsets_log.partitions, info.partitions)

@@ -69,6 +69,7 @@ class Op(enum.IntEnum):
     APPENDED = 7  # note: a partition a parked long-poll of ours watches was appended to
     SERVE = 8  # a group or offset request for the coordinator
     FIND = 9  # where the elected coordinator is
+    EPOCH = 10  # note: the epoch this broker's coordinator process was just elected with
 
 
 class PeerUnavailable(KafkaError):

@@ -29,8 +29,9 @@ from broker.reload import apply_in_child
 from broker.remote_ops import RemotePartitionOps, serve_partition_ops
 from broker.rings import SharedRings
 from broker.segment_files import SegmentFiles
-from coordination.cluster import open_cluster
+from coordination.backend import open_broker_backend
 from coordination.local_topics import TopicInfo
+from coordination.snapshot import ClusterSnapshot
 from storage import files
 from storage.config import LogConfig
 from storage.log import AppendInfo
@@ -58,7 +59,7 @@ class WorkerNode:
         self.node_id = config.node_id
         # Topics, partition holders, live brokers, the coordinator epoch: from the data
         # dir (local backend) or ZooKeeper (zookeeper.connect).
-        self.cluster = open_cluster(config)
+        self.cluster = ClusterSnapshot(open_broker_backend(config), config.advertised)
         self.registry = self.cluster.registry
         self.registry.refresh()
         settings = config.storage_settings()
@@ -72,6 +73,7 @@ class WorkerNode:
         serve_partition_ops(self.mesh, self.owner)
         self.mesh.handlers[Op.SYNC_REGISTRY] = self._sync_asked
         self.mesh.notes[Op.APPENDED] = self._appended_elsewhere
+        self.mesh.notes[Op.EPOCH] = lambda body: self.cluster.learn_epoch(peer_codec.decode_epoch(body))
         self.coordinator_endpoint = rings.coordinator
         self._remote = {i: RemotePartitionOps(self.mesh, i) for i in range(count) if i != index}
         self._ops: list[PartitionOps] = [self._remote.get(i, self.owner) for i in range(count)]

@@ -169,6 +169,14 @@ def decode_tps(data: Buffer) -> list[TopicPartition]:
     return _decode_runs(Reader(data), "")[0]
 
 
+def encode_epoch(epoch: int) -> list[bytes]:
+    return [_I64.pack(epoch)]
+
+
+def decode_epoch(data: Buffer) -> int:
+    return int(_I64.unpack_from(data)[0])
+
+
 # ---------------------------------------------------------------------- append
 def encode_append(items: Sequence[AppendItem], fence_epoch: int) -> list[Buffer]:
     """The parts of an append call; the batches are parts of their own (not copied here)."""

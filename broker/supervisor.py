@@ -112,7 +112,7 @@ class Supervisor:
             # workers bind it.
             shared_port = reserve_shared_port(*self.config.listener)
             try:
-                self.metrics_listener = bind_metrics_listener(str(self.config["metrics.listener"]))
+                self.metrics_listener = self._bind_metrics()
             finally:
                 if shared_port is not None:
                     shared_port.close()
@@ -145,6 +145,19 @@ class Supervisor:
         finally:
             self._cleanup()
 
+    def _bind_metrics(self) -> socket.socket | None:
+        """The Prometheus endpoint's socket. A port named in the config must be ours; the
+        default one may belong to another broker on this host (Kafka brokers on one host
+        need only their own node.id, listeners and log.dirs): then this one serves none."""
+        address = str(self.config["metrics.listener"])
+        try:
+            return bind_metrics_listener(address)
+        except OSError as exc:
+            if "metrics.listener" in self.config.explicit or exc.errno != errno.EADDRINUSE:
+                raise
+            log.warning("%s; no Prometheus endpoint on this broker (set metrics.listener to give it one)", exc)
+            return None
+
     def _cluster_id_from_zookeeper(self, configured: str) -> str:
         """The cluster id in /cluster/id, created by the first broker (with the id of its
         meta.properties, cluster.id, or a new one), as Kafka's ZooKeeper mode does; the log
@@ -153,7 +166,7 @@ class Supervisor:
         import base64
         import uuid
 
-        from coordination.zookeeper import ZooKeeperBackend
+        from coordination.backend import open_broker_backend
         from storage.checkpoint import read_meta_properties
 
         proposed = configured
@@ -162,10 +175,8 @@ class Supervisor:
             if meta and meta.get("cluster.id"):
                 proposed = proposed or meta["cluster.id"]
         proposed = proposed or base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-        backend = ZooKeeperBackend(str(self.config["zookeeper.connect"]), self.config.node_id,
-                                   session_timeout=int(self.config["zookeeper.session.timeout.ms"]) / 1000)
+        backend = open_broker_backend(self.config)
         try:
-            backend.start(int(self.config["zookeeper.connection.timeout.ms"]) / 1000)
             return backend.cluster_id(proposed)
         finally:
             backend.close()

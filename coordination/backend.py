@@ -1,5 +1,10 @@
 """The coordination backend interface, and ``open_backend`` which picks one.
 
+One interface for every process of a broker. The coordinator process registers the
+broker, campaigns and mirrors groups through it; each worker opens its own backend and
+reads it only through a ``ClusterSnapshot`` (coordination/snapshot.py), which keeps what
+the backend's watches report in memory so that a worker's loop never waits on it.
+
 Two implementations, the same interface:
 
 * ``ZooKeeperBackend`` (coordination/zookeeper.py) when ``zookeeper.connect`` is set: a
@@ -33,7 +38,7 @@ and refuse an older one, so a deposed coordinator that has not noticed yet canno
 from __future__ import annotations
 
 import uuid
-from typing import Callable, Literal, Mapping, Protocol
+from typing import Any, Callable, Literal, Mapping, Protocol
 
 from coordination.local_topics import TopicInfo
 
@@ -42,8 +47,9 @@ CONNECTED: SessionState = "CONNECTED"
 SUSPENDED: SessionState = "SUSPENDED"
 LOST: SessionState = "LOST"
 
-StateListener = Callable[[SessionState], None]
-Watcher = Callable[[], None]
+# What a callback returns is ignored (a call_soon_threadsafe handle, say).
+StateListener = Callable[[SessionState], object]
+Watcher = Callable[[], object]
 
 
 class CoordinationError(Exception):
@@ -68,6 +74,11 @@ class TopicRegistry(Protocol):
     ``brokers``: the brokers it may go to). Changes raise
     local_topics.TopicRegistryError(code, message)."""
 
+    @property
+    def snapshot_generation(self) -> int:
+        """Bumped whenever the snapshot is replaced, by whichever refresh() replaced it."""
+        ...
+
     def refresh(self) -> bool: ...
     def get(self, name: str) -> TopicInfo | None: ...
     def by_id(self, topic_id: uuid.UUID) -> TopicInfo | None: ...
@@ -83,6 +94,8 @@ class TopicRegistry(Protocol):
 
 
 class CoordinationBackend(Protocol):
+    node_id: int
+
     # ------------------------------------------------------------ life cycle
     def start(self, timeout: float = 30.0) -> None:
         """Connect (ZooKeeper: create the chroot and the persistent roots); raises
@@ -135,6 +148,10 @@ class CoordinationBackend(Protocol):
     def topics(self) -> TopicRegistry:
         """The topic registry of this backend (one object per backend)."""
 
+    def watch_topics(self, fn: Watcher) -> None:
+        """``fn()`` once now and whenever a topic may have changed; the next
+        ``topics().refresh()`` loads it."""
+
     def write_group_members(self, group: str, members: Mapping[str, bytes]) -> None:
         """Replace the mirror of ``group``'s members (member id -> JSON). Coordinator only."""
 
@@ -145,14 +162,36 @@ class CoordinationBackend(Protocol):
         """Remove the group's mirror. Coordinator only."""
 
 
-def open_backend(zookeeper_connect: str, data_dir: str, node_id: int) -> CoordinationBackend:
+class BrokerSettings(Protocol):
+    """What open_broker_backend reads of a broker config (broker.config.BrokerConfig)."""
+
+    def __getitem__(self, name: str) -> Any: ...  # a setting's typed value, which depends on the setting
+
+    @property
+    def node_id(self) -> int: ...
+
+    @property
+    def log_dirs(self) -> list[str]: ...
+
+
+def open_backend(zookeeper_connect: str, data_dir: str, node_id: int,
+                 session_timeout: float | None = None) -> CoordinationBackend:
     """``ZooKeeperBackend`` when ``zookeeper_connect`` ("host:port[,host:port][/chroot]")
     is non-empty, else ``LocalBackend`` over ``data_dir`` (the first log dir). Not started."""
     if zookeeper_connect.strip():
         # Imported here so a single-machine broker never loads kazoo.
-        from coordination.zookeeper import ZooKeeperBackend
+        from coordination.zookeeper import DEFAULT_SESSION_TIMEOUT, ZooKeeperBackend
 
-        return ZooKeeperBackend(zookeeper_connect.strip(), node_id)
+        return ZooKeeperBackend(zookeeper_connect.strip(), node_id,
+                                session_timeout=session_timeout or DEFAULT_SESSION_TIMEOUT)
     from coordination.local import LocalBackend
 
     return LocalBackend(data_dir, node_id)
+
+
+def open_broker_backend(config: BrokerSettings) -> CoordinationBackend:
+    """The started backend a broker's config names: its own session, for one process."""
+    backend = open_backend(str(config["zookeeper.connect"]), config.log_dirs[0], config.node_id,
+                           int(config["zookeeper.session.timeout.ms"]) / 1000)
+    backend.start(int(config["zookeeper.connection.timeout.ms"]) / 1000)
+    return backend

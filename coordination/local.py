@@ -21,8 +21,8 @@ Event and can give up (timeout, close). A given-up attempt that later gets the l
 it at once.
 
 Watches: a released flock leaves no trace in the file system to be notified of, so
-``watch_coordinator`` is served by a daemon thread that re-checks (lock held?, epoch file
-changed?) every 250 ms. Brokers: one machine, one broker: ``live_brokers`` is just what
+``watch_coordinator`` and ``watch_topics`` are served by a daemon thread that re-checks
+(lock held?, epoch file changed?, registry file changed?) every 250 ms. Brokers: one machine, one broker: ``live_brokers`` is just what
 this process registered, and there is no session to lose (listeners hear CONNECTED once,
 at start).
 """
@@ -147,7 +147,8 @@ class LocalBackend:
         self._attempts: set[_LockAttempt] = set()
         self._listeners: list[StateListener] = []
         self._broker_watchers: list[Watcher] = []
-        self._coordinator_watchers: list[Watcher] = []
+        # What the watch thread looks at, by name: watchers hear of a change of its signature.
+        self._watchers: dict[str, list[Watcher]] = {"coordinator": [], "topics": []}
         self._watch_thread: threading.Thread | None = None
         self._registered: tuple[int, str, int] | None = None
         self._topics = LocalTopics(data_dir, node_id)
@@ -331,39 +332,41 @@ class LocalBackend:
         return CoordinatorEpochZNode.decode(data) if data else 0
 
     def watch_coordinator(self, fn: Watcher) -> None:
+        self._watch("coordinator", fn)
+
+    def watch_topics(self, fn: Watcher) -> None:
+        self._watch("topics", fn)
+
+    def _watch(self, what: str, fn: Watcher) -> None:
         with self._mutex:
-            self._coordinator_watchers.append(fn)
+            self._watchers[what].append(fn)
             if self._watch_thread is None and not self._closed.is_set():
-                self._watch_thread = threading.Thread(target=self._watch_loop, name="castle-coordinator-watch",
-                                                      daemon=True)
+                self._watch_thread = threading.Thread(target=self._watch_loop, name="castle-local-watch", daemon=True)
                 self._watch_thread.start()
         fn()
 
-    def _coordinator_signature(self) -> tuple[bool, int, int]:
+    def _signatures(self) -> dict[str, tuple[int, ...]]:
         held = self._lock_fd is not None or self._lock_held_elsewhere()
-        try:
-            st = os.stat(self._epoch_path)
-            return held, st.st_ino, st.st_mtime_ns
-        except FileNotFoundError:
-            return held, 0, 0
+        return {"coordinator": (held, *_file_stamp(self._epoch_path)), "topics": _file_stamp(self._topics.path)}
 
     def _watch_loop(self) -> None:
-        last = self._coordinator_signature()
+        last = self._signatures()
         while not self._closed.wait(WATCH_INTERVAL):
             try:
-                now = self._coordinator_signature()
+                now = self._signatures()
             except OSError as exc:
-                log.warning("coordinator watch: %s", exc)
+                log.warning("local watch: %s", exc)
                 continue
-            if now != last:
-                last = now
+            changed = [what for what in now if now[what] != last[what]]
+            last = now
+            for what in changed:
                 with self._mutex:
-                    watchers = list(self._coordinator_watchers)
+                    watchers = list(self._watchers[what])
                 for fn in watchers:
                     try:
                         fn()
                     except Exception:
-                        log.exception("coordinator watcher failed")
+                        log.exception("%s watcher failed", what)
 
     # ------------------------------------------------------------------ registry and group mirror
     def topics(self) -> LocalTopics:
@@ -408,6 +411,15 @@ class LocalBackend:
         except FileNotFoundError:
             return
         files.fsync_dir(os.path.join(self.data_dir, GROUPS_DIR))
+
+
+def _file_stamp(path: str) -> tuple[int, int]:
+    """(inode, mtime) of a file replaced atomically, (0, 0) while it does not exist."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return 0, 0
+    return st.st_ino, st.st_mtime_ns
 
 
 def _embed(data: bytes) -> Any:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import fcntl
 import os
 import re
+import threading
 import uuid
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, TypeVar
@@ -72,16 +73,24 @@ class _Snapshot:
     topics: dict[str, TopicInfo]
     next_producer_id: int
 
+    def by_id(self) -> dict[uuid.UUID, TopicInfo]:
+        return {t.topic_id: t for t in self.topics.values()}
+
 
 class LocalTopicRegistry:
-    """Read view plus locked changes. Not thread-safe; one per process."""
+    """Read view plus locked changes. Reads see an immutable snapshot, replaced whole by
+    refresh(), which one thread at a time runs (a reader thread and an admin thread may
+    both refresh)."""
 
     def __init__(self, log_dir: str) -> None:
         self.path = os.path.join(log_dir, FILE_NAME)
         self._lock_path = os.path.join(log_dir, LOCK_NAME)
         self._stamp: tuple[int, int] | None = None
-        self._snapshot = _Snapshot({}, 0)
-        self._by_id: dict[uuid.UUID, TopicInfo] = {}
+        # (snapshot, by id): one attribute, so a reader never sees one half new.
+        self._view: tuple[_Snapshot, dict[uuid.UUID, TopicInfo]] = (_Snapshot({}, 0), {})
+        self._refresh_lock = threading.Lock()
+        # Bumped whenever the snapshot is replaced (see ZooKeeperTopicRegistry).
+        self.snapshot_generation = 0
 
     # ------------------------------------------------------------------ reading
     def exists(self) -> bool:
@@ -89,23 +98,25 @@ class LocalTopicRegistry:
 
     def refresh(self) -> bool:
         """Reload if the file changed; True when it did."""
-        try:
-            st = os.stat(self.path)
-        except FileNotFoundError:
-            changed = self._stamp is not None
-            self._stamp = None
-            self._set(_Snapshot({}, 0))
-            return changed
-        stamp = (st.st_ino, st.st_mtime_ns)
-        if stamp == self._stamp:
-            return False
-        self._set(self._read_file())
-        self._stamp = stamp
-        return True
+        with self._refresh_lock:
+            try:
+                st = os.stat(self.path)
+            except FileNotFoundError:
+                changed = self._stamp is not None
+                self._stamp = None
+                if changed:
+                    self._set(_Snapshot({}, 0))
+                return changed
+            stamp = (st.st_ino, st.st_mtime_ns)
+            if stamp == self._stamp:
+                return False
+            self._set(self._read_file())
+            self._stamp = stamp
+            return True
 
     def _set(self, snapshot: _Snapshot) -> None:
-        self._snapshot = snapshot
-        self._by_id = {t.topic_id: t for t in snapshot.topics.values()}
+        self._view = (snapshot, snapshot.by_id())
+        self.snapshot_generation += 1
 
     def _read_file(self) -> _Snapshot:
         with open(self.path, "rb") as handle:
@@ -119,13 +130,13 @@ class LocalTopicRegistry:
         return _Snapshot(topics, int(doc.get("next_producer_id", 0)))
 
     def get(self, name: str) -> TopicInfo | None:
-        return self._snapshot.topics.get(name)
+        return self._view[0].topics.get(name)
 
     def by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
-        return self._by_id.get(topic_id)
+        return self._view[1].get(topic_id)
 
     def all(self) -> list[TopicInfo]:
-        return sorted(self._snapshot.topics.values(), key=lambda t: t.name)
+        return sorted(self._view[0].topics.values(), key=lambda t: t.name)
 
     # ------------------------------------------------------------------ changing
     def _change(self, mutate: Callable[[_Snapshot], T], dry_run: bool = False) -> T:

@@ -123,6 +123,7 @@ class ZooKeeperBackend:
         self._registration: tuple[int, str, int] | None = None
         self._fence: tuple[int, int] | None = None      # (epoch, epoch znode version) while coordinator
         self._topics = ZooKeeperTopicRegistry(self._client, node_id, self._retry)
+        self._topic_watchers: list[Watcher] = []
 
     @property
     def client(self) -> KazooClient:
@@ -389,6 +390,20 @@ class ZooKeeperBackend:
     # ------------------------------------------------------------------ registry
     def topics(self) -> ZooKeeperTopicRegistry:
         return self._topics
+
+    def watch_topics(self, fn: Watcher) -> None:
+        """``fn()`` once now and whenever the registry's watches mark a topic (or the list)
+        changed; the next ``topics().refresh()`` reads it."""
+        with self._mutex:
+            self._topic_watchers.append(fn)
+            self._topics.on_dirty = self._topics_dirty
+        _notify(fn)
+
+    def _topics_dirty(self) -> None:
+        with self._mutex:
+            watchers = list(self._topic_watchers)
+        for fn in watchers:
+            _notify(fn)
 
     # ------------------------------------------------------------------ group mirror (coordinator only)
     def _fenced(self, ops: list[tuple[str, str, bytes]]) -> None:

@@ -1,0 +1,218 @@
+"""What a worker process knows of the cluster, in memory: topics, who holds each
+partition, which brokers are alive, and the coordinator epoch (for fencing).
+
+A ``ClusterSnapshot`` sits on the worker's own coordination backend (the same interface
+the coordinator process uses, coordination/backend.py; local files or a ZooKeeper session
+of its own) and reads it only off the event loop. The backend's watches (topics, brokers,
+coordinator) only mark what changed, since a blocking read inside a kazoo watch callback
+deadlocks kazoo; one reader thread re-reads it and replaces whole values (an attribute
+assignment is atomic under the GIL), then tells the worker (``on_change``, which posts to
+its loop). The loop's ``refresh()`` is a version compare. Admin writes run off the loop
+and load their own change (``refresh_now``) before they answer.
+
+A partition the snapshot does not know yet has no holder (-1): callers answer a retriable
+error while the reader loads it (the miss wakes it). A partition's holder is the first
+broker of its replica list (no replication yet: the only replica).
+
+This broker is always among the live brokers it reports: a broker that serves a request
+is alive, whether or not its registration (written by its coordinator process a moment
+after the workers serve, or lost with a ZooKeeper session) is visible yet.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from typing import Callable, Mapping
+
+from coordination.backend import CoordinationBackend, TopicRegistry
+from coordination.local_topics import TopicInfo
+
+log = logging.getLogger(__name__)
+
+# Watches wake the reader; it also looks once in a while, in case a notification was lost
+# (a registry refresh with nothing changed does no network I/O).
+BACKSTOP_SECONDS = 1.0
+RETRY_SECONDS = 0.5
+
+TOPICS, BROKERS, EPOCH = "topics", "brokers", "epoch"
+
+
+class ClusterSnapshot:
+    def __init__(self, backend: CoordinationBackend, advertised: tuple[str, int]) -> None:
+        self.node_id = backend.node_id
+        self._backend = backend
+        self._topics = backend.topics()
+        self.registry: TopicRegistry = SnapshotRegistry(self._topics, self)
+        self._self = {self.node_id: advertised}
+        self._brokers: Mapping[int, tuple[str, int]] = dict(self._self)
+        self._epoch = 0
+        self._epoch_lock = threading.Lock()
+        self._holders: dict[str, dict[int, int]] = {}
+        self._holders_built_from = -1
+        self._version = 0  # bumped by whoever loaded a changed snapshot
+        self._seen = 0  # the version refresh() last reported
+        self._refresh_lock = threading.Lock()
+        # Called on a reader thread after the topics changed (a worker posts it to its loop).
+        self.on_change: Callable[[], None] | None = None
+        self._dirty: set[str] = {TOPICS, BROKERS, EPOCH}
+        self._dirty_lock = threading.Lock()
+        self._wake = threading.Event()
+        self._closed = False
+        self._load(self._take_dirty())  # a worker starts with what the backend holds now
+        backend.watch_topics(lambda: self._mark(TOPICS))
+        backend.watch_brokers(lambda: self._mark(BROKERS))
+        backend.watch_coordinator(lambda: self._mark(EPOCH))
+        self._reader = threading.Thread(target=self._read, name="cluster-snapshot", daemon=True)
+        self._reader.start()
+
+    # ------------------------------------------------------------------ the reader thread
+    def _mark(self, what: str) -> None:
+        """From a watch (the backend's thread): never block here."""
+        with self._dirty_lock:
+            self._dirty.add(what)
+        self._wake.set()
+
+    def _take_dirty(self) -> set[str]:
+        with self._dirty_lock:
+            dirty, self._dirty = self._dirty, set()
+        return dirty
+
+    def _read(self) -> None:
+        while not self._closed:
+            self._wake.wait(BACKSTOP_SECONDS)
+            self._wake.clear()
+            if self._closed:
+                return
+            dirty = self._take_dirty() | {TOPICS}
+            try:
+                self._load(dirty)
+            except Exception:
+                log.exception("cannot read the cluster state")
+                with self._dirty_lock:
+                    self._dirty |= dirty
+                self._wake.set()
+                time.sleep(RETRY_SECONDS)
+
+    def _load(self, dirty: set[str]) -> None:
+        if BROKERS in dirty:
+            self._brokers = {**self._backend.live_brokers(), **self._self}
+        if EPOCH in dirty:
+            self.learn_epoch(self._backend.current_epoch())
+        if TOPICS in dirty:
+            self.refresh_now()
+
+    # ------------------------------------------------------------------ reads (any thread)
+    def refresh(self) -> bool:
+        """True when the topic snapshot changed since the last call. Never waits on the
+        backend: in a worker's event loop it only reads what the reader thread loaded."""
+        version = self._version
+        if version == self._seen:
+            return False
+        self._seen = version
+        return True
+
+    def refresh_now(self) -> bool:
+        """Load what changed now, waiting for the backend if need be: only off the event
+        loop (the reader thread, or an admin write on the thread that wrote)."""
+        with self._refresh_lock:
+            self._topics.refresh()
+            # Compared, not taken from refresh(): an admin write refreshes the registry itself.
+            changed = self._topics.snapshot_generation != self._holders_built_from
+            if changed:
+                self._rebuild_holders()
+                self._version += 1
+        if changed and self.on_change is not None:
+            self.on_change()
+        return changed
+
+    def _rebuild_holders(self) -> None:
+        self._holders_built_from = self._topics.snapshot_generation
+        holders = {}
+        for info in self._topics.all():
+            try:
+                replicas = self._topics.replicas(info.name)
+            except Exception:  # deleted since all() (ZooKeeper): it has no holder
+                continue
+            holders[info.name] = {p: (r[0] if r else -1) for p, r in replicas.items()}
+        self._holders = holders
+
+    def holder_of(self, topic: str, partition: int) -> int:
+        """The broker that holds the partition (whether alive or not), -1 if unknown."""
+        holders = self._holders.get(topic)
+        if holders is None or partition not in holders:
+            # New to us (or grown): the reader loads it; meanwhile the partition has no
+            # known holder, which callers answer with a retriable error.
+            self._mark(TOPICS)
+            return -1
+        return holders[partition]
+
+    def live_brokers(self) -> Mapping[int, tuple[str, int]]:
+        return self._brokers
+
+    def current_epoch(self) -> int:
+        return self._epoch
+
+    def learn_epoch(self, epoch: int) -> None:
+        """An epoch granted by the election: from the watch, or told by this broker's own
+        coordinator process over the rings before its first write with it (the watch may
+        come later). Epochs only grow."""
+        with self._epoch_lock:
+            self._epoch = max(self._epoch, epoch)
+
+    def close(self) -> None:
+        self._closed = True
+        self._wake.set()
+        self._backend.close()
+
+
+class SnapshotRegistry:
+    """The backend's topic registry, whose refresh() is the snapshot's (callers anywhere
+    in a worker refresh the registry directly, on the loop)."""
+
+    def __init__(self, registry: TopicRegistry, snapshot: ClusterSnapshot) -> None:
+        self._registry = registry
+        self._snapshot = snapshot
+
+    @property
+    def snapshot_generation(self) -> int:
+        return self._registry.snapshot_generation
+
+    def refresh(self) -> bool:
+        return self._snapshot.refresh()
+
+    # The rest of TopicRegistry, as the backend's registry answers it.
+    def get(self, name: str) -> TopicInfo | None:
+        return self._registry.get(name)
+
+    def by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
+        return self._registry.by_id(topic_id)
+
+    def all(self) -> list[TopicInfo]:
+        return self._registry.all()
+
+    def create(self, name: str, partitions: int, configs: Mapping[str, str], topic_id: uuid.UUID | None = None,
+               validate_only: bool = False, assignment: Mapping[int, list[int]] | None = None,
+               brokers: list[int] | None = None) -> TopicInfo:
+        return self._registry.create(name, partitions, configs, topic_id=topic_id, validate_only=validate_only,
+                                     assignment=assignment, brokers=brokers)
+
+    def delete(self, name: str) -> TopicInfo:
+        return self._registry.delete(name)
+
+    def set_partitions(self, name: str, count: int, validate_only: bool = False) -> TopicInfo:
+        return self._registry.set_partitions(name, count, validate_only=validate_only)
+
+    def set_configs(self, name: str, update: Callable[[dict[str, str]], dict[str, str]]) -> TopicInfo:
+        return self._registry.set_configs(name, update)
+
+    def allocate_producer_ids(self, count: int) -> int:
+        return self._registry.allocate_producer_ids(count)
+
+    def replicas(self, name: str) -> dict[int, list[int]]:
+        return self._registry.replicas(name)
+
+
+__all__ = ["ClusterSnapshot", "SnapshotRegistry"]
