@@ -148,9 +148,10 @@ SETTINGS: list[Setting] = [
 ]
 
 # The storage defaults, under their broker-level names, typed by storage.config.
-for _topic_key, (_field, _broker_key, _parse) in TOPIC_KEYS.items():
-    SETTINGS.append(Setting(_broker_key, _parse, getattr(LogConfig(), _field),
-                            f"Default for the topic setting {_topic_key}."))
+for _topic_key, _spec in TOPIC_KEYS.items():
+    if _spec.broker_key:  # a few topic keys have no broker-level default in Kafka either
+        SETTINGS.append(Setting(_spec.broker_key, _spec.parse, getattr(LogConfig(), _spec.field),
+                                f"Default for the topic setting {_topic_key}."))
 
 BY_NAME: dict[str, Setting] = {}
 for _setting in SETTINGS:
@@ -215,7 +216,7 @@ class BrokerConfig:
 
     def storage_settings(self) -> dict[str, Any]:
         """The broker-level keys storage.config and storage.manager understand."""
-        keys = {broker_key for _f, broker_key, _p in TOPIC_KEYS.values()}
+        keys = {spec.broker_key for spec in TOPIC_KEYS.values() if spec.broker_key}
         out = {k: v for k, v in self._values.items() if k in keys}
         for name in ("node.id", "log.retention.check.interval.ms", "log.flush.scheduler.interval.ms",
                      "log.flush.offset.checkpoint.interval.ms", "log.flush.start.offset.checkpoint.interval.ms",

@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 
 # log.retention.hours/minutes only feed log.retention.ms (broker/config.py load_config).
 DYNAMIC = frozenset({"log.level", "log.retention.hours", "log.retention.minutes"}
-                    | {broker_key for _field, broker_key, _parse in TOPIC_KEYS.values()})
+                    | {spec.broker_key for spec in TOPIC_KEYS.values() if spec.broker_key})
 
 
 def reload_path(run_dir: str) -> str:

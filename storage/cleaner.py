@@ -165,11 +165,28 @@ def dirty_ratio(log: PartitionLog, first_dirty_offset: int | None = None, *, now
 
 
 def needs_cleaning(log: PartitionLog, first_dirty_offset: int | None = None, *, now_ms: int) -> bool:
-    """Compacted log whose dirty ratio reached min.cleanable.dirty.ratio."""
+    """Compacted log whose dirty ratio reached min.cleanable.dirty.ratio, or whose oldest
+    dirty record waited longer than max.compaction.lag.ms (then whatever the ratio)."""
     if not log.config.compact:
         return False
     ratio = dirty_ratio(log, first_dirty_offset, now_ms=now_ms)
-    return ratio > 0.0 and ratio >= log.config.min_cleanable_dirty_ratio
+    if ratio <= 0.0:
+        return False
+    return ratio >= log.config.min_cleanable_dirty_ratio or _compaction_overdue(log, first_dirty_offset, now_ms)
+
+
+def _compaction_overdue(log: PartitionLog, first_dirty_offset: int | None, now_ms: int) -> bool:
+    """The first dirty segment's first batch is older than max.compaction.lag.ms (Kafka
+    also dates it by its first batch's max timestamp; a batch without one never is)."""
+    lag = log.config.max_compaction_lag_ms
+    if lag >= now_ms:
+        return False  # the default (Long.MAX_VALUE): never overdue
+    start = effective_first_dirty_offset(log, first_dirty_offset)
+    for segment in cleanable_segments(log, now_ms):
+        if segment.next_offset > start:
+            header = segment.read_header(0)
+            return header is not None and 0 <= header.max_timestamp < now_ms - lag
+    return False
 
 
 # ----------------------------------------------------------------- reading segments

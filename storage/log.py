@@ -36,12 +36,15 @@ from storage.config import LogConfig
 from storage.errors import (
     CorruptRecordError,
     InvalidRecordError,
+    InvalidTimestampError,
     LogDirOfflineError,
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
     RecordTooLargeError,
 )
 from storage.producer_state import ProducerStateManager
+from storage.recompress import needs_recompression, recompress
+from storage.records import decode_batch
 from storage.releaser import RELEASER
 from storage.segment import LogSegment
 from storage.segments import SegmentList
@@ -215,7 +218,13 @@ class PartitionLog:
         """Validate, then append a producer's record set (one or more batches)."""
         now = now_ms() if now is None else now
         with memoryview(records) as view:
-            headers = self._validate(view)
+            headers = self._validate(view, now)
+            codec = self.config.target_codec
+            if codec is not None and needs_recompression(headers, codec):
+                # Appended as if the producer had sent it so (and validated again: the
+                # rebuilt batch must fit max.message.bytes too).
+                rebuilt = recompress(view, headers, codec, self.config.target_level)
+                return self.append(rebuilt, leader_epoch=leader_epoch, now=now)
             record_count = sum(h.last_offset_delta + 1 for _, h in headers)
             first_offset = self._log_end_offset
             last_offset = first_offset + record_count - 1
@@ -241,9 +250,10 @@ class PartitionLog:
                           now if append_time is not None else -1, self.log_start_offset,
                           record_count, len(headers), size)
 
-    def _validate(self, view: memoryview) -> list[tuple[int, BatchHeader]]:
+    def _validate(self, view: memoryview, now: int) -> list[tuple[int, BatchHeader]]:
         end = len(view)
         config = self.config
+        check_times = not config.log_append_time
         if end == 0:
             raise CorruptRecordError("empty record set")
         if end > config.segment_bytes:
@@ -258,6 +268,8 @@ class PartitionLog:
                 raise RecordTooLargeError(f"batch of {size} bytes exceeds max.message.bytes {config.max_message_bytes}")
             if compact and not header.is_control:
                 _require_keys(view, position, header)
+            if check_times:
+                _check_timestamps(view, position, header, now, config)
             headers.append((position, header))
             position += size
         return headers
@@ -537,6 +549,23 @@ def _require_keys(view: memoryview, position: int, header: BatchHeader) -> None:
     for record in records:
         if record.key is None:
             raise InvalidRecordError("compacted topic: a record has no key")
+
+
+def _check_timestamps(view: memoryview, position: int, header: BatchHeader, now: int, config: LogConfig) -> None:
+    """message.timestamp.after/before.max.ms (CreateTime). The header's max timestamp
+    answers ``after``; ``before`` needs each record's, so a batch is decoded only when it
+    is set below its default (Kafka checks every record; -1, no timestamp, always passes)."""
+    if header.max_timestamp > now + config.message_timestamp_after_max_ms:
+        raise InvalidTimestampError(f"timestamp {header.max_timestamp} is more than message.timestamp.after.max.ms "
+                                    f"({config.message_timestamp_after_max_ms}) after the broker's time {now}")
+    if config.message_timestamp_before_max_ms >= now:
+        return  # nothing can be that old (also the default, Long.MAX_VALUE)
+    earliest_allowed = now - config.message_timestamp_before_max_ms
+    _header, records = decode_batch(view, position)
+    for record in records:
+        if 0 <= record.timestamp < earliest_allowed:
+            raise InvalidTimestampError(f"timestamp {record.timestamp} is more than message.timestamp.before.max.ms "
+                                        f"({config.message_timestamp_before_max_ms}) before the broker's time {now}")
 
 
 def _search_segment_for_timestamp(segment: LogSegment, timestamp: int, log_start: int) -> tuple[int, int] | None:

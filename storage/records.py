@@ -439,6 +439,7 @@ def encode_batch(
     *,
     base_offset: int = 0,
     compression: int = COMPRESSION_NONE,
+    compression_level: int | None = None,
     timestamp_type: int = TIMESTAMP_TYPE_CREATE,
     producer_id: int = NO_PRODUCER_ID,
     producer_epoch: int = -1,
@@ -473,7 +474,7 @@ def encode_batch(
     last_delta = _check_offset_deltas(rows, base_offset, last_offset_delta)
     body = _encode_records(rows, base_offset, first_ts)
     if compression != COMPRESSION_NONE:
-        body = compress_payload(compression, body)
+        body = compress_payload(compression, body, level=compression_level)
     attributes = (
         compression
         | (TIMESTAMP_TYPE_MASK if timestamp_type == TIMESTAMP_TYPE_LOG_APPEND else 0)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import time
 from dataclasses import dataclass
 from mmap import ACCESS_READ, mmap
@@ -77,7 +78,7 @@ class LogSegment:
             existing = 0 if created else os.path.getsize(self.path)
             # A file longer than segment.bytes (the setting was lowered) is mapped whole;
             # can_hold then rolls on the next append.
-            self._log = MappedFile(self.path, max(config.segment_bytes, existing), config.preallocate_window_bytes,
+            self._log = MappedFile(self.path, max(config.segment_bytes, existing), config.segment_reserve_bytes,
                                    length=None if created else existing)
             self._fd = self._log.fd
             self.size = self._log.length
@@ -93,6 +94,10 @@ class LogSegment:
         self.offset_of_max_timestamp = base_offset
         self.bytes_since_last_index_entry = 0
         self.rolling_base_ms: int | None = None
+        # segment.jitter.ms: each segment rolls up to this much early, so partitions
+        # created together do not all roll at once (Kafka's randomSegmentJitter).
+        jitter = min(config.segment_jitter_ms, config.segment_ms)
+        self.roll_jitter_ms = random.randrange(jitter) if jitter > 0 else 0
         self.data_end = 0
         if recover or (indexes_missing and not created):
             self._rebuild_indexes()
@@ -252,7 +257,8 @@ class LogSegment:
         return last_offset - self.base_offset <= U32_MAX
 
     def should_roll_for_time(self, now_ms: int) -> bool:
-        return self.size > 0 and self.rolling_base_ms is not None and now_ms - self.rolling_base_ms > self.config.segment_ms
+        return (self.size > 0 and self.rolling_base_ms is not None
+                and now_ms - self.rolling_base_ms > self.config.max_segment_ms - self.roll_jitter_ms)
 
     # ----------------------------------------------------------------- lifecycle
     def seal(self) -> None:

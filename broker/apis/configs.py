@@ -74,10 +74,13 @@ OP_DELETE = 1
 OP_APPEND = 2
 OP_SUBTRACT = 3
 
-_LIST_KEYS = frozenset({"cleanup.policy", "log.cleanup.policy", "log.dirs", "listeners", "advertised.listeners"})
-# Kafka declares these as LONG although their names do not end in ".ms".
-_LONG_KEYS = frozenset({"retention.bytes", "log.retention.bytes", "flush.messages", "log.flush.interval.messages",
-                        "preallocate.window.bytes", "log.preallocate.window.bytes"})
+_TYPES = {"boolean": TYPE_BOOLEAN, "string": TYPE_STRING, "int": TYPE_INT, "long": TYPE_LONG, "double": TYPE_DOUBLE,
+          "list": TYPE_LIST}
+# Every topic key and its broker-level synonym: the type Kafka's ConfigDef declares.
+_KAFKA_TYPES = {name: _TYPES[spec.kafka_type] for key, spec in TOPIC_KEYS.items()
+                for name in (key, spec.broker_key) if name}
+_LIST_KEYS = frozenset({name for name, kind in _KAFKA_TYPES.items() if kind == TYPE_LIST}
+                       | {"log.dirs", "listeners", "advertised.listeners"})
 _PRISTINE = LogConfig()
 
 
@@ -87,12 +90,14 @@ def _text(value: Any) -> str:
 
 
 def _config_type(name: str, value: Any) -> int:
+    if name in _KAFKA_TYPES:
+        return _KAFKA_TYPES[name]
     if isinstance(value, bool):
         return TYPE_BOOLEAN
     if isinstance(value, float):
         return TYPE_DOUBLE
     if isinstance(value, int):
-        if name.endswith(".ms") or name in _LONG_KEYS or not -(1 << 31) <= value < (1 << 31):
+        if name.endswith(".ms") or not -(1 << 31) <= value < (1 << 31):
             return TYPE_LONG
         return TYPE_INT
     return TYPE_LIST if name in _LIST_KEYS else TYPE_STRING
@@ -115,14 +120,15 @@ def topic_config_entries(node: Any, overrides: dict[str, str], keys: Iterable[st
     for key, value in effective.items():
         if wanted is not None and key not in wanted:
             continue
-        field, broker_key, _parse = TOPIC_KEYS[key]
-        broker_set = _broker_setting_is_set(node, broker_key)
+        spec = TOPIC_KEYS[key]
+        broker_key = spec.broker_key
         chain = []
         if key in overrides:
             chain.append({"name": key, "value": value, "source": DYNAMIC_TOPIC_CONFIG})
-        if broker_set:
+        if broker_key and _broker_setting_is_set(node, broker_key):
             chain.append({"name": broker_key, "value": broker_values[key], "source": STATIC_BROKER_CONFIG})
-        chain.append({"name": broker_key, "value": pristine[key], "source": DEFAULT_CONFIG})
+        # Kafka names the default after the broker synonym, or the topic key when it has none.
+        chain.append({"name": broker_key or key, "value": pristine[key], "source": DEFAULT_CONFIG})
         entries.append({
             "name": key,
             "value": value,
@@ -130,10 +136,15 @@ def topic_config_entries(node: Any, overrides: dict[str, str], keys: Iterable[st
             "config_source": chain[0]["source"],
             "is_sensitive": False,
             "synonyms": chain if synonyms else [],
-            "config_type": _config_type(key, getattr(_PRISTINE, field)),
-            "documentation": f"The topic's {key}; the broker-wide default is {broker_key}." if documentation else None,
+            "config_type": _config_type(key, getattr(_PRISTINE, spec.field)),
+            "documentation": _topic_doc(key, broker_key) if documentation else None,
         })
     return entries
+
+
+def _topic_doc(key: str, broker_key: str) -> str:
+    default = f"the broker-wide default is {broker_key}" if broker_key else "Kafka has no broker-wide default for it"
+    return f"The topic's {key}; {default}."
 
 
 def broker_config_entries(node: Any, keys: Iterable[str] | None = None, synonyms: bool = False,
