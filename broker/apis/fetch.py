@@ -1,4 +1,4 @@
-"""Fetch (key 1), versions 4-16.
+"""Fetch (key 1), versions 0-16.
 
 The request body is decoded by broker/protocol/fetch_request.py into plain tuples, not
 by kio (a 1,000-partition request is decoded ~130 times a second).
@@ -16,6 +16,12 @@ offset is the high watermark, aborted transactions null. zstd data is never sent
 v10 (UNSUPPORTED_COMPRESSION_TYPE for that partition). The response's max_bytes is
 honoured by whole partitions, always giving the first partition with data (KIP-74).
 
+Fetch v0-v3 (Kafka 3.9 served them, 4.0 does not): their clients read message sets of
+magic 0 (v0-1) or 1 (v2-3), so those answers are down-converted in memory
+(storage/legacy_records.py: control batches and headers dropped, a compressed batch one
+wrapper of the same codec, zstd UNSUPPORTED_COMPRESSION_TYPE), at most
+LEGACY_FETCH_MAX_BYTES a response; v0-v2 have no max_bytes of their own.
+
 Version notes: v4 isolation_level, last_stable_offset, aborted transactions; v5
 log_start_offset; v7 sessions and top-level error_code; v9 current_leader_epoch;
 v10 zstd; v11 rack_id and preferred_read_replica (-1); v12 flexible; v13 topic ids
@@ -25,6 +31,7 @@ instead of names; v15 replica_state replaces replica_id; v16 node_endpoints (non
 from __future__ import annotations
 
 import functools
+import os
 import time
 import uuid
 
@@ -35,9 +42,13 @@ from broker.partition_ops import ReadItem, ReadResult
 from broker.protocol import fast, fetch_request
 from broker.protocol.errors import ErrorCode
 from broker.protocol.fetch_request import FetchRequest
+from storage.errors import StorageError
+from storage.legacy_records import down_convert, fetch_magic
 from storage.types import TopicPartition, partitions_of
 
 KEY = 1
+# Fetch v0-v3 read what they send into memory (down-conversion): at most this much a response.
+LEGACY_FETCH_MAX_BYTES = 32 * 1024 * 1024
 ZERO_UUID = uuid.UUID(int=0)
 
 
@@ -147,31 +158,53 @@ def _respond(ctx: RequestContext, error_code: int, topics: list[tuple[str, uuid.
              results: list[ReadResult], max_bytes: int = 0) -> RawResponse:
     node = ctx.node
     out_topics = [fast.FetchTopicOut(name, topic_id, []) for name, topic_id in topics]
-    chunks: list[FileChunk] = []
-    budget = max_bytes
+    chunks: list[FileChunk | bytes] = []
+    legacy_magic = fetch_magic(ctx.api_version) if ctx.api_version < 4 else None
+    budget = max_bytes if legacy_magic is None else min(max_bytes, LEGACY_FETCH_MAX_BYTES)
     result_iter = iter(results)
     for topic_index, partition, error, item in wanted:
         if item is None:
             out_topics[topic_index].partitions.append(fast.FetchPartitionOut(partition, error, -1, -1, -1, 0))
             continue
         r = next(result_iter)
+        code = r.error_code
         length = r.length
         if length and chunks and length > budget:
             length = 0  # over the response's max_bytes: this partition waits for the next fetch
         fd = node.segment_files.dup_fd(r.path, r.inode) if length else None
         if fd is None:
             length = 0
+        elif legacy_magic is not None:
+            converted, code = _down_converted(fd, r.position, min(length, budget), legacy_magic, item.offset)
+            if converted:
+                chunks.append(converted)
+            length = len(converted)
         else:
             chunks.append(FileChunk(fd, r.position, length))
+        if length:
             budget -= length
             node.metrics.sent(topics[topic_index][0], length)
         out_topics[topic_index].partitions.append(
-            fast.FetchPartitionOut(partition, r.error_code, r.high_watermark, r.high_watermark, r.log_start_offset, length))
+            fast.FetchPartitionOut(partition, code, r.high_watermark, r.high_watermark, r.log_start_offset, length))
     pieces = fast.encode_fetch_response(ctx.api_version, error_code, 0, out_topics)
     body: list[bytes | FileChunk] = [pieces[0]]
     size = len(pieces[0])
     for chunk, piece in zip(chunks, pieces[1:]):
         body.append(chunk)
         body.append(piece)
-        size += chunk.length + len(piece)
+        size += (chunk.length if isinstance(chunk, FileChunk) else len(chunk)) + len(piece)
     return RawResponse(body, size)
+
+
+def _down_converted(fd: int, position: int, length: int, magic: int, fetch_offset: int) -> tuple[bytes, int]:
+    """Fetch v0-v3: the stored v2 batches as a message set of ``magic`` (Kafka 3.x's
+    down-conversion; the one read of record bytes into Python memory, bounded by
+    LEGACY_FETCH_MAX_BYTES a response) and the partition's error code."""
+    try:
+        data = os.pread(fd, length, position)
+    finally:
+        os.close(fd)
+    try:
+        return down_convert(data, magic, first_offset=fetch_offset, max_bytes=length), 0
+    except StorageError as exc:  # zstd has no legacy form: UNSUPPORTED_COMPRESSION_TYPE
+        return b"", exc.kafka_error_code

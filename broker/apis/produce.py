@@ -1,8 +1,11 @@
-"""Produce (key 0), versions 3-10.
+"""Produce (key 0), versions 0-10.
 
 Behaviour: the record set of each partition is appended as the client sent it (the
-owner parses batch headers, checks CRC-32C, rewrites base offsets; records are never
-re-encoded). Partitions owned by other workers are forwarded to their owner over the shared-memory rings (broker/mesh.py)
+owner parses batch headers, checks CRC-32C, rewrites base offsets; records are
+re-encoded only for a topic whose compression.type differs from the batch's codec).
+Produce v0-v2 (Kafka 3.9 served them, 4.0 does not) carry message sets of magic 0 or 1:
+they are validated (CRC32, wrappers) and converted to one v2 batch here, as Kafka 3.x
+did (storage/legacy_records.py); a bad set answers CORRUPT_MESSAGE or INVALID_RECORD. Partitions owned by other workers are forwarded to their owner over the shared-memory rings (broker/mesh.py)
 and the answers merged in request order. acks=all equals acks=1 (no replication yet:
 the leader is the whole ISR); acks=0 gets no response. Idempotent producers: a retried
 batch is acknowledged with its original offset, a gap answers
@@ -12,7 +15,8 @@ below v7 answer UNSUPPORTED_COMPRESSION_TYPE.
 
 Decoded and answered by hand (broker/protocol/produce_request.py, fast.encode_produce_response).
 
-Version notes: v3 adds transactional_id and requires magic v2; v5 log_start_offset;
+Version notes: v1 throttle_time_ms; v2 log_append_time; v3 adds transactional_id and
+requires magic v2; v5 log_start_offset;
 v7 allows zstd; v8 record_errors and error_message; v9 flexible; v10 current_leader
 and node_endpoints (tagged; sent only with NOT_LEADER errors, which we never give).
 """
@@ -29,6 +33,8 @@ from broker.protocol.errors import ErrorCode
 from broker.protocol.fast import encode_produce_response
 from broker.protocol.produce_request import ProduceRequest
 from broker.remote_partition import epoch_from_client_id
+from storage.errors import StorageError
+from storage.legacy_records import parse_message_set, peek_magic, up_convert
 from storage.types import TopicPartition
 
 KEY = 0
@@ -47,6 +53,15 @@ def _error_response(request: ProduceRequest, version: int, code: int) -> bytes:
     failed = AppendResult(code)
     return encode_produce_response(version, [(t.name, [(index, failed) for index, _records in t.partition_data])
                                              for t in request.topic_data])
+
+
+def _up_converted(records: memoryview) -> memoryview:
+    """Produce v0-v2 carry message sets of magic 0 or 1: one v2 batch of the same records,
+    as Kafka 3.x stores them (DESIGN.md non-negotiable 4's second exception). A v2 batch
+    sent in an old request passes as it is."""
+    if peek_magic(records) >= 2:
+        return records
+    return memoryview(up_convert(parse_message_set(records)))
 
 
 @api(KEY, "Produce", produce_request.VERSIONS[0], produce_request.VERSIONS[-1], error_response=_error_response,
@@ -83,6 +98,12 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Respon
         if is_internal:
             coordinator_epoch = epoch_from_client_id(ctx.client_id)
         for index, records in topic.partition_data:
+            if version < 3 and records:
+                try:
+                    records = _up_converted(records)
+                except StorageError as exc:
+                    entries.append((index, AppendResult(exc.kafka_error_code, error_message=str(exc))))
+                    continue
             if is_internal:
                 if coordinator_epoch is not None and records and known is not None and known.has_partition(index):
                     slot = _Slot()

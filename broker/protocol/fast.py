@@ -24,6 +24,10 @@ and an empty tagged-field section, one 0 byte, closing each struct)::
       [tagged fields]                       v12+
     [tagged fields]                         v12+
 
+Versions Kafka 4.0 dropped (Fetch v0-3: no lso and no aborted list, and v0 no throttle;
+Produce v0-2: v0-1 no log_append_time, v0 no throttle) are written here too, proven
+against kafka-python's classes (tests/unit/protocol/test_legacy_versions.py).
+
 Produce response: written by hand because a producer at linger.ms=0 gets one per record
 or two, and kio's build-then-serialize cost ~10% of a worker's time in the fixed-rate
 benchmark. Layout (v3-v10; v9+ flexible)::
@@ -53,11 +57,13 @@ from typing import NamedTuple, Protocol, Sequence
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _HEAD_V7 = struct.Struct(">ihi")  # throttle, error_code, session_id
-_PART_V4 = struct.Struct(">ihqq")  # index, error, hw, lso
+_PART_V0 = struct.Struct(">ihq")  # index, error, hw
+_PART_V4 = struct.Struct(">ihqq")  # + lso
 _PART_V5 = struct.Struct(">ihqqq")  # + log_start_offset
-_PRODUCED_V3 = struct.Struct(">ihqq")  # index, error, base_offset, log_append_time
+_PRODUCED_V0 = struct.Struct(">ihq")  # index, error, base_offset
+_PRODUCED_V2 = struct.Struct(">ihqq")  # + log_append_time
 _PRODUCED_V5 = struct.Struct(">ihqqq")  # + log_start_offset
-assert _HEAD_V7.size == 10 and _PART_V4.size == 22 and _PART_V5.size == 30
+assert _HEAD_V7.size == 10 and _PART_V4.size == 22 and _PART_V5.size == 30 and _PART_V0.size == 14
 
 
 class FetchPartitionOut(NamedTuple):
@@ -108,8 +114,8 @@ def encode_fetch_response(version: int, error_code: int, session_id: int,
     out = bytearray()
     if version >= 7:
         out += _HEAD_V7.pack(0, error_code, session_id)
-    else:
-        out += _I32.pack(0)
+    elif version >= 1:
+        out += _I32.pack(0)  # throttle_time_ms (v0 has none)
     out += _count(len(topics), flexible)
     for topic in topics:
         if version >= 13:
@@ -121,9 +127,12 @@ def encode_fetch_response(version: int, error_code: int, session_id: int,
             if version >= 5:
                 out += _PART_V5.pack(p.partition_index, p.error_code, p.high_watermark, p.last_stable_offset,
                                      p.log_start_offset)
-            else:
+            elif version >= 4:
                 out += _PART_V4.pack(p.partition_index, p.error_code, p.high_watermark, p.last_stable_offset)
-            out += b"\x00" if flexible else b"\xff\xff\xff\xff"  # aborted transactions: null
+            else:
+                out += _PART_V0.pack(p.partition_index, p.error_code, p.high_watermark)
+            if version >= 4:
+                out += b"\x00" if flexible else b"\xff\xff\xff\xff"  # aborted transactions: null
             if version >= 11:
                 out += b"\xff\xff\xff\xff"  # preferred_read_replica -1
             if flexible:
@@ -161,8 +170,9 @@ class Appended(Protocol):
 def encode_produce_response(version: int, topics: Sequence[tuple[str, Sequence[tuple[int, Appended]]]]) -> bytes:
     """The whole response body: ``topics`` are (name, [(partition index, result)])."""
     flexible = version >= 9
-    partition = _PRODUCED_V5 if version >= 5 else _PRODUCED_V3
+    partition = _PRODUCED_V5 if version >= 5 else _PRODUCED_V2 if version >= 2 else _PRODUCED_V0
     with_start = version >= 5
+    with_append_time = version >= 2
     with_errors = version >= 8
     out = bytearray(_count(len(topics), flexible))
     for name, partitions in topics:
@@ -172,8 +182,10 @@ def encode_produce_response(version: int, topics: Sequence[tuple[str, Sequence[t
             if with_start:
                 out += partition.pack(index, result.error_code, result.base_offset, result.log_append_time,
                                       result.log_start_offset)
-            else:
+            elif with_append_time:
                 out += partition.pack(index, result.error_code, result.base_offset, result.log_append_time)
+            else:
+                out += partition.pack(index, result.error_code, result.base_offset)
             if with_errors:
                 message = result.error_message
                 if flexible:
@@ -185,7 +197,8 @@ def encode_produce_response(version: int, topics: Sequence[tuple[str, Sequence[t
                     out += b"\xff\xff" if message is None else _string(message, False)
         if flexible:
             out += b"\x00"
-    out += b"\x00\x00\x00\x00"  # throttle_time_ms
+    if version >= 1:
+        out += b"\x00\x00\x00\x00"  # throttle_time_ms (v0 has none)
     if flexible:
         out += b"\x00"
     return bytes(out)

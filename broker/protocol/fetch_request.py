@@ -1,4 +1,4 @@
-"""Fetch request bodies (v4-v16) decoded by hand into plain tuples, not kio entities.
+"""Fetch request bodies (v0-v16) decoded by hand into plain tuples, not kio entities.
 
 Why: a consumer of 1,000 partitions sends a Fetch naming all of them ~130 times a
 second, and kio's decode built an entity per partition. That took 0.43 µs a partition,
@@ -9,8 +9,8 @@ written from Kafka's FetchRequest.json:
     replica_id             int32    v4-v14 (v15+: the tagged ReplicaState instead)
     max_wait_ms            int32
     min_bytes              int32
-    max_bytes              int32
-    isolation_level        int8
+    max_bytes              int32    v3+ (before: no limit but the partitions')
+    isolation_level        int8     v4+ (before: read uncommitted)
     session_id             int32    v7+
     session_epoch          int32    v7+
     topics                 array    (v12+ compact arrays and strings, tagged fields per struct)
@@ -45,10 +45,13 @@ _PARTITION_V4 = struct.Struct(">iqi")  # partition, fetch_offset, max_bytes
 _PARTITION_V5 = struct.Struct(">iqqi")  # + log_start_offset
 _PARTITION_V9 = struct.Struct(">iiqqi")  # + current_leader_epoch
 _PARTITION_V12 = struct.Struct(">iiqiqi")  # + last_fetched_epoch
-_TOP_V4 = struct.Struct(">iiiib")  # replica_id, max_wait, min_bytes, max_bytes, isolation
+_TOP_V0 = struct.Struct(">iii")  # replica_id, max_wait, min_bytes
+_TOP_V3 = struct.Struct(">iiii")  # + max_bytes
+_TOP_V4 = struct.Struct(">iiiib")  # + isolation
 _TOP_V7 = struct.Struct(">iiiibii")  # + session_id, session_epoch
 _TOP_V15 = struct.Struct(">iiibii")  # replica_id gone
-VERSIONS = range(4, 17)  # decoded here; the handler is registered for exactly these
+VERSIONS = range(0, 17)  # decoded here; the handler is registered for exactly these
+NO_LIMIT = (1 << 31) - 1  # max_bytes of v0-v2, which have none (Kafka's Int.MaxValue)
 
 
 class FetchTopic(NamedTuple):
@@ -90,8 +93,14 @@ def _decode(version: int, data: bytes | bytearray | memoryview, position: int) -
         max_wait, min_bytes, max_bytes, isolation, session_id, session_epoch = reader.unpack(_TOP_V15)
     elif version >= 7:
         _replica, max_wait, min_bytes, max_bytes, isolation, session_id, session_epoch = reader.unpack(_TOP_V7)
-    else:
+    elif version >= 4:
         _replica, max_wait, min_bytes, max_bytes, isolation = reader.unpack(_TOP_V4)
+    elif version == 3:
+        _replica, max_wait, min_bytes, max_bytes = reader.unpack(_TOP_V3)
+        isolation = 0
+    else:
+        _replica, max_wait, min_bytes = reader.unpack(_TOP_V0)
+        max_bytes, isolation = NO_LIMIT, 0
     layout, at_partition, at_offset, at_max = _partition_layout(version)
     flexible = reader.flexible
     by_id = version >= 13

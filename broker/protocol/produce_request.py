@@ -1,4 +1,4 @@
-"""Produce request bodies (v3-v10) decoded by hand into plain tuples, not kio entities.
+"""Produce request bodies (v0-v10) decoded by hand into plain tuples, not kio entities.
 
 Why: every Produce pays for its decode, and at linger.ms=0 a producer sends one request
 per record or two. Through guard.check_request and kio the decode of a one-partition
@@ -15,7 +15,9 @@ ProduceRequest.json:
             index      int32
             records    nullable bytes   (record batches, kept as the client sent them)
 
-v10 adds nothing to the request (KIP-951 changed only the response). Anything that does
+v10 adds nothing to the request (KIP-951 changed only the response). v0-v2 (Kafka 3.9's
+oldest, dropped by Kafka 4.0 and kio) are v3 without transactional_id; their records are
+message sets of magic 0 or 1, which the handler converts. Anything that does
 not parse raises ProtocolViolation: the connection closes, as it does for bodies kio
 cannot decode.
 """
@@ -31,7 +33,7 @@ from broker.protocol.framing import read_uvarint
 
 _ACKS_TIMEOUT = struct.Struct(">hi")
 _INDEX_LENGTH = struct.Struct(">ii")  # classic: partition index, records length
-VERSIONS = range(3, 11)  # decoded here; the handler is registered for exactly these
+VERSIONS = range(0, 11)  # decoded here; the handler is registered for exactly these
 
 
 class ProduceTopic(NamedTuple):
@@ -56,7 +58,7 @@ def decode(version: int, data: bytes | bytearray | memoryview, position: int) ->
 def _decode(version: int, data: bytes | bytearray | memoryview, position: int) -> ProduceRequest:
     flexible = version >= 9
     reader = BodyReader(data, position, flexible, "produce")
-    transactional_id = reader.nullable_string()
+    transactional_id = reader.nullable_string() if version >= 3 else None
     acks, timeout_ms = reader.unpack(_ACKS_TIMEOUT)
     read_partitions = _flexible_partitions if flexible else _classic_partitions
     topics: list[ProduceTopic] = []

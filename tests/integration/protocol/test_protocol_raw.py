@@ -102,7 +102,12 @@ def test_metadata_every_version(broker: Any, version: int) -> None:
     assert [b.node_id for b in answer.brokers] == [0]
 
 
-@pytest.mark.parametrize("version", range(ADVERTISED[0][0], ADVERTISED[0][1] + 1))
+def _kio_versions(key: int) -> list[int]:
+    """The advertised versions kio can encode (those Kafka 4.0 dropped: test_old_clients.py)."""
+    return [v for v in range(ADVERTISED[key][0], ADVERTISED[key][1] + 1) if codec.request_class(key, v) is not None]
+
+
+@pytest.mark.parametrize("version", _kio_versions(0))
 def test_produce_every_version_then_fetch_it_back(broker: Any, version: int) -> None:
     with KioClient(broker.bootstrap) as client:
         topic = f"produce-{version}"
@@ -122,7 +127,7 @@ def test_produce_every_version_then_fetch_it_back(broker: Any, version: int) -> 
     assert values == [b"v%d-%d" % (version, i) for i in range(3)]
 
 
-@pytest.mark.parametrize("version", range(ADVERTISED[1][0], ADVERTISED[1][1] + 1))
+@pytest.mark.parametrize("version", _kio_versions(1))
 def test_fetch_every_version(broker: Any, version: int) -> None:
     with KioClient(broker.bootstrap) as client:
         topic = f"fetch-{version}"

@@ -62,7 +62,7 @@ def test_kafka_python_api_versions_v4_bytes_decode() -> None:
     (b"", "cannot hold"),
     (b"\x00\x12\x00\x00", "cannot hold"),
     (struct.pack(">hhih", 999, 0, 1, -1), "unknown api key"),
-    (struct.pack(">hhih", 0, 1, 1, -1), "not supported"),  # Produce v1: below our floor
+    (struct.pack(">hhih", 0, 99, 1, -1), "not supported"),  # Produce v99: above our ceiling
     (struct.pack(">hhih", 3, 12, 1, 50) + b"short", "client id"),
     (struct.pack(">hhih", 3, 4, 1, -1) + b"\x00\x00\x00\x05", "cannot decode"),  # 5 topics promised, none given
 ])

@@ -104,6 +104,9 @@ def test_every_advertised_request_version_passes_the_guard() -> None:
     for spec in dispatch.REGISTRY.values():
         for version in range(spec.min_version, spec.max_version + 1):
             cls = request_class(spec.api_key, version)
+            if cls is None:  # a version Kafka 4.0 dropped: only a hand-written decoder reads it
+                assert spec.decode is not None, (spec.name, version)
+                continue
             body = encode_body(_minimal(cls))
             check_request(cls, body, 0)
             decode_request(spec.api_key, version, body, 0)

@@ -1,0 +1,77 @@
+"""Produce v0-2 and Fetch v0-3, the versions Kafka 4.0 and kio dropped: Castle's hand-written
+decoders and encoders against kafka-python's own classes for them (kafka.protocol.old),
+byte for byte."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import pytest
+
+from broker.partition_ops import AppendResult
+from broker.protocol import fast, fetch_request, produce_request
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka.protocol.old import fetch as kp_fetch
+    from kafka.protocol.old import produce as kp_produce
+
+
+def _kp(module: Any, name: str, version: int) -> Any:
+    return getattr(module, f"{name}_v{version}")
+
+
+SET_A = b"\x00" * 8 + b"\x00\x00\x00\x0e" + b"legacy-set-one"
+SET_B = b"another message set"
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_produce_requests_of_v0_to_v2_decode_as_kafka_python_encodes_them(version: int) -> None:
+    cls = _kp(kp_produce, "ProduceRequest", version)
+    body = cls(acks=-1, timeout_ms=1500, topic_data=[("orders", [(0, SET_A), (3, SET_B)]), ("audit", [(1, None)])]).encode()
+    decoded = produce_request.decode(version, body, 0)
+    assert (decoded.transactional_id, decoded.acks, decoded.timeout_ms) == (None, -1, 1500)
+    assert [(t.name, [(i, None if r is None else bytes(r)) for i, r in t.partition_data]) for t in decoded.topic_data] == [
+        ("orders", [(0, SET_A), (3, SET_B)]), ("audit", [(1, None)])]
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_produce_responses_of_v0_to_v2_are_kafka_pythons_bytes(version: int) -> None:
+    results = [("orders", [(0, AppendResult(0, 41, 1_700_000_000_000, 0)), (3, AppendResult(6, -1))])]
+    mine = fast.encode_produce_response(version, results)
+    partitions = [(0, 0, 41, 1_700_000_000_000), (3, 6, -1, -1)]
+    if version < 2:
+        partitions = [p[:3] for p in partitions]
+    fields: dict[str, Any] = {"responses": [("orders", partitions)]}
+    if version >= 1:
+        fields["throttle_time_ms"] = 0
+    assert mine == _kp(kp_produce, "ProduceResponse", version)(**fields).encode()
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3])
+def test_fetch_requests_of_v0_to_v3_decode_as_kafka_python_encodes_them(version: int) -> None:
+    fields: dict[str, Any] = {"replica_id": -1, "max_wait_ms": 500, "min_bytes": 1,
+                              "topics": [("orders", [(0, 17, 65536), (2, 0, 1024)])]}
+    if version == 3:
+        fields["max_bytes"] = 52428800
+    body = _kp(kp_fetch, "FetchRequest", version)(**fields).encode()
+    decoded = fetch_request.decode(version, body, 0)
+    assert (decoded.max_wait_ms, decoded.min_bytes, decoded.isolation_level) == (500, 1, 0)
+    assert decoded.max_bytes == (52428800 if version == 3 else fetch_request.NO_LIMIT)
+    assert [(t.topic, t.partitions) for t in decoded.topics] == [("orders", [(0, 17, 65536), (2, 0, 1024)])]
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3])
+def test_fetch_responses_of_v0_to_v3_are_kafka_pythons_bytes(version: int) -> None:
+    records = b"a message set of magic %d" % min(version, 1)
+    topics = [fast.FetchTopicOut("orders", None, [  # type: ignore[arg-type]
+        fast.FetchPartitionOut(0, 0, 99, 99, 0, len(records)), fast.FetchPartitionOut(2, 1, -1, -1, -1, 0)])]
+    pieces = fast.encode_fetch_response(version, 0, 0, topics)
+    mine = pieces[0] + records + pieces[1]
+    fields: dict[str, Any] = {"responses": [("orders", [(0, 0, 99, records), (2, 1, -1, b"")])]}
+    if version >= 1:
+        fields["throttle_time_ms"] = 0
+    theirs = _kp(kp_fetch, "FetchResponse", version)(**fields).encode()
+    # kafka-python writes an empty records field as length 0, as Castle does.
+    assert mine == theirs
