@@ -52,6 +52,7 @@ from broker.remote_ops import RemotePartitionOps
 from broker.remote_partition import RemotePartitionClient, coordinator_client_id
 from broker.rings import SharedRings
 from broker.segment_files import SegmentFiles
+from broker.session_file import forget_session, keep_session, read_session
 from coordination.backend import CoordinationBackend, TopicRegistry, open_broker_backend
 from coordination.groups import offsets_schema as schema
 from coordination.groups.coordinator import CoordinatorSettings, GroupCoordinator
@@ -332,7 +333,9 @@ class CoordinatorProcess:
         dispatch.load_all()
         self.mesh.start()
         try:
-            self.backend = await loop.run_in_executor(None, open_broker_backend, self.config)
+            self.backend = await loop.run_in_executor(None, open_broker_backend, self.config,
+                                                      read_session(self.run_dir))
+            keep_session(self.run_dir, self.backend.session_credentials())
         except Exception:
             log.exception("coordinator: cannot open the coordination backend")
             return BOOT_ERROR
@@ -363,7 +366,8 @@ class CoordinatorProcess:
         self.mesh.close()
         self._mirror_executor.shutdown(wait=True, cancel_futures=False)
         try:
-            self.opened.close()
+            self.opened.close()  # ends the session: the broker's registration goes with it
+            forget_session(self.run_dir)
         except Exception:
             log.exception("coordinator: closing the backend failed")
         log.info("coordinator stopped")
@@ -462,6 +466,8 @@ class CoordinatorProcess:
                 log.warning("coordinator: session suspended, not serving until it reconnects")
                 self.coordinator.active = False
         elif state == "CONNECTED":
+            # After a LOST this is a new session: a successor must resume this one.
+            keep_session(self.run_dir, self.opened.session_credentials())
             if self.suspended and self.elected_epoch >= 0 and not self._session_lost.is_set():
                 log.info("coordinator: session reconnected, serving again")
                 self.coordinator.active = not self.coordinator.loading

@@ -49,6 +49,7 @@ LOST: SessionState = "LOST"
 
 # What a callback returns is ignored (a call_soon_threadsafe handle, say).
 StateListener = Callable[[SessionState], object]
+SessionCredentials = tuple[int, bytes]  # a ZooKeeper session's id and password
 Watcher = Callable[[], object]
 
 
@@ -107,6 +108,10 @@ class CoordinationBackend(Protocol):
 
     def add_state_listener(self, fn: StateListener) -> None:
         """``fn(state)`` on every session state change, from the backend's thread."""
+
+    def session_credentials(self) -> SessionCredentials | None:
+        """What another process of this broker needs to resume the session (ZooKeeper),
+        keeping its ephemeral znodes; None without a session (the local backend)."""
 
     # ------------------------------------------------------------ cluster and brokers
     def cluster_id(self, proposed: str) -> str:
@@ -174,24 +179,25 @@ class BrokerSettings(Protocol):
     def log_dirs(self) -> list[str]: ...
 
 
-def open_backend(zookeeper_connect: str, data_dir: str, node_id: int,
-                 session_timeout: float | None = None) -> CoordinationBackend:
+def open_backend(zookeeper_connect: str, data_dir: str, node_id: int, session_timeout: float | None = None,
+                 resume: SessionCredentials | None = None) -> CoordinationBackend:
     """``ZooKeeperBackend`` when ``zookeeper_connect`` ("host:port[,host:port][/chroot]")
-    is non-empty, else ``LocalBackend`` over ``data_dir`` (the first log dir). Not started."""
+    is non-empty, else ``LocalBackend`` over ``data_dir`` (the first log dir). Not started.
+    ``resume``: a session to take over (ZooKeeper only; the local backend has none)."""
     if zookeeper_connect.strip():
         # Imported here so a single-machine broker never loads kazoo.
         from coordination.zookeeper import DEFAULT_SESSION_TIMEOUT, ZooKeeperBackend
 
         return ZooKeeperBackend(zookeeper_connect.strip(), node_id,
-                                session_timeout=session_timeout or DEFAULT_SESSION_TIMEOUT)
+                                session_timeout=session_timeout or DEFAULT_SESSION_TIMEOUT, resume=resume)
     from coordination.local import LocalBackend
 
     return LocalBackend(data_dir, node_id)
 
 
-def open_broker_backend(config: BrokerSettings) -> CoordinationBackend:
+def open_broker_backend(config: BrokerSettings, resume: SessionCredentials | None = None) -> CoordinationBackend:
     """The started backend a broker's config names: its own session, for one process."""
     backend = open_backend(str(config["zookeeper.connect"]), config.log_dirs[0], config.node_id,
-                           int(config["zookeeper.session.timeout.ms"]) / 1000)
+                           int(config["zookeeper.session.timeout.ms"]) / 1000, resume)
     backend.start(int(config["zookeeper.connection.timeout.ms"]) / 1000)
     return backend

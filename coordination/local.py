@@ -173,6 +173,10 @@ class LocalBackend:
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout=5.0)
 
+    def session_credentials(self) -> None:
+        """No session: a successor finds the flock free (the kernel dropped it) and wins."""
+        return None
+
     def add_state_listener(self, fn: StateListener) -> None:
         with self._mutex:
             self._listeners.append(fn)

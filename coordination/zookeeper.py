@@ -55,6 +55,7 @@ from coordination.backend import (
     BrokerIdInUse,
     CoordinationUnavailable,
     NotCoordinator,
+    SessionCredentials,
     SessionState,
     StateListener,
     Watcher,
@@ -101,7 +102,9 @@ class ZooKeeperBackend:
     """CoordinationBackend over ZooKeeper. Thread-safe; methods block (use an executor)."""
 
     def __init__(self, zookeeper_connect: str, node_id: int, session_timeout: float = DEFAULT_SESSION_TIMEOUT,
-                 retry_deadline: float = DEFAULT_RETRY_DEADLINE) -> None:
+                 retry_deadline: float = DEFAULT_RETRY_DEADLINE, resume: SessionCredentials | None = None) -> None:
+        """``resume``: the id and password of a session to take over (a process of this
+        broker that died); if it has expired, a new session starts."""
         self.connect = zookeeper_connect
         self.node_id = node_id
         self.hosts, self.chroot = split_connect(zookeeper_connect)
@@ -113,7 +116,7 @@ class ZooKeeperBackend:
                                  interrupt=self._closed.is_set)
         # Reconnect quickly (well inside the session timeout) so a short outage does not
         # cost the session: the delay between attempts never exceeds a third of it.
-        self._client = KazooClient(hosts=self.hosts + self.chroot, timeout=session_timeout,
+        self._client = KazooClient(hosts=self.hosts + self.chroot, timeout=session_timeout, client_id=resume,
                                    connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2,
                                                                max_delay=max(0.2, min(2.0, session_timeout / 3))))
         self._client.add_listener(self._on_state)
@@ -135,6 +138,11 @@ class ZooKeeperBackend:
     def session_id(self) -> int | None:
         client_id = self._client.client_id
         return None if client_id is None else int(client_id[0])
+
+    def session_credentials(self) -> SessionCredentials | None:
+        """(id, password) of the live session, which another process can resume."""
+        client_id = self._client.client_id
+        return None if client_id is None else (int(client_id[0]), bytes(client_id[1]))
 
     # ------------------------------------------------------------------ life cycle
     def start(self, timeout: float = 30.0) -> None:
@@ -308,7 +316,7 @@ class ZooKeeperBackend:
             self._set_fence(epoch + 1, results[1].version)
             return epoch + 1
         if isinstance(failed[1], (NodeExistsError, BadVersionError)):
-            return self._held_by_us()
+            return self._win_again_if_ours(node_id)
         raise failed[1]
 
     def _read_epoch_for_update(self) -> tuple[int, int]:
@@ -323,19 +331,36 @@ class ZooKeeperBackend:
             except NodeExistsError:
                 pass  # another campaigner created it first: read theirs
 
-    def _held_by_us(self) -> int | None:
-        """Our epoch if the coordinator znode belongs to our session (a win whose answer
-        was lost), else None."""
+    def _win_again_if_ours(self, node_id: int) -> int | None:
+        """A new epoch if the coordinator znode belongs to our session, else None.
+
+        Our session holds it when this process resumed the session of a predecessor that
+        died (or when our own win's answer was lost). It is won again, with a new epoch, so
+        whatever the predecessor still had in flight carries an older one and is fenced:
+        in one transaction the znode is deleted and created again and the epoch bumped, so
+        both still change in the same zxid (``coordinator()`` relies on it)."""
         try:
             _, coordinator_stat = self._call(self._client.get, CoordinatorZNode.PATH)
-            data, epoch_stat = self._call(self._client.get, CoordinatorEpochZNode.PATH)
         except NoNodeError:
             return None
-        if coordinator_stat.ephemeralOwner != self.session_id() or coordinator_stat.czxid != epoch_stat.mzxid:
+        if coordinator_stat.ephemeralOwner != self.session_id():
             return None
-        epoch = CoordinatorEpochZNode.decode(data)
-        self._set_fence(epoch, epoch_stat.version)
-        return epoch
+        epoch, version = self._read_epoch_for_update()
+        with self._mutex:
+            fence = self._fence
+        if fence is not None and fence == (epoch, version):
+            return epoch  # this process won already and still is the coordinator: the same epoch
+
+        def build(tx: TransactionRequest) -> None:
+            tx.delete(CoordinatorZNode.PATH, version=coordinator_stat.version)
+            tx.create(CoordinatorZNode.PATH, CoordinatorZNode.encode(node_id), ephemeral=True)
+            tx.set_data(CoordinatorEpochZNode.PATH, CoordinatorEpochZNode.encode(epoch + 1), version=version)
+
+        results = transact(self._client, self._retry, build)
+        if failure(results) is not None:
+            return None  # changed meanwhile: the caller's next round looks again
+        self._set_fence(epoch + 1, results[2].version)
+        return epoch + 1
 
     def _set_fence(self, epoch: int, version: int) -> None:
         with self._mutex:

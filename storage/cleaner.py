@@ -80,7 +80,7 @@ from storage import files
 from storage.batch import BatchHeader, iter_headers
 from storage.errors import CorruptRecordError
 from storage.log import PartitionLog
-from storage.records import Record, decode_batch, encode_batch, parse_control_record
+from storage.records import Record, decode_batch, parse_control_record, rebuild_batch
 from storage.segment import LogSegment
 
 logger = logging.getLogger(__name__)
@@ -292,23 +292,8 @@ def clean_batch(header: BatchHeader, raw: memoryview, offset_map: OffsetMap, *, 
 
 
 def _reencode(header: BatchHeader, kept: list[Record]) -> bytes:
-    """Rebuild a batch with fewer records; everything but the records and CRC stays."""
-    return encode_batch(
-        kept,
-        base_offset=header.base_offset,
-        last_offset_delta=header.last_offset_delta,
-        compression=header.compression,  # encode_batch writes an empty batch uncompressed
-        timestamp_type=header.timestamp_type,
-        producer_id=header.producer_id,
-        producer_epoch=header.producer_epoch,
-        base_sequence=header.base_sequence,
-        is_transactional=header.is_transactional,
-        partition_leader_epoch=header.partition_leader_epoch,
-        base_timestamp=header.base_timestamp,
-        # Kept so the segment's age (retention, min.compaction.lag.ms) does not change.
-        max_timestamp=header.max_timestamp,
-        has_delete_horizon=header.has_delete_horizon,
-    )
+    """Rebuild a batch with fewer records (encode_batch writes an empty one uncompressed)."""
+    return rebuild_batch(header, kept)
 
 
 def write_cleaned_segment(segment: LogSegment, offset_map: OffsetMap, *, now_ms: int,

@@ -13,7 +13,7 @@ two places where Castle reads records into Python memory (DESIGN.md, non-negotia
 from __future__ import annotations
 
 from storage.batch import BatchHeader
-from storage.records import decode_batch, encode_batch
+from storage.records import decode_batch, rebuild_batch
 
 
 def needs_recompression(headers: list[tuple[int, BatchHeader]], codec: int | None) -> bool:
@@ -31,19 +31,5 @@ def recompress(view: memoryview, headers: list[tuple[int, BatchHeader]], codec: 
             out += view[position:position + header.size]
             continue
         _header, records = decode_batch(view, position)
-        out += encode_batch(
-            records,
-            base_offset=header.base_offset,
-            compression=codec,
-            compression_level=level,
-            timestamp_type=header.timestamp_type,
-            producer_id=header.producer_id,
-            producer_epoch=header.producer_epoch,
-            base_sequence=header.base_sequence,
-            is_transactional=header.is_transactional,
-            partition_leader_epoch=header.partition_leader_epoch,
-            last_offset_delta=header.last_offset_delta,
-            base_timestamp=header.base_timestamp,
-            max_timestamp=header.max_timestamp,
-        )
+        out += rebuild_batch(header, records, compression=codec, compression_level=level)
     return bytes(out)

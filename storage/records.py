@@ -500,6 +500,30 @@ def encode_batch(
     return _finish_batch(header_values, body)
 
 
+def rebuild_batch(header: BatchHeader, records: Sequence[Record], *, compression: int | None = None,
+                  compression_level: int | None = None) -> bytes:
+    """The batch ``header`` describes, holding ``records``: offsets, timestamps, producer
+    id, epoch, sequence and flags as they were (compaction keeps fewer records; the
+    max timestamp stays, so the segment's age does not change), in ``compression``
+    (default: the batch's own codec)."""
+    return encode_batch(
+        records,
+        base_offset=header.base_offset,
+        last_offset_delta=header.last_offset_delta,
+        compression=header.compression if compression is None else compression,
+        compression_level=compression_level,
+        timestamp_type=header.timestamp_type,
+        producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence,
+        is_transactional=header.is_transactional,
+        partition_leader_epoch=header.partition_leader_epoch,
+        base_timestamp=header.base_timestamp,
+        max_timestamp=header.max_timestamp,
+        has_delete_horizon=header.has_delete_horizon,
+    )
+
+
 def _check_offset_deltas(rows: list[Record], base_offset: int, last_offset_delta: int | None) -> int:
     """Validate offsets (increasing, within int32 of the base); the batch's lastOffsetDelta."""
     previous = -1

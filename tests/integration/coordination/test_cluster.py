@@ -198,7 +198,6 @@ def test_group_carries_on_after_the_coordinator_process_is_killed(cluster: Any, 
     started: list[MemberProcess] = []
     try:
         wait_until(lambda: client.exists("/consumers/coordinator"), 20, "a coordinator elected")
-        epoch_before = int(client.get("/consumers/coordinator_epoch")[0])
         group = [MemberProcess("confluent", bootstrap, "g-failover", "failover") for _ in range(2)]
         started += group
         wait_for_split(group, 4)
@@ -223,10 +222,18 @@ def test_group_carries_on_after_the_coordinator_process_is_killed(cluster: Any, 
             assert answer.error_code == ErrorCode.not_coordinator
         victim = brokers[elected].coordinator_pid()
         assert victim is not None
+        epoch_at_kill = int(client.get("/consumers/coordinator_epoch")[0])
+        registration = client.get(f"/brokers/ids/{elected}")[1]
         subprocess.run(["kill", "-9", str(victim)], check=True)
-        # A coordinator is elected again (the other broker's, or the restarted process).
-        wait_until(lambda: client.exists("/consumers/coordinator")
-                   and int(client.get("/consumers/coordinator_epoch")[0]) > epoch_before, 40, "a new election")
+        # The supervisor starts another coordinator process, which resumes the dead one's
+        # ZooKeeper session (broker/session_file.py) and wins again with a new epoch, at
+        # once: the other broker never gets the election, which it would after the session
+        # timeout, and the broker's registration never went away.
+        wait_until(lambda: int(client.get("/consumers/coordinator_epoch")[0]) > epoch_at_kill, 40, "a new election")
+        assert int(client.get("/consumers/coordinator_epoch")[0]) == epoch_at_kill + 1
+        assert json.loads(client.get("/consumers/coordinator")[0])["brokerid"] == elected
+        assert client.get(f"/brokers/ids/{elected}")[1].czxid == registration.czxid
+        assert brokers[elected].coordinator_pid() not in (None, victim)
         second = produce(bootstrap, "failover", 4, 200, "after")
         wait_until(lambda: set(consumed_values(group)) >= first | second, 60, "every record consumed after the failover")
         # Carried on from the committed offsets: nothing before them is read again.

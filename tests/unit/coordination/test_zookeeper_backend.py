@@ -590,3 +590,71 @@ def test_znode_codecs_read_what_kafka_writes() -> None:
         encoded_name = znode_name(name)
         assert "/" not in encoded_name and encoded_name not in ("coordinator", "coordinator_epoch", ".", "..", "")
         assert from_znode_name(encoded_name) == name
+
+
+# ---------------------------------------------------------------------- a successor resumes the session
+_HOLDER = """
+import sys, time
+from coordination.zookeeper import ZooKeeperBackend
+backend = ZooKeeperBackend(sys.argv[1], 1, session_timeout=float(sys.argv[2]))
+backend.start(10)
+backend.register_broker(1, "127.0.0.1", 9001)
+epoch = backend.campaign(1, timeout=10)
+session_id, password = backend.session_credentials()
+print(epoch, session_id, password.hex(), flush=True)
+time.sleep(600)
+"""
+
+
+def _killed_holder(zk_connect: str) -> tuple[int, int, bytes]:
+    """A process that registered broker 1 and won the election, killed with SIGKILL
+    (its session lives on until it times out): (epoch, session id, password)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, zk_connect, str(SESSION_TIMEOUT)],
+                              stdout=subprocess.PIPE, text=True,
+                              cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__)))))
+    try:
+        line = holder.stdout.readline() if holder.stdout is not None else ""
+        epoch, session_id, password = line.split()
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(10)
+    return int(epoch), int(session_id), bytes.fromhex(password)
+
+
+def test_a_successor_resumes_the_dead_processs_session_and_wins_again_with_a_new_epoch(
+        zk_connect: str, raw: KazooClient, make_backend: MakeBackend) -> None:
+    epoch, session_id, password = _killed_holder(zk_connect)
+    _, registered = raw.get("/brokers/ids/1")
+    successor = ZooKeeperBackend(zk_connect, 1, session_timeout=SESSION_TIMEOUT, retry_deadline=WAIT,
+                                 resume=(session_id, password))
+    try:
+        successor.start(WAIT)
+        assert successor.session_id() == session_id
+        successor.register_broker(1, "127.0.0.1", 9001)  # its own node: no BrokerIdInUse, no wait
+        assert raw.get("/brokers/ids/1")[1].czxid == registered.czxid  # never gone: the broker never looked dead
+        assert successor.campaign(1, timeout=WAIT) == epoch + 1  # the dead one's writes are fenced
+        assert successor.coordinator() == (1, epoch + 1)
+        other = make_backend(2)
+        with pytest.raises(TimeoutError):
+            other.campaign(2, timeout=0.5)  # still held, by the resumed session
+    finally:
+        successor.close()
+
+
+def test_resuming_an_expired_session_starts_a_new_one(zookeeper_server: ZooKeeperServer, zk_connect: str) -> None:
+    epoch, session_id, password = _killed_holder(zk_connect)
+    expire_session(zookeeper_server.address, session_id, password)
+    successor = ZooKeeperBackend(zk_connect, 1, session_timeout=SESSION_TIMEOUT, retry_deadline=WAIT,
+                                 resume=(session_id, password))
+    try:
+        successor.start(WAIT)
+        wait_until(lambda: successor.session_id() not in (None, session_id), "a new session")
+        successor.register_broker(1, "127.0.0.1", 9001, wait_for_stale=WAIT)
+        assert successor.campaign(1, timeout=WAIT) == epoch + 1
+    finally:
+        successor.close()
