@@ -1,4 +1,4 @@
-"""ListOffsets (key 2), versions 1-8.
+"""ListOffsets (key 2), versions 0-8.
 
 Behaviour: each partition is answered by the worker that owns it (owner op
 ``list_offsets``, through broker.forwarding.on_owners), all owners at once. Timestamp -1
@@ -12,7 +12,10 @@ watermark and the isolation level changes nothing. There is no leader election, 
 leader epoch is 0 wherever an offset is found (-1, with offset -1 and timestamp -1, when
 none is), and the request's current_leader_epoch is not checked. replica_id is ignored.
 
-Version notes: v0 (several offsets per partition) is not in kio's schemas; v1 answers
+Version notes: v0 (several offsets per partition; Kafka 4.0 dropped it, kio lacks it) is
+decoded and answered by hand (broker/protocol/list_offsets_v0.py): the one offset v1 would
+give, as a list, or none when it finds none or max_num_offsets is 0 (Kafka 3.x also
+listed segment base offsets before a time; clients ask for -1 or -2 with 1). v1 answers
 one offset and its timestamp; v2 adds isolation_level and throttle_time; v3 is v2; v4
 adds current_leader_epoch and leader_epoch; v5 is v4; v6 is flexible; v7 allows -3 (max
 timestamp, KIP-734); v8 allows -4 (earliest local, KIP-405).
@@ -27,9 +30,10 @@ from broker.context import RequestContext, Response
 from broker.dispatch import api
 from broker.forwarding import on_owners
 from broker.partition_ops import OffsetItem, OffsetResult
-from broker.protocol import codec
+from broker.protocol import codec, list_offsets_v0
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
+from broker.protocol.list_offsets_v0 import ListOffsetsV0Request
 from broker.protocol.requests import ListOffsetsRequest
 from storage.types import TopicPartition
 
@@ -49,12 +53,25 @@ def _partition(index: int, code: int) -> dict[str, Any]:
 
 
 def _error(request: Any, version: int, code: int) -> Any:
+    if isinstance(request, ListOffsetsV0Request):
+        return list_offsets_v0.encode_response([(t.name, [(p[0], code, []) for p in t.partitions])
+                                                for t in request.topics])
     return build(codec.response_class(KEY, version), {"throttle_time": 0, "topics": [
         {"name": t.name, "partitions": [_partition(p.partition_index, code) for p in t.partitions]} for t in request.topics]})
 
 
-@api(KEY, "ListOffsets", 1, 8, error_response=_error)
-async def handle_list_offsets(ctx: RequestContext, request: ListOffsetsRequest) -> Response:
+def _decode(version: int, frame: bytes | bytearray, offset: int) -> ListOffsetsRequest | ListOffsetsV0Request:
+    if version == 0:
+        return list_offsets_v0.decode(frame, offset)
+    # kio's entities keep bytes fields as slices of what they are given: give it bytes.
+    request: ListOffsetsRequest = codec.decode_request(KEY, version, bytes(frame), offset)
+    return request
+
+
+@api(KEY, "ListOffsets", 0, 8, error_response=_error, decode=_decode)
+async def handle_list_offsets(ctx: RequestContext, request: ListOffsetsRequest | ListOffsetsV0Request) -> Response:
+    if isinstance(request, ListOffsetsV0Request):
+        return await _handle_v0(ctx, request)
     node = ctx.node
     asked = Counter((t.name, p.partition_index) for t in request.topics for p in t.partitions)
     topics = []
@@ -80,3 +97,28 @@ async def handle_list_offsets(ctx: RequestContext, request: ListOffsetsRequest) 
             entry.update(error_code=result.error_code, offset=result.offset, timestamp=result.timestamp,
                          leader_epoch=result.leader_epoch)
     return build(codec.response_class(KEY, ctx.api_version), {"throttle_time": 0, "topics": topics})
+
+
+async def _handle_v0(ctx: RequestContext, request: ListOffsetsV0Request) -> bytes:
+    node = ctx.node
+    answers: list[tuple[str, list[list[Any]]]] = []
+    items: list[OffsetItem] = []
+    pending: list[tuple[list[Any], int]] = []
+    for topic in request.topics:
+        info = node.topic(topic.name)
+        partitions: list[list[Any]] = []
+        for index, timestamp, max_num_offsets in topic.partitions:
+            if info is None or not info.has_partition(index):
+                partitions.append([index, int(ErrorCode.unknown_topic_or_partition), []])
+                continue
+            entry: list[Any] = [index, 0, []]
+            partitions.append(entry)
+            items.append(OffsetItem(TopicPartition(topic.name, index), _owner_timestamp(timestamp)))
+            pending.append((entry, max_num_offsets))
+        answers.append((topic.name, partitions))
+    if items:
+        results = await on_owners(node, items, lambda ops, part: ops.list_offsets(part), OffsetResult)
+        for (entry, max_num_offsets), result in zip(pending, results):
+            entry[1] = result.error_code
+            entry[2] = [result.offset] if result.error_code == 0 and result.offset >= 0 and max_num_offsets > 0 else []
+    return list_offsets_v0.encode_response([(name, [tuple(p) for p in partitions]) for name, partitions in answers])

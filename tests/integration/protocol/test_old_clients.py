@@ -133,3 +133,23 @@ def _read(sock: socket.socket, size: int) -> bytes:
         assert chunk, "connection closed"
         data += chunk
     return data
+
+
+def test_an_0_9_consumer_finds_the_earliest_and_latest_offsets_with_list_offsets_v0(broker: Any) -> None:
+    topic = "old-list-offsets"
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, api_version=(0, 9))
+    try:
+        for i in range(10):
+            producer.send(topic, value=f"v{i}".encode(), partition=0)
+        producer.flush(30)
+    finally:
+        producer.close(10)
+    for reset, expected in (("earliest", 0), ("latest", 10)):
+        consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, api_version=(0, 9), enable_auto_commit=False,
+                                 auto_offset_reset=reset)
+        try:
+            partition = TopicPartition(topic, 0)
+            consumer.assign([partition])
+            assert consumer.position(partition, timeout_ms=30_000) == expected
+        finally:
+            consumer.close()

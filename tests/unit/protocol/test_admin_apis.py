@@ -42,7 +42,10 @@ from storage.records import Record, encode_batch
 from storage.types import TopicPartition
 
 KEYS = (2, 19, 20, 21, 22, 32, 33, 37, 44, 60)
-VERSIONS = [(key, version) for key in KEYS for version in range(REGISTRY[key].min_version, REGISTRY[key].max_version + 1)]
+# The versions kio carries (ListOffsets v0, which Kafka 4.0 dropped, is tested against
+# kafka-python in test_legacy_versions.py and with a real client in test_old_clients.py).
+VERSIONS = [(key, version) for key in KEYS for version in range(REGISTRY[key].min_version, REGISTRY[key].max_version + 1)
+            if codec.request_class(key, version) is not None]
 
 NONE = 0
 OFFSET_OUT_OF_RANGE = 1
@@ -226,7 +229,7 @@ def test_every_module_registers_what_kio_has():
         spec = REGISTRY[key]
         assert spec.error_response is not None, spec.name
         for version in range(spec.min_version, spec.max_version + 1):
-            assert codec.request_class(key, version) is not None
+            assert codec.request_class(key, version) is not None or spec.decode is not None, (spec.name, version)
 
 
 @pytest.mark.parametrize(("key", "version"), VERSIONS)
@@ -321,8 +324,8 @@ def _new_topic(name: str, partitions: int = 1, replication: int = -1, assignment
             "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()]}
 
 
-def _versions(key: int) -> range:
-    return range(REGISTRY[key].min_version, REGISTRY[key].max_version + 1)
+def _versions(key: int) -> list[int]:
+    return [version for k, version in VERSIONS if k == key]
 
 
 # ---------------------------------------------------------------------------- CreateTopics

@@ -10,11 +10,12 @@ from typing import Any
 import pytest
 
 from broker.partition_ops import AppendResult
-from broker.protocol import fast, fetch_request, produce_request
+from broker.protocol import fast, fetch_request, list_offsets_v0, produce_request
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
     from kafka.protocol.old import fetch as kp_fetch
+    from kafka.protocol.old import list_offsets as kp_list_offsets
     from kafka.protocol.old import produce as kp_produce
 
 
@@ -75,3 +76,15 @@ def test_fetch_responses_of_v0_to_v3_are_kafka_pythons_bytes(version: int) -> No
     theirs = _kp(kp_fetch, "FetchResponse", version)(**fields).encode()
     # kafka-python writes an empty records field as length 0, as Castle does.
     assert mine == theirs
+
+
+def test_list_offsets_v0_decodes_and_answers_as_kafka_python_has_it() -> None:
+    body = kp_list_offsets.ListOffsetsRequest_v0(replica_id=-1, topics=[
+        ("orders", [(0, -2, 1), (5, -1, 3)]), ("audit", [(1, 1_700_000_000_000, 0)])]).encode()
+    decoded = list_offsets_v0.decode(body, 0)
+    assert decoded.replica_id == -1
+    assert [(t.name, t.partitions) for t in decoded.topics] == [
+        ("orders", [(0, -2, 1), (5, -1, 3)]), ("audit", [(1, 1_700_000_000_000, 0)])]
+    answer = [("orders", [(0, 0, [0]), (5, 0, [42])]), ("audit", [(1, 3, [])])]
+    theirs = kp_list_offsets.ListOffsetsResponse_v0(topics=answer).encode()
+    assert list_offsets_v0.encode_response(answer) == theirs

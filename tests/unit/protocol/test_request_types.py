@@ -18,5 +18,8 @@ def test_each_union_covers_exactly_the_versions_served():
     for key, union in requests.BY_KEY.items():
         spec = dispatch.REGISTRY[key]
         served = {request_class(key, version) for version in range(spec.min_version, spec.max_version + 1)}
+        if None in served:  # versions Kafka 4.0 dropped: a hand-written decoder reads them
+            assert spec.decode is not None, spec.name
+            served.discard(None)
         members = typing.get_args(union) or (union,)  # a union of one is that class
         assert set(members) == served, spec.name
