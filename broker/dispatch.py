@@ -16,13 +16,13 @@ when given, replaces kio's decode of the request body (Produce and Fetch: broker
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from kio.static.protocol import Entity
 
 from broker.context import NO_RESPONSE as NO_RESPONSE
 from broker.context import RequestContext
-from broker.protocol.codec import request_class
+from broker.protocol.codec import decode_request, request_class
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,16 +88,35 @@ COORDINATOR_HANDLERS: dict[int, Callable[..., Any]] = {}
 
 
 def coordinator_api(api_key: int, name: str, min_version: int, max_version: int,
-                    error_response: Callable[[Any, int, int], Any]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+                    error_response: Callable[[Any, int, int], Any],
+                    legacy: Mapping[int, tuple[int, Callable[[int, bytes | bytearray, int], Entity]]] | None = None,
+                    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register ``serve(ctx, request)`` to run in the coordinator process, where ``ctx`` is
-    a broker.coordinator_main.CoordinatorContext; workers forward to it."""
+    a broker.coordinator_main.CoordinatorContext; workers forward to it.
+
+    ``legacy``: versions below ``min_version`` that kio lacks (Kafka 4.0 dropped them),
+    each ``(as_version, decode)``: the worker reads the request into kio's ``as_version``
+    entity and forwards that; the API's response must be the same bytes in both versions."""
+    legacy = dict(legacy or {})
 
     def register(serve: Callable[..., Any]) -> Callable[..., Any]:
         async def forward(ctx: RequestContext, request: Entity) -> bytes:
-            return await ctx.node.to_coordinator(ctx, request)
+            as_version = legacy[ctx.api_version][0] if ctx.api_version in legacy else ctx.api_version
+            return await ctx.node.to_coordinator(ctx, request, as_version)
+
+        def decode(version: int, frame: bytes | bytearray, offset: int) -> Entity:
+            if version in legacy:
+                return legacy[version][1](version, frame, offset)
+            # kio's entities keep bytes fields as slices of what they are given: give it bytes.
+            entity: Entity = decode_request(api_key, version, bytes(frame), offset)
+            return entity
+
+        def error(request: Any, version: int, code: int) -> Any:
+            return error_response(request, legacy[version][0] if version in legacy else version, code)
 
         forward.__name__ = f"forward_{serve.__name__}"
-        api(api_key, name, min_version, max_version, error_response)(forward)
+        low = min([min_version, *legacy])
+        api(api_key, name, low, max_version, error, decode if legacy else None)(forward)
         COORDINATOR_HANDLERS[api_key] = serve
         return serve
 

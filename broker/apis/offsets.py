@@ -1,4 +1,4 @@
-"""Committed offsets: OffsetCommit (8) 2-9, OffsetFetch (9) 1-9, OffsetDelete (47) 0.
+"""Committed offsets: OffsetCommit (8) 0-9, OffsetFetch (9) 0-9, OffsetDelete (47) 0.
 
 Behaviour: answered by the coordinator process; commits are acknowledged once appended to
 the group's partition of __consumer_offsets (through its owning worker, fenced by the
@@ -10,6 +10,9 @@ partitions that do not exist answer UNKNOWN_TOPIC_OR_PARTITION; metadata longer 
 offset.metadata.max.bytes OFFSET_METADATA_TOO_LARGE. OffsetFetch answers -1 for a
 partition without a committed offset. OffsetDelete refuses topics the group's members
 subscribe to (GROUP_SUBSCRIBED_TO_TOPIC).
+
+OffsetCommit v0-1 and OffsetFetch v0 (Kafka 4.0 dropped them) are read by hand as v2 and v1
+(broker/protocol/offsets_legacy.py), whose answers are theirs byte for byte.
 
 Version notes: OffsetCommit v2-4 retention_time (an explicit expiry), v3 throttle time,
 v6 committed_leader_epoch, v7 group_instance_id, v8 flexible, v9 = v8 (KIP-848 member
@@ -29,7 +32,7 @@ from kio.schema.offset_fetch.v9.request import OffsetFetchRequest as OffsetFetch
 from broker.apis.groups import _ms
 from broker.context import CoordinatorContext, Response
 from broker.dispatch import coordinator_api
-from broker.protocol import codec
+from broker.protocol import codec, offsets_legacy
 from broker.protocol.build import build
 from broker.protocol.requests import OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest
 
@@ -49,7 +52,9 @@ def _commit_error(request: Any, version: int, code: int) -> Any:
     return _commit_answer(version, request, [code] * count)
 
 
-@coordinator_api(OFFSET_COMMIT, "OffsetCommit", 2, 9, error_response=_commit_error)
+@coordinator_api(OFFSET_COMMIT, "OffsetCommit", 2, 9, error_response=_commit_error,
+                 legacy={v: (as_version, offsets_legacy.decode_offset_commit)
+                         for v, as_version in offsets_legacy.COMMIT_AS.items()})
 async def serve_offset_commit(ctx: CoordinatorContext, request: OffsetCommitRequest) -> Response:
     entries = [(t.name, int(p.partition_index), int(p.committed_offset), int(getattr(p, "committed_leader_epoch", -1)),
                 p.committed_metadata) for t in request.topics for p in t.partitions]
@@ -99,7 +104,9 @@ def _fetch_error(request: Any, version: int, code: int) -> Any:
                                     "metadata": "", "error_code": code}]} for t, p in wanted]})
 
 
-@coordinator_api(OFFSET_FETCH, "OffsetFetch", 1, 9, error_response=_fetch_error)
+@coordinator_api(OFFSET_FETCH, "OffsetFetch", 1, 9, error_response=_fetch_error,
+                 legacy={v: (as_version, offsets_legacy.decode_offset_fetch)
+                         for v, as_version in offsets_legacy.FETCH_AS.items()})
 def serve_offset_fetch(ctx: CoordinatorContext, request: OffsetFetchRequest) -> Response:
     version = ctx.api_version
     if isinstance(request, (OffsetFetchV8, OffsetFetchV9)):  # v8 asks for several groups at once

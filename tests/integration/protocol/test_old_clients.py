@@ -153,3 +153,36 @@ def test_an_0_9_consumer_finds_the_earliest_and_latest_offsets_with_list_offsets
             assert consumer.position(partition, timeout_ms=30_000) == expected
         finally:
             consumer.close()
+
+
+@pytest.mark.parametrize("api_version", [(0, 8, 2), (0, 8, 1)])
+def test_kafka_python_of_kafka_0_8_commits_and_fetches_offsets(broker: Any, api_version: tuple[int, ...]) -> None:
+    """(0, 8, 2) commits with OffsetCommit v1 and reads with OffsetFetch v1; (0, 8, 1) uses
+    v0 of both (Kafka kept those in ZooKeeper; Castle keeps them in __consumer_offsets)."""
+    from kafka.structs import OffsetAndMetadata
+
+    topic = f"old-offsets-{api_version[2]}"
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, api_version=(0, 9))
+    try:
+        for i in range(5):
+            producer.send(topic, value=b"x", partition=0)
+        producer.flush(30)
+    finally:
+        producer.close(10)
+    group = f"old-group-{api_version[2]}"
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, api_version=api_version, group_id=group,
+                             enable_auto_commit=False)
+    partition = TopicPartition(topic, 0)
+    try:
+        consumer.assign([partition])
+        consumer.commit({partition: OffsetAndMetadata(3, "meta", -1)})
+        assert consumer.committed(partition) == 3
+    finally:
+        consumer.close()
+    # A modern client (OffsetFetch v5+) sees the same committed offset and metadata.
+    modern = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=group, enable_auto_commit=False)
+    try:
+        committed = modern.committed(partition, metadata=True)
+        assert (committed.offset, committed.metadata) == (3, "meta")
+    finally:
+        modern.close()

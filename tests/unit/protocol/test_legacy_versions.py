@@ -10,10 +10,12 @@ from typing import Any
 import pytest
 
 from broker.partition_ops import AppendResult
-from broker.protocol import fast, fetch_request, list_offsets_v0, produce_request
+from broker.protocol import codec, fast, fetch_request, list_offsets_v0, offsets_legacy, produce_request
+from broker.protocol.build import build
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka.protocol.old import commit as kp_commit
     from kafka.protocol.old import fetch as kp_fetch
     from kafka.protocol.old import list_offsets as kp_list_offsets
     from kafka.protocol.old import produce as kp_produce
@@ -88,3 +90,34 @@ def test_list_offsets_v0_decodes_and_answers_as_kafka_python_has_it() -> None:
     answer = [("orders", [(0, 0, [0]), (5, 0, [42])]), ("audit", [(1, 3, [])])]
     theirs = kp_list_offsets.ListOffsetsResponse_v0(topics=answer).encode()
     assert list_offsets_v0.encode_response(answer) == theirs
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_offset_commit_v0_v1_read_as_v2_whose_answer_is_theirs(version: int) -> None:
+    fields: dict[str, Any] = {"group_id": "g", "topics": [("orders", [(0, 42, "m"), (3, 7, "")])]}
+    if version == 1:
+        fields.update(generation_id_or_member_epoch=5, member_id="member-1",
+                      topics=[("orders", [(0, 42, 1_700_000_000_000, "m"), (3, 7, -1, "")])])
+    body = _kp(kp_commit, "OffsetCommitRequest", version)(**fields).encode()
+    request = offsets_legacy.decode_offset_commit(version, body, 0)
+    assert type(request) is codec.request_class(8, 2)
+    assert (request.group_id, request.generation_id_or_member_epoch, request.member_id) == \
+        (("g", 5, "member-1") if version == 1 else ("g", -1, ""))
+    assert [(t.name, [(p.partition_index, p.committed_offset, p.committed_metadata) for p in t.partitions])
+            for t in request.topics] == [("orders", [(0, 42, "m"), (3, 7, "")])]
+    answer = build(codec.response_class(8, 2), {"topics": [
+        {"name": "orders", "partitions": [{"partition_index": 0, "error_code": 0},
+                                           {"partition_index": 3, "error_code": 22}]}]})
+    theirs = _kp(kp_commit, "OffsetCommitResponse", version)(topics=[("orders", [(0, 0), (3, 22)])]).encode()
+    assert codec.encode_body(answer) == theirs
+
+
+def test_offset_fetch_v0_is_v1_on_the_wire() -> None:
+    body = kp_commit.OffsetFetchRequest_v0(group_id="g", topics=[("orders", [0, 3])]).encode()
+    assert body == kp_commit.OffsetFetchRequest_v1(group_id="g", topics=[("orders", [0, 3])]).encode()
+    request = offsets_legacy.decode_offset_fetch(0, body, 0)
+    assert (request.group_id, [(t.name, list(t.partition_indexes)) for t in request.topics]) == ("g", [("orders", [0, 3])])
+    answer = build(codec.response_class(9, 1), {"topics": [{"name": "orders", "partitions": [
+        {"partition_index": 0, "committed_offset": 42, "metadata": "m", "error_code": 0}]}]})
+    theirs = kp_commit.OffsetFetchResponse_v0(topics=[("orders", [(0, 42, "m", 0)])]).encode()
+    assert codec.encode_body(answer) == theirs
