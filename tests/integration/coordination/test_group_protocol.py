@@ -361,3 +361,32 @@ def test_a_deposed_coordinators_offset_writes_are_fenced(broker: Any) -> None:
     assert write(coordinator_client_id(epoch - 1)) == ErrorCode.not_coordinator
     assert write(coordinator_client_id(epoch)) == 0
     assert write("castle-coordinator/not-a-number") == ErrorCode.invalid_topic_exception
+
+
+def test_while_the_coordinator_process_is_down_group_requests_get_coordinator_not_available(broker: Any) -> None:
+    """Between a coordinator's kill -9 and its successor serving, FindCoordinator and group
+    requests are answered COORDINATOR_NOT_AVAILABLE (retriable), never a closed connection;
+    then the successor serves them again."""
+    import os
+    import signal
+
+    def find(client: KioClient) -> int:
+        return int(client.call(10, 3, request(10, 3, key="g-down", key_type=0)).error_code)
+
+    def heartbeat(client: KioClient) -> int:
+        return int(client.call(12, 4, request(12, 4, group_id="g-down", generation_id=1, member_id="m",
+                                              group_instance_id=None)).error_code)
+
+    with KioClient(broker.bootstrap) as client:
+        wait_until(lambda: find(client) == 0, 20, "the coordinator serving")
+        victim = broker.coordinator_pid()
+        assert victim is not None
+        os.kill(victim, signal.SIGKILL)
+        # Sent at once: the supervisor restarts it no sooner than 0.1 s later, and a
+        # successor drops what its predecessor's rings held (its callers get the error).
+        assert find(client) == ErrorCode.coordinator_not_available
+        assert heartbeat(client) == ErrorCode.coordinator_not_available
+        wait_until(lambda: find(client) == 0, 30, "the successor found")
+        # COORDINATOR_LOAD_IN_PROGRESS while it reads __consumer_offsets, then served again.
+        wait_until(lambda: heartbeat(client) == ErrorCode.unknown_member_id, 30, "the successor serving")
+        assert broker.coordinator_pid() not in (None, victim)
