@@ -15,6 +15,7 @@ import pytest
 
 from tests.integration.conftest import Broker
 from tests.kafka_cli import CONFIG_COMMAND, KAFKA_VERSION, TOPIC_COMMAND, missing_tools, run_tool
+from tests.kafka_facts import KAFKA_4_0_TOPIC_CONFIGS
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka_cli, pytest.mark.timeout(600)]
 
@@ -25,19 +26,6 @@ def kafka_tools_present() -> None:
     missing = missing_tools()
     if missing:
         pytest.fail(f"Kafka's CLI needs {', '.join(missing)} on PATH (apt-get install default-jre-headless maven)")
-
-# org.apache.kafka.storage.internals.log.LogConfig.configNames() of Kafka 4.0.0: every topic config.
-KAFKA_4_0_TOPIC_CONFIGS = frozenset({
-    "cleanup.policy", "compression.gzip.level", "compression.lz4.level", "compression.type",
-    "compression.zstd.level", "delete.retention.ms", "file.delete.delay.ms", "flush.messages", "flush.ms",
-    "follower.replication.throttled.replicas", "index.interval.bytes", "leader.replication.throttled.replicas",
-    "local.retention.bytes", "local.retention.ms", "max.compaction.lag.ms", "max.message.bytes",
-    "message.timestamp.after.max.ms", "message.timestamp.before.max.ms", "message.timestamp.type",
-    "min.cleanable.dirty.ratio", "min.compaction.lag.ms", "min.insync.replicas", "preallocate",
-    "remote.log.copy.disable", "remote.log.delete.on.disable", "remote.storage.enable", "retention.bytes",
-    "retention.ms", "segment.bytes", "segment.index.bytes", "segment.jitter.ms", "segment.ms",
-    "unclean.leader.election.enable",
-})
 
 CREATE_CONFIGS = {"compression.type": "lz4", "max.compaction.lag.ms": "86400000", "min.insync.replicas": "1"}
 ALTER_CONFIGS = {"retention.ms": "3600000", "segment.jitter.ms": "1000", "message.timestamp.after.max.ms": "7200000"}

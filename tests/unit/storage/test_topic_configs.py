@@ -14,6 +14,7 @@ from storage.cleaner import needs_cleaning
 from storage.config import COMPRESSION_CODECS, LONG_MAX, TOPIC_KEYS, LogConfig
 from storage.errors import InvalidTimestampError
 from storage.records import Record, encode_batch, iter_batches
+from tests.kafka_facts import KAFKA_4_0_TOPIC_CONFIGS
 from tests.unit.storage.helpers import batch, open_log
 
 CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
@@ -185,17 +186,7 @@ def test_min_compaction_lag_may_not_exceed_max() -> None:
 
 
 def test_kafka_4_topic_config_names_are_all_known_and_removed_ones_are_not() -> None:
-    kafka_4_0 = {
-        "cleanup.policy", "compression.gzip.level", "compression.lz4.level", "compression.type",
-        "compression.zstd.level", "delete.retention.ms", "file.delete.delay.ms", "flush.messages", "flush.ms",
-        "follower.replication.throttled.replicas", "index.interval.bytes", "leader.replication.throttled.replicas",
-        "local.retention.bytes", "local.retention.ms", "max.compaction.lag.ms", "max.message.bytes",
-        "message.timestamp.after.max.ms", "message.timestamp.before.max.ms", "message.timestamp.type",
-        "min.cleanable.dirty.ratio", "min.compaction.lag.ms", "min.insync.replicas", "preallocate",
-        "remote.log.copy.disable", "remote.log.delete.on.disable", "remote.storage.enable", "retention.bytes",
-        "retention.ms", "segment.bytes", "segment.index.bytes", "segment.jitter.ms", "segment.ms",
-        "unclean.leader.election.enable",
-    }
+    kafka_4_0 = KAFKA_4_0_TOPIC_CONFIGS
     assert kafka_4_0 <= set(TOPIC_KEYS)
     assert set(TOPIC_KEYS) - kafka_4_0 == {"preallocate.window.bytes"}  # Castle's own
     for removed in ("message.format.version", "message.downconversion.enable", "message.timestamp.difference.max.ms"):
