@@ -253,7 +253,11 @@ class PartitionLog:
     def _validate(self, view: memoryview, now: int) -> list[tuple[int, BatchHeader]]:
         end = len(view)
         config = self.config
+        # CreateTime bounds, once per append: the newest timestamp the header may carry, and
+        # (only when message.timestamp.before.max.ms is set low enough to matter) the oldest.
         check_times = not config.log_append_time
+        latest_allowed = now + config.message_timestamp_after_max_ms
+        earliest_allowed = now - config.message_timestamp_before_max_ms if config.message_timestamp_before_max_ms < now else -1
         if end == 0:
             raise CorruptRecordError("empty record set")
         if end > config.segment_bytes:
@@ -269,7 +273,12 @@ class PartitionLog:
             if compact and not header.is_control:
                 _require_keys(view, position, header)
             if check_times:
-                _check_timestamps(view, position, header, now, config)
+                if header.max_timestamp > latest_allowed:
+                    raise InvalidTimestampError(
+                        f"timestamp {header.max_timestamp} is more than message.timestamp.after.max.ms "
+                        f"({config.message_timestamp_after_max_ms}) after the broker's time {now}")
+                if earliest_allowed >= 0:
+                    _check_earliest(view, position, earliest_allowed, now, config)
             headers.append((position, header))
             position += size
         return headers
@@ -551,16 +560,10 @@ def _require_keys(view: memoryview, position: int, header: BatchHeader) -> None:
             raise InvalidRecordError("compacted topic: a record has no key")
 
 
-def _check_timestamps(view: memoryview, position: int, header: BatchHeader, now: int, config: LogConfig) -> None:
-    """message.timestamp.after/before.max.ms (CreateTime). The header's max timestamp
-    answers ``after``; ``before`` needs each record's, so a batch is decoded only when it
-    is set below its default (Kafka checks every record; -1, no timestamp, always passes)."""
-    if header.max_timestamp > now + config.message_timestamp_after_max_ms:
-        raise InvalidTimestampError(f"timestamp {header.max_timestamp} is more than message.timestamp.after.max.ms "
-                                    f"({config.message_timestamp_after_max_ms}) after the broker's time {now}")
-    if config.message_timestamp_before_max_ms >= now:
-        return  # nothing can be that old (also the default, Long.MAX_VALUE)
-    earliest_allowed = now - config.message_timestamp_before_max_ms
+def _check_earliest(view: memoryview, position: int, earliest_allowed: int, now: int, config: LogConfig) -> None:
+    """message.timestamp.before.max.ms needs each record's timestamp (the header gives only
+    the first and the largest), so the batch is decoded: only when the setting is below its
+    default. Kafka checks every record; -1, no timestamp, always passes."""
     _header, records = decode_batch(view, position)
     for record in records:
         if 0 <= record.timestamp < earliest_allowed:
