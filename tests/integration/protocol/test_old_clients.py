@@ -46,7 +46,7 @@ def _old_round_trip(broker: Any, topic: str, api_version: tuple[int, ...], compr
         consumer.close()
 
 
-OLD_CLIENTS = [((0, 10, 1), None), ((0, 10, 1), "gzip"), ((0, 10, 0), "lz4"), ((0, 9), None), ((0, 9), "snappy"),
+OLD_CLIENTS = [((0, 10, 1), None), ((0, 10, 1), "gzip"), ((0, 10, 0), "lz4"), ((0, 9), None), ((0, 9), "snappy"), ((0, 8, 2), "gzip"),
                ((0, 9), "lz4")]
 
 
@@ -193,3 +193,26 @@ def test_kafka_python_of_kafka_0_8_commits_and_fetches_offsets(broker: Any, api_
         assert (committed.offset, committed.metadata) == (3, "meta")
     finally:
         modern.close()
+
+
+def test_zstd_data_answers_fetch_v3_with_unsupported_compression_type(broker: Any) -> None:
+    """zstd has no magic 0/1 form: an old fetcher of a zstd batch gets
+    UNSUPPORTED_COMPRESSION_TYPE (76) on that partition, and the connection still answers."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "compression.type": "zstd"})
+    producer.produce("zstd-old", value=b"z" * 200, partition=0)
+    assert producer.flush(30) == 0
+    topic = b"zstd-old"
+    body = (struct.pack(">iiii", -1, 0, 1, 1 << 20) + struct.pack(">i", 1) + struct.pack(">h", len(topic)) + topic
+            + struct.pack(">i", 1) + struct.pack(">iqi", 0, 0, 1 << 20))
+    frame = struct.pack(">hhih", 1, 3, 9, 4) + b"test" + body
+    with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as sock:
+        for _ in range(2):  # answered, then answered again on the same connection
+            sock.sendall(struct.pack(">i", len(frame)) + frame)
+            answer = _read(sock, struct.unpack(">i", _read(sock, 4))[0])
+            # correlation, throttle, [topic: name, [partition: index, error_code, hw, records]]
+            (correlation,) = struct.unpack_from(">i", answer, 0)
+            (name_length,) = struct.unpack_from(">h", answer, 12)
+            index, error_code, high_watermark, records_length = struct.unpack_from(">ihqi", answer, 14 + name_length + 4)
+            assert (correlation, index, error_code, high_watermark, records_length) == (9, 0, 76, 1, 0)
