@@ -89,8 +89,18 @@ SETTINGS: list[Setting] = [
     Setting("log.dirs", _str, "./data", "Comma-separated data directories."),
     Setting("workers", integer_in(0, 1024), 0, "Worker processes; 0 means one per core."),
     Setting("num.partitions", integer_in(1, INT_MAX), 1, "Partitions of an auto-created topic."),
-    Setting("default.replication.factor", integer_in(1, 1), 1,
-            "Replication factor of auto-created topics: 1, the only one until replication lands."),
+    Setting("default.replication.factor", integer_in(1, INT_MAX), 1,
+            "Replicas of a partition when CreateTopics asks for -1, and of auto-created topics."),
+    Setting("offsets.topic.replication.factor", integer_in(1, INT_MAX), 3,
+            "Replicas of __consumer_offsets; with fewer live brokers at its creation it gets as many as there are."),
+    Setting("replica.lag.time.max.ms", integer_in(1, INT_MAX), 30_000,
+            "A follower that has not caught up with the leader's log end for this long leaves the ISR."),
+    Setting("replica.fetch.wait.max.ms", integer_in(0, INT_MAX), 500, "How long a follower's Fetch may wait at the leader."),
+    Setting("replica.fetch.max.bytes", integer_in(1, INT_MAX), 1024 * 1024, "Bytes a follower asks per partition."),
+    Setting("replica.fetch.response.max.bytes", integer_in(1, INT_MAX), 10 * 1024 * 1024, "Bytes a follower asks per Fetch."),
+    Setting("replica.fetch.backoff.ms", integer_in(0, INT_MAX), 1_000, "A follower's pause after a failed Fetch."),
+    Setting("replica.high.watermark.checkpoint.interval.ms", integer_in(1, INT_MAX), 5_000,
+            "How often high watermarks are written to replication-offset-checkpoint."),
     Setting("auto.create.topics.enable", _bool, True, "Create unknown topics asked for in Metadata."),
     Setting("delete.topic.enable", _bool, True, "Allow DeleteTopics."),
     Setting("socket.request.max.bytes", integer_in(1, INT_MAX), 100 * 1024 * 1024, "A bigger request frame closes the connection."),
@@ -220,7 +230,7 @@ class BrokerConfig:
         out = {k: v for k, v in self._values.items() if k in keys}
         for name in ("node.id", "log.retention.check.interval.ms", "log.flush.scheduler.interval.ms",
                      "log.flush.offset.checkpoint.interval.ms", "log.flush.start.offset.checkpoint.interval.ms",
-                     "log.cleaner.backoff.ms"):
+                     "log.cleaner.backoff.ms", "replica.high.watermark.checkpoint.interval.ms"):
             out[name] = self._values[name]
         out["log.dirs"] = self.log_dirs
         out["log.cleaner.enable"] = "true" if self._values["log.cleaner.enable"] else "false"

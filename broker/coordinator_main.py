@@ -43,7 +43,7 @@ from broker.config import BrokerConfig
 from broker.context import CoordinatorContext
 from broker.logs import set_role
 from broker.mesh import Mesh, Op, Parts
-from broker.partition_ops import AppendItem, ReadItem
+from broker.partition_ops import AppendItem, CommitItem, ReadItem
 from broker.placement import owner_index
 from broker.protocol import codec
 from broker.protocol.errors import ErrorCode, KafkaError
@@ -58,6 +58,7 @@ from coordination.groups import offsets_schema as schema
 from coordination.groups.coordinator import CoordinatorSettings, GroupCoordinator
 from coordination.groups.group import CONSUMER_PROTOCOL_TYPE, Group, parse_assignment_partitions
 from coordination.groups.state import GroupState
+from storage.config import LogConfig
 from storage.records import iter_batches
 from storage.types import TopicPartition
 
@@ -89,6 +90,10 @@ def settings_from(config: BrokerConfig) -> CoordinatorSettings:
 
 
 Locator = Callable[[int], tuple[int, str, int]]  # partition -> (holder broker, host, port)
+
+
+CONTROL_INTERVAL = 1.0
+COMMIT_TIMEOUT_MS = 5_000  # offsets.commit.timeout.ms's default
 
 
 class WorkerOffsetsLog:
@@ -126,11 +131,16 @@ class WorkerOffsetsLog:
             if holder < 0 or port < 0:
                 return int(ErrorCode.coordinator_not_available)  # its broker is down
             return await self._remote_client(host, port).produce(OFFSETS_TOPIC, partition, batch)
+        link = self._link(tp)
         try:
-            results = await self._link(tp).append([AppendItem(tp, batch, 9)], self.epoch)
+            results = await link.append([AppendItem(tp, batch, 9)], self.epoch)
+            if results[0].error_code:
+                return int(results[0].error_code)
+            # A commit is answered once every in-sync replica has it (acks=all).
+            (code,) = await link.wait_committed([CommitItem(tp, results[0].base_offset + 1)], COMMIT_TIMEOUT_MS)
         except KafkaError as exc:
             return int(exc.code)
-        return int(results[0].error_code)
+        return int(code)
 
     async def read_partition(self, partition: int) -> list[tuple[Any, Any]]:
         """Every (key, value) of one partition, in log order, up to its high watermark."""
@@ -240,6 +250,7 @@ class CoordinatorProcess:
         self.suspended = False
         self._session_lost = asyncio.Event()
         self.elected_epoch = -1
+        self._control_wake = asyncio.Event()
 
     # ------------------------------------------------------------------ the workers' calls
     def _serve_call(self, body: memoryview) -> "asyncio.Future[Parts]":
@@ -287,10 +298,11 @@ class CoordinatorProcess:
         if not self.zookeeper or self.topics is None:
             return self.node_id, "", -1
         try:
+            state = self.registry.partition_states(OFFSETS_TOPIC).get(partition)
             replicas = self.registry.replicas(OFFSETS_TOPIC).get(partition) or [-1]
         except Exception:
             return -1, "", -1
-        holder = replicas[0]
+        holder = state.leader if state is not None else replicas[0]
         host, port = self.brokers.get(holder, ("", -1))
         return holder, host, port
 
@@ -352,7 +364,7 @@ class CoordinatorProcess:
         tasks = [loop.create_task(self._campaign_forever()), loop.create_task(self._tick()),
                  loop.create_task(self._heartbeat())]
         if self.zookeeper:
-            tasks.append(loop.create_task(self._write_partition_states()))
+            tasks.append(loop.create_task(self._control()))
         log.info("coordinator (pid %d) campaigning as broker %d", os.getpid(), self.node_id)
         await self.stopping.wait()
         for task in tasks:
@@ -411,6 +423,7 @@ class CoordinatorProcess:
         self.elected = self.opened.coordinator()
 
     def _refresh_soon(self) -> None:
+        self._control_wake.set()
         self._in_background(self._refresh_caches())
 
     def _in_background(self, work: Coroutine[Any, Any, Any]) -> None:
@@ -429,35 +442,30 @@ class CoordinatorProcess:
             return
         self.brokers, self.elected = dict(brokers), elected
 
-    async def _write_partition_states(self) -> None:
-        """Each broker writes the state of the partitions it holds (leader = itself), at
-        start and whenever topics change (checked every second)."""
-        loop = asyncio.get_running_loop()
-        written: set[tuple[str, int]] = set()
-        while True:
-            try:
-                written = await loop.run_in_executor(None, self._partition_states_once, written)
-            except Exception as exc:
-                log.warning("coordinator: writing partition states failed: %s", exc)
-            await asyncio.sleep(1.0)
-
-    def _partition_states_once(self, written: set[tuple[str, int]]) -> set[tuple[str, int]]:
+    async def _control(self) -> None:
+        """ZooKeeper mode: while elected, this process is also the controller
+        (coordination/controller.py), one pass a second and at once when a broker comes
+        or goes."""
+        from coordination.controller import Controller
         from coordination.zookeeper_topics import ZooKeeperTopicRegistry  # ZooKeeper mode only: kazoo
 
+        loop = asyncio.get_running_loop()
         registry = self.registry
         assert isinstance(registry, ZooKeeperTopicRegistry), "partition states are znodes"
-        registry.refresh()
-        held = set()
-        for info in registry.all():
-            for partition, replicas in registry.replicas(info.name).items():
-                if replicas and replicas[0] == self.node_id:
-                    held.add((info.name, partition))
-        for topic, partition in sorted(held - written):
-            state = registry.partition_state(topic, partition)
-            if state is None or state.leader != self.node_id:
-                epoch = state.leader_epoch + 1 if state is not None else 0
-                registry.set_partition_state(topic, partition, self.node_id, epoch, [self.node_id])
-        return held
+        defaults = LogConfig.from_broker_config(self.config.storage_settings())
+        controller = Controller(registry, lambda: set(self.opened.live_brokers()),
+                                lambda configs: defaults.with_overrides(configs).unclean_leader_election_enable)
+        while True:
+            if self.elected_epoch >= 0 and not self.suspended:
+                try:
+                    await loop.run_in_executor(None, controller.run_once, self.elected_epoch)
+                except Exception as exc:
+                    log.warning("controller: a pass failed: %s", exc)
+            self._control_wake.clear()
+            try:
+                await asyncio.wait_for(self._control_wake.wait(), CONTROL_INTERVAL)
+            except TimeoutError:
+                pass
 
     def _on_session_state(self, state: str) -> None:
         if state == "SUSPENDED":
@@ -550,9 +558,16 @@ class CoordinatorProcess:
         self.registry.refresh()
         if self.registry.get(OFFSETS_TOPIC) is None:
             try:
+                # offsets.topic.replication.factor, or as many brokers as are alive when it
+                # is created (a cluster is usable from its first broker; Kafka would wait).
+                wanted = int(self.config["offsets.topic.replication.factor"])
+                factor = max(1, min(wanted, len(self.opened.live_brokers()))) if self.zookeeper else 1
+                if factor < wanted:
+                    log.warning("coordinator: creating %s with replication factor %d: only %d brokers are alive "
+                                "(offsets.topic.replication.factor=%d)", OFFSETS_TOPIC, factor, factor, wanted)
                 await asyncio.get_running_loop().run_in_executor(
                     None, lambda: self.registry.create(OFFSETS_TOPIC, self.offsets_log.partitions,
-                                                     offsets_topic_configs(self.config)))
+                                                     offsets_topic_configs(self.config), replication_factor=factor))
             except TopicRegistryError as exc:
                 if exc.code != ErrorCode.topic_already_exists:
                     raise

@@ -56,10 +56,11 @@ async def on_owners(router: Router, items: Sequence[ItemT], run: Callable[[Parti
         # one synchronous call, none of the merging below.
         try:
             answers = run(router.ops_for(index), list(items))
+            if not isinstance(answers, list):
+                answers = await answers  # an op that waits (acks=all's wait for replication)
         except Exception as exc:
             code = int(code_for_exception(exc))
             return [error_result(code) for _ in items]
-        assert isinstance(answers, list)
         return answers
 
     def fail(positions: list[int], exc: BaseException) -> None:

@@ -70,6 +70,7 @@ class Op(enum.IntEnum):
     SERVE = 8  # a group or offset request for the coordinator
     FIND = 9  # where the elected coordinator is
     EPOCH = 10  # note: the epoch this broker's coordinator process was just elected with
+    WAIT_COMMITTED = 11  # acks=all: answered once the high watermark passes the appends
 
 
 class PeerUnavailable(KafkaError):

@@ -11,6 +11,7 @@ import concurrent.futures
 import logging
 import os
 import time
+import uuid
 from typing import Any, Callable, Iterator, TypeVar
 
 import orjson
@@ -27,11 +28,14 @@ from broker.protocol.errors import ErrorCode, KafkaError
 from broker.purgatory import FetchPurgatory
 from broker.reload import apply_in_child
 from broker.remote_ops import RemotePartitionOps, serve_partition_ops
+from broker.replica_fetcher import ReplicaFetcher
+from broker.replication import Replication
 from broker.rings import SharedRings
 from broker.segment_files import SegmentFiles
 from coordination.backend import open_broker_backend
 from coordination.local_topics import TopicInfo
-from coordination.snapshot import ClusterSnapshot
+from coordination.snapshot import ClusterSnapshot, PartitionView
+from coordination.znodes import PartitionState
 from storage import files
 from storage.config import LogConfig
 from storage.log import AppendInfo
@@ -66,7 +70,11 @@ class WorkerNode:
         self.logs = LogManager(ManagerConfig.from_broker_config(settings), LogConfig.from_broker_config(settings),
                                {t.name: t.configs for t in self.registry.all()},
                                owns=self.owns, clean_shutdown=clean_shutdown)
-        self.owner = Owner(index, self.logs, self.registry, self.owns, self._appended, self.fence_epoch)
+        self.owner = Owner(index, self.logs, self.registry, self.owns, self._appended, self.fence_epoch,
+                           self._make_replication, self._owned_views)
+        self.replica_fetcher = ReplicaFetcher(self.node_id, self.owner.replication, self.owner.log_for,
+                                              self._topic_id, self._broker_address, lambda key: int(config[key]),
+                                              self._wake)
         # The other processes of this broker, over the shared-memory rings: the workers'
         # partition ops, and the coordinator process (endpoint ``count``).
         self.mesh = Mesh(rings, index)
@@ -98,6 +106,31 @@ class WorkerNode:
             loop.call_soon_threadsafe(self._registry_loaded)
 
         self.cluster.on_change = loaded
+        self.replica_fetcher.update()  # the partitions open() found us following
+
+    # ------------------------------------------------------------------ replication
+    def _make_replication(self, owner: Owner) -> Replication:
+        return Replication(self.node_id, owner.log_for, self._write_isr, self._wake,
+                           lambda: int(self.config["replica.lag.time.max.ms"]))
+
+    def _owned_views(self) -> Iterator[tuple[TopicPartition, PartitionView]]:
+        """The partitions this worker owns, with what the cluster records of each."""
+        for info in self.registry.all():
+            for partition, view in self.cluster.partitions_of(info.name).items():
+                tp = TopicPartition(info.name, partition)
+                if self.node_id in view.replicas and owner_index(tp, self.count) == self.index:
+                    yield tp, view
+
+    def _write_isr(self, tp: TopicPartition, state: PartitionState) -> "asyncio.Future[PartitionState | None]":
+        return asyncio.ensure_future(
+            self.run_admin(lambda: self.cluster.update_partition_state(tp.topic, tp.partition, state)))
+
+    def _topic_id(self, name: str) -> uuid.UUID | None:
+        info = self.registry.get(name)
+        return None if info is None else info.topic_id
+
+    def _broker_address(self, broker: int) -> tuple[str, int] | None:
+        return self.cluster.live_brokers().get(broker)
 
     def _sync_asked(self, _body: memoryview) -> "asyncio.Future[Parts]":
         """Another process changed the registry and waits for us to have its change: load
@@ -130,8 +163,12 @@ class WorkerNode:
         return ops
 
     def owns(self, tp: TopicPartition) -> bool:
-        """This worker writes ``tp``: this broker holds it and it maps to this worker."""
-        return owner_index(tp, self.count) == self.index and self.holds(tp)
+        """This worker writes ``tp``: this broker is one of its replicas (leader or
+        follower) and it maps to this worker."""
+        if owner_index(tp, self.count) != self.index:
+            return False
+        view = self.cluster.partition(tp.topic, tp.partition)
+        return view is not None and self.node_id in view.replicas
 
     def holds(self, tp: TopicPartition) -> bool:
         """This broker holds ``tp`` (is its leader); other brokers' partitions answer
@@ -149,6 +186,11 @@ class WorkerNode:
         """Called by the owner after each append: count it, wake local and remote long-polls."""
         self.stats["records_appended"] += info.record_count
         self.metrics.appended(tp.topic, info.size, info.record_count)
+        self._wake(tp)
+
+    def _wake(self, tp: TopicPartition) -> None:
+        """New records at ``tp`` (appended, or committed when the high watermark moved):
+        wake the fetches parked on it here and in other workers."""
         self.purgatory.wake(tp)
         watchers = self.owner.remote_watchers.pop(tp, None)
         if watchers:
@@ -237,6 +279,7 @@ class WorkerNode:
             try:
                 if self.registry.refresh():
                     self.owner.sync_registry()
+                self.owner.replication.check_lag()
                 self.logs.run_due_tasks(include_flush=False)
                 ticks += 1
                 if ticks % SWEEP_EVERY_TICKS == 0:
@@ -263,6 +306,7 @@ class WorkerNode:
         RELEASER.submit(files.replace_file, path, data)
 
     def close(self) -> None:
+        self.owner.replication.close()
         self.segment_files.close()
         self.mesh.close()
         self._admin.shutdown(wait=True)

@@ -9,14 +9,16 @@ failures are error codes in the results, never exceptions (P3).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
-from typing import Callable, Protocol
+from typing import Any, Callable, Iterable, Protocol
 
 from broker.partition_ops import (
     NO_FENCE,
     AppendItem,
     AppendResult,
+    CommitItem,
     DeleteItem,
     OffsetItem,
     OffsetResult,
@@ -25,6 +27,7 @@ from broker.partition_ops import (
     ReadResult,
 )
 from broker.protocol.errors import ErrorCode, code_for_exception
+from broker.replication import Replication
 from coordination.local_topics import TopicInfo
 from storage.batch import HEADER_SIZE, BatchHeader, check_producer_batch, parse_header, producer_id_at
 from storage.checkpoint import read_partition_metadata
@@ -55,13 +58,17 @@ class Owner:
     (metrics, long-poll wakeups). ``fence_epoch()``: the current coordinator epoch."""
 
     def __init__(self, index: int, logs: LogManager, topics: TopicView, owns: Callable[[TopicPartition], bool],
-                 appended: Callable[[TopicPartition, AppendInfo], None], fence_epoch: Callable[[], int]) -> None:
+                 appended: Callable[[TopicPartition, AppendInfo], None], fence_epoch: Callable[[], int],
+                 replication: Callable[["Owner"], Replication], roles: Callable[[], Iterable[tuple[TopicPartition, Any]]]) -> None:
         self.index = index
         self.logs = logs
         self.topics = topics
         self.owns = owns
         self._appended = appended
         self._fence_epoch = fence_epoch
+        # Leader or follower of each owned partition, from ``roles()`` (tp, PartitionView).
+        self.replication = replication(self)
+        self._roles = roles
         # tp -> indexes of workers with a long-polling fetch waiting for it.
         self.remote_watchers: dict[TopicPartition, set[int]] = {}
 
@@ -105,6 +112,7 @@ class Owner:
                 tp = TopicPartition(info.name, partition)
                 if self.owns(tp) and self.logs.get_log(tp) is None:
                     self.logs.create_log(tp, overrides=info.configs, topic_id=info.topic_id)
+        self.replication.apply(self._roles())
 
     # ------------------------------------------------------------------ produce
     def append(self, items: list[AppendItem], fence_epoch: int = NO_FENCE) -> list[AppendResult]:
@@ -122,6 +130,9 @@ class Owner:
         partition_log = self.log_for(tp)
         if partition_log is None:
             return AppendResult(ErrorCode.unknown_topic_or_partition)
+        leader_epoch = self.replication.leader_epoch(tp)
+        if leader_epoch < 0:
+            return AppendResult(ErrorCode.not_leader_or_follower, error_message=f"this broker does not lead {tp}")
         try:
             view = memoryview(records)
             size = len(view)
@@ -146,12 +157,13 @@ class Owner:
                                                                 f"{first.producer_epoch} sequence {first.base_sequence} refused")
             # The log copies ``records`` into the segment: from the request's buffer, or
             # straight from the ring for a forwarded append (a view it must not keep).
-            info = partition_log.append(records)
+            info = partition_log.append(records, leader_epoch=leader_epoch)
         except StorageError as exc:
             return AppendResult(exc.kafka_error_code, error_message=str(exc))
         except Exception as exc:
             return AppendResult(code_for_exception(exc), error_message=str(exc))
         self._appended(tp, info)
+        self.replication.appended(tp, partition_log)
         return AppendResult(ErrorCode.none, info.first_offset, info.log_append_time, info.log_start_offset,
                             None, info.record_count)
 
@@ -160,8 +172,9 @@ class Owner:
         """``watcher``: the worker to note on the next append to any of these partitions
         (long-poll), or None."""
         results = []
-        for tp, offset, max_bytes, refuse_zstd in items:
-            results.append(self._read_one(tp, offset, max_bytes, refuse_zstd))
+        for item in items:
+            tp = item[0]
+            results.append(self._read_one(item))
             if watcher is not None and watcher != self.index:
                 found = self.remote_watchers.get(tp)
                 if found is None:
@@ -170,16 +183,27 @@ class Owner:
                     found.add(watcher)
         return results
 
-    def _read_one(self, tp: TopicPartition, offset: int, max_bytes: int, refuse_zstd: bool) -> ReadResult:
+    def _read_one(self, item: ReadItem) -> ReadResult:
+        tp, offset, max_bytes, refuse_zstd, replica, client_epoch, last_fetched_epoch = item
         partition_log = self.log_for(tp)
         if partition_log is None:
             return ReadResult(ErrorCode.unknown_topic_or_partition)
-        end = partition_log.log_end_offset
+        leader_epoch = self.replication.leader_epoch(tp)
+        if leader_epoch < 0:
+            return ReadResult(ErrorCode.not_leader_or_follower)
+        if client_epoch >= 0 and client_epoch != leader_epoch:
+            # KIP-320: a fetcher that knows an older leader may be reading a log that was
+            # truncated since; one that knows a newer one is ahead of us.
+            code = ErrorCode.fenced_leader_epoch if client_epoch < leader_epoch else ErrorCode.unknown_leader_epoch
+            return ReadResult(code, leader_epoch=leader_epoch)
+        if replica >= 0:
+            return self._read_for_follower(item, partition_log, leader_epoch)
+        end = partition_log.high_watermark
         if offset == end:
             # Caught up: most partitions of a wide Fetch are, and have nothing to read.
-            return ReadResult(ErrorCode.none, partition_log.high_watermark, partition_log.log_start_offset, end)
+            return ReadResult(ErrorCode.none, end, partition_log.log_start_offset, partition_log.log_end_offset)
         try:
-            info = partition_log.read(offset, max_bytes, min_one_batch=True)
+            info = partition_log.read(offset, max_bytes, min_one_batch=True, committed=True)
         except StorageError as exc:
             return ReadResult(exc.kafka_error_code, partition_log.high_watermark, partition_log.log_start_offset,
                               partition_log.log_end_offset)
@@ -192,6 +216,46 @@ class Owner:
         inode = file_range.inode or os.fstat(file_range.fd).st_ino  # known to the segment: no syscall per fetch
         return ReadResult(ErrorCode.none, info.high_watermark, info.log_start_offset, info.log_end_offset,
                           file_range.path, inode, file_range.position, file_range.length)
+
+    def _read_for_follower(self, item: ReadItem, partition_log: PartitionLog, leader_epoch: int) -> ReadResult:
+        """A follower's fetch: up to the log end, after checking where its log diverged
+        from ours (KIP-595's LastFetchedEpoch), and it moves the high watermark."""
+        tp, offset, max_bytes, _refuse, replica, _epoch, last_fetched_epoch = item
+        led = self.replication.led.get(tp)
+        if led is None or replica not in led.replicas:
+            return ReadResult(ErrorCode.not_leader_or_follower, leader_epoch=leader_epoch)
+        if last_fetched_epoch >= 0:
+            epoch, end_offset = partition_log.epochs.end_offset_for(last_fetched_epoch, partition_log.log_end_offset)
+            if epoch >= 0 and (epoch < last_fetched_epoch or end_offset < offset):
+                # Its last batches were written in an epoch that ended earlier here: it
+                # truncates to (epoch, end_offset) and fetches again.
+                return ReadResult(ErrorCode.none, partition_log.high_watermark, partition_log.log_start_offset,
+                                  partition_log.log_end_offset, leader_epoch=leader_epoch, diverging_epoch=epoch,
+                                  diverging_end_offset=end_offset)
+        if offset > partition_log.log_end_offset or offset < partition_log.log_start_offset:
+            return ReadResult(ErrorCode.offset_out_of_range, partition_log.high_watermark, partition_log.log_start_offset,
+                              partition_log.log_end_offset, leader_epoch=leader_epoch)
+        self.replication.follower_fetched(tp, replica, offset, partition_log)
+        hw, start, end = partition_log.high_watermark, partition_log.log_start_offset, partition_log.log_end_offset
+        if offset == end:
+            return ReadResult(ErrorCode.none, hw, start, end, leader_epoch=leader_epoch)
+        try:
+            info = partition_log.read(offset, max_bytes, min_one_batch=True)
+        except StorageError as exc:
+            return ReadResult(exc.kafka_error_code, hw, start, end, leader_epoch=leader_epoch)
+        file_range = info.file_range
+        if file_range is None:
+            return ReadResult(ErrorCode.none, hw, start, end, leader_epoch=leader_epoch)
+        inode = file_range.inode or os.fstat(file_range.fd).st_ino
+        return ReadResult(ErrorCode.none, hw, start, end, file_range.path, inode, file_range.position, file_range.length,
+                          leader_epoch)
+
+    # ------------------------------------------------------------------ acks=all
+    def wait_committed(self, items: list[CommitItem], timeout_ms: int) -> "list[int] | asyncio.Future[list[int]]":
+        answers = [self.replication.wait_committed(tp, offset, timeout_ms) for tp, offset in items]
+        if all(isinstance(a, int) for a in answers):
+            return [int(a) for a in answers]  # type: ignore[arg-type]
+        return asyncio.ensure_future(_all_codes(answers))
 
     # ------------------------------------------------------------------ offsets
     def list_offsets(self, items: list[OffsetItem]) -> list[OffsetResult]:
@@ -235,6 +299,10 @@ class Owner:
                 out.append(PartitionState(partition_log.log_start_offset, partition_log.high_watermark,
                                           partition_log.log_end_offset))
         return out
+
+
+async def _all_codes(answers: list["int | asyncio.Future[int]"]) -> list[int]:
+    return [a if isinstance(a, int) else await a for a in answers]
 
 
 def _has_zstd(view: memoryview) -> bool:

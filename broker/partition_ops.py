@@ -35,6 +35,14 @@ class ReadItem(NamedTuple):
     offset: int
     max_bytes: int
     refuse_zstd: bool  # Fetch below v10
+    replica_id: int = -1  # a follower broker's id (it reads to the log end and moves the high watermark)
+    leader_epoch: int = -1  # the fetcher's current_leader_epoch (-1: unchecked)
+    last_fetched_epoch: int = -1  # a follower's epoch of its last batch (-1: no divergence check)
+
+
+class CommitItem(NamedTuple):
+    tp: TopicPartition
+    offset: int  # the high watermark an acks=all append waits for (its last offset + 1)
 
 
 class OffsetItem(NamedTuple):
@@ -68,6 +76,9 @@ class ReadResult(NamedTuple):
     inode: int = 0
     position: int = 0
     length: int = 0
+    leader_epoch: int = -1  # the partition's current leader epoch
+    diverging_epoch: int = -1  # a follower's log diverged: its last epoch here ends ...
+    diverging_end_offset: int = -1  # ... at this offset (truncate there)
 
 
 class OffsetResult(NamedTuple):
@@ -95,6 +106,12 @@ class PartitionOps(Protocol):
     def read(self, items: list[ReadItem], watcher: int | None) -> Reply[list[ReadResult]]:
         """Where each item's bytes are. ``watcher``: the worker to notify on the next append
         to any of these partitions (a parked long-poll), or None."""
+        ...
+
+    def wait_committed(self, items: list[CommitItem], timeout_ms: int) -> Reply[list[int]]:
+        """acks=all: an error code per item once its high watermark reaches the offset
+        (NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR is then below min.insync.replicas),
+        or REQUEST_TIMED_OUT."""
         ...
 
     def list_offsets(self, items: list[OffsetItem]) -> Reply[list[OffsetResult]]: ...

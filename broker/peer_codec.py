@@ -11,7 +11,9 @@ views of the ring itself, which the log copies into the segment.
     tps       u32 runs; per run: string topic, u32 n, i32[n] partitions
     append    i64 fence epoch, tps, i16[n] versions, u32[n] sizes (per run); then the
               batches of every item, in order
-    read      i32 watcher (-1: none), tps, i64[n] offsets, i32[n] max bytes, u8[n] refuse zstd
+    read      i32 watcher (-1: none), tps, i64[n] offsets, i32[n] max bytes, u8[n] refuse zstd,
+              i32[n] replica ids, i32[n] leader epochs, i32[n] last fetched epochs
+    commit    i32 timeout ms, tps, i64[n] offsets; answered with u32 n, i16[n] error codes
     offsets   tps, i64[n] timestamps (ListOffsets) or offsets (DeleteRecords)
     serve     i16 api key, i16 version, string client id, string client host, request body
 """
@@ -25,6 +27,7 @@ from typing import Any, Callable, Sequence, TypeVar
 from broker.partition_ops import (
     AppendItem,
     AppendResult,
+    CommitItem,
     DeleteItem,
     OffsetItem,
     OffsetResult,
@@ -236,14 +239,18 @@ def encode_read(items: Sequence[ReadItem], watcher: int | None) -> list[bytes]:
     tps = [item.tp for item in items]
     return [_I32.pack(-1 if watcher is None else watcher),
             *_encode_runs(tps, (("q", [item.offset for item in items]), ("i", [item.max_bytes for item in items]),
-                                ("B", [1 if item.refuse_zstd else 0 for item in items])))]
+                                ("B", [1 if item.refuse_zstd else 0 for item in items]),
+                                ("i", [item.replica_id for item in items]), ("i", [item.leader_epoch for item in items]),
+                                ("i", [item.last_fetched_epoch for item in items])))]
 
 
 def decode_read(data: Buffer) -> tuple[list[ReadItem], int | None]:
     reader = Reader(data)
     watcher = reader.i32()
-    tps, (offsets, max_bytes, refuse) = _decode_runs(reader, "qiB")
-    items = [ReadItem(tp, offset, limit, bool(no_zstd)) for tp, offset, limit, no_zstd in zip(tps, offsets, max_bytes, refuse)]
+    tps, (offsets, max_bytes, refuse, replicas, epochs, fetched) = _decode_runs(reader, "qiBiii")
+    items = [ReadItem(tp, offset, limit, bool(no_zstd), replica, epoch, last)
+             for tp, offset, limit, no_zstd, replica, epoch, last in zip(tps, offsets, max_bytes, refuse, replicas, epochs,
+                                                                         fetched)]
     return items, (None if watcher < 0 else watcher)
 
 
@@ -251,7 +258,8 @@ def encode_read_results(results: Sequence[ReadResult]) -> list[bytes]:
     count = len(results)
     out = [_U32.pack(count), _column("h", [r.error_code for r in results]),
            _column("q", [r.high_watermark for r in results]), _column("q", [r.log_start_offset for r in results]),
-           _column("q", [r.log_end_offset for r in results])]
+           _column("q", [r.log_end_offset for r in results]), _column("i", [r.leader_epoch for r in results]),
+           _column("i", [r.diverging_epoch for r in results]), _column("q", [r.diverging_end_offset for r in results])]
     located = [(i, r) for i, r in enumerate(results) if r.path]
     out.append(_U32.pack(len(located)))
     for index, result in located:
@@ -263,8 +271,10 @@ def encode_read_results(results: Sequence[ReadResult]) -> list[bytes]:
 def decode_read_results(data: Buffer) -> list[ReadResult]:
     reader = Reader(data)
     count = reader.u32()
-    errors, watermarks, starts, ends = (reader.column(code, count) for code in "hqqq")
-    results = [ReadResult(*fields) for fields in zip(errors, watermarks, starts, ends)]
+    errors, watermarks, starts, ends, epochs, diverging, diverging_ends = (reader.column(code, count) for code in "hqqqiiq")
+    results = [ReadResult(error, hw, start, end, "", 0, 0, 0, epoch, div, div_end)
+               for error, hw, start, end, epoch, div, div_end in zip(errors, watermarks, starts, ends, epochs, diverging,
+                                                                     diverging_ends)]
     for _ in range(reader.u32()):
         index, inode, position, length = reader.unpack(_READ_DATA)
         path = reader.text()
@@ -272,6 +282,27 @@ def decode_read_results(data: Buffer) -> list[ReadResult]:
             raise ProtocolViolation(f"file range for item {index} of {count}")
         results[index] = results[index]._replace(path=path, inode=inode, position=position, length=length)
     return results
+
+
+# ---------------------------------------------------------------------- acks=all
+def encode_commit_wait(items: Sequence[CommitItem], timeout_ms: int) -> list[bytes]:
+    return [_I32.pack(timeout_ms), *_encode_runs([item.tp for item in items], (("q", [item.offset for item in items]),))]
+
+
+def decode_commit_wait(data: Buffer) -> tuple[list[CommitItem], int]:
+    reader = Reader(data)
+    timeout_ms = reader.i32()
+    tps, (offsets,) = _decode_runs(reader, "q")
+    return [CommitItem(tp, offset) for tp, offset in zip(tps, offsets)], timeout_ms
+
+
+def encode_codes(codes: Sequence[int]) -> list[bytes]:
+    return [_U32.pack(len(codes)), _column("h", list(codes))]
+
+
+def decode_codes(data: Buffer) -> list[int]:
+    reader = Reader(data)
+    return list(reader.column("h", reader.u32()))
 
 
 # ---------------------------------------------------------------------- offsets

@@ -16,6 +16,7 @@ from broker.partition_ops import (
     NO_FENCE,
     AppendItem,
     AppendResult,
+    CommitItem,
     DeleteItem,
     OffsetItem,
     OffsetResult,
@@ -50,6 +51,12 @@ class RemotePartitionOps:
         parts = codec.encode_read(items, watcher)
         return self._mesh.call(self.peer, Op.READ, parts, codec.decode_read_results, self._timeout, self._wait)
 
+    def wait_committed(self, items: list[CommitItem], timeout_ms: int) -> "asyncio.Future[list[int]]":
+        parts = codec.encode_commit_wait(items, timeout_ms)
+        # The owner answers by timeout_ms; the call's own deadline leaves it room to.
+        return self._mesh.call(self.peer, Op.WAIT_COMMITTED, parts, codec.decode_codes,
+                               max(self._timeout, timeout_ms / 1000 + 5), self._wait)
+
     def list_offsets(self, items: list[OffsetItem]) -> "asyncio.Future[list[OffsetResult]]":
         parts = codec.encode_offset_items(items)
         return self._mesh.call(self.peer, Op.LIST_OFFSETS, parts, codec.decode_offset_results,
@@ -76,6 +83,8 @@ class LocalPartitionOps(Protocol):
 
     def read(self, items: list[ReadItem], watcher: int | None) -> list[ReadResult]: ...
 
+    def wait_committed(self, items: list[CommitItem], timeout_ms: int) -> "list[int] | asyncio.Future[list[int]]": ...
+
     def list_offsets(self, items: list[OffsetItem]) -> list[OffsetResult]: ...
 
     def delete_records(self, items: list[DeleteItem]) -> list[OffsetResult]: ...
@@ -96,6 +105,13 @@ def serve_partition_ops(mesh: Mesh, owner: LocalPartitionOps) -> None:
         items, watcher = codec.decode_read(body)
         return codec.encode_read_results(owner.read(items, watcher))
 
+    def wait_committed(body: memoryview) -> "Parts | asyncio.Future[Parts]":
+        items, timeout_ms = codec.decode_commit_wait(body)
+        answer = owner.wait_committed(items, timeout_ms)
+        if isinstance(answer, list):
+            return codec.encode_codes(answer)
+        return asyncio.ensure_future(_encoded(answer))
+
     def list_offsets(body: memoryview) -> Parts:
         return codec.encode_offset_results(owner.list_offsets(codec.decode_offset_items(body, OffsetItem)))
 
@@ -109,6 +125,10 @@ def serve_partition_ops(mesh: Mesh, owner: LocalPartitionOps) -> None:
         owner.sync_registry()
         return []
 
-    mesh.handlers.update({Op.APPEND: append, Op.READ: read, Op.LIST_OFFSETS: list_offsets,
+    mesh.handlers.update({Op.APPEND: append, Op.READ: read, Op.WAIT_COMMITTED: wait_committed, Op.LIST_OFFSETS: list_offsets,
                           Op.DELETE_RECORDS: delete_records, Op.PARTITION_STATE: partition_state,
                           Op.SYNC_REGISTRY: sync_registry})
+
+
+async def _encoded(pending: "asyncio.Future[list[int]]") -> Parts:
+    return codec.encode_codes(await pending)

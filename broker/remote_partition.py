@@ -79,6 +79,9 @@ CORRELATION_ID = struct.Struct(">i")
 
 
 # ---------------------------------------------------------------------- client ids
+REPLICA_FETCH_VERSION = 15  # the first with ReplicaState; topics by id
+
+
 def coordinator_client_id(epoch: int) -> str:
     """The client id the coordinator elected with ``epoch`` uses towards other brokers."""
     if not 0 <= epoch <= _MAX_EPOCH:
@@ -305,6 +308,11 @@ class RemotePartitionClient:
                 return int(ErrorCode.corrupt_message), b""
             chunk = min(chunk * 2, MAX_READ_CHUNK)
         return 0, b"".join(chunks)
+
+    async def fetch_as_replica(self, fields: dict[str, Any]) -> Any:
+        """A follower's Fetch v15 (ReplicaState in ``fields``): the decoded answer, or
+        KafkaError as for every call."""
+        return await self._call(1, REPLICA_FETCH_VERSION, fields)
 
     async def close(self) -> None:
         """Close the connection; later calls answer NETWORK_EXCEPTION without connecting."""

@@ -202,5 +202,6 @@ class WorkerServer:
             await asyncio.sleep(0.01)
         for connection in list(self.connections):
             connection.close()
+        await self.node.replica_fetcher.close()
         self.node.close()
         log.info("worker %d stopped cleanly", self.node.index)

@@ -48,7 +48,7 @@ from coordination.backend import (
     Watcher,
 )
 from coordination.local_topics import LocalTopicRegistry, TopicInfo, TopicRegistryError
-from coordination.znodes import ClusterIdZNode, CoordinatorEpochZNode, CoordinatorZNode, znode_name
+from coordination.znodes import ClusterIdZNode, CoordinatorEpochZNode, CoordinatorZNode, PartitionState, znode_name
 from storage import files
 from storage.checkpoint import read_bytes_if_exists, write_bytes_atomically
 
@@ -72,8 +72,11 @@ class LocalTopics(LocalTopicRegistry):
 
     def create(self, name: str, partitions: int, configs: Mapping[str, str], topic_id: uuid.UUID | None = None,
                validate_only: bool = False, assignment: Mapping[int, list[int]] | None = None,
-               brokers: list[int] | None = None) -> TopicInfo:
+               brokers: list[int] | None = None, replication_factor: int = 1) -> TopicInfo:
         """As LocalTopicRegistry.create; a placement can only name this broker."""
+        if replication_factor != 1:
+            raise TopicRegistryError(ErrorCode.invalid_replication_factor,
+                                     f"Replication factor: {replication_factor} larger than available brokers: 1.")
         for replicas in (assignment or {}).values():
             if list(replicas) != [self.node_id]:
                 raise TopicRegistryError(ErrorCode.invalid_replica_assignment,
@@ -85,6 +88,14 @@ class LocalTopics(LocalTopicRegistry):
         if info is None:
             raise TopicRegistryError(ErrorCode.unknown_topic_or_partition, f"topic '{name}' does not exist")
         return {p: [self.node_id] for p in range(info.partitions)}
+
+    def partition_states(self, name: str) -> dict[int, PartitionState]:
+        """This broker leads every partition, alone in its ISR, in epoch 0."""
+        info = self.get(name)
+        if info is None:
+            return {}
+        state = PartitionState(self.node_id, 0, [self.node_id], 0)
+        return {p: state for p in range(info.partitions)}
 
 
 class _LockAttempt:

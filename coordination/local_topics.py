@@ -184,7 +184,8 @@ class LocalTopicRegistry:
 
         return self._change(mutate)
 
-    def set_partitions(self, name: str, count: int, validate_only: bool = False) -> TopicInfo:
+    def set_partitions(self, name: str, count: int, validate_only: bool = False,
+                       assignment: Mapping[int, list[int]] | None = None) -> TopicInfo:
         def mutate(snapshot: _Snapshot) -> TopicInfo:
             info = _existing(snapshot, name)
             if count <= info.partitions:

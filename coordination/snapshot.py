@@ -11,8 +11,9 @@ its loop). The loop's ``refresh()`` is a version compare. Admin writes run off t
 and load their own change (``refresh_now``) before they answer.
 
 A partition the snapshot does not know yet has no holder (-1): callers answer a retriable
-error while the reader loads it (the miss wakes it). A partition's holder is the first
-broker of its replica list (no replication yet: the only replica).
+error while the reader loads it (the miss wakes it). A partition's holder is its leader,
+as its state (ZooKeeper's state znode; the local backend: this broker) says; a partition
+whose state is not written yet is held by the first broker of its replica list.
 
 This broker is always among the live brokers it reports: a broker that serves a request
 is alive, whether or not its registration (written by its coordinator process a moment
@@ -25,12 +26,32 @@ import logging
 import threading
 import time
 import uuid
-from typing import Callable, Mapping
+from typing import Callable, Mapping, NamedTuple
 
 from coordination.backend import CoordinationBackend, TopicRegistry
 from coordination.local_topics import TopicInfo
+from coordination.znodes import PartitionState
 
 log = logging.getLogger(__name__)
+
+
+class PartitionView(NamedTuple):
+    """A partition as the cluster records it: its replicas (the first is the preferred
+    leader) and its state, which the controller and the leader write."""
+
+    replicas: list[int]
+    leader: int
+    leader_epoch: int
+    isr: list[int]
+    zk_version: int  # of the state znode; -1 when there is none yet
+    controller_epoch: int = 0
+
+
+def _view(replicas: list[int], state: PartitionState | None) -> PartitionView:
+    if state is None:
+        first = replicas[0] if replicas else -1
+        return PartitionView(replicas, first, 0, [first] if replicas else [], -1)
+    return PartitionView(replicas, state.leader, state.leader_epoch, state.isr, state.zk_version, state.controller_epoch)
 
 # Watches wake the reader; it also looks once in a while, in case a notification was lost
 # (a registry refresh with nothing changed does no network I/O).
@@ -50,7 +71,7 @@ class ClusterSnapshot:
         self._brokers: Mapping[int, tuple[str, int]] = dict(self._self)
         self._epoch = 0
         self._epoch_lock = threading.Lock()
-        self._holders: dict[str, dict[int, int]] = {}
+        self._partitions: dict[str, dict[int, PartitionView]] = {}
         self._holders_built_from = -1
         self._version = 0  # bumped by whoever loaded a changed snapshot
         self._seen = 0  # the version refresh() last reported
@@ -130,27 +151,46 @@ class ClusterSnapshot:
 
     def _rebuild_holders(self) -> None:
         self._holders_built_from = self._topics.snapshot_generation
-        holders = {}
+        partitions = {}
         for info in self._topics.all():
             try:
                 replicas = self._topics.replicas(info.name)
+                states = self._topics.partition_states(info.name)
             except Exception:  # deleted since all() (ZooKeeper): it has no holder
                 continue
-            holders[info.name] = {p: (r[0] if r else -1) for p, r in replicas.items()}
-        self._holders = holders
+            partitions[info.name] = {p: _view(r, states.get(p)) for p, r in replicas.items()}
+        self._partitions = partitions
 
-    def holder_of(self, topic: str, partition: int) -> int:
-        """The broker that holds the partition (whether alive or not), -1 if unknown."""
-        holders = self._holders.get(topic)
-        if holders is None or partition not in holders:
+    def partition(self, topic: str, partition: int) -> PartitionView | None:
+        """Replicas, leader, epoch and ISR; None if unknown (the reader then loads it)."""
+        views = self._partitions.get(topic)
+        if views is None or partition not in views:
             # New to us (or grown): the reader loads it; meanwhile the partition has no
             # known holder, which callers answer with a retriable error.
             self._mark(TOPICS)
-            return -1
-        return holders[partition]
+            return None
+        return views[partition]
+
+    def partitions_of(self, topic: str) -> Mapping[int, PartitionView]:
+        return self._partitions.get(topic, {})
+
+    def holder_of(self, topic: str, partition: int) -> int:
+        """The broker leading the partition (whether alive or not), -1 if unknown or none."""
+        view = self.partition(topic, partition)
+        return -1 if view is None else view.leader
 
     def live_brokers(self) -> Mapping[int, tuple[str, int]]:
         return self._brokers
+
+    def update_partition_state(self, topic: str, partition: int, state: PartitionState) -> PartitionState | None:
+        """A leader's ISR change, written if the state znode is still at
+        ``state.zk_version`` (None otherwise), then loaded: only off the event loop."""
+        update = getattr(self._topics, "update_partition_state", None)
+        if update is None:
+            return None  # the local backend: one broker, nothing to change
+        written: PartitionState | None = update(topic, partition, state)
+        self.refresh_now()
+        return written
 
     def current_epoch(self) -> int:
         return self._epoch
@@ -195,15 +235,16 @@ class SnapshotRegistry:
 
     def create(self, name: str, partitions: int, configs: Mapping[str, str], topic_id: uuid.UUID | None = None,
                validate_only: bool = False, assignment: Mapping[int, list[int]] | None = None,
-               brokers: list[int] | None = None) -> TopicInfo:
+               brokers: list[int] | None = None, replication_factor: int = 1) -> TopicInfo:
         return self._registry.create(name, partitions, configs, topic_id=topic_id, validate_only=validate_only,
-                                     assignment=assignment, brokers=brokers)
+                                     assignment=assignment, brokers=brokers, replication_factor=replication_factor)
 
     def delete(self, name: str) -> TopicInfo:
         return self._registry.delete(name)
 
-    def set_partitions(self, name: str, count: int, validate_only: bool = False) -> TopicInfo:
-        return self._registry.set_partitions(name, count, validate_only=validate_only)
+    def set_partitions(self, name: str, count: int, validate_only: bool = False,
+                       assignment: Mapping[int, list[int]] | None = None) -> TopicInfo:
+        return self._registry.set_partitions(name, count, validate_only=validate_only, assignment=assignment)
 
     def set_configs(self, name: str, update: Callable[[dict[str, str]], dict[str, str]]) -> TopicInfo:
         return self._registry.set_configs(name, update)
@@ -214,5 +255,8 @@ class SnapshotRegistry:
     def replicas(self, name: str) -> dict[int, list[int]]:
         return self._registry.replicas(name)
 
+    def partition_states(self, name: str) -> dict[int, PartitionState]:
+        return self._registry.partition_states(name)
 
-__all__ = ["ClusterSnapshot", "SnapshotRegistry"]
+
+__all__ = ["ClusterSnapshot", "PartitionView", "SnapshotRegistry"]

@@ -230,10 +230,14 @@ class TopicZNode:
 
 @dataclass(frozen=True, slots=True)
 class PartitionState:
-    leader: int
+    leader: int  # -1: none (every in-sync replica is down)
     leader_epoch: int
     isr: list[int]
     controller_epoch: int
+    zk_version: int = -1  # the znode's version when read: changes are written conditionally on it
+
+    def with_isr(self, isr: list[int]) -> "PartitionState":
+        return PartitionState(self.leader, self.leader_epoch, list(isr), self.controller_epoch, self.zk_version)
 
 
 class TopicPartitionStateZNode:
@@ -262,12 +266,12 @@ class TopicPartitionStateZNode:
         })
 
     @staticmethod
-    def decode(topic: str, partition: int, data: bytes) -> PartitionState:
+    def decode(topic: str, partition: int, data: bytes, zk_version: int = -1) -> PartitionState:
         path = TopicPartitionStateZNode.path(topic, partition)
         doc = _object(path, data)
         try:
             return PartitionState(int(doc["leader"]), int(doc["leader_epoch"]),
-                                  [int(b) for b in doc["isr"]], int(doc["controller_epoch"]))
+                                  [int(b) for b in doc["isr"]], int(doc["controller_epoch"]), zk_version)
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"{path}: {exc!r} in {data[:200]!r}") from exc
 

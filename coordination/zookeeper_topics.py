@@ -133,6 +133,7 @@ def assign_replicas(brokers: list[int], first_partition: int, count: int, replic
 class _Topic:
     info: TopicInfo
     replicas: dict[int, list[int]]
+    states: dict[int, PartitionState]  # leader, epoch and ISR of each partition that has a state znode
 
 
 # ----------------------------------------------------------------------------- the registry
@@ -156,6 +157,7 @@ class ZooKeeperTopicRegistry:
         self._all_dirty = True       # nothing read yet, or the watches were dropped
         self._list_dirty = False
         self._dirty: set[str] = set()
+        self._dirty_states: set[tuple[str, int]] = set()
         # Called (on kazoo's thread, or the caller's) whenever something is marked dirty,
         # so that a reader thread can refresh; it must not block.
         self.on_dirty: Callable[[], None] | None = None
@@ -178,6 +180,15 @@ class ZooKeeperTopicRegistry:
                 self._all_dirty = True
             else:
                 self._dirty.add(event.path.rsplit("/", 1)[1])
+        self._tell_dirty()
+
+    def _on_state(self, event: WatchedEvent) -> None:
+        with self._flags_lock:
+            parts = (event.path or "").split("/")  # /brokers/topics/<t>/partitions/<p>/state
+            if event.type == EventType.NONE or len(parts) != 7 or not parts[5].isdigit():
+                self._all_dirty = True
+            else:
+                self._dirty_states.add((parts[3], int(parts[5])))
         self._tell_dirty()
 
     def _tell_dirty(self) -> None:
@@ -208,17 +219,20 @@ class ZooKeeperTopicRegistry:
             return False
         with self._refresh_lock:
             with self._flags_lock:
-                full, listed, dirty = self._all_dirty, self._list_dirty, self._dirty
-                self._all_dirty, self._list_dirty, self._dirty = False, False, set()
-            if not (full or listed or dirty):
+                full, listed, dirty, states = self._all_dirty, self._list_dirty, self._dirty, self._dirty_states
+                self._all_dirty, self._list_dirty, self._dirty, self._dirty_states = False, False, set(), set()
+            if not (full or listed or dirty or states):
                 return False
             try:
                 topics = self._reload(full, listed, dirty)
+                if states and not full:
+                    self._reload_states(topics, {(t, p) for t, p in states if t in topics and t not in dirty})
             except BaseException:
                 with self._flags_lock:  # try again next time
                     self._all_dirty |= full
                     self._list_dirty |= listed
                     self._dirty |= dirty
+                    self._dirty_states |= states
                 raise
             changed = topics != self._topics
             if changed:
@@ -243,6 +257,24 @@ class ZooKeeperTopicRegistry:
                 topics[name] = entry
         return topics
 
+    def _reload_states(self, topics: dict[str, _Topic], wanted: set[tuple[str, int]]) -> None:
+        """Re-read changed state znodes only (an ISR change re-reads one znode, not its topic)."""
+        pending = [(t, p, self.client.get_async(TopicPartitionStateZNode.path(t, p), watch=self._on_state))
+                   for t, p in sorted(wanted)]
+        for topic, partition, result in pending:
+            entry = topics[topic]
+            states = dict(entry.states)
+            try:
+                data, stat = result.get()
+                states[partition] = TopicPartitionStateZNode.decode(topic, partition, data, stat.version)
+            except NoNodeError:
+                states.pop(partition, None)
+                self.client.exists(TopicPartitionStateZNode.path(topic, partition), watch=self._on_state)
+            except ValueError as exc:
+                log.warning("ignoring a state znode: %s", exc)
+                continue
+            topics[topic] = _Topic(entry.info, entry.replicas, states)
+
     def _load_many(self, names: list[str]) -> dict[str, _Topic | None]:
         """Read topics and their configs with all requests in flight at once (one round
         trip, not two per topic), each read leaving a watch behind."""
@@ -263,6 +295,21 @@ class ZooKeeperTopicRegistry:
                 config_data = None
                 self.client.exists(TopicConfigZNode.path(name), watch=self._on_topic)  # see it appear
             loaded[name] = _decode_topic(name, topic_data, config_data)
+        # Then every partition's state znode, again all in flight at once.
+        state_reads = [(name, p, self.client.get_async(TopicPartitionStateZNode.path(name, p), watch=self._on_state))
+                       for name, entry in loaded.items() if entry is not None for p in entry.replicas]
+        states: dict[str, dict[int, PartitionState]] = {}
+        for name, partition, result in state_reads:
+            try:
+                data, stat = result.get()
+                states.setdefault(name, {})[partition] = TopicPartitionStateZNode.decode(name, partition, data, stat.version)
+            except NoNodeError:
+                self.client.exists(TopicPartitionStateZNode.path(name, partition), watch=self._on_state)
+            except ValueError as exc:
+                log.warning("ignoring a state znode: %s", exc)
+        for name, entry in loaded.items():
+            if entry is not None:
+                loaded[name] = _Topic(entry.info, entry.replicas, states.get(name, {}))
         return loaded
 
     def get(self, name: str) -> TopicInfo | None:
@@ -282,6 +329,12 @@ class ZooKeeperTopicRegistry:
             raise TopicRegistryError(ErrorCode.unknown_topic_or_partition, f"topic '{name}' does not exist")
         return {p: list(r) for p, r in entry.replicas.items()}
 
+    def partition_states(self, name: str) -> dict[int, PartitionState]:
+        """partition -> its leader, leader epoch and ISR, as last read (partitions whose
+        state znode is not written yet are missing)."""
+        entry = self._topics.get(name)
+        return {} if entry is None else dict(entry.states)
+
     def live_broker_ids(self) -> list[int]:
         children = self._call(self.client.get_children, BrokerIdsZNode.PATH)
         return sorted(int(c) for c in children if c.isdigit())
@@ -293,10 +346,11 @@ class ZooKeeperTopicRegistry:
 
     def create(self, name: str, partitions: int, configs: Mapping[str, str], topic_id: uuid.UUID | None = None,
                validate_only: bool = False, assignment: Mapping[int, list[int]] | None = None,
-               brokers: list[int] | None = None) -> TopicInfo:
+               brokers: list[int] | None = None, replication_factor: int = 1) -> TopicInfo:
         """Create a topic. ``assignment`` (partition -> replicas) places it explicitly;
-        otherwise ``partitions`` are spread over ``brokers`` (default: the live ones), one
-        replica each."""
+        otherwise ``partitions`` are spread over ``brokers`` (default: the live ones),
+        ``replication_factor`` replicas each. Each partition's state znode is created with
+        it: the first live replica leads, the live ones are the ISR (epoch 0)."""
         why = validate_topic_name(name)
         if why:
             raise TopicRegistryError(ErrorCode.invalid_topic_exception, why)
@@ -307,11 +361,14 @@ class ZooKeeperTopicRegistry:
                 raise TopicRegistryError(ErrorCode.invalid_partitions,
                                          f"number of partitions must be positive, not {partitions}")
             ids = sorted(set(brokers)) if brokers is not None else self.live_broker_ids()
-            if not ids:
+            if replication_factor < 1:
                 raise TopicRegistryError(ErrorCode.invalid_replication_factor,
-                                         "Replication factor: 1 larger than available brokers: 0.")
+                                         f"Replication factor must be larger than 0, not {replication_factor}.")
+            if not ids or replication_factor > len(ids):
+                raise TopicRegistryError(ErrorCode.invalid_replication_factor,
+                                         f"Replication factor: {replication_factor} larger than available brokers: {len(ids)}.")
             start = self._rng.randrange(len(ids))
-            replicas = assign_replicas(ids, 0, partitions, 1, start, start)
+            replicas = assign_replicas(ids, 0, partitions, replication_factor, start, self._rng.randrange(len(ids)))
         info = TopicInfo(name, topic_id or uuid.uuid4(), len(replicas), dict(configs))
         topic_path, config_path = TopicZNode.path(name), TopicConfigZNode.path(name)
         if self._call(self.client.exists, topic_path) is not None:
@@ -320,6 +377,7 @@ class ZooKeeperTopicRegistry:
             return info
         topic_data = TopicZNode.encode(info.topic_id, replicas)
         config_data = TopicConfigZNode.encode(info.configs)
+        states = self._initial_states(replicas, brokers)
         for _ in range(MAX_RACES):
             # A config node left behind by a deletion that did not finish is overwritten.
             stale = self._call(self.client.exists, config_path)
@@ -330,6 +388,7 @@ class ZooKeeperTopicRegistry:
                 else:
                     tx.set_data(config_path, config_data, version=stale.version)
                 tx.create(topic_path, topic_data)
+                self._create_states(tx, name, states)
 
             failed = failure(transact(self.client, self._retry, build))
             if failed is None:
@@ -344,6 +403,27 @@ class ZooKeeperTopicRegistry:
             if not isinstance(error, (NodeExistsError, BadVersionError, NoNodeError)):
                 raise error
         raise TopicRegistryError(ErrorCode.unknown_server_error, f"topic '{name}': too many concurrent changes")
+
+    def _initial_states(self, replicas: Mapping[int, list[int]], brokers: list[int] | None) -> dict[int, bytes]:
+        live = set(brokers) if brokers is not None else set(self.live_broker_ids())
+        try:
+            controller_epoch = CoordinatorEpochZNode.decode(self._call(self.client.get, CoordinatorEpochZNode.PATH)[0])
+        except NoNodeError:
+            controller_epoch = 0
+        out = {}
+        for partition, assigned in replicas.items():
+            isr = [b for b in assigned if b in live]
+            out[partition] = TopicPartitionStateZNode.encode(
+                PartitionState(isr[0] if isr else -1, 0, isr, controller_epoch))
+        return out
+
+    @staticmethod
+    def _create_states(tx: TransactionRequest, name: str, states: Mapping[int, bytes], parent: bool = True) -> None:
+        if parent:
+            tx.create(TopicPartitionStateZNode.partitions_path(name))
+        for partition, data in sorted(states.items()):
+            tx.create(TopicPartitionStateZNode.partition_path(name, partition))
+            tx.create(TopicPartitionStateZNode.path(name, partition), data)
 
     def _topic_id_of(self, name: str) -> uuid.UUID | None:
         try:
@@ -437,7 +517,10 @@ class ZooKeeperTopicRegistry:
 
         self._call(once)
 
-    def set_partitions(self, name: str, count: int, validate_only: bool = False) -> TopicInfo:
+    def set_partitions(self, name: str, count: int, validate_only: bool = False,
+                       assignment: Mapping[int, list[int]] | None = None) -> TopicInfo:
+        """Grow a topic to ``count`` partitions; ``assignment`` places the new ones (else
+        round robin over the live brokers, as many replicas as partition 0 has)."""
         topic_path = TopicZNode.path(name)
         for _ in range(MAX_RACES):
             try:
@@ -460,18 +543,33 @@ class ZooKeeperTopicRegistry:
             start = next((i for i, b in enumerate(ids) if b >= leader0), 0)
             width = len(current.replicas[0]) if current.replicas.get(0) else 1
             replicas = dict(current.replicas)
-            replicas.update(assign_replicas(ids, have, count - have, width, start, start))
+            if assignment is not None:
+                if any(len(r) != width for r in assignment.values()):
+                    raise TopicRegistryError(ErrorCode.invalid_replica_assignment,
+                                             f"every new partition of '{name}' needs {width} replicas")
+                replicas.update({p: list(r) for p, r in assignment.items()})
+            else:
+                replicas.update(assign_replicas(ids, have, count - have, width, start, start))
             configs = self._read_configs(name)
             info = TopicInfo(name, current.topic_id, count, configs)
             if validate_only:
                 return info
-            try:
-                self._call(self.client.set, topic_path, TopicZNode.encode(current.topic_id, replicas),
-                           version=stat.version)
-            except BadVersionError:
-                continue
-            except NoNodeError:
-                raise TopicRegistryError(ErrorCode.unknown_topic_or_partition, f"topic '{name}' does not exist") from None
+            added = {p: r for p, r in replicas.items() if p >= have}
+            states = self._initial_states(added, ids)
+            has_parent = self._call(self.client.exists, TopicPartitionStateZNode.partitions_path(name)) is not None
+            topic_data = TopicZNode.encode(current.topic_id, replicas)
+
+            def build(tx: TransactionRequest) -> None:
+                tx.set_data(topic_path, topic_data, version=stat.version)
+                self._create_states(tx, name, states, parent=not has_parent)
+
+            failed = failure(transact(self.client, self._retry, build))
+            if failed is not None:
+                if isinstance(failed[1], (BadVersionError, NodeExistsError)):
+                    continue
+                if isinstance(failed[1], NoNodeError):
+                    raise TopicRegistryError(ErrorCode.unknown_topic_or_partition, f"topic '{name}' does not exist")
+                raise failed[1]
             self._changed(name)
             return info
         raise TopicRegistryError(ErrorCode.unknown_server_error, f"topic '{name}': too many concurrent changes")
@@ -555,8 +653,8 @@ class ZooKeeperTopicRegistry:
         data = TopicPartitionStateZNode.encode(state)
         path = TopicPartitionStateZNode.path(topic, partition)
         try:
-            self._call(self.client.set, path, data)
-            return state
+            stat = self._call(self.client.set, path, data)
+            return PartitionState(leader, leader_epoch, list(isr), controller_epoch, stat.version)
         except NoNodeError:
             pass
         unknown = TopicRegistryError(ErrorCode.unknown_topic_or_partition, f"partition {topic}-{partition} does not exist")
@@ -577,18 +675,36 @@ class ZooKeeperTopicRegistry:
                 raise unknown from None
         try:
             self._call(self.client.create, path, data)
+            return PartitionState(leader, leader_epoch, list(isr), controller_epoch, 0)
         except NodeExistsError:
-            self._call(self.client.set, path, data)
+            stat = self._call(self.client.set, path, data)
+            return PartitionState(leader, leader_epoch, list(isr), controller_epoch, stat.version)
         except NoNodeError:
             raise unknown from None
-        return state
 
     def partition_state(self, topic: str, partition: int) -> PartitionState | None:
+        """Read now from ZooKeeper (not the snapshot), with the znode's version."""
         try:
-            data, _ = self._call(self.client.get, TopicPartitionStateZNode.path(topic, partition))
+            data, stat = self._call(self.client.get, TopicPartitionStateZNode.path(topic, partition))
         except NoNodeError:
             return None
-        return TopicPartitionStateZNode.decode(topic, partition, data)
+        return TopicPartitionStateZNode.decode(topic, partition, data, stat.version)
+
+    def update_partition_state(self, topic: str, partition: int, state: PartitionState) -> PartitionState | None:
+        """Write ``state`` if its znode is still at ``state.zk_version``: the written state
+        with its new version, or None when another writer (the controller, or the leader
+        changing its ISR) got there first: re-read and decide again."""
+        try:
+            stat = self._call(self.client.set, TopicPartitionStateZNode.path(topic, partition),
+                              TopicPartitionStateZNode.encode(state), version=state.zk_version)
+        except BadVersionError:
+            return None
+        except NoNodeError:
+            raise TopicRegistryError(ErrorCode.unknown_topic_or_partition,
+                                     f"partition {topic}-{partition} has no state") from None
+        with self._flags_lock:
+            self._dirty_states.add((topic, partition))
+        return PartitionState(state.leader, state.leader_epoch, list(state.isr), state.controller_epoch, stat.version)
 
 
 def _decode_info(name: str, topic_data: bytes, config_data: bytes | None) -> TopicInfo | None:
@@ -607,4 +723,4 @@ def _decode_topic(name: str, topic_data: bytes, config_data: bytes | None) -> _T
     if assignment.topic_id is None:
         log.warning("ignoring topic %r: %s has no topic_id (written by Kafka < 2.8?)", name, TopicZNode.path(name))
         return None
-    return _Topic(TopicInfo(name, assignment.topic_id, len(assignment.replicas), configs), assignment.replicas)
+    return _Topic(TopicInfo(name, assignment.topic_id, len(assignment.replicas), configs), assignment.replicas, {})

@@ -128,8 +128,8 @@ def cleanable_segments(log: PartitionLog, now_ms: int | None = None) -> list[Log
     lag = log.config.min_compaction_lag_ms
     out: list[LogSegment] = []
     for segment in log.segments:
-        if segment.is_active:
-            break
+        if segment.is_active or segment.next_offset > log.high_watermark:
+            break  # never past the high watermark: uncommitted records may yet be truncated
         if segment.next_offset <= log.log_start_offset:
             continue  # wholly deleted (DeleteRecords); retention unlinks it
         # retention_timestamp: the newest record's timestamp (file mtime if none has one).

@@ -31,7 +31,7 @@ import time
 from typing import Callable, Iterator, NamedTuple
 
 from storage import files
-from storage.batch import BatchHeader, check_producer_batch
+from storage.batch import HEADER_SIZE, LOG_OVERHEAD, LOG_OVERHEAD_STRUCT, BatchHeader, check_batch_frame, check_producer_batch
 from storage.config import LogConfig
 from storage.errors import (
     CorruptRecordError,
@@ -42,6 +42,7 @@ from storage.errors import (
     RecordBatchTooLargeError,
     RecordTooLargeError,
 )
+from storage.leader_epochs import LeaderEpochCache
 from storage.producer_state import ProducerStateManager
 from storage.recompress import needs_recompression, recompress
 from storage.records import decode_batch
@@ -112,7 +113,7 @@ class PartitionLog:
     """The log of ``tp`` in ``directory`` (``<log.dir>/<topic>-<partition>``)."""
 
     def __init__(self, directory: str, tp: TopicPartition, config: LogConfig, *, recovery_point: int = 0,
-                 log_start_offset: int = 0, clean_shutdown: bool = True) -> None:
+                 log_start_offset: int = 0, clean_shutdown: bool = True, high_watermark: int | None = None) -> None:
         self.directory = directory
         self.tp = tp
         self.config = config
@@ -136,6 +137,19 @@ class PartitionLog:
         self._last_flush_ms = now_ms()
         self.producer_state = ProducerStateManager(directory)
         self._rebuild_producer_state()
+        # Committed = below the high watermark: every in-sync replica has it. A partition
+        # with no other replica (``replicated`` False, the default) commits at append; a
+        # replicated one keeps the checkpointed mark, so a restart never shows more.
+        self.replicated = False
+        self._high_watermark = self._log_end_offset if high_watermark is None else min(high_watermark, self._log_end_offset)
+        # (hw, the segment list it was found in, segment base, position), for capped reads;
+        # a roll, truncation or cleaning replaces the list, and with it the cache.
+        self._hw_position: tuple[int, SegmentList, int, int] | None = None
+        self.epochs = LeaderEpochCache(directory)
+        self.epochs.truncate_from_end(self._log_end_offset)
+        self.epochs.truncate_from_start(self.log_start_offset)
+        if not self.epochs.file_existed and self._log_end_offset > self.log_start_offset:
+            self.epochs.rebuild([(h.partition_leader_epoch, h.base_offset) for h in self.iter_batch_headers(self.log_start_offset)])
 
     # ----------------------------------------------------------------- loading
     def _load_segments(self, recovery_point: int, clean_shutdown: bool) -> SegmentList:
@@ -197,8 +211,23 @@ class PartitionLog:
 
     @property
     def high_watermark(self) -> int:
-        # No replication yet: an appended record is committed (and readable) at once.
-        return self._log_end_offset
+        return self._high_watermark
+
+    def set_replicated(self, replicated: bool) -> None:
+        """Whether other replicas must have a record before it is committed; without them
+        the high watermark is the log end."""
+        self.replicated = replicated
+        if not replicated:
+            self._high_watermark = self._log_end_offset
+
+    def advance_high_watermark(self, offset: int) -> bool:
+        """Move the high watermark forward to ``offset`` (never past the log end, never
+        back); True when it moved."""
+        offset = min(offset, self._log_end_offset)
+        if offset <= self._high_watermark:
+            return False
+        self._high_watermark = offset
+        return True
 
     @property
     def segments(self) -> SegmentList:
@@ -229,6 +258,8 @@ class PartitionLog:
             first_offset = self._log_end_offset
             last_offset = first_offset + record_count - 1
             segment = self._maybe_roll(len(view), last_offset, now)
+            if leader_epoch != self.epochs.latest_epoch:
+                self.epochs.assign(leader_epoch, first_offset)
             append_time = now if self.config.log_append_time else None
             self._log_end_offset = segment.append_batches(view, headers, first_offset, leader_epoch, append_time)
             size = len(view)
@@ -243,11 +274,56 @@ class PartitionLog:
                 self.producer_state.update(header._replace(base_offset=offset, partition_leader_epoch=leader_epoch))
             offset = last + 1
         self.producer_state.update_map_end_offset(self._log_end_offset)
+        self._after_append(record_count)
+        return AppendInfo(first_offset, last_offset, max_timestamp, offset_of_max,
+                          now if append_time is not None else -1, self.log_start_offset,
+                          record_count, len(headers), size)
+
+    def _after_append(self, record_count: int) -> None:
+        if not self.replicated:
+            self._high_watermark = self._log_end_offset
         self._appended_messages += record_count
         if self.unflushed_messages >= self.config.flush_messages:
             self.flush()
-        return AppendInfo(first_offset, last_offset, max_timestamp, offset_of_max,
-                          now if append_time is not None else -1, self.log_start_offset,
+
+    def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendInfo | None:
+        """Append batches fetched from the leader as they are: offsets, leader epochs and
+        timestamps kept, nothing re-encoded. Each batch is checked (CRC included) and must
+        start at or after the log end, in order. None for an empty record set."""
+        with memoryview(records) as view:
+            end = len(view)
+            headers: list[tuple[int, BatchHeader]] = []
+            position, expected = 0, self._log_end_offset
+            while position + HEADER_SIZE <= end:
+                if position + LOG_OVERHEAD + LOG_OVERHEAD_STRUCT.unpack_from(view, position)[1] > end:
+                    break  # a partial batch: the fetch stopped inside it
+                header = check_batch_frame(view, position, end)
+                if header.base_offset < expected:
+                    raise CorruptRecordError(f"{self.tp}: replicated batch at offset {header.base_offset} is below "
+                                             f"the next expected offset {expected}")
+                headers.append((position, header))
+                expected = header.base_offset + header.last_offset_delta + 1
+                position += header.size
+            if not headers:
+                return None  # a partial batch at the end of a fetch is normal: the next fetch brings it whole
+            size = position
+            first_offset, last_offset = headers[0][1].base_offset, expected - 1
+            segment = self._maybe_roll(size, last_offset, now_ms())
+            for _position, header in headers:
+                if header.partition_leader_epoch != self.epochs.latest_epoch:
+                    self.epochs.assign(header.partition_leader_epoch, header.base_offset)
+            self._log_end_offset = segment.append_batches_as_they_are(view[:size], headers)
+        max_timestamp, offset_of_max = -1, first_offset
+        record_count = 0
+        for _position, header in headers:
+            if header.max_timestamp > max_timestamp:
+                max_timestamp, offset_of_max = header.max_timestamp, header.base_offset + header.last_offset_delta
+            if header.producer_id >= 0:
+                self.producer_state.update(header)
+            record_count += header.record_count
+        self.producer_state.update_map_end_offset(self._log_end_offset)
+        self._after_append(record_count)
+        return AppendInfo(first_offset, last_offset, max_timestamp, offset_of_max, -1, self.log_start_offset,
                           record_count, len(headers), size)
 
     def _validate(self, view: memoryview, now: int) -> list[tuple[int, BatchHeader]]:
@@ -303,21 +379,41 @@ class PartitionLog:
         return segment
 
     # ----------------------------------------------------------------- read
-    def read(self, offset: int, max_bytes: int, *, min_one_batch: bool = True) -> ReadInfo:
-        """Where the whole batches from ``offset`` lie (one segment's worth at most)."""
+    def read(self, offset: int, max_bytes: int, *, min_one_batch: bool = True, committed: bool = False) -> ReadInfo:
+        """Where the whole batches from ``offset`` lie (one segment's worth at most);
+        ``committed``: only below the high watermark (consumers; followers read to the end)."""
         segments = self._segments
         end = self._log_end_offset
         if offset < self.log_start_offset or offset > end:
             raise OffsetOutOfRangeError(f"{self.tp}: offset {offset} outside [{self.log_start_offset}, {end}]")
         file_range = None
-        if offset < end:
+        limit_offset = self._high_watermark if committed else end
+        if offset < limit_offset:
+            limit = self._hw_limit() if limit_offset < end else None
             for segment in segments.from_offset(offset):
-                file_range = segment.read(offset, max_bytes, min_one_batch=min_one_batch)
+                max_position = limit[1] if limit is not None and segment.base_offset == limit[0] else None
+                if limit is not None and segment.base_offset > limit[0]:
+                    break
+                file_range = segment.read(offset, max_bytes, max_position=max_position, min_one_batch=min_one_batch)
                 # Stop at the segment holding the offset even when its batch did not fit
                 # (min_one_batch=False): moving on would skip that batch.
                 if file_range is not None or segment.next_offset > offset:
                     break
         return ReadInfo(file_range, self.high_watermark, self.log_start_offset, end)
+
+    def _hw_limit(self) -> tuple[int, int]:
+        """(base offset of the segment holding the high watermark, its position there):
+        the high watermark is always a batch boundary (replicas append whole batches)."""
+        hw = self._high_watermark
+        segments = self._segments
+        cached = self._hw_position
+        if cached is not None and cached[0] == hw and cached[1] is segments:
+            return cached[2], cached[3]
+        segment = segments[max(0, segments.floor(hw))]
+        found = segment.translate_offset(hw)
+        position = found[0] if found is not None else segment.size
+        self._hw_position = (hw, segments, segment.base_offset, position)
+        return segment.base_offset, position
 
     def read_bytes(self, offset: int, max_bytes: int) -> bytes:
         """``read`` copied into memory: for tests, tools and the cleaner, not for fetch."""
@@ -340,7 +436,7 @@ class PartitionLog:
         if timestamp == EARLIEST_TIMESTAMP:
             return self.log_start_offset, -1
         if timestamp == LATEST_TIMESTAMP:
-            return self._log_end_offset, -1
+            return self._high_watermark, -1
         segments = self._segments
         if timestamp == MAX_TIMESTAMP:
             best = max(segments, key=lambda s: s.max_timestamp)
@@ -412,6 +508,24 @@ class PartitionLog:
             self._schedule_delete(segment)
         self._log_end_offset = keep.next_offset
         self.recovery_point = min(self.recovery_point, self._log_end_offset)
+        self._high_watermark = min(self._high_watermark, self._log_end_offset)
+        self._hw_position = None
+        self.epochs.truncate_from_end(self._log_end_offset)
+        self._rebuild_producer_state()
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """A follower whose whole log lies before its leader's log start: drop it all and
+        continue at ``offset``."""
+        if not RELEASER.drain():
+            raise LogDirOfflineError(f"{self.tp}: queued file work did not finish")
+        with self._flush_lock:
+            self._restart_at(offset)
+        self.log_start_offset = offset
+        self.recovery_point = offset
+        self._high_watermark = offset
+        self._hw_position = None
+        self.epochs.clear()
+        self.producer_state.truncate_and_reload(offset, offset)
         self._rebuild_producer_state()
 
     def delete_records_before(self, offset: int) -> int:
@@ -420,6 +534,7 @@ class PartitionLog:
             raise OffsetOutOfRangeError(f"{self.tp}: cannot delete records before {offset} (high watermark {self.high_watermark})")
         if offset > self.log_start_offset:
             self.log_start_offset = offset
+            self.epochs.truncate_from_start(offset)
             self._delete_segments_below_start()
         return self.log_start_offset
 
@@ -454,7 +569,8 @@ class PartitionLog:
         segments = list(self._segments)
         dead: list[LogSegment] = []
         for segment in segments:
-            if segment.size == 0 or not should_delete(segment, None):
+            # Never past the high watermark: followers may still need those records.
+            if segment.size == 0 or segment.next_offset > self._high_watermark or not should_delete(segment, None):
                 break
             dead.append(segment)
         if not dead:
@@ -464,6 +580,7 @@ class PartitionLog:
             self.roll()
         self._drop_segments(dead)
         self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
+        self.epochs.truncate_from_start(self.log_start_offset)
         return len(dead)
 
     def _drop_segments(self, dead: list[LogSegment]) -> None:

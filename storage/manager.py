@@ -59,6 +59,7 @@ class ManagerConfig:
     flush_scheduler_interval_ms: int = LONG_MAX
     flush_offset_checkpoint_interval_ms: int = 60_000
     flush_start_offset_checkpoint_interval_ms: int = 60_000
+    high_watermark_checkpoint_interval_ms: int = 5_000
     cleaner_enable: bool = True
     cleaner_backoff_ms: int = 15_000
 
@@ -75,6 +76,7 @@ class ManagerConfig:
             flush_scheduler_interval_ms=int(settings.get("log.flush.scheduler.interval.ms", LONG_MAX)),
             flush_offset_checkpoint_interval_ms=int(settings.get("log.flush.offset.checkpoint.interval.ms", 60_000)),
             flush_start_offset_checkpoint_interval_ms=int(settings.get("log.flush.start.offset.checkpoint.interval.ms", 60_000)),
+            high_watermark_checkpoint_interval_ms=int(settings.get("replica.high.watermark.checkpoint.interval.ms", 5_000)),
             cleaner_enable=str(settings.get("log.cleaner.enable", "true")).lower() == "true",
             cleaner_backoff_ms=int(settings.get("log.cleaner.backoff.ms", 15_000)),
         )
@@ -169,6 +171,7 @@ class LogManager:
         recovery_points = checkpoint.read_offset_checkpoint(os.path.join(state.path, checkpoint.RECOVERY_POINT_CHECKPOINT))
         log_starts = checkpoint.read_offset_checkpoint(os.path.join(state.path, checkpoint.LOG_START_OFFSET_CHECKPOINT))
         cleaner = checkpoint.read_offset_checkpoint(os.path.join(state.path, checkpoint.CLEANER_OFFSET_CHECKPOINT))
+        high_watermarks = checkpoint.read_offset_checkpoint(os.path.join(state.path, checkpoint.REPLICATION_OFFSET_CHECKPOINT))
         for name in sorted(os.listdir(state.path)):
             full = os.path.join(state.path, name)
             if not os.path.isdir(full):
@@ -187,7 +190,8 @@ class LogManager:
             self.logs[tp] = PartitionLog(full, tp, self.log_config_for(tp.topic),
                                          recovery_point=recovery_points.get(tp, 0),
                                          log_start_offset=log_starts.get(tp, 0),
-                                         clean_shutdown=state.clean_shutdown)
+                                         clean_shutdown=state.clean_shutdown,
+                                         high_watermark=high_watermarks.get(tp))
             self._log_dir_of[tp] = state.path
             if tp in cleaner:
                 self.cleaner_checkpoints[tp] = cleaner[tp]
@@ -255,6 +259,7 @@ class LogManager:
         # not inherit them after a crash (Kafka rewrites them on delete too).
         self.checkpoint_recovery_points()
         self.checkpoint_log_start_offsets()
+        self.checkpoint_high_watermarks()
         self._checkpoint_cleaner_offsets()
         for target in doomed:
             # Freeing a deleted topic's blocks can take seconds (storage/releaser.py).
@@ -323,6 +328,10 @@ class LogManager:
         self._write_checkpoint(checkpoint.LOG_START_OFFSET_CHECKPOINT,
                                lambda logs: {tp: lg.log_start_offset for tp, lg in logs}, in_background)
 
+    def checkpoint_high_watermarks(self, *, in_background: bool = False) -> None:
+        self._write_checkpoint(checkpoint.REPLICATION_OFFSET_CHECKPOINT,
+                               lambda logs: {tp: lg.high_watermark for tp, lg in logs}, in_background)
+
     def _checkpoint_cleaner_offsets(self, *, in_background: bool = False) -> None:
         self._write_checkpoint(checkpoint.CLEANER_OFFSET_CHECKPOINT, lambda _logs: dict(self.cleaner_checkpoints),
                                in_background)
@@ -366,6 +375,8 @@ class LogManager:
                  lambda: self.checkpoint_recovery_points(in_background=True)),
             Task("kafka-log-start-offset-checkpoint", c.flush_start_offset_checkpoint_interval_ms,
                  lambda: self.checkpoint_log_start_offsets(in_background=True)),
+            Task("highwatermark-checkpoint", c.high_watermark_checkpoint_interval_ms,
+                 lambda: self.checkpoint_high_watermarks(in_background=True)),
             Task("kafka-log-flusher", self.flush_interval_ms(), self.flush_due, owner_thread=False),
         ]
         if c.cleaner_enable:
@@ -430,6 +441,7 @@ class LogManager:
             partition_log.close()
         self.checkpoint_recovery_points()
         self.checkpoint_log_start_offsets()
+        self.checkpoint_high_watermarks()
         if self._owns is None:
             mark_clean_shutdown([state.path for state in self._dirs])
         for state in self._dirs:

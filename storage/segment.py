@@ -237,6 +237,25 @@ class LogSegment:
             self.rolling_base_ms = int(time.time() * 1000)
         return next_offset
 
+    def append_batches_as_they_are(self, source: memoryview, headers: list[tuple[int, BatchHeader]]) -> int:
+        """A follower's append: copy checked batches whose offsets the leader assigned.
+        Returns the next offset after the last one."""
+        log = self._log
+        assert log is not None, "append to a sealed segment"
+        if self.bytes_since_last_index_entry + len(source) > self.config.index_interval_bytes:
+            self.offset_index.reserve_entries(len(headers))
+            self.time_index.reserve_entries(len(headers))
+        base_position = log.write(source)
+        next_offset = self.next_offset
+        for source_position, header in headers:
+            next_offset = header.base_offset + header.last_offset_delta + 1
+            self._index_batch(base_position + source_position, header.size, next_offset - 1, header.max_timestamp)
+        self.size = log.length
+        self._next_offset = next_offset
+        if self.rolling_base_ms is None:
+            self.rolling_base_ms = int(time.time() * 1000)
+        return next_offset
+
     def _index_batch(self, position: int, size: int, last_offset: int, max_timestamp: int) -> None:
         if max_timestamp > self.max_timestamp:
             self.max_timestamp = max_timestamp

@@ -64,6 +64,10 @@ def _resolve(ctx: RequestContext, request: FetchRequest) -> tuple[list[tuple[str
     node = ctx.node
     version = ctx.api_version
     refuse_zstd = version < 10
+    replica_id = request.replica_id
+    # Only brokers fetch as replicas (reading past the high watermark, moving it): an id
+    # that is no live broker is refused per partition, as Kafka refuses an unauthorized one.
+    refused = ErrorCode.topic_authorization_failed if replica_id >= 0 and replica_id not in node.cluster.live_brokers() else 0
     topics: list[tuple[str, uuid.UUID]] = []
     wanted: list[Wanted] = []
     add = wanted.append
@@ -79,16 +83,16 @@ def _resolve(ctx: RequestContext, request: FetchRequest) -> tuple[list[tuple[str
             missing = ErrorCode.unknown_topic_or_partition
             topics.append((topic.topic, info.topic_id if info else ZERO_UUID))
         index = len(topics) - 1
-        if info is None:
-            for partition, _offset, _max_bytes in topic.partitions:
-                add((index, partition, missing, None))
+        if info is None or refused:
+            for partition, *_rest in topic.partitions:
+                add((index, partition, refused or missing, None))
             continue
         count = info.partitions
         tps = partitions_of(info.name, count)
-        for partition, fetch_offset, max_bytes in topic.partitions:
+        for partition, fetch_offset, max_bytes, leader_epoch, last_fetched_epoch in topic.partitions:
             if 0 <= partition < count:
                 add((index, partition, 0, _read_item((tps[partition], fetch_offset, max_bytes if max_bytes > 0 else 0,
-                                                      refuse_zstd))))
+                                                      refuse_zstd, replica_id, leader_epoch, last_fetched_epoch))))
             else:
                 add((index, partition, ErrorCode.unknown_topic_or_partition, None))
     return topics, wanted
@@ -184,8 +188,10 @@ def _respond(ctx: RequestContext, error_code: int, topics: list[tuple[str, uuid.
         if length:
             budget -= length
             node.metrics.sent(topics[topic_index][0], length)
+        leader, leader_epoch = _leader_hint(node, code, item[0]) if code and ctx.api_version >= 12 else (-1, -1)
         out_topics[topic_index].partitions.append(
-            fast.FetchPartitionOut(partition, code, r.high_watermark, r.high_watermark, r.log_start_offset, length))
+            fast.FetchPartitionOut(partition, code, r.high_watermark, r.high_watermark, r.log_start_offset, length,
+                                   r.diverging_epoch, r.diverging_end_offset, leader, leader_epoch))
     pieces = fast.encode_fetch_response(ctx.api_version, error_code, 0, out_topics)
     body: list[bytes | FileChunk] = [pieces[0]]
     size = len(pieces[0])
@@ -194,6 +200,17 @@ def _respond(ctx: RequestContext, error_code: int, topics: list[tuple[str, uuid.
         body.append(piece)
         size += (chunk.length if isinstance(chunk, FileChunk) else len(chunk)) + len(piece)
     return RawResponse(body, size)
+
+
+def _leader_hint(node: WorkerServices, code: int, tp: TopicPartition) -> tuple[int, int]:
+    """KIP-951: who leads ``tp`` now, with a NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH
+    answer, so the client need not ask Metadata first."""
+    if code not in (ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch):
+        return -1, -1
+    view = node.cluster.partition(tp.topic, tp.partition)
+    if view is None or view.leader < 0:
+        return -1, -1
+    return view.leader, view.leader_epoch
 
 
 def _down_converted(fd: int, position: int, length: int, magic: int, fetch_offset: int) -> tuple[bytes, int]:

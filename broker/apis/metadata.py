@@ -1,6 +1,7 @@
 """Metadata (key 3), versions 0-12.
 
-Behaviour: a partition's holder broker leads it; replicas and ISR are [leader]. Each
+Behaviour: each partition as the cluster records it: leader, leader epoch, replicas, ISR,
+and the replicas on brokers that are not alive (offline). Each
 broker is one node, whatever its worker count (DESIGN.md, non-negotiable 9). A request for topics that do not exist auto-creates them
 (num.partitions) when the request allows it (v4+: allow_auto_topic_creation; always
 allowed below v4, as in Kafka) and auto.create.topics.enable is true; creation is
@@ -40,15 +41,19 @@ def advertised_nodes(node: Any) -> dict[int, tuple[str, int]]:
 
 
 def _partition_entry(node: Any, topic: str, partition: int) -> dict[str, Any]:
-    """The partition's holder leads it while alive; while it is down the partition has no leader (-1, LEADER_NOT_AVAILABLE), as
-    Kafka reports an offline partition."""
-    holder = node.cluster.holder_of(topic, partition)
-    if holder in node.cluster.live_brokers() or holder == node.node_id:
-        return {"error_code": 0, "partition_index": partition, "leader_id": holder, "leader_epoch": 0,
-                "replica_nodes": (holder,), "isr_nodes": (holder,), "offline_replicas": ()}
-    replicas = (holder,) if holder >= 0 else ()
-    return {"error_code": ErrorCode.leader_not_available, "partition_index": partition, "leader_id": -1,
-            "leader_epoch": 0, "replica_nodes": replicas, "isr_nodes": (), "offline_replicas": replicas}
+    """While its leader is down (and before the controller elects another) a partition has
+    no leader (-1, LEADER_NOT_AVAILABLE), as Kafka reports an offline partition."""
+    view = node.cluster.partition(topic, partition)
+    if view is None:
+        return {"error_code": ErrorCode.leader_not_available, "partition_index": partition, "leader_id": -1,
+                "leader_epoch": -1, "replica_nodes": (), "isr_nodes": (), "offline_replicas": ()}
+    live = node.cluster.live_brokers()
+    offline = tuple(b for b in view.replicas if b not in live and b != node.node_id)
+    entry = {"error_code": 0, "partition_index": partition, "leader_id": view.leader, "leader_epoch": view.leader_epoch,
+             "replica_nodes": tuple(view.replicas), "isr_nodes": tuple(view.isr), "offline_replicas": offline}
+    if view.leader < 0 or (view.leader not in live and view.leader != node.node_id):
+        entry["error_code"], entry["leader_id"] = ErrorCode.leader_not_available, -1
+    return entry
 
 
 def _topic_entry(node: Any, info: TopicInfo) -> dict[str, Any]:
@@ -67,7 +72,9 @@ def _error_entry(code: int, name: str | None, topic_id: uuid.UUID | None = None)
 async def _auto_create(ctx: RequestContext, name: str) -> dict[str, Any]:
     node = ctx.node
     try:
-        info = await node.run_admin(lambda: node.registry.create(name, int(node.config["num.partitions"]), {}))
+        info = await node.run_admin(lambda: node.registry.create(
+            name, int(node.config["num.partitions"]), {},
+            replication_factor=int(node.config["default.replication.factor"])))
     except TopicRegistryError as exc:
         if exc.code != ErrorCode.topic_already_exists:
             return _error_entry(exc.code, name)

@@ -6,8 +6,12 @@ re-encoded only for a topic whose compression.type differs from the batch's code
 Produce v0-v2 (Kafka 3.9 served them, 4.0 does not) carry message sets of magic 0 or 1:
 they are validated (CRC32, wrappers) and converted to one v2 batch here, as Kafka 3.x
 did (storage/legacy_records.py); a bad set answers CORRUPT_MESSAGE or INVALID_RECORD. Partitions owned by other workers are forwarded to their owner over the shared-memory rings (broker/mesh.py)
-and the answers merged in request order. acks=all equals acks=1 (no replication yet:
-the leader is the whole ISR); acks=0 gets no response. Idempotent producers: a retried
+and the answers merged in request order. acks=all: NOT_ENOUGH_REPLICAS before the
+append when the ISR the cluster records is below min.insync.replicas; after it, the
+answer waits (at the owner, bounded by the request's timeout) until the high watermark
+passes the batch (NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below the minimum
+meanwhile, REQUEST_TIMED_OUT at the timeout); acks=1 answers after the leader's append;
+acks=0 gets no response. Idempotent producers: a retried
 batch is acknowledged with its original offset, a gap answers
 OUT_OF_ORDER_SEQUENCE_NUMBER, a stale epoch INVALID_PRODUCER_EPOCH. Transactional
 produce is not supported yet (TRANSACTIONAL_ID_AUTHORIZATION_FAILED). zstd batches
@@ -24,10 +28,10 @@ and node_endpoints (tagged; sent only with NOT_LEADER errors, which we never giv
 from __future__ import annotations
 
 from broker.apis.metadata import INTERNAL_TOPICS
-from broker.context import NO_RESPONSE, RequestContext, Response
+from broker.context import NO_RESPONSE, RequestContext, Response, WorkerServices
 from broker.dispatch import api
 from broker.forwarding import on_owners
-from broker.partition_ops import NO_FENCE, AppendItem, AppendResult
+from broker.partition_ops import NO_FENCE, AppendItem, AppendResult, CommitItem
 from broker.protocol import produce_request
 from broker.protocol.errors import ErrorCode
 from broker.protocol.fast import encode_produce_response
@@ -53,6 +57,24 @@ def _error_response(request: ProduceRequest, version: int, code: int) -> bytes:
     failed = AppendResult(code)
     return encode_produce_response(version, [(t.name, [(index, failed) for index, _records in t.partition_data])
                                              for t in request.topic_data])
+
+
+def _below_min_isr(node: WorkerServices, topic: str, partition: int) -> bool:
+    view = node.cluster.partition(topic, partition)
+    return view is not None and len(view.isr) < node.logs.log_config_for(topic).min_insync_replicas
+
+
+async def _wait_committed(node: WorkerServices, items: list[AppendItem], slots: list[_Slot], timeout_ms: int) -> None:
+    """acks=all: each appended batch's answer waits for its high watermark."""
+    waiting = [(item, slot) for item, slot in zip(items, slots) if slot.result.error_code == 0]
+    if not waiting:
+        return
+    commits = [CommitItem(item.tp, slot.result.base_offset + max(1, slot.result.record_count)) for item, slot in waiting]
+    codes = await on_owners(node, commits, lambda ops, part: ops.wait_committed(part, timeout_ms), int)
+    for (_item, slot), code in zip(waiting, codes):
+        if code:
+            slot.result = AppendResult(code, error_message="not replicated to the in-sync replicas in time"
+                                       if code == ErrorCode.request_timed_out else None)
 
 
 def _up_converted(records: memoryview) -> memoryview:
@@ -118,6 +140,9 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Respon
                 entries.append((index, AppendResult(ErrorCode.unknown_topic_or_partition)))
             elif not records:
                 entries.append((index, AppendResult(ErrorCode.corrupt_message, error_message="no records")))
+            elif acks == -1 and _below_min_isr(node, name, index):
+                entries.append((index, AppendResult(ErrorCode.not_enough_replicas,
+                                                    error_message="the ISR is smaller than min.insync.replicas")))
             else:
                 slot = _Slot()
                 entries.append((index, slot))
@@ -131,6 +156,8 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Respon
         for slot, result in zip(internal_slots, await on_owners(node, internal_items,
                                                                 lambda ops, part: ops.append(part, epoch), AppendResult)):
             slot.result = result
+    if acks == -1:
+        await _wait_committed(node, items + internal_items, slots + internal_slots, request.timeout_ms)
     if acks == 0:
         return NO_RESPONSE
     return encode_produce_response(version, [(name, [(index, r if isinstance(r, AppendResult) else r.result)

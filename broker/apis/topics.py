@@ -6,12 +6,13 @@ change the handler waits until every worker has synced its partitions
 whichever worker it reaches. The request ``timeout`` is not used: the answer comes once
 that sync is done.
 
-* No replication: a replication factor of -1 (the default) or 1 is accepted, anything
-  larger is INVALID_REPLICATION_FACTOR. Partitions are spread over the live brokers (one
-  broker with the local backend; the brokers registered in ZooKeeper otherwise), or placed
-  by an explicit assignment, which must name exactly one live broker per partition (else
-  INVALID_REPLICA_ASSIGNMENT). Topics are reported with replication factor 1 whatever
-  default.replication.factor says.
+* Replication: a replication factor of -1 means default.replication.factor; more than
+  the live brokers is INVALID_REPLICATION_FACTOR. Replicas are spread over the live
+  brokers as Kafka's rack-unaware assignment does (one broker with the local backend;
+  the brokers registered in ZooKeeper otherwise), or placed by an explicit assignment,
+  whose replicas must be distinct live brokers, as many for every partition (else
+  INVALID_REPLICA_ASSIGNMENT). Each partition's state (leader: its first replica, ISR:
+  all of them, leader epoch 0) is written with the topic.
 * CreateTopics checks, in order: the name (Kafka's Topic.validate rules, and no collision
   of '.' with '_' against an existing topic: INVALID_TOPIC_EXCEPTION), null config values
   (INVALID_CONFIG), partitions/replication/assignments, the configs
@@ -27,8 +28,8 @@ that sync is done.
   twice, are INVALID_REQUEST. There are no internal topics yet, so none is protected.
   A topic deleted by id is looked up then deleted by name: a delete-and-recreate by
   another process in between would delete the new topic.
-* CreatePartitions only grows a topic (else INVALID_PARTITIONS); assignments, when
-  given, must have one entry per new partition naming only this node.
+* CreatePartitions only grows a topic (else INVALID_PARTITIONS), with as many replicas
+  per new partition as the topic has; assignments, when given, name them.
 
 Version notes: CreateTopics v2-4 answer name, error code and message; v5 (flexible) adds
 num_partitions, replication_factor and the topic's configs (as DescribeConfigs shows
@@ -75,10 +76,9 @@ def _registry_error(exc: TopicRegistryError) -> KafkaError:
 def _check_replicas(node: Any, broker_ids: Any, what: str) -> None:
     live = sorted(node.cluster.live_brokers())
     replicas = list(broker_ids)
-    if len(replicas) != 1 or replicas[0] not in live:
+    if not replicas or len(set(replicas)) != len(replicas) or not set(replicas) <= set(live):
         raise KafkaError(ErrorCode.invalid_replica_assignment,
-                         f"{what}: replicas {replicas}; without replication each partition has exactly one replica, "
-                         f"one of the live brokers {live}")
+                         f"{what}: replicas {replicas} must be distinct live brokers (live: {live})")
 
 
 # ---------------------------------------------------------------------------- CreateTopics
@@ -99,7 +99,8 @@ def _collision(node: Any, name: str) -> str | None:
     return None
 
 
-def _partition_count(node: Any, topic: Any) -> int:
+def _partition_count(node: Any, topic: Any) -> tuple[int, int]:
+    """(partitions, replication factor) the request asks for, checked."""
     if topic.assignments:
         if topic.num_partitions != NO_NUM_PARTITIONS or topic.replication_factor != NO_REPLICATION_FACTOR:
             raise KafkaError(ErrorCode.invalid_request, "Both numPartitions or replicationFactor and replicasAssignments "
@@ -109,7 +110,7 @@ def _partition_count(node: Any, topic: Any) -> int:
                              "partitions should be a consecutive 0-based integer sequence")
         for assignment in topic.assignments:
             _check_replicas(node, assignment.broker_ids, f"partition {assignment.partition_index}")
-        return len(topic.assignments)
+        return len(topic.assignments), len(topic.assignments[0].broker_ids)
     count = int(node.config["num.partitions"]) if topic.num_partitions == NO_NUM_PARTITIONS else topic.num_partitions
     if count <= 0:
         raise KafkaError(ErrorCode.invalid_partitions, "Number of partitions was set to an invalid non-positive value.")
@@ -117,11 +118,13 @@ def _partition_count(node: Any, topic: Any) -> int:
     if factor == 0 or factor < NO_REPLICATION_FACTOR:
         raise KafkaError(ErrorCode.invalid_replication_factor,
                          "Replication factor must be larger than 0, or -1 to use the default value.")
-    if factor > 1:
+    if factor == NO_REPLICATION_FACTOR:
+        factor = int(node.config["default.replication.factor"])
+    live = len(node.cluster.live_brokers())
+    if factor > live:
         raise KafkaError(ErrorCode.invalid_replication_factor,
-                         f"Unable to replicate the partition {factor} time(s): replication is not supported yet, "
-                         f"every partition has one replica.")
-    return count
+                         f"Replication factor: {factor} larger than available brokers: {live}.")
+    return count, factor
 
 
 async def _create_one(node: WorkerServices, topic: Any, validate_only: bool) -> tuple[dict[str, Any], bool]:
@@ -137,12 +140,12 @@ async def _create_one(node: WorkerServices, topic: Any, validate_only: bool) -> 
         nulls = [c.name for c in topic.configs if c.value is None]
         if nulls:
             raise KafkaError(ErrorCode.invalid_config, f"Null value not supported for topic configs: {','.join(nulls)}")
-        partitions = _partition_count(node, topic)
+        partitions, factor = _partition_count(node, topic)
         configs = check_overrides(node, {c.name: c.value for c in topic.configs})
         try:
             assignment = {a.partition_index: list(a.broker_ids) for a in topic.assignments} if topic.assignments else None
             info = await node.run_admin(lambda: node.registry.create(name, partitions, configs, validate_only=validate_only,
-                                                                     assignment=assignment))
+                                                                     assignment=assignment, replication_factor=factor))
         except TopicRegistryError as exc:
             raise _registry_error(exc) from None
     except KafkaError as exc:
@@ -154,7 +157,7 @@ async def _create_one(node: WorkerServices, topic: Any, validate_only: bool) -> 
         "error_message": None,
         "topic_config_error_code": 0,
         "num_partitions": partitions,
-        "replication_factor": 1,
+        "replication_factor": factor,
         "configs": topic_config_entries(node, dict(info.configs)),
     }, not validate_only
 
@@ -273,9 +276,11 @@ async def _grow_one(node: WorkerServices, topic: Any, validate_only: bool) -> bo
                                                                    f"{len(topic.assignments)} assignments provided.")
         for offset, assignment in enumerate(topic.assignments):
             _check_replicas(node, assignment.broker_ids, f"new partition {info.partitions + offset}")
+    placed = ({info.partitions + i: list(a.broker_ids) for i, a in enumerate(topic.assignments)}
+              if topic.assignments else None)
     try:
         await node.run_admin(functools.partial(node.registry.set_partitions, topic.name, topic.count,
-                                               validate_only=validate_only))
+                                               validate_only=validate_only, assignment=placed))
     except TopicRegistryError as exc:
         raise _registry_error(exc) from None
     return not validate_only

@@ -73,6 +73,10 @@ class FetchPartitionOut(NamedTuple):
     last_stable_offset: int
     log_start_offset: int
     records_length: int  # bytes that follow via sendfile (0: empty records)
+    diverging_epoch: int = -1  # v12+ tag 0 when >= 0: a follower's log diverged at (epoch, end offset)
+    diverging_end_offset: int = -1
+    current_leader_id: int = -1  # v12+ tag 1 when >= 0: who leads now (KIP-951)
+    current_leader_epoch: int = -1
 
 
 class FetchTopicOut(NamedTuple):
@@ -143,13 +147,29 @@ def encode_fetch_response(version: int, error_code: int, session_id: int,
                 pieces.append(bytes(out))
                 out = bytearray()
             if flexible:
-                out += b"\x00"
+                out += _partition_tags(p)
         if flexible:
             out += b"\x00"
     if flexible:
         out += b"\x00"
     pieces.append(bytes(out))
     return pieces
+
+
+_DIVERGING = struct.Struct(">iqb")  # epoch, end_offset, no tags
+_LEADER = struct.Struct(">iib")  # leader_id, leader_epoch, no tags
+
+
+def _partition_tags(p: FetchPartitionOut) -> bytes:
+    """A Fetch partition's tagged fields: DivergingEpoch (0), CurrentLeader (1), in order."""
+    if p.diverging_epoch < 0 and p.current_leader_id < 0:
+        return b"\x00"
+    tags = []
+    if p.diverging_epoch >= 0:
+        tags.append(b"\x00" + _uvarint(_DIVERGING.size) + _DIVERGING.pack(p.diverging_epoch, p.diverging_end_offset, 0))
+    if p.current_leader_id >= 0:
+        tags.append(b"\x01" + _uvarint(_LEADER.size) + _LEADER.pack(p.current_leader_id, p.current_leader_epoch, 0))
+    return _uvarint(len(tags)) + b"".join(tags)
 
 
 class Appended(Protocol):

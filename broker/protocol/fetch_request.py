@@ -25,7 +25,8 @@ written from Kafka's FetchRequest.json:
     forgotten_topics_data  array    v7+ (topic or topic_id, then an int32 array): skipped,
                                     as we decline fetch sessions
     rack_id                string   v11+: skipped
-    tagged fields (v12+): cluster_id (0), replica_state (1): skipped
+    tagged fields (v12+): cluster_id (0): skipped; replica_state (1): replica_id int32,
+                          replica_epoch int64 (v15+, a follower broker's fetch)
 
 Only what the Fetch handler uses is kept. Anything that does not parse raises
 ProtocolViolation: the connection closes, as it does for bodies kio cannot decode.
@@ -38,6 +39,8 @@ import uuid
 from typing import NamedTuple
 
 from broker.protocol.body_reader import BodyReader, decode_guarded
+from broker.protocol.errors import ProtocolViolation
+from broker.protocol.framing import read_uvarint
 
 # Per partition, by version: (partition, fetch_offset, partition_max_bytes) at these
 # indexes of the unpacked tuple.
@@ -57,7 +60,9 @@ NO_LIMIT = (1 << 31) - 1  # max_bytes of v0-v2, which have none (Kafka's Int.Max
 class FetchTopic(NamedTuple):
     topic: str  # "" from v13 on (the id names it)
     topic_id: uuid.UUID | None  # None before v13
-    partitions: list[tuple[int, int, int]]  # (partition, fetch_offset, partition_max_bytes)
+    # (partition, fetch_offset, partition_max_bytes, current_leader_epoch, last_fetched_epoch),
+    # the epochs -1 in versions without them
+    partitions: list[tuple[int, int, int, int, int]]
 
 
 class FetchRequest(NamedTuple):
@@ -68,17 +73,20 @@ class FetchRequest(NamedTuple):
     session_id: int
     session_epoch: int
     topics: list[FetchTopic]
+    replica_id: int = -1  # >= 0: a follower broker (replica_id before v15, ReplicaState after)
+    replica_epoch: int = -1
 
 
-def _partition_layout(version: int) -> tuple[struct.Struct, int, int, int]:
-    """(struct, index of partition, of fetch_offset, of partition_max_bytes)."""
+def _partition_layout(version: int) -> tuple[struct.Struct, int, int, int, int, int]:
+    """(struct, index of partition, of fetch_offset, of partition_max_bytes, of
+    current_leader_epoch, of last_fetched_epoch); -1: the version has no such field."""
     if version >= 12:
-        return _PARTITION_V12, 0, 2, 5
+        return _PARTITION_V12, 0, 2, 5, 1, 3
     if version >= 9:
-        return _PARTITION_V9, 0, 2, 4
+        return _PARTITION_V9, 0, 2, 4, 1, -1
     if version >= 5:
-        return _PARTITION_V5, 0, 1, 3
-    return _PARTITION_V4, 0, 1, 2
+        return _PARTITION_V5, 0, 1, 3, -1, -1
+    return _PARTITION_V4, 0, 1, 2, -1, -1
 
 
 def decode(version: int, data: bytes | bytearray | memoryview, position: int) -> FetchRequest:
@@ -89,19 +97,20 @@ def decode(version: int, data: bytes | bytearray | memoryview, position: int) ->
 def _decode(version: int, data: bytes | bytearray | memoryview, position: int) -> FetchRequest:
     reader = BodyReader(data, position, version >= 12, "fetch")
     session_id, session_epoch = 0, -1
+    replica_id, replica_epoch = -1, -1
     if version >= 15:
         max_wait, min_bytes, max_bytes, isolation, session_id, session_epoch = reader.unpack(_TOP_V15)
     elif version >= 7:
-        _replica, max_wait, min_bytes, max_bytes, isolation, session_id, session_epoch = reader.unpack(_TOP_V7)
+        replica_id, max_wait, min_bytes, max_bytes, isolation, session_id, session_epoch = reader.unpack(_TOP_V7)
     elif version >= 4:
-        _replica, max_wait, min_bytes, max_bytes, isolation = reader.unpack(_TOP_V4)
+        replica_id, max_wait, min_bytes, max_bytes, isolation = reader.unpack(_TOP_V4)
     elif version == 3:
-        _replica, max_wait, min_bytes, max_bytes = reader.unpack(_TOP_V3)
+        replica_id, max_wait, min_bytes, max_bytes = reader.unpack(_TOP_V3)
         isolation = 0
     else:
-        _replica, max_wait, min_bytes = reader.unpack(_TOP_V0)
+        replica_id, max_wait, min_bytes = reader.unpack(_TOP_V0)
         max_bytes, isolation = NO_LIMIT, 0
-    layout, at_partition, at_offset, at_max = _partition_layout(version)
+    layout, at_partition, at_offset, at_max, at_epoch, at_last = _partition_layout(version)
     flexible = reader.flexible
     by_id = version >= 13
     topics: list[FetchTopic] = []
@@ -110,7 +119,7 @@ def _decode(version: int, data: bytes | bytearray | memoryview, position: int) -
             name, topic_id = "", reader.uuid()
         else:
             name, topic_id = reader.string(), None
-        partitions: list[tuple[int, int, int]] = []
+        partitions: list[tuple[int, int, int, int, int]] = []
         add = partitions.append
         unpack_from = layout.unpack_from
         size = layout.size
@@ -118,7 +127,8 @@ def _decode(version: int, data: bytes | bytearray | memoryview, position: int) -
         position = reader.position
         for _ in range(count):
             values = unpack_from(data, position)
-            add((values[at_partition], values[at_offset], values[at_max]))
+            add((values[at_partition], values[at_offset], values[at_max], values[at_epoch] if at_epoch >= 0 else -1,
+                 values[at_last] if at_last >= 0 else -1))
             position += size
             if flexible:
                 if data[position] == 0:  # no tagged fields, the usual case (IndexError: truncated)
@@ -138,6 +148,32 @@ def _decode(version: int, data: bytes | bytearray | memoryview, position: int) -
             reader.skip_tags()
     if version >= 11:
         reader.skip_string(nullable=True)  # rack_id
-    reader.skip_tags()
+    if version >= 15:
+        replica_id, replica_epoch = _replica_state(reader)
+    else:
+        reader.skip_tags()
     # Bytes after the body are ignored, as kio's decode ignores them.
-    return FetchRequest(max_wait, min_bytes, max_bytes, isolation, session_id, session_epoch, topics)
+    return FetchRequest(max_wait, min_bytes, max_bytes, isolation, session_id, session_epoch, topics, replica_id,
+                        replica_epoch)
+
+
+_REPLICA_STATE = struct.Struct(">iq")
+
+
+def _replica_state(reader: BodyReader) -> tuple[int, int]:
+    """The top-level tagged fields of v15+, keeping ReplicaState (tag 1) if present."""
+    data = reader.data
+    count, position = read_uvarint(data, reader.position)
+    replica = (-1, -1)
+    for _ in range(count):
+        tag, position = read_uvarint(data, position)
+        size, position = read_uvarint(data, position)
+        if position + size > len(data):
+            raise ProtocolViolation("fetch: tagged field runs past the frame")
+        if tag == 1:
+            if size < _REPLICA_STATE.size:
+                raise ProtocolViolation("fetch: short replica_state")
+            replica = _REPLICA_STATE.unpack_from(data, position)
+        position += size
+    reader.position = position
+    return replica

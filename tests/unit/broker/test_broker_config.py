@@ -40,7 +40,7 @@ def test_toml_file_and_overrides_win(tmp_path):
     ({"log.cleaner.min.cleanable.ratio": "1.5"}, "between 0 and 1"),
     ({"workers": "-1"}, "bad value for workers"),
     ({"queued.max.requests": "0"}, "bad value for queued.max.requests"),
-    ({"default.replication.factor": "3"}, "bad value for default.replication.factor"),
+    ({"default.replication.factor": "0"}, "bad value for default.replication.factor"),
     ({"num.partitions": "0"}, "bad value for num.partitions"),
     ({"auto.create.topics.enable": "yes"}, "expected true or false"),
     ({"listeners": "SSL://127.0.0.1:9093"}, "only PLAINTEXT"),

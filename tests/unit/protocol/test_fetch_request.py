@@ -18,11 +18,12 @@ VERSIONS = range(4, 17)
 TOPIC_IDS = [uuid.UUID(int=0x1234), uuid.UUID(int=0xABCDEF)]
 
 
-def kio_request(version: int, topics: list[tuple[str, int, list[tuple[int, int, int]]]], forgotten: int = 1) -> Any:
+def kio_request(version: int, topics: list[tuple[str, int, list[tuple[int, int, int]]]], forgotten: int = 1,
+                replica: int = -1) -> Any:
     """A kio FetchRequest with every field set (build() keeps those the version has):
     topics are (name, id index, [(partition, offset, max bytes)])."""
     return build(codec.request_class(1, version), {
-        "cluster_id": "cluster-x", "replica_id": -1, "replica_state": {"replica_id": -1, "replica_epoch": -1},
+        "cluster_id": "cluster-x", "replica_id": replica, "replica_state": {"replica_id": replica, "replica_epoch": 41},
         "max_wait": 500, "min_bytes": 1024, "max_bytes": 52428800, "isolation_level": 1, "session_id": 0,
         "session_epoch": -1, "rack_id": "rack-1",
         "topics": [{"topic": name, "topic_id": TOPIC_IDS[id_index], "partitions": [
@@ -58,7 +59,19 @@ def test_decodes_what_kio_encodes_to_what_kio_decodes(version: int, shape: int) 
             assert (mine.topic, mine.topic_id) == ("", kio_topic.topic_id)
         else:
             assert (mine.topic, mine.topic_id) == (kio_topic.topic, None)
-        assert mine.partitions == [(p.partition, p.fetch_offset, p.partition_max_bytes) for p in kio_topic.partitions]
+        epochs = (7 if version >= 9 else -1, 6 if version >= 12 else -1)
+        assert mine.partitions == [(p.partition, p.fetch_offset, p.partition_max_bytes, *epochs)
+                                   for p in kio_topic.partitions]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_follower_names_itself_in_replica_id_or_in_replica_state(version: int) -> None:
+    body = codec.encode_body(kio_request(version, SHAPES[2], replica=3))
+    ours = fetch_request.decode(version, body, 0)
+    assert ours.replica_id == 3
+    assert ours.replica_epoch == (41 if version >= 15 else -1)
+    consumer = fetch_request.decode(version, codec.encode_body(kio_request(version, SHAPES[2])), 0)
+    assert (consumer.replica_id, consumer.replica_epoch) == (-1, -1 if version < 15 else 41)
 
 
 def test_a_body_inside_a_frame_is_read_from_its_offset_and_trailing_bytes_are_ignored() -> None:

@@ -62,7 +62,7 @@ def test_fetch_requests_of_v0_to_v3_decode_as_kafka_python_encodes_them(version:
     decoded = fetch_request.decode(version, body, 0)
     assert (decoded.max_wait_ms, decoded.min_bytes, decoded.isolation_level) == (500, 1, 0)
     assert decoded.max_bytes == (52428800 if version == 3 else fetch_request.NO_LIMIT)
-    assert [(t.topic, t.partitions) for t in decoded.topics] == [("orders", [(0, 17, 65536), (2, 0, 1024)])]
+    assert [(t.topic, t.partitions) for t in decoded.topics] == [("orders", [(0, 17, 65536, -1, -1), (2, 0, 1024, -1, -1)])]
 
 
 @pytest.mark.parametrize("version", [0, 1, 2, 3])

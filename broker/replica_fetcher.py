@@ -1,0 +1,196 @@
+"""A follower's side of replication: fetch from each leader, append what it sends as it is.
+
+Each worker fetches the partitions it owns and follows (``Replication.followed``), one
+loop per leader broker over one connection (broker/remote_partition.py), as Kafka's
+ReplicaFetcherThread does per source broker. A round is one Fetch v15 naming each
+partition with the follower's log end (``fetch_offset``), the epoch of its last batch
+(``last_fetched_epoch``: the leader answers DivergingEpoch when the logs part there) and
+the leader epoch it knows (``current_leader_epoch``: a deposed leader answers
+FENCED_LEADER_EPOCH). The leader's batches are appended byte for byte with their offsets
+and epochs (PartitionLog.append_as_follower), and the follower's high watermark follows
+the leader's.
+
+Truncation (KIP-101/KIP-279 as KIP-595 does it in the fetch): with DivergingEpoch (e, o)
+the follower cuts its log at min(o, where its own epoch e ends) and fetches again; when
+its own last epoch below e is older, that takes more than one round, which the next
+fetch's LastFetchedEpoch drives. OFFSET_OUT_OF_RANGE (the leader's log starts after ours
+ends, or ends before our offset) restarts the log at the leader's start, or cuts it to
+the leader's high watermark.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from typing import Any, Callable
+
+from broker.protocol.errors import ErrorCode, KafkaError
+from broker.remote_partition import RemotePartitionClient
+from broker.replication import Followed, Replication
+from storage.errors import StorageError
+from storage.log import PartitionLog
+from storage.types import TopicPartition
+
+log = logging.getLogger(__name__)
+
+FOLLOWER_CLIENT_ID = "castle-replica-fetcher"
+
+
+class ReplicaFetcher:
+    def __init__(self, node_id: int, replication: Replication, log_for: Callable[[TopicPartition], PartitionLog | None],
+                 topic_id: Callable[[str], uuid.UUID | None], address_of: Callable[[int], tuple[str, int] | None],
+                 settings: Callable[[str], int], on_appended: Callable[[TopicPartition], None]) -> None:
+        self.node_id = node_id
+        self._replication = replication
+        self._log_for = log_for
+        self._topic_id = topic_id
+        self._address_of = address_of
+        self._settings = settings
+        self._on_appended = on_appended
+        self._loops: dict[int, asyncio.Task[None]] = {}
+        self._closed = False
+        replication.on_followed_changed = self.update
+
+    def update(self) -> None:
+        """Start a loop for each leader we now follow partitions of; loops with nothing
+        left to fetch end by themselves."""
+        if self._closed:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # opening, before the loop runs: WorkerNode.start() calls again
+        leaders = {f.leader for f in self._replication.followed.values() if f.leader >= 0}
+        for leader in leaders:
+            task = self._loops.get(leader)
+            if task is None or task.done():
+                self._loops[leader] = loop.create_task(self._run(leader), name=f"replica-fetcher-{leader}")
+
+    def _partitions_from(self, leader: int) -> dict[TopicPartition, Followed]:
+        return {tp: f for tp, f in self._replication.followed.items() if f.leader == leader}
+
+    async def _run(self, leader: int) -> None:
+        client: RemotePartitionClient | None = None
+        address: tuple[str, int] | None = None
+        backoff = self._settings("replica.fetch.backoff.ms") / 1000
+        try:
+            while not self._closed:
+                partitions = self._partitions_from(leader)
+                if not partitions:
+                    return
+                wanted = self._address_of(leader)
+                if wanted is None:
+                    await asyncio.sleep(backoff)  # the leader is not registered (yet, or any more)
+                    continue
+                if client is None or wanted != address:
+                    if client is not None:
+                        await client.close()
+                    address = wanted
+                    wait_ms = self._settings("replica.fetch.wait.max.ms")
+                    client = RemotePartitionClient(address[0], address[1], FOLLOWER_CLIENT_ID,
+                                                   timeout=max(10.0, wait_ms / 1000 + 10))
+                try:
+                    if not await self._round(client, partitions):
+                        await asyncio.sleep(backoff)
+                except KafkaError as exc:
+                    log.info("fetching from broker %d: %s", leader, exc)
+                    await asyncio.sleep(backoff)
+                except Exception:
+                    log.exception("fetching from broker %d failed", leader)
+                    await asyncio.sleep(backoff)
+        finally:
+            if client is not None:
+                await client.close()
+
+    async def _round(self, client: RemotePartitionClient, partitions: dict[TopicPartition, Followed]) -> bool:
+        """One Fetch; False when it should back off (every partition answered an error)."""
+        topics: dict[uuid.UUID, list[dict[str, Any]]] = {}
+        names: dict[tuple[uuid.UUID, int], TopicPartition] = {}
+        partition_bytes = self._settings("replica.fetch.max.bytes")
+        for tp, followed in partitions.items():
+            partition_log = self._log_for(tp)
+            topic_id = self._topic_id(tp.topic)
+            if partition_log is None or topic_id is None:
+                continue
+            topics.setdefault(topic_id, []).append({
+                "partition": tp.partition, "current_leader_epoch": followed.epoch,
+                "fetch_offset": partition_log.log_end_offset, "last_fetched_epoch": partition_log.epochs.latest_epoch,
+                "log_start_offset": partition_log.log_start_offset, "partition_max_bytes": partition_bytes})
+            names[(topic_id, tp.partition)] = tp
+        if not topics:
+            return False
+        answer = await client.fetch_as_replica({
+            "replica_state": {"replica_id": self.node_id, "replica_epoch": -1},
+            "max_wait": self._settings("replica.fetch.wait.max.ms"), "min_bytes": 1,
+            "max_bytes": self._settings("replica.fetch.response.max.bytes"), "isolation_level": 0,
+            "session_id": 0, "session_epoch": -1,
+            "topics": [{"topic_id": t, "partitions": p} for t, p in topics.items()],
+            "forgotten_topics_data": [], "rack_id": ""})
+        if answer.error_code:
+            raise KafkaError(answer.error_code, "the leader refused the fetch")
+        progressed = False
+        for topic in answer.responses:
+            for data in topic.partitions:
+                asked = names.get((topic.topic_id, data.partition_index))
+                if asked is None or self._replication.followed.get(asked) != partitions.get(asked):
+                    continue  # not asked, or our role changed while the fetch was out
+                progressed |= self._apply(asked, data)
+        return progressed
+
+    def _apply(self, tp: TopicPartition, data: Any) -> bool:
+        partition_log = self._log_for(tp)
+        if partition_log is None:
+            return False
+        code = data.error_code
+        if code == ErrorCode.offset_out_of_range:
+            self._out_of_range(tp, partition_log, data)
+            return True
+        if code:
+            # NOT_LEADER_OR_FOLLOWER, FENCED/UNKNOWN_LEADER_EPOCH: our view or the
+            # leader's is behind; the state znode's watch brings the change.
+            log.debug("%s: the leader answered error %d", tp, code)
+            return False
+        diverging = data.diverging_epoch
+        if diverging is not None and diverging.epoch >= 0:
+            self._truncate_diverged(tp, partition_log, int(diverging.epoch), int(diverging.end_offset))
+            return True
+        records = data.records
+        try:
+            if records:
+                info = partition_log.append_as_follower(records)
+                if info is not None:
+                    self._on_appended(tp)
+        except StorageError as exc:
+            log.error("%s: cannot append the leader's batches: %s", tp, exc)
+            return False
+        partition_log.advance_high_watermark(min(int(data.high_watermark), partition_log.log_end_offset))
+        return True
+
+    def _truncate_diverged(self, tp: TopicPartition, partition_log: PartitionLog, epoch: int, end_offset: int) -> None:
+        ours, our_end = partition_log.epochs.end_offset_for(epoch, partition_log.log_end_offset)
+        target = min(end_offset, our_end) if ours == epoch else our_end
+        if target < 0 or ours < 0:
+            target = min(end_offset, partition_log.log_end_offset)
+        target = max(target, partition_log.log_start_offset)
+        log.warning("%s: log diverges from the leader's after epoch %d (leader's end %d): truncating %d -> %d",
+                    tp, epoch, end_offset, partition_log.log_end_offset, target)
+        partition_log.truncate_to(target)
+
+    def _out_of_range(self, tp: TopicPartition, partition_log: PartitionLog, data: Any) -> None:
+        leader_start, leader_hw = int(data.log_start_offset), int(data.high_watermark)
+        if partition_log.log_end_offset < leader_start:
+            log.warning("%s: the leader's log starts at %d, after ours ends (%d): starting over there", tp,
+                        leader_start, partition_log.log_end_offset)
+            partition_log.truncate_fully_and_start_at(leader_start)
+        elif leader_hw >= 0 and partition_log.log_end_offset > leader_hw:
+            log.warning("%s: our log end %d is past the leader's: truncating to its high watermark %d", tp,
+                        partition_log.log_end_offset, leader_hw)
+            partition_log.truncate_to(max(leader_hw, partition_log.log_start_offset))
+
+    async def close(self) -> None:
+        self._closed = True
+        tasks = list(self._loops.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)

@@ -1,0 +1,107 @@
+"""The controller: elects partition leaders and records them in ZooKeeper.
+
+The elected coordinator process is the controller too (one election, one epoch: the
+coordinator epoch is the controller epoch written into every state znode). Each pass
+compares every partition's state znode with the live brokers and writes what must
+change, conditionally on the znode's version, so a leader's concurrent ISR change is
+never overwritten: the loser re-reads and decides again on the next pass.
+
+The rules are Kafka's (ZooKeeper mode, OfflinePartitionLeaderElectionStrategy):
+- a partition whose leader is down gets the first live replica, in assignment order,
+  that is in the ISR; its leader epoch goes up by one; the ISR keeps its live members;
+- with none, it stays offline (leader -1, the ISR keeps its last member so that member
+  is elected when it returns), unless unclean.leader.election.enable lets any live
+  replica lead (its ISR then is that replica alone);
+- a live leader's ISR loses the brokers that died (no new epoch: the leader stays).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Callable, Mapping, Protocol
+
+from coordination.local_topics import TopicInfo
+from coordination.znodes import PartitionState
+
+log = logging.getLogger(__name__)
+
+NO_LEADER = -1
+
+
+class StateStore(Protocol):
+    """What the controller needs of the ZooKeeper topic registry."""
+
+    def refresh(self) -> bool: ...
+    def all(self) -> list[TopicInfo]: ...
+    def replicas(self, name: str) -> dict[int, list[int]]: ...
+    def partition_states(self, name: str) -> dict[int, PartitionState]: ...
+    def partition_state(self, topic: str, partition: int) -> PartitionState | None: ...
+    def update_partition_state(self, topic: str, partition: int, state: PartitionState) -> PartitionState | None: ...
+    def set_partition_state(self, topic: str, partition: int, leader: int, leader_epoch: int, isr: list[int],
+                            controller_epoch: int | None = None) -> PartitionState: ...
+
+
+def elect(replicas: list[int], state: PartitionState, live: set[int], unclean: bool,
+          controller_epoch: int) -> PartitionState | None:
+    """The state the partition should have now, or None when it is right as it is."""
+    leader_alive = state.leader in live
+    live_isr = [b for b in state.isr if b in live]
+    if leader_alive:
+        if live_isr == state.isr:
+            return None
+        return PartitionState(state.leader, state.leader_epoch, live_isr, controller_epoch, state.zk_version)
+    in_sync = [b for b in replicas if b in live and b in state.isr]
+    if in_sync:
+        return PartitionState(in_sync[0], state.leader_epoch + 1, [b for b in replicas if b in live_isr],
+                              controller_epoch, state.zk_version)
+    if unclean:
+        alive = [b for b in replicas if b in live]
+        if alive:
+            return PartitionState(alive[0], state.leader_epoch + 1, [alive[0]], controller_epoch, state.zk_version)
+    if state.leader == NO_LEADER:
+        return None  # offline already: wait for an in-sync replica to come back
+    last = [state.leader] if state.leader in state.isr or not state.isr else state.isr[-1:]
+    return PartitionState(NO_LEADER, state.leader_epoch + 1, last, controller_epoch, state.zk_version)
+
+
+class Controller:
+    def __init__(self, store: StateStore, live_brokers: Callable[[], set[int]],
+                 unclean_allowed: Callable[[Mapping[str, str]], bool]) -> None:
+        self._store = store
+        self._live_brokers = live_brokers
+        self._unclean_allowed = unclean_allowed
+
+    def run_once(self, controller_epoch: int) -> int:
+        """One pass over every partition; the number of state znodes written."""
+        store = self._store
+        store.refresh()
+        live = self._live_brokers()
+        written = 0
+        for info in store.all():
+            try:
+                replicas = store.replicas(info.name)
+            except Exception:
+                continue  # deleted since all()
+            states = store.partition_states(info.name)
+            unclean = self._unclean_allowed(info.configs)
+            for partition, assigned in sorted(replicas.items()):
+                state = states.get(partition)
+                if state is None:
+                    # A topic from before states were written with it (or a lost write).
+                    isr = [b for b in assigned if b in live]
+                    store.set_partition_state(info.name, partition, isr[0] if isr else NO_LEADER, 0, isr or assigned[:1],
+                                              controller_epoch)
+                    written += 1
+                    continue
+                wanted = elect(assigned, state, live, unclean, controller_epoch)
+                if wanted is None:
+                    continue
+                done = store.update_partition_state(info.name, partition, wanted)
+                if done is None:
+                    log.info("controller: %s-%d changed under us; deciding again next pass", info.name, partition)
+                    continue
+                written += 1
+                if wanted.leader != state.leader:
+                    log.warning("controller: %s-%d leader %d -> %d (epoch %d, ISR %s)", info.name, partition,
+                                state.leader, wanted.leader, wanted.leader_epoch, wanted.isr)
+        return written
