@@ -454,7 +454,8 @@ class CoordinatorProcess:
         assert isinstance(registry, ZooKeeperTopicRegistry), "partition states are znodes"
         defaults = LogConfig.from_broker_config(self.config.storage_settings())
         controller = Controller(registry, lambda: set(self.opened.live_brokers()),
-                                lambda configs: defaults.with_overrides(configs).unclean_leader_election_enable)
+                                lambda configs: defaults.with_overrides(configs).unclean_leader_election_enable,
+                                (OFFSETS_TOPIC, int(self.config["offsets.topic.replication.factor"])))
         while True:
             if self.elected_epoch >= 0 and not self.suspended:
                 try:
@@ -544,13 +545,30 @@ class CoordinatorProcess:
         groups_before = len(self.coordinator.groups)
         entries: list[tuple[Any, Any]] = []
         for partition in range(self.offsets_log.partitions):
-            entries.extend(await self.offsets_log.read_partition(partition))
+            entries.extend(await self._read_offsets_partition(partition))
         self.coordinator.groups.clear()
         self.coordinator.load(entries)
         self.coordinator.loading = False
         self.coordinator.active = not self.suspended
         log.info("coordinator: loaded %d records, %d groups (had %d)", len(entries), len(self.coordinator.groups),
                  groups_before)
+
+    async def _read_offsets_partition(self, partition: int) -> list[tuple[Any, Any]]:
+        """A partition's records; while its leader is down (this process, as controller,
+        is electing another) or moving, try again rather than resign."""
+        retriable = {ErrorCode.coordinator_not_available, ErrorCode.not_leader_or_follower,
+                     ErrorCode.leader_not_available, ErrorCode.network_exception, ErrorCode.request_timed_out,
+                     ErrorCode.fenced_leader_epoch, ErrorCode.unknown_leader_epoch}
+        while True:
+            try:
+                return await self.offsets_log.read_partition(partition)
+            except KafkaError as exc:
+                if exc.code not in retriable or self._session_lost.is_set() or self.stopping.is_set():
+                    raise
+                log.info("coordinator: %s-%d not readable yet (%s); trying again", OFFSETS_TOPIC, partition, exc)
+            await asyncio.sleep(0.5)
+            await asyncio.get_running_loop().run_in_executor(None, self.registry.refresh)
+            await self._refresh_caches()
 
     async def _ensure_offsets_topic(self) -> None:
         from coordination.local_topics import TopicRegistryError

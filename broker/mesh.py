@@ -71,6 +71,7 @@ class Op(enum.IntEnum):
     FIND = 9  # where the elected coordinator is
     EPOCH = 10  # note: the epoch this broker's coordinator process was just elected with
     WAIT_COMMITTED = 11  # acks=all: answered once the high watermark passes the appends
+    EPOCH_END = 12  # OffsetForLeaderEpoch
 
 
 class PeerUnavailable(KafkaError):

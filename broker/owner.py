@@ -20,6 +20,8 @@ from broker.partition_ops import (
     AppendResult,
     CommitItem,
     DeleteItem,
+    EpochEndResult,
+    EpochItem,
     OffsetItem,
     OffsetResult,
     PartitionState,
@@ -39,6 +41,7 @@ from storage.types import FileRange, TopicPartition
 log = logging.getLogger(__name__)
 
 ZSTD = 4
+LATEST = -1  # ListOffsets' latest timestamp
 
 
 class TopicView(Protocol):
@@ -265,11 +268,36 @@ class Owner:
             if partition_log is None:
                 results.append(OffsetResult(ErrorCode.unknown_topic_or_partition))
                 continue
+            if self.replication.leader_epoch(tp) < 0:
+                results.append(OffsetResult(ErrorCode.not_leader_or_follower))
+                continue
             found = partition_log.offset_for_timestamp(timestamp)
             if found is None:
                 results.append(OffsetResult(ErrorCode.none, -1, -1, -1))
             else:
-                results.append(OffsetResult(ErrorCode.none, found[0], found[1], 0))
+                # The epoch of the record there (the latest epoch for the log's end), so
+                # a client can later check it with OffsetForLeaderEpoch (KIP-320).
+                epochs = partition_log.epochs
+                epoch = epochs.latest_epoch if timestamp == LATEST else epochs.epoch_at(found[0])
+                results.append(OffsetResult(ErrorCode.none, found[0], found[1], epoch))
+        return results
+
+    def epoch_end_offsets(self, items: list[EpochItem]) -> list[EpochEndResult]:
+        results = []
+        for tp, current, epoch in items:
+            partition_log = self.log_for(tp)
+            if partition_log is None:
+                results.append(EpochEndResult(ErrorCode.unknown_topic_or_partition))
+                continue
+            leader_epoch = self.replication.leader_epoch(tp)
+            if leader_epoch < 0:
+                results.append(EpochEndResult(ErrorCode.not_leader_or_follower))
+            elif current >= 0 and current != leader_epoch:
+                results.append(EpochEndResult(ErrorCode.fenced_leader_epoch if current < leader_epoch
+                                              else ErrorCode.unknown_leader_epoch))
+            else:
+                found, end = partition_log.epochs.end_offset_for(epoch, partition_log.log_end_offset)
+                results.append(EpochEndResult(ErrorCode.none, found, end))
         return results
 
     def delete_records(self, items: list[DeleteItem]) -> list[OffsetResult]:

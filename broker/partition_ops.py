@@ -45,6 +45,18 @@ class CommitItem(NamedTuple):
     offset: int  # the high watermark an acks=all append waits for (its last offset + 1)
 
 
+class EpochItem(NamedTuple):
+    tp: TopicPartition
+    current_leader_epoch: int  # the asker's (-1: unchecked)
+    leader_epoch: int  # where does this epoch end?
+
+
+class EpochEndResult(NamedTuple):
+    error_code: int
+    leader_epoch: int = -1  # the largest epoch <= the one asked that this log has
+    end_offset: int = -1  # the first offset after it
+
+
 class OffsetItem(NamedTuple):
     tp: TopicPartition
     timestamp: int  # or -1 latest, -2 earliest, -3 max timestamp
@@ -115,6 +127,10 @@ class PartitionOps(Protocol):
         ...
 
     def list_offsets(self, items: list[OffsetItem]) -> Reply[list[OffsetResult]]: ...
+
+    def epoch_end_offsets(self, items: list[EpochItem]) -> Reply[list[EpochEndResult]]:
+        """OffsetForLeaderEpoch: where each epoch ends in the leader's log."""
+        ...
 
     def delete_records(self, items: list[DeleteItem]) -> Reply[list[OffsetResult]]:
         """Move each log start; the result's offset is the new log start."""

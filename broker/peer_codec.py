@@ -14,6 +14,8 @@ views of the ring itself, which the log copies into the segment.
     read      i32 watcher (-1: none), tps, i64[n] offsets, i32[n] max bytes, u8[n] refuse zstd,
               i32[n] replica ids, i32[n] leader epochs, i32[n] last fetched epochs
     commit    i32 timeout ms, tps, i64[n] offsets; answered with u32 n, i16[n] error codes
+    epochs    tps, i32[n] current leader epochs, i32[n] epochs; answered with u32 n, i16[n]
+              error codes, i32[n] epochs, i64[n] end offsets
     offsets   tps, i64[n] timestamps (ListOffsets) or offsets (DeleteRecords)
     serve     i16 api key, i16 version, string client id, string client host, request body
 """
@@ -29,6 +31,8 @@ from broker.partition_ops import (
     AppendResult,
     CommitItem,
     DeleteItem,
+    EpochEndResult,
+    EpochItem,
     OffsetItem,
     OffsetResult,
     PartitionState,
@@ -303,6 +307,29 @@ def encode_codes(codes: Sequence[int]) -> list[bytes]:
 def decode_codes(data: Buffer) -> list[int]:
     reader = Reader(data)
     return list(reader.column("h", reader.u32()))
+
+
+# ---------------------------------------------------------------------- OffsetForLeaderEpoch
+def encode_epoch_items(items: Sequence[EpochItem]) -> list[bytes]:
+    return _encode_runs([item.tp for item in items], (("i", [item.current_leader_epoch for item in items]),
+                                                      ("i", [item.leader_epoch for item in items])))
+
+
+def decode_epoch_items(data: Buffer) -> list[EpochItem]:
+    tps, (currents, epochs) = _decode_runs(Reader(data), "ii")
+    return [EpochItem(tp, current, epoch) for tp, current, epoch in zip(tps, currents, epochs)]
+
+
+def encode_epoch_results(results: Sequence[EpochEndResult]) -> list[bytes]:
+    return [_U32.pack(len(results)), _column("h", [r.error_code for r in results]),
+            _column("i", [r.leader_epoch for r in results]), _column("q", [r.end_offset for r in results])]
+
+
+def decode_epoch_results(data: Buffer) -> list[EpochEndResult]:
+    reader = Reader(data)
+    count = reader.u32()
+    columns = [reader.column(code, count) for code in "hiq"]
+    return [EpochEndResult(*fields) for fields in zip(*columns)]
 
 
 # ---------------------------------------------------------------------- offsets

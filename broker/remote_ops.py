@@ -18,6 +18,8 @@ from broker.partition_ops import (
     AppendResult,
     CommitItem,
     DeleteItem,
+    EpochEndResult,
+    EpochItem,
     OffsetItem,
     OffsetResult,
     PartitionState,
@@ -57,6 +59,10 @@ class RemotePartitionOps:
         return self._mesh.call(self.peer, Op.WAIT_COMMITTED, parts, codec.decode_codes,
                                max(self._timeout, timeout_ms / 1000 + 5), self._wait)
 
+    def epoch_end_offsets(self, items: list[EpochItem]) -> "asyncio.Future[list[EpochEndResult]]":
+        return self._mesh.call(self.peer, Op.EPOCH_END, codec.encode_epoch_items(items), codec.decode_epoch_results,
+                               self._timeout, self._wait)
+
     def list_offsets(self, items: list[OffsetItem]) -> "asyncio.Future[list[OffsetResult]]":
         parts = codec.encode_offset_items(items)
         return self._mesh.call(self.peer, Op.LIST_OFFSETS, parts, codec.decode_offset_results,
@@ -87,6 +93,8 @@ class LocalPartitionOps(Protocol):
 
     def list_offsets(self, items: list[OffsetItem]) -> list[OffsetResult]: ...
 
+    def epoch_end_offsets(self, items: list[EpochItem]) -> list[EpochEndResult]: ...
+
     def delete_records(self, items: list[DeleteItem]) -> list[OffsetResult]: ...
 
     def partition_state(self, tps: list[TopicPartition]) -> list[PartitionState]: ...
@@ -112,6 +120,9 @@ def serve_partition_ops(mesh: Mesh, owner: LocalPartitionOps) -> None:
             return codec.encode_codes(answer)
         return asyncio.ensure_future(_encoded(answer))
 
+    def epoch_end_offsets(body: memoryview) -> Parts:
+        return codec.encode_epoch_results(owner.epoch_end_offsets(codec.decode_epoch_items(body)))
+
     def list_offsets(body: memoryview) -> Parts:
         return codec.encode_offset_results(owner.list_offsets(codec.decode_offset_items(body, OffsetItem)))
 
@@ -125,7 +136,7 @@ def serve_partition_ops(mesh: Mesh, owner: LocalPartitionOps) -> None:
         owner.sync_registry()
         return []
 
-    mesh.handlers.update({Op.APPEND: append, Op.READ: read, Op.WAIT_COMMITTED: wait_committed, Op.LIST_OFFSETS: list_offsets,
+    mesh.handlers.update({Op.APPEND: append, Op.READ: read, Op.WAIT_COMMITTED: wait_committed, Op.EPOCH_END: epoch_end_offsets, Op.LIST_OFFSETS: list_offsets,
                           Op.DELETE_RECORDS: delete_records, Op.PARTITION_STATE: partition_state,
                           Op.SYNC_REGISTRY: sync_registry})
 

@@ -127,8 +127,14 @@ class Replication:
         led = self.led.get(tp)
         if led is not None and led.epoch == view.leader_epoch:
             if view.zk_version > led.zk_version:  # our own ISR write, or the controller's, read back
-                led.isr, led.zk_version, led.replicas = list(view.isr), view.zk_version, list(view.replicas)
+                led.isr, led.zk_version = list(view.isr), view.zk_version
                 led.controller_epoch = view.controller_epoch
+            if view.replicas != led.replicas:  # a replica added (or moved): it fetches, then joins the ISR
+                led.replicas = list(view.replicas)
+                for broker in led.replicas:
+                    if broker != self.node_id:
+                        led.followers.setdefault(broker, FollowerProgress())
+                partition_log.set_replicated(len(led.replicas) > 1)
             return
         end = partition_log.log_end_offset
         if led is None:
@@ -250,6 +256,7 @@ class Replication:
         if led.isr_write_pending or isr == led.isr:
             return
         led.isr_write_pending = True
+        before = list(led.isr)
         wanted = PartitionState(self.node_id, led.epoch, isr, led.controller_epoch, led.zk_version)
         written = self._write_isr(tp, wanted)
 
@@ -263,7 +270,7 @@ class Replication:
                 # watch brings its state, and the next fetch or lag check decides again.
                 log.info("%s: ISR change to %s not written (the state znode moved on)", tp, isr)
                 return
-            log.info("%s: ISR %s -> %s", tp, led.isr, state.isr)
+            log.info("%s: ISR %s -> %s", tp, before, state.isr)
             led.isr, led.zk_version = list(state.isr), state.zk_version
             partition_log = self._log_for(tp)
             if partition_log is not None:

@@ -39,6 +39,7 @@ class StateStore(Protocol):
     def update_partition_state(self, topic: str, partition: int, state: PartitionState) -> PartitionState | None: ...
     def set_partition_state(self, topic: str, partition: int, leader: int, leader_epoch: int, isr: list[int],
                             controller_epoch: int | None = None) -> PartitionState: ...
+    def add_replicas(self, name: str, wanted: Mapping[int, list[int]]) -> bool: ...
 
 
 def elect(replicas: list[int], state: PartitionState, live: set[int], unclean: bool,
@@ -64,12 +65,34 @@ def elect(replicas: list[int], state: PartitionState, live: set[int], unclean: b
     return PartitionState(NO_LEADER, state.leader_epoch + 1, last, controller_epoch, state.zk_version)
 
 
+def widened(replicas: Mapping[int, list[int]], live: list[int], factor: int) -> dict[int, list[int]]:
+    """Brokers to add to each partition so it has ``factor`` replicas (as far as the live
+    brokers allow), taken round robin from the partition's place so they spread."""
+    out: dict[int, list[int]] = {}
+    for partition, assigned in sorted(replicas.items()):
+        missing = factor - len(assigned)
+        if missing <= 0:
+            continue
+        candidates = [b for b in live if b not in assigned]
+        if not candidates:
+            continue
+        start = partition % len(candidates)
+        rotated = candidates[start:] + candidates[:start]
+        out[partition] = rotated[:missing]
+    return out
+
+
 class Controller:
+    """``offsets_topic``: (name, replication factor wanted): a topic created with fewer
+    replicas than wanted (fewer brokers were alive) gets more as brokers join."""
+
     def __init__(self, store: StateStore, live_brokers: Callable[[], set[int]],
-                 unclean_allowed: Callable[[Mapping[str, str]], bool]) -> None:
+                 unclean_allowed: Callable[[Mapping[str, str]], bool],
+                 offsets_topic: tuple[str, int] | None = None) -> None:
         self._store = store
         self._live_brokers = live_brokers
         self._unclean_allowed = unclean_allowed
+        self._offsets_topic = offsets_topic
 
     def run_once(self, controller_epoch: int) -> int:
         """One pass over every partition; the number of state znodes written."""
@@ -82,6 +105,12 @@ class Controller:
                 replicas = store.replicas(info.name)
             except Exception:
                 continue  # deleted since all()
+            if self._offsets_topic is not None and info.name == self._offsets_topic[0]:
+                grow = widened(replicas, sorted(live), self._offsets_topic[1])
+                if grow and store.add_replicas(info.name, grow):
+                    log.warning("controller: %s gets replicas on %s (offsets.topic.replication.factor %d)", info.name,
+                                sorted({b for added in grow.values() for b in added}), self._offsets_topic[1])
+                    written += 1
             states = store.partition_states(info.name)
             unclean = self._unclean_allowed(info.configs)
             for partition, assigned in sorted(replicas.items()):

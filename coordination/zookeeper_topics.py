@@ -574,6 +574,31 @@ class ZooKeeperTopicRegistry:
             return info
         raise TopicRegistryError(ErrorCode.unknown_server_error, f"topic '{name}': too many concurrent changes")
 
+    def add_replicas(self, name: str, wanted: Mapping[int, list[int]]) -> bool:
+        """Append brokers to partitions' replica lists (a replica is only ever added here:
+        a new one catches up as a follower and joins the ISR; none leaves). False when the
+        topic changed meanwhile or is gone."""
+        topic_path = TopicZNode.path(name)
+        try:
+            data, stat = self._call(self.client.get, topic_path)
+        except NoNodeError:
+            return False
+        current = TopicZNode.decode(name, data)
+        if current.topic_id is None:
+            return False
+        replicas = {p: list(r) for p, r in current.replicas.items()}
+        for partition, added in wanted.items():
+            if partition in replicas:
+                replicas[partition] += [b for b in added if b not in replicas[partition]]
+        if replicas == current.replicas:
+            return True
+        try:
+            self._call(self.client.set, topic_path, TopicZNode.encode(current.topic_id, replicas), version=stat.version)
+        except (BadVersionError, NoNodeError):
+            return False
+        self._changed(name)
+        return True
+
     def _read_configs(self, name: str) -> dict[str, str]:
         try:
             data, _ = self._call(self.client.get, TopicConfigZNode.path(name))

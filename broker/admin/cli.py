@@ -86,6 +86,28 @@ def topic_spec(text: str) -> "TopicSpec":
     return TopicSpec(topic, partitions)
 
 
+def replica_assignment(text: str) -> list[list[int]]:
+    """kafka-topics.sh's ``--replica-assignment``: ``1:2:3,2:3:1`` puts partition 0 on brokers
+    1, 2, 3 (1 preferred leader) and partition 1 on 2, 3, 1. Every partition gets the same
+    number of replicas, each on a different broker."""
+    assignment: list[list[int]] = []
+    for partition, part in enumerate(text.split(",")):
+        try:
+            brokers = [int(b) for b in part.split(":")]
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected broker ids like 1:2:3,2:3:1 (partitions split by ',', replicas by ':'), got {text!r}") from None
+        if any(b < 0 for b in brokers):
+            raise argparse.ArgumentTypeError(f"broker ids must be 0 or more: {text!r}")
+        if len(set(brokers)) != len(brokers):
+            raise argparse.ArgumentTypeError(f"partition {partition} names a broker twice: {part.strip()!r}")
+        if assignment and len(brokers) != len(assignment[0]):
+            raise argparse.ArgumentTypeError(f"partition {partition} has a different replication factor "
+                                             f"({len(brokers)}) than partition 0 ({len(assignment[0])}): {text!r}")
+        assignment.append(brokers)
+    return assignment
+
+
 def timestamp_ms(text: str) -> int:
     """An ISO 8601 instant (``2024-05-01T12:00:00Z``, ``...+02:00``; no offset: local time) in ms."""
     try:
@@ -142,11 +164,18 @@ def add_commands(sub: Any) -> None:
     p = _leaf(tsub, "describe", "partitions (leader, replicas, isr) and non-default configs", common, "topics.describe")
     p.add_argument("topics", nargs="*", metavar="TOPIC", help="topics to describe (default: all)")
     p.add_argument("--exclude-internal", action="store_true", help="leave out internal topics")
+    p.add_argument("--under-replicated-partitions", action="store_true",
+                   help="only partitions whose ISR is smaller than their replica list")
+    p.add_argument("--unavailable-partitions", action="store_true",
+                   help="only partitions without a leader, or whose leader's broker is offline")
     p = _leaf(tsub, "create", "create a topic", common, "topics.create")
     p.add_argument("topic", metavar="TOPIC")
     p.add_argument("--partitions", type=positive_int, help="partition count (default: the broker's num.partitions)")
     p.add_argument("--replication-factor", type=positive_int,
                    help="replicas per partition (default: the broker's default.replication.factor)")
+    p.add_argument("--replica-assignment", type=replica_assignment, metavar="B:B,B:B,...",
+                   help="the brokers of each partition, e.g. 1:2:3,2:3:1 (partition 0 on 1,2,3, partition 1 on "
+                        "2,3,1; the first is the preferred leader); not with --partitions or --replication-factor")
     p.add_argument("--config", action="append", type=key_value, default=[], metavar="KEY=VALUE",
                    help="a topic config (repeatable)")
     p.add_argument("--if-not-exists", action="store_true", help="succeed when the topic already exists")
@@ -240,10 +269,17 @@ def _unique(names: Sequence[str]) -> list[str]:
 
 def _handlers() -> dict[str, Callable[["Session", argparse.Namespace], "Report"]]:
     from broker.admin import configs, groups, reset, topics
+    from broker.admin.session import UsageError
 
     def alter_topic(s: "Session", a: argparse.Namespace) -> "Report":
         settings, deleted = _changes(a)
         return configs.alter(s, "topic", a.topic, settings, deleted, a.dry_run)
+
+    def create_topic(s: "Session", a: argparse.Namespace) -> "Report":
+        if a.replica_assignment is not None and (a.partitions is not None or a.replication_factor is not None):
+            raise UsageError("--replica-assignment cannot be used with --partitions or --replication-factor")
+        return topics.create(s, a.topic, a.partitions, a.replication_factor, dict(a.config), a.if_not_exists,
+                             a.dry_run, a.replica_assignment)
 
     def alter_config(s: "Session", a: argparse.Namespace) -> "Report":
         settings, deleted = _changes(a)
@@ -252,9 +288,9 @@ def _handlers() -> dict[str, Callable[["Session", argparse.Namespace], "Report"]
 
     return {
         "topics.list": lambda s, a: topics.list_topics(s, a.exclude_internal),
-        "topics.describe": lambda s, a: topics.describe(s, _unique(a.topics), a.exclude_internal),
-        "topics.create": lambda s, a: topics.create(s, a.topic, a.partitions, a.replication_factor, dict(a.config),
-                                                    a.if_not_exists, a.dry_run),
+        "topics.describe": lambda s, a: topics.describe(s, _unique(a.topics), a.exclude_internal,
+                                                        a.under_replicated_partitions, a.unavailable_partitions),
+        "topics.create": create_topic,
         "topics.delete": lambda s, a: topics.delete(s, _unique(a.topics), a.if_exists),
         "topics.alter-configs": alter_topic,
         "topics.add-partitions": lambda s, a: topics.add_partitions(s, a.topic, a.partitions, a.dry_run),

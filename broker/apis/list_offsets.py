@@ -8,9 +8,10 @@ since every segment is local; any other value is the first offset whose timestam
 or after it. An unknown topic or partition is UNKNOWN_TOPIC_OR_PARTITION on that
 partition; a partition asked for twice in one request is INVALID_REQUEST on each
 occurrence, as Kafka does. No transactions yet, so the last stable offset is the high
-watermark and the isolation level changes nothing. There is no leader election, so the
-leader epoch is 0 wherever an offset is found (-1, with offset -1 and timestamp -1, when
-none is), and the request's current_leader_epoch is not checked. replica_id is ignored.
+watermark and the isolation level changes nothing. The leader epoch answered is that of
+the record found (the latest epoch for -1; -1 with offset -1 and timestamp -1 when none is
+found). current_leader_epoch (v4+) is checked against the partition's recorded epoch:
+older is FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH (KIP-320). replica_id is ignored.
 
 Version notes: v0 (several offsets per partition; Kafka 4.0 dropped it, kio lacks it) is
 decoded and answered by hand (broker/protocol/list_offsets_v0.py): the one offset v1 would
@@ -85,6 +86,9 @@ async def handle_list_offsets(ctx: RequestContext, request: ListOffsetsRequest |
                 entry = _partition(p.partition_index, ErrorCode.invalid_request)
             elif info is None or not info.has_partition(p.partition_index):
                 entry = _partition(p.partition_index, ErrorCode.unknown_topic_or_partition)
+            elif (fenced := _epoch_check(node, topic.name, p.partition_index,
+                                         getattr(p, "current_leader_epoch", -1))):
+                entry = _partition(p.partition_index, fenced)
             else:
                 entry = _partition(p.partition_index, ErrorCode.none)
                 items.append(OffsetItem(TopicPartition(topic.name, p.partition_index), _owner_timestamp(p.timestamp)))
@@ -97,6 +101,15 @@ async def handle_list_offsets(ctx: RequestContext, request: ListOffsetsRequest |
             entry.update(error_code=result.error_code, offset=result.offset, timestamp=result.timestamp,
                          leader_epoch=result.leader_epoch)
     return build(codec.response_class(KEY, ctx.api_version), {"throttle_time": 0, "topics": topics})
+
+
+def _epoch_check(node: Any, topic: str, partition: int, current: int) -> int:
+    if current < 0:
+        return 0
+    view = node.cluster.partition(topic, partition)
+    if view is None or current == view.leader_epoch:
+        return 0
+    return ErrorCode.fenced_leader_epoch if current < view.leader_epoch else ErrorCode.unknown_leader_epoch
 
 
 async def _handle_v0(ctx: RequestContext, request: ListOffsetsV0Request) -> bytes:

@@ -134,6 +134,9 @@ from kio.schema.offset_fetch.v6.request import OffsetFetchRequest as _OffsetFetc
 from kio.schema.offset_fetch.v7.request import OffsetFetchRequest as _OffsetFetchRequestV7
 from kio.schema.offset_fetch.v8.request import OffsetFetchRequest as _OffsetFetchRequestV8
 from kio.schema.offset_fetch.v9.request import OffsetFetchRequest as _OffsetFetchRequestV9
+from kio.schema.offset_for_leader_epoch.v2.request import OffsetForLeaderEpochRequest as _OffsetForLeaderEpochRequestV2
+from kio.schema.offset_for_leader_epoch.v3.request import OffsetForLeaderEpochRequest as _OffsetForLeaderEpochRequestV3
+from kio.schema.offset_for_leader_epoch.v4.request import OffsetForLeaderEpochRequest as _OffsetForLeaderEpochRequestV4
 from kio.schema.sync_group.v0.request import SyncGroupRequest as _SyncGroupRequestV0
 from kio.schema.sync_group.v1.request import SyncGroupRequest as _SyncGroupRequestV1
 from kio.schema.sync_group.v2.request import SyncGroupRequest as _SyncGroupRequestV2
@@ -363,6 +366,13 @@ DescribeClusterRequest = Union[
     _DescribeClusterRequestV2,
 ]
 
+# key 23
+OffsetForLeaderEpochRequest = Union[
+    _OffsetForLeaderEpochRequestV2,
+    _OffsetForLeaderEpochRequestV3,
+    _OffsetForLeaderEpochRequestV4,
+]
+
 BY_KEY: dict[int, object] = {
     2: ListOffsetsRequest,
     3: MetadataRequest,
@@ -383,8 +393,10 @@ BY_KEY: dict[int, object] = {
     32: DescribeConfigsRequest,
     33: AlterConfigsRequest,
     37: CreatePartitionsRequest,
+    23: OffsetForLeaderEpochRequest,
     42: DeleteGroupsRequest,
     44: IncrementalAlterConfigsRequest,
     47: OffsetDeleteRequest,
     60: DescribeClusterRequest,
 }
+

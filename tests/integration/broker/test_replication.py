@@ -9,13 +9,15 @@ The faults are real: kill -9 of every process of a broker, SIGSTOP of a whole br
 from __future__ import annotations
 
 import os
+import signal
+import threading
 import time
 import uuid
 from typing import Any, Callable
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
 from storage.batch import HEADER_SIZE, parse_header
 from storage.records import decode_batch
@@ -68,7 +70,7 @@ def broker_with_id(brokers: list[Broker], node_id: int) -> Broker:
 
 
 def produce_acked(brokers: list[Broker], topic: str, values: list[str], history: History, acks: str = "all",
-                  extra: dict[str, Any] | None = None) -> None:
+                  extra: dict[str, Any] | None = None, partitions: int = 3) -> None:
     producer = Producer({"bootstrap.servers": bootstrap(brokers), "enable.idempotence": acks == "all", "acks": acks,
                          "linger.ms": 5, "message.timeout.ms": 60000, **(extra or {})})
 
@@ -85,7 +87,8 @@ def produce_acked(brokers: list[Broker], topic: str, values: list[str], history:
     for value in values:
         while True:
             try:
-                producer.produce(topic, value=value.encode(), partition=hash(value) % 3, on_delivery=report)
+                producer.produce(topic, value=value.encode(), partition=sum(map(ord, value)) % partitions,
+                                 on_delivery=report)
                 break
             except BufferError:
                 producer.poll(0.1)
@@ -158,3 +161,252 @@ def log_records(broker: Broker, topic: str, partitions: int) -> dict[int, list[t
                     position += header.size
         out[p] = records
     return out
+
+
+class Load:
+    """Idempotent acks=all producers and an assigned consumer running in threads, every
+    outcome recorded in ``history`` (Jepsen's Kafka checker then judges the whole run)."""
+
+    def __init__(self, brokers: list[Broker], topic: str, partitions: int, history: History) -> None:
+        self.brokers, self.topic, self.partitions, self.history = brokers, topic, partitions, history
+        self.stop = threading.Event()
+        self.sent = 0
+        self.errors: list[BaseException] = []
+        self.threads = [threading.Thread(target=self._guard, args=(self._produce,), daemon=True),
+                        threading.Thread(target=self._guard, args=(self._consume,), daemon=True)]
+
+    def __enter__(self) -> "Load":
+        for thread in self.threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop.set()
+        for thread in self.threads:
+            thread.join(120)
+        assert not any(t.is_alive() for t in self.threads), "a load thread did not stop"
+
+    def _guard(self, work: Callable[[], None]) -> None:
+        try:
+            work()
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            self.errors.append(exc)
+
+    def _produce(self) -> None:
+        history, topic = self.history, self.topic
+        producer = Producer({"bootstrap.servers": ",".join(b.bootstrap for b in self.brokers),
+                             "enable.idempotence": True, "acks": "all", "linger.ms": 2, "message.timeout.ms": 90000,
+                             "retry.backoff.ms": 100, "reconnect.backoff.max.ms": 500})
+
+        def report(err: Any, msg: Any) -> None:
+            key, value = (msg.topic(), msg.partition()), msg.value().decode()
+            if err is None:
+                history.ack(key, value, msg.offset())
+            elif err.code() == KafkaError._MSG_TIMED_OUT or err.retriable():
+                history.info(key, value)
+            else:
+                history.fail(key, value)
+
+        while not self.stop.is_set():
+            value = f"w{self.sent}"
+            try:
+                producer.produce(topic, value=value.encode(), partition=self.sent % self.partitions, on_delivery=report)
+                self.sent += 1
+            except BufferError:
+                pass
+            producer.poll(0.004)
+        assert producer.flush(120) == 0, "records still in flight 120 s after the load stopped"
+
+    def _consume(self) -> None:
+        consumer = Consumer({"bootstrap.servers": ",".join(b.bootstrap for b in self.brokers),
+                             "group.id": f"reader-{uuid.uuid4().hex}", "enable.auto.commit": False,
+                             "auto.offset.reset": "earliest", "topic.metadata.refresh.interval.ms": 1000})
+        consumer.assign([TopicPartition(self.topic, p, 0) for p in range(self.partitions)])
+        try:
+            while not self.stop.is_set():
+                msg = consumer.poll(0.2)
+                if msg is None or msg.error():
+                    continue
+                self.history.read("reader", (msg.topic(), msg.partition()), msg.offset(), msg.value().decode())
+        finally:
+            consumer.close()
+
+
+def pause(broker: Broker) -> None:
+    """SIGSTOP every process of a broker (its process group: the test started it in a new session)."""
+    os.killpg(broker.pid, signal.SIGSTOP)
+
+
+def resume(broker: Broker) -> None:
+    os.killpg(broker.pid, signal.SIGCONT)
+
+
+def leader_of(brokers: list[Broker], topic: str, partition: int) -> int:
+    return describe(brokers, topic)[partition][0]
+
+
+def test_kill_9_of_each_partition_leader_loses_no_acknowledged_record(three: list[Broker]) -> None:
+    """min.insync.replicas=2, idempotent producers with acks=all: the leader of each
+    partition in turn dies by kill -9 (every process of its broker) while they write; a
+    new leader is elected from the ISR, the dead broker comes back, truncates what the
+    others never had and catches up. Every acknowledged record is read back exactly once,
+    at its offset, and no consumer ever read a record that later disappeared."""
+    topic = "jepsen"
+    create(three, topic, 3, 3, {"min.insync.replicas": "2"})
+    wait_until(lambda: all(len(isr) == 3 for _l, _r, isr in describe(three, topic).values()), 30, "full ISRs")
+    history = History()
+    with Load(three, topic, 3, history) as load:
+        for partition in range(3):
+            time.sleep(2)
+            victim_id = leader_of(three, topic, partition)
+            victim = broker_with_id(three, victim_id)
+            victim.kill()
+            others = [b for b in three if b is not victim]
+            wait_until(lambda: leader_of(others, topic, partition) not in (victim_id, -1), 30,
+                       f"a new leader of {topic}-{partition}")
+            time.sleep(1)
+            victim.start()
+            wait_until(lambda: all(len(isr) == 3 for _l, _r, isr in describe(three, topic).values()), 60,
+                       f"broker {victim_id} back in every ISR")
+        time.sleep(2)
+    assert not load.errors, load.errors
+    read_all(three, topic, 3, history)
+    report = history.check()
+    assert report.ok, report.summary()
+    assert report.acked > 300, report.summary()
+    # The three copies agree, record for record and offset for offset.
+    final = {p: records for p, records in read_all(three, topic, 3).items()}
+    for broker in three:
+        wait_until(lambda: log_records(broker, topic, 3) == final, 30, f"broker {broker.bootstrap}'s copy")
+
+
+def test_a_stopped_follower_leaves_the_isr_and_rejoins_and_two_stopped_refuse_acks_all(three: list[Broker]) -> None:
+    topic = "stopped"
+    create(three, topic, 1, 3, {"min.insync.replicas": "2"})
+    wait_until(lambda: len(describe(three, topic)[0][2]) == 3, 30, "a full ISR")
+    leader_id = leader_of(three, topic, 0)
+    followers = [b for i, b in enumerate(three, start=1) if i != leader_id]
+    history = History()
+    pause(followers[0])
+    try:
+        # The ISR shrinks after replica.lag.time.max.ms; acks=all goes on with two replicas.
+        wait_until(lambda: len(describe([broker_with_id(three, leader_id)], topic)[0][2]) == 2, LAG_MS / 1000 + 15,
+                   "the stopped follower out of the ISR")
+        produce_acked([broker_with_id(three, leader_id)], topic, [f"a{i}" for i in range(50)], history, partitions=1)
+        assert history.check().acked == 50
+        pause(followers[1])
+        try:
+            wait_until(lambda: len(describe([broker_with_id(three, leader_id)], topic)[0][2]) == 1, LAG_MS / 1000 + 15,
+                       "the second stopped follower out of the ISR")
+            refused = History()
+            produce_acked([broker_with_id(three, leader_id)], topic, ["refused"], refused, partitions=1,
+                          extra={"message.timeout.ms": 3000, "enable.idempotence": False, "retries": 0})
+            assert refused.check().acked == 0
+            assert error_of_acks_all(broker_with_id(three, leader_id), topic) == "NOT_ENOUGH_REPLICAS"
+            produce_acked([broker_with_id(three, leader_id)], topic, ["one"], history, acks="1", partitions=1)
+        finally:
+            resume(followers[1])
+    finally:
+        resume(followers[0])
+    wait_until(lambda: len(describe(three, topic)[0][2]) == 3, 60, "both followers back in the ISR")
+    read_all(three, topic, 1, history)
+    assert history.check().ok, history.check().summary()
+    final = read_all(three, topic, 1)
+    for broker in three:
+        wait_until(lambda: log_records(broker, topic, 1) == final, 30, f"broker {broker.bootstrap}'s copy")
+
+
+def error_of_acks_all(broker: Broker, topic: str) -> str:
+    """The error name an acks=all produce gets from ``broker`` (one try, no retries)."""
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all", "retries": 0,
+                         "message.timeout.ms": 5000, "enable.idempotence": False})
+    errors: list[str] = []
+    producer.produce(topic, value=b"x", partition=0, on_delivery=lambda err, _m: errors.append(err.name() if err else ""))
+    producer.flush(10)
+    return errors[0] if errors else "no answer"
+
+
+def java_hash(text: str) -> int:
+    value = 0
+    for char in text:
+        value = (31 * value + ord(char)) & 0xFFFFFFFF
+    return value - (1 << 32) if value >= 1 << 31 else value
+
+
+def committed(brokers: list[Broker], group: str, topic: str, partitions: int) -> dict[int, int]:
+    consumer = Consumer({"bootstrap.servers": bootstrap(brokers), "group.id": group, "enable.auto.commit": False})
+    try:
+        found = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=30)
+        return {tp.partition: tp.offset for tp in found}
+    finally:
+        consumer.close()
+
+
+def test_committed_offsets_survive_the_loss_of_the_broker_leading_their_partition(three: list[Broker]) -> None:
+    """A commit is answered once the ISR of its __consumer_offsets partition has it; when
+    the broker leading that partition dies for good, the new leader has every commit."""
+    topic, group = "orders", "billing"
+    create(three, topic, 2, 3, {})
+    wait_until(lambda: all(len(isr) == 3 for _l, _r, isr in describe(three, "__consumer_offsets").values()), 60,
+               "__consumer_offsets replicated on the three brokers")
+    consumer = Consumer({"bootstrap.servers": bootstrap(three), "group.id": group, "enable.auto.commit": False})
+    try:
+        for round_ in range(1, 6):
+            consumer.commit(offsets=[TopicPartition(topic, 0, 10 * round_), TopicPartition(topic, 1, 7 * round_)],
+                            asynchronous=False)
+    finally:
+        consumer.close()
+    assert committed(three, group, topic, 2) == {0: 50, 1: 35}
+    partition = abs(java_hash(group)) % 4
+    victim_id = describe(three, "__consumer_offsets")[partition][0]
+    victim = broker_with_id(three, victim_id)
+    victim.kill()
+    victim.process = None  # dead for good: nothing for the teardown to stop
+    survivors = [b for b in three if b is not victim]
+    wait_until(lambda: describe(survivors, "__consumer_offsets")[partition][0] not in (victim_id, -1), 30,
+               f"a new leader of __consumer_offsets-{partition}")
+    assert wait_until(lambda: committed(survivors, group, topic, 2) == {0: 50, 1: 35}, 60,
+                      "the committed offsets from the surviving brokers")
+
+
+def test_an_unclean_leader_and_the_old_leader_truncating_its_diverged_log(three: list[Broker]) -> None:
+    """Followers stopped, the leader alone in the ISR takes acks=1 writes, then dies: the
+    partition stays offline (no in-sync replica is alive) until unclean.leader.election.enable
+    lets a follower lead. When the old leader returns its log has diverged: it truncates
+    the records only it had (Fetch's DivergingEpoch) and copies the new leader's."""
+    topic = "diverge"
+    create(three, topic, 1, 3, {"min.insync.replicas": "1"})
+    wait_until(lambda: len(describe(three, topic)[0][2]) == 3, 30, "a full ISR")
+    leader_id = leader_of(three, topic, 0)
+    old_leader = broker_with_id(three, leader_id)
+    followers = [b for b in three if b is not old_leader]
+    for follower in followers:
+        pause(follower)
+    try:
+        wait_until(lambda: describe([old_leader], topic)[0][2] == [leader_id], LAG_MS / 1000 + 15, "an ISR of the leader alone")
+        lost = History()
+        produce_acked([old_leader], topic, [f"x{i}" for i in range(10)], lost, acks="1", partitions=1)
+        assert lost.check().acked == 10
+        old_leader.kill()
+    finally:
+        for follower in followers:
+            resume(follower)
+    wait_until(lambda: describe(followers, topic)[0][0] == -1, 30, "the partition offline")
+    time.sleep(2)
+    assert describe(followers, topic)[0][0] == -1, "a replica out of the ISR was elected while unclean election is off"
+    admin = AdminClient({"bootstrap.servers": bootstrap(followers)})
+    resource = ConfigResource("topic", topic, incremental_configs=[
+        ConfigEntry("unclean.leader.election.enable", "true", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([resource])[resource].result(30)
+    new_leader = wait_until(lambda: describe(followers, topic)[0][0] not in (-1, leader_id) and describe(followers, topic)[0][0],
+                            30, "an unclean leader")
+    kept = History()
+    produce_acked([broker_with_id(three, new_leader)], topic, [f"y{i}" for i in range(10)], kept, partitions=1)
+    assert kept.check().acked == 10
+    old_leader.start()
+    wait_until(lambda: len(describe(three, topic)[0][2]) == 3, 60, "the old leader back in the ISR")
+    final = read_all(three, topic, 1)
+    assert [v for _o, v in final[0]] == [f"y{i}" for i in range(10)]
+    for broker in three:
+        wait_until(lambda: log_records(broker, topic, 1) == final, 30, f"broker {broker.bootstrap}'s copy")
+    assert "diverges from the leader" in old_leader.stderr(tail=2000)

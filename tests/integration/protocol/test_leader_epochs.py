@@ -1,0 +1,92 @@
+"""Leader epochs on the wire (KIP-320, KIP-595), raw requests encoded by kio against one broker.
+
+A broker alone leads every partition in epoch 0: the epoch is stamped in every stored
+batch, OffsetForLeaderEpoch v2-4 answers where an epoch ends, and an epoch the asker
+believes in that is older or newer than the leader's is FENCED_LEADER_EPOCH or
+UNKNOWN_LEADER_EPOCH in Fetch, ListOffsets and OffsetForLeaderEpoch alike. A replica id
+that is no broker of the cluster cannot fetch as a follower.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from tests.integration.conftest import Broker
+from tests.integration.coordination.test_group_protocol import request
+from tests.integration.kio_client import KioClient
+from tests.integration.protocol.test_protocol_raw import _batch, _create_topic
+
+pytestmark = pytest.mark.integration
+
+OFFSET_FOR_LEADER_EPOCH, FETCH, LIST_OFFSETS, PRODUCE = 23, 1, 2, 0
+
+
+def produce(client: KioClient, topic: str, values: list[bytes]) -> int:
+    answer = client.call(PRODUCE, 9, request(PRODUCE, 9, transactional_id=None, acks=-1, timeout=5000, topic_data=[
+        {"name": topic, "partition_data": [{"index": 0, "records": _batch(values)}]}]))
+    partition = answer.responses[0].partition_responses[0]
+    assert partition.error_code == 0
+    return int(partition.base_offset)
+
+
+def epoch_end(client: KioClient, version: int, topic: str, epoch: int, current: int = -1) -> Any:
+    answer = client.call(OFFSET_FOR_LEADER_EPOCH, version, request(
+        OFFSET_FOR_LEADER_EPOCH, version, replica_id=-1,
+        topics=[{"topic": topic, "partitions": [{"partition": 0, "current_leader_epoch": current, "leader_epoch": epoch}]}]))
+    return answer.topics[0].partitions[0]
+
+
+def fetch(client: KioClient, topic_id: uuid.UUID, offset: int, current: int = -1, replica: int = -1,
+          last_fetched: int = -1, version: int = 15, topic: str = "") -> Any:
+    answer = client.call(FETCH, version, request(
+        FETCH, version, replica_id=replica, replica_state={"replica_id": replica, "replica_epoch": -1},
+        max_wait=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0, session_id=0, session_epoch=-1,
+        topics=[{"topic_id": topic_id, "topic": topic, "partitions": [{"partition": 0, "current_leader_epoch": current,
+                                                      "fetch_offset": offset, "last_fetched_epoch": last_fetched,
+                                                      "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}],
+        forgotten_topics_data=[], rack_id=""))
+    return answer.responses[0].partitions[0]
+
+
+@pytest.mark.parametrize("version", [2, 3, 4])
+def test_offset_for_leader_epoch_answers_where_each_epoch_ends(broker: Broker, version: int) -> None:
+    with KioClient(broker.bootstrap) as client:
+        topic = f"epochs-{version}"
+        _create_topic(client, topic)
+        produce(client, topic, [b"a", b"b", b"c"])
+        produce(client, topic, [b"d"])
+        found = epoch_end(client, version, topic, 0)
+        assert (found.error_code, found.leader_epoch, found.end_offset) == (0, 0, 4)
+        future = epoch_end(client, version, topic, 9)
+        assert (future.error_code, future.leader_epoch, future.end_offset) == (0, -1, -1)
+        assert epoch_end(client, version, topic, 0, current=3).error_code == ErrorCode.unknown_leader_epoch
+        assert epoch_end(client, version, "no-such-topic", 0).error_code == ErrorCode.unknown_topic_or_partition
+
+
+def test_fetch_and_list_offsets_check_the_current_leader_epoch(broker: Broker) -> None:
+    with KioClient(broker.bootstrap) as client:
+        topic_id = _create_topic(client, "fenced")
+        produce(client, "fenced", [b"x", b"y"])
+        ok = fetch(client, topic_id, 0, current=0)
+        assert ok.error_code == 0 and ok.high_watermark == 2 and ok.records
+        assert fetch(client, topic_id, 0, current=5).error_code == ErrorCode.unknown_leader_epoch
+        answer = client.call(LIST_OFFSETS, 7, request(LIST_OFFSETS, 7, replica_id=-1, isolation_level=0, topics=[
+            {"name": "fenced", "partitions": [{"partition_index": 0, "current_leader_epoch": 4, "timestamp": -1}]}]))
+        assert answer.topics[0].partitions[0].error_code == ErrorCode.unknown_leader_epoch
+        answer = client.call(LIST_OFFSETS, 7, request(LIST_OFFSETS, 7, replica_id=-1, isolation_level=0, topics=[
+            {"name": "fenced", "partitions": [{"partition_index": 0, "current_leader_epoch": 0, "timestamp": -1}]}]))
+        latest = answer.topics[0].partitions[0]
+        assert (latest.error_code, latest.offset, latest.leader_epoch) == (0, 2, 0)
+
+
+def test_only_a_broker_of_the_cluster_fetches_as_a_replica(broker: Broker) -> None:
+    with KioClient(broker.bootstrap) as client:
+        topic_id = _create_topic(client, "replicas-only")
+        produce(client, "replicas-only", [b"x"])
+        for version in (12, 15):
+            refused = fetch(client, topic_id, 0, replica=77, version=version, topic="replicas-only")
+            assert refused.error_code == ErrorCode.topic_authorization_failed and not refused.records
