@@ -103,7 +103,7 @@ def test_topics_create_list_describe_alter_delete(broker):
     assert described["topic_id"] == str(truth.topic_id)
     text = ok(bs, "topics", "describe", topic).stdout
     assert "PartitionCount: 3" in text and "Configs: retention.ms=3600000" in text
-    assert text.splitlines()[1].split() == ["PARTITION", "LEADER", "REPLICAS", "ISR"]
+    assert text.splitlines()[1].split() == ["TOPIC", "PARTITION", "LEADER", "REPLICAS", "ISR", "OFFLINE"]
 
     # alter-configs: set two, then delete one; a dry run changes nothing
     ok(bs, "topics", "alter-configs", topic, "--set", "retention.ms=7200000", "--set", "max.message.bytes=2000000")

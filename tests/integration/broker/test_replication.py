@@ -21,6 +21,7 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 
 from storage.batch import HEADER_SIZE, parse_header
 from storage.records import decode_batch
+from tests.integration.broker.test_admin_cli import as_json, ok
 from tests.integration.conftest import Broker, wait_until
 from tests.integration.coordination.test_cluster import cluster_settings, zk
 from tests.integration.replication_history import History
@@ -346,7 +347,8 @@ def test_committed_offsets_survive_the_loss_of_the_broker_leading_their_partitio
     """A commit is answered once the ISR of its __consumer_offsets partition has it; when
     the broker leading that partition dies for good, the new leader has every commit."""
     topic, group = "orders", "billing"
-    create(three, topic, 2, 3, {})
+    # Created and described with the admin CLI, as an operator would.
+    ok(bootstrap(three), "topics", "create", topic, "--partitions", "2", "--replication-factor", "3")
     wait_until(lambda: all(len(isr) == 3 for _l, _r, isr in describe(three, "__consumer_offsets").values()), 60,
                "__consumer_offsets replicated on the three brokers")
     consumer = Consumer({"bootstrap.servers": bootstrap(three), "group.id": group, "enable.auto.commit": False})
@@ -367,6 +369,10 @@ def test_committed_offsets_survive_the_loss_of_the_broker_leading_their_partitio
                f"a new leader of __consumer_offsets-{partition}")
     assert wait_until(lambda: committed(survivors, group, topic, 2) == {0: 50, 1: 35}, 60,
                       "the committed offsets from the surviving brokers")
+    described = as_json(bootstrap(survivors), "topics", "describe", topic)
+    partitions = described["topics"][0]["partitions"] if "topics" in described else described["partitions"]
+    assert all(p["offline_replicas"] == [victim_id] and victim_id in p["replicas"] for p in partitions), partitions
+    assert "OFFLINE" in ok(bootstrap(survivors), "topics", "describe", topic, "--under-replicated-partitions").stdout
 
 
 def test_an_unclean_leader_and_the_old_leader_truncating_its_diverged_log(three: list[Broker]) -> None:
