@@ -36,6 +36,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from broker import stop_signal
 from broker.config import BrokerConfig
@@ -119,6 +120,8 @@ class Supervisor:
             if self.config["zookeeper.connect"]:
                 settings["cluster.id"] = self._cluster_id_from_zookeeper(str(self.config["cluster.id"]))
             self.claimed = claim_log_dirs(ManagerConfig.from_broker_config(settings))
+            if self.config["zookeeper.connect"]:
+                self._check_log_dirs(settings)
         except Exception as exc:
             log.error("cannot start: %s", exc)
             self.notifier.status(f"cannot start: {exc}")
@@ -178,6 +181,22 @@ class Supervisor:
         backend = open_broker_backend(self.config)
         try:
             return backend.cluster_id(proposed)
+        finally:
+            backend.close()
+
+    def _check_log_dirs(self, settings: dict[str, Any]) -> None:
+        """A broker back with empty or other log dirs (a lost disk) leaves every ISR before
+        any worker serves: its empty logs must never lead while an in-sync replica lives.
+        A short-lived session, closed before any fork (P12)."""
+        from coordination.backend import open_broker_backend
+        from storage.config import LogConfig
+
+        assert self.claimed is not None
+        defaults = LogConfig.from_broker_config(settings)
+        backend = open_broker_backend(self.config)
+        try:
+            backend.check_log_dirs(self.config.node_id, self.claimed.directory_ids,
+                                   lambda configs: defaults.with_overrides(configs).unclean_leader_election_enable)
         finally:
             backend.close()
 

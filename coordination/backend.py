@@ -120,6 +120,12 @@ class CoordinationBackend(Protocol):
     def cluster_id(self, proposed: str) -> str:
         """Store ``proposed`` as the cluster id unless one exists; return the stored one."""
 
+    def check_log_dirs(self, node_id: int, directory_ids: list[str],
+                       unclean_allowed: Callable[[Mapping[str, str]], bool]) -> bool:
+        """Before the broker serves: fence it out of every ISR if its log dirs are not the
+        ones the cluster recorded (a lost disk); True when they were not."""
+        ...
+
     def register_broker(self, node_id: int, host: str, port: int, wait_for_stale: float = 0.0) -> None:
         """Announce this broker for the session's life;
         BrokerIdInUse if the id is taken."""

@@ -134,3 +134,28 @@ class Controller:
                     log.warning("controller: %s-%d leader %d -> %d (epoch %d, ISR %s)", info.name, partition,
                                 state.leader, wanted.leader, wanted.leader_epoch, wanted.isr)
         return written
+
+
+def fence_replica(store: StateStore, broker: int, others_alive: set[int],
+                  unclean_allowed: Callable[[Mapping[str, str]], bool], controller_epoch: int) -> int:
+    """Treat ``broker`` as dead in every partition state (it lost its log): out of each
+    ISR, its leaderships to live in-sync replicas. The number of states written; a state
+    changed meanwhile is read again (up to a few times)."""
+    store.refresh()
+    written = 0
+    for info in store.all():
+        try:
+            replicas = store.replicas(info.name)
+        except Exception:
+            continue
+        unclean = unclean_allowed(info.configs)
+        for partition, assigned in replicas.items():
+            for _attempt in range(5):
+                state = store.partition_state(info.name, partition)
+                if state is None or broker not in state.isr + [state.leader]:
+                    break
+                wanted = elect(assigned, state, others_alive, unclean, controller_epoch)
+                if wanted is None or store.update_partition_state(info.name, partition, wanted) is not None:
+                    written += wanted is not None
+                    break
+    return written

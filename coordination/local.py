@@ -223,6 +223,11 @@ class LocalBackend:
             assert data is not None
         return ClusterIdZNode.decode(data)
 
+    def check_log_dirs(self, node_id: int, directory_ids: list[str],
+                       unclean_allowed: Callable[[Mapping[str, str]], bool]) -> bool:
+        """One broker, no replicas: a lost disk has nothing to fence."""
+        return False
+
     def register_broker(self, node_id: int, host: str, port: int, wait_for_stale: float = 0.0) -> None:
         """One machine, one broker: its address is kept (``wait_for_stale``: no sessions
         to wait for)."""

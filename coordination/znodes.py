@@ -276,6 +276,27 @@ class TopicPartitionStateZNode:
             raise ValueError(f"{path}: {exc!r} in {data[:200]!r}") from exc
 
 
+class LogDirsZNode:
+    """/castle/log_dirs/<node id>: the directory.id of each log dir the broker last ran
+    with (persistent, Castle's own). A broker that starts with other ids lost its data."""
+
+    @staticmethod
+    def path(node_id: int) -> str:
+        return f"/castle/log_dirs/{node_id}"
+
+    @staticmethod
+    def encode(directory_ids: list[str]) -> bytes:
+        return orjson.dumps({"version": 1, "directory_ids": sorted(directory_ids)})
+
+    @staticmethod
+    def decode(node_id: int, data: bytes) -> list[str]:
+        doc = _object(LogDirsZNode.path(node_id), data)
+        ids = doc.get("directory_ids")
+        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+            raise ValueError(f"{LogDirsZNode.path(node_id)}: directory_ids must be a list of strings")
+        return sorted(ids)
+
+
 class TopicConfigZNode:
     ROOT = "/config/topics"
     VERSION = 1

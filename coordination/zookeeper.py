@@ -71,6 +71,7 @@ from coordination.znodes import (
     GroupMemberZNode,
     GroupOwnerZNode,
     GroupZNode,
+    LogDirsZNode,
     znode_name,
 )
 from coordination.zookeeper_topics import ZooKeeperTopicRegistry, failure, retrying, transact
@@ -205,6 +206,33 @@ class ZooKeeperBackend:
             pass
         data, _ = self._call(self._client.get, ClusterIdZNode.PATH)
         return ClusterIdZNode.decode(data)
+
+    def check_log_dirs(self, node_id: int, directory_ids: list[str],
+                       unclean_allowed: Callable[[Mapping[str, str]], bool]) -> bool:
+        """Before the broker serves: if its log dirs are not the ones the cluster recorded
+        (a lost or replaced disk), take it out of every ISR and hand its leaderships to
+        in-sync replicas (coordination/controller.py's rules, as if it had died), so its
+        empty log never leads while an in-sync replica lives; then record the new ids.
+        True when the disk was found lost."""
+        from coordination.controller import fence_replica
+
+        path = LogDirsZNode.path(node_id)
+        try:
+            recorded: list[str] | None = LogDirsZNode.decode(node_id, self._call(self._client.get, path)[0])
+        except NoNodeError:
+            recorded = None
+        lost = recorded is not None and recorded != sorted(directory_ids)
+        if lost:
+            log.warning("broker %d: its log dirs %s are not the ones it ran with (%s): its data is gone; it leaves "
+                        "every ISR and catches up from the leaders", node_id, sorted(directory_ids), recorded)
+            epoch = self.current_epoch()
+            fence_replica(self._topics, node_id, set(self.live_brokers()) - {node_id}, unclean_allowed, epoch)
+        data = LogDirsZNode.encode(directory_ids)
+        if recorded is None:
+            self._call(self._client.create, path, data, makepath=True)
+        elif lost:
+            self._call(self._client.set, path, data)
+        return lost
 
     def register_broker(self, node_id: int, host: str, port: int, wait_for_stale: float = 0.0) -> None:
         """Create the ephemeral /brokers/ids/<node_id>: one node per broker, whatever its

@@ -97,6 +97,7 @@ class _DirState:
     path: str
     lock: LogDirLock = field(default_factory=LogDirLock)
     clean_shutdown: bool = False
+    directory_id: str = ""
 
 
 class LogManager:
@@ -154,8 +155,11 @@ class LogManager:
         state.lock.acquire(state.path)
         meta = checkpoint.read_meta_properties(state.path)
         if meta is None:
+            # A new (or emptied) dir gets a new directory.id: a broker whose id no longer
+            # matches what the cluster recorded has lost its data (coordination/controller.py).
             self.cluster_id = self.cluster_id or checkpoint.uuid_to_base64url(uuid.uuid4())
-            checkpoint.write_meta_properties(state.path, self.cluster_id, self.config.node_id)
+            state.directory_id = checkpoint.uuid_to_base64url(uuid.uuid4())
+            checkpoint.write_meta_properties(state.path, self.cluster_id, self.config.node_id, state.directory_id)
         else:
             if int(meta.get("node.id", self.config.node_id)) != self.config.node_id:
                 state.lock.release()
@@ -164,6 +168,11 @@ class LogManager:
                 state.lock.release()
                 raise StorageError(f"log dir {state.path} belongs to cluster {meta.get('cluster.id')}, not {self.cluster_id}")
             self.cluster_id = self.cluster_id or meta.get("cluster.id")
+            state.directory_id = meta.get("directory.id", "")
+            if not state.directory_id:  # written before directory ids: give it one
+                state.directory_id = checkpoint.uuid_to_base64url(uuid.uuid4())
+                checkpoint.write_meta_properties(state.path, str(meta.get("cluster.id") or self.cluster_id),
+                                                 self.config.node_id, state.directory_id)
         state.clean_shutdown = os.path.exists(os.path.join(state.path, files.CLEAN_SHUTDOWN_FILE))
         return state
 
@@ -473,6 +482,7 @@ class ClaimedDirs:
     locks: list[LogDirLock]
     cluster_id: str
     clean_shutdown: bool
+    directory_ids: list[str]  # meta.properties' directory.id of each dir
 
     def release(self) -> None:
         for lock in self.locks:
@@ -498,7 +508,8 @@ def claim_log_dirs(config: ManagerConfig) -> ClaimedDirs:
             os.unlink(marker)
             files.fsync_dir(state.path)
     assert probe.cluster_id is not None
-    return ClaimedDirs([s.path for s in states], [s.lock for s in states], probe.cluster_id, clean)
+    return ClaimedDirs([s.path for s in states], [s.lock for s in states], probe.cluster_id, clean,
+                       [s.directory_id for s in states])
 
 
 def mark_clean_shutdown(paths: list[str]) -> None:

@@ -1,0 +1,557 @@
+"""What replication costs: three Castle brokers, replicated against unreplicated, in one run.
+
+Three brokers (node ids 1, 2, 3) on one ZooKeeper (``--zookeeper host:port``, a chroot
+of their own), each on a free port with its own log dir under a temporary directory and
+``--workers`` workers. In one run, side by side:
+
+1. **Publish throughput** (MiB/s, records/s) of one confluent-kafka producer sending as
+   fast as it can (linger.ms=5, batch.size=1,000,000, as loadtest/runner/producer.py
+   and the max-throughput workloads), 100 B and 1 KiB records, to a fresh topic of
+   ``--partitions`` per case: *replicated* (replication factor 3, min.insync.replicas=2,
+   acks=all, idempotence on) and *unreplicated* (replication factor 1, acks=1). The rate
+   counts the acknowledgements after a warm-up until the last one (the queue drained);
+   goal: replicated / unreplicated >= 0.5 per size.
+2. **Publish latency** at a fixed 5 MiB/s of 1 KiB records (linger.ms=0, as the
+   fixed-rate-latency workload), paced in small bursts: per record, time.perf_counter()
+   from produce() to its delivery callback (served by poll() at least every 1 ms). acks=all
+   on replication factor 3 against acks=1 on replication factor 1; goal: p99 ratio <= 2.
+3. **Follower catch-up**: a topic of replication factor 3 (``--catchup-partitions``, the
+   same leader for each, placed explicitly), one follower stopped with SIGSTOP to its
+   whole process group (neither the leader nor the controller), a backlog of
+   ``--backlog-mib`` written with acks=1 (16 KiB records, as the catch-up workload),
+   then, once the leader has dropped the follower from the ISR
+   (``--replica-lag-ms``, the brokers' replica.lag.time.max.ms), SIGCONT: the time until
+   the follower is back in the ISR of every partition (Metadata through the leader,
+   polled every 0.1 s). A follower rejoins when it has fetched up to the high watermark,
+   which, with nothing written meanwhile, is the leader's log end. The rate is the
+   backlog / that time, and the loopback sendfile limit (loadtest/loopback_limit.py,
+   sendfile mode, a file of the backlog's size) is measured right after, the brokers
+   stopped; goal: catch-up / limit >= 0.5. The stopped broker may lose its ZooKeeper
+   session meanwhile (zookeeper.session.timeout.ms, 18 s by default); the result says
+   for how long it was stopped.
+
+Progress goes to stderr; stdout carries a table, or with ``--json`` one JSON object.
+Every broker is stopped by its PID at the end (SIGCONT first if stopped, then SIGTERM,
+SIGKILL after a timeout) and the temporary directory removed. Run (ZooKeeper must be
+running; Debian: apt-get install zookeeper)::
+
+    python -m loadtest.bench_replication --zookeeper 127.0.0.1:2181 --seconds 20 --workers 1
+    python -m loadtest.bench_replication --zookeeper 127.0.0.1:2181 --seconds 2 --backlog-mib 8 --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import random
+import shutil
+import signal
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from typing import Any
+
+from loadtest.brokers import OwnBroker, wait_until
+from loadtest.common import MIB, info
+
+NODE_IDS = (1, 2, 3)
+SIZES = (100, 1024)
+BURST = 64  # records produced between two polls, as loadtest/runner/producer.py
+LATENCY_RATE_MIB_S = 5.0
+LATENCY_RECORD = 1024
+CATCHUP_RECORD = 16 * 1024  # as loadtest/workloads/catch-up.toml
+FLUSH_TIMEOUT_S = 60.0
+MIN_WAIT_S = 0.001  # librdkafka's poll timeout is whole milliseconds
+GOALS = {"throughput_ratio_min": 0.5, "latency_p99_ratio_max": 2.0, "catch_up_over_loopback_min": 0.5}
+CASES: dict[str, tuple[int, dict[str, str], dict[str, Any]]] = {  # name -> (factor, topic configs, producer settings)
+    "unreplicated": (1, {}, {"acks": "1"}),
+    "replicated": (3, {"min.insync.replicas": "2"}, {"acks": "all", "enable.idempotence": True}),
+}
+
+
+class Deliveries:
+    """Delivery reports of one producer: counts, the last acknowledgement's time, the first error."""
+
+    def __init__(self) -> None:
+        self.acked = 0
+        self.errors = 0
+        self.first_error: str | None = None
+        self.last_ack = 0.0
+        self.latencies: list[float] = []  # seconds, records sent inside the measured window
+        self.window_start = float("inf")
+
+    def on_delivery(self, err: Any, _msg: Any) -> None:
+        if err is not None:
+            self.errors += 1
+            self.first_error = self.first_error or str(err)
+            return
+        self.acked += 1
+        self.last_ack = time.perf_counter()
+
+    def timed(self, sent_at: float, err: Any, msg: Any) -> None:
+        """The delivery callback of a timed record (functools.partial binds sent_at)."""
+        self.on_delivery(err, msg)
+        if err is None and sent_at >= self.window_start:
+            self.latencies.append(self.last_ack - sent_at)
+
+
+def producer_settings(bootstrap: str, extra: dict[str, Any], linger_ms: float) -> dict[str, Any]:
+    settings: dict[str, Any] = {
+        "bootstrap.servers": bootstrap,
+        "compression.type": "none",
+        "linger.ms": linger_ms,
+        "batch.size": 1_000_000,  # librdkafka's default, as the runner's workloads
+        "queue.buffering.max.messages": 1_000_000,
+    }
+    settings.update(extra)
+    return settings
+
+
+def body(size: int) -> bytes:
+    """Random capital letters, compressible about as much as text (as the runner's producer)."""
+    return bytes(random.Random(size).choices(range(65, 91), k=size))
+
+
+# --------------------------------------------------------------------------- topics
+
+
+def create_topic(admin: Any, name: str, partitions: int, factor: int, configs: dict[str, str],
+                 assignment: list[list[int]] | None = None) -> None:
+    """Create it and wait (bounded) until every partition has a leader and a full ISR."""
+    from confluent_kafka.admin import NewTopic
+
+    if assignment is not None:
+        # librdkafka wants the partition count with an assignment (-1 would be "the broker's default").
+        topic = NewTopic(name, len(assignment), replica_assignment=assignment, config=configs)
+    else:
+        topic = NewTopic(name, partitions, factor, config=configs)
+    admin.create_topics([topic], operation_timeout=30)[name].result(60)
+    wanted = len(assignment[0]) if assignment is not None else factor
+
+    def ready() -> bool:
+        partitions_meta = partition_metadata(admin, name)
+        return bool(partitions_meta) and len(partitions_meta) == partitions and all(
+            p.leader >= 0 and len(p.isrs) == wanted for p in partitions_meta.values())
+
+    wait_until(ready, 60, f"topic {name}: every partition led, ISR of {wanted}", interval=0.2)
+
+
+def partition_metadata(admin: Any, name: str, timeout: float = 5.0) -> dict[int, Any]:
+    """Partition id -> confluent PartitionMetadata ({} while unknown or on a request error)."""
+    from confluent_kafka import KafkaException
+
+    try:
+        topic = admin.list_topics(name, timeout=timeout).topics.get(name)
+    except KafkaException:
+        return {}
+    if topic is None or topic.error is not None:
+        return {}
+    return dict(topic.partitions)
+
+
+def delete_topic(admin: Any, name: str) -> None:
+    """Delete a finished case's topic (frees its disk); a failure is only reported."""
+    try:
+        admin.delete_topics([name], operation_timeout=30)[name].result(60)
+    except Exception as exc:  # noqa: BLE001 - the figures are taken; the temp dir goes anyway
+        info(f"WARNING: could not delete topic {name}: {exc}")
+
+
+# --------------------------------------------------------------------------- 1. throughput
+
+
+def throughput(bootstrap: str, topic: str, size: int, extra: dict[str, Any], warmup_s: float,
+               seconds: float) -> dict[str, Any]:
+    """As fast as one producer can: acknowledgements after the warm-up until the last one."""
+    from confluent_kafka import Producer
+
+    deliveries = Deliveries()
+    producer = Producer(producer_settings(bootstrap, {**extra, "on_delivery": deliveries.on_delivery}, linger_ms=5))
+    producer.list_topics(topic, timeout=30)
+    value = body(size)
+    produce, poll, clock = producer.produce, producer.poll, time.perf_counter
+    sent = 0
+    started = clock()
+    window_start, end = started + warmup_s, started + warmup_s + seconds
+    acked_at_start: int | None = None
+    while True:
+        now = clock()
+        if acked_at_start is None and now >= window_start:
+            acked_at_start, window_start = deliveries.acked, now
+        if now >= end:
+            break
+        for _ in range(BURST):
+            try:
+                produce(topic, value)
+            except BufferError:  # librdkafka's queue is full: let deliveries drain it
+                poll(0.01)
+                break
+            sent += 1
+        poll(0)
+    unflushed = producer.flush(FLUSH_TIMEOUT_S)
+    assert acked_at_start is not None
+    counted = deliveries.acked - acked_at_start
+    elapsed = max(deliveries.last_ack - window_start, 1e-9)
+    return {
+        "record_bytes": size,
+        "mib_per_s": round(counted * size / MIB / elapsed, 2) if counted > 0 else 0.0,
+        "records_per_s": round(counted / elapsed) if counted > 0 else 0,
+        "seconds": round(elapsed, 2),
+        "sent": sent,
+        "acked": deliveries.acked,
+        "errors": deliveries.errors,
+        "first_error": deliveries.first_error,
+        "unflushed": unflushed,
+    }
+
+
+# --------------------------------------------------------------------------- 2. latency
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, int(round(fraction * len(ordered))) - 1))]
+
+
+def latency(bootstrap: str, topic: str, extra: dict[str, Any], rate_mib_s: float, warmup_s: float,
+            seconds: float) -> dict[str, Any]:
+    """1 KiB records at a fixed rate, paced in bursts; produce() to delivery callback per record."""
+    from confluent_kafka import Producer
+
+    deliveries = Deliveries()
+    producer = Producer(producer_settings(bootstrap, extra, linger_ms=0))
+    producer.list_topics(topic, timeout=30)
+    value = body(LATENCY_RECORD)
+    rate = rate_mib_s * MIB / LATENCY_RECORD  # records/s
+    produce, poll, clock = producer.produce, producer.poll, time.perf_counter
+    timed = deliveries.timed
+    sent = sent_in_window = 0
+    started = clock()
+    deliveries.window_start = started + warmup_s
+    end = deliveries.window_start + seconds
+    while True:
+        now = clock()
+        if now >= end:
+            break
+        elapsed = now - started
+        due = int(elapsed * rate) - sent
+        if due <= 0:
+            poll(max(MIN_WAIT_S, (sent + 1) / rate - elapsed))
+            continue
+        for _ in range(min(due, BURST)):
+            sent_at = clock()
+            try:
+                produce(topic, value, on_delivery=functools.partial(timed, sent_at))
+            except BufferError:
+                poll(0.01)
+                break
+            sent += 1
+            if sent_at >= deliveries.window_start:
+                sent_in_window += 1
+        poll(0)
+    unflushed = producer.flush(FLUSH_TIMEOUT_S)
+    found = deliveries.latencies
+    out: dict[str, Any] = {
+        "target_mib_per_s": rate_mib_s,
+        "achieved_mib_per_s": round(sent_in_window * LATENCY_RECORD / MIB / seconds, 2),
+        "acked_mib_per_s": round(len(found) * LATENCY_RECORD / MIB / seconds, 2),
+        "records": len(found),
+        "errors": deliveries.errors,
+        "first_error": deliveries.first_error,
+        "unflushed": unflushed,
+    }
+    if found:
+        out.update(p50_ms=round(percentile(found, 0.50) * 1000, 2), p99_ms=round(percentile(found, 0.99) * 1000, 2),
+                   max_ms=round(max(found) * 1000, 2), mean_ms=round(statistics.fmean(found) * 1000, 2))
+    return out
+
+
+# --------------------------------------------------------------------------- 3. catch-up
+
+
+def controller_id(zookeeper: Any) -> int | None:
+    """The elected coordinator, which is also the controller (coordination/controller.py)."""
+    from kazoo.exceptions import NoNodeError
+
+    try:
+        return int(json.loads(zookeeper.get("/consumers/coordinator")[0])["brokerid"])
+    except (NoNodeError, ValueError, KeyError):
+        return None
+
+
+def stop_group(broker: OwnBroker) -> list[int]:
+    """SIGSTOP the broker's process group (it runs in a session of its own) and any of its
+    processes that left that group; returns what to SIGCONT: the group id first."""
+    os.killpg(broker.pid, signal.SIGSTOP)
+    stopped = [broker.pid]
+    for pid in broker.children():
+        try:
+            if os.getpgid(pid) != broker.pid:
+                os.kill(pid, signal.SIGSTOP)
+                stopped.append(pid)
+        except ProcessLookupError:
+            pass
+    return stopped
+
+
+def resume_group(broker: OwnBroker, stopped: list[int]) -> None:
+    for index, pid in enumerate(stopped):
+        try:
+            if index == 0:
+                os.killpg(pid, signal.SIGCONT)
+            else:
+                os.kill(pid, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+
+
+def write_backlog(bootstrap: str, topic: str, backlog_bytes: int) -> dict[str, Any]:
+    """acks=1, 16 KiB records, until backlog_bytes are acknowledged."""
+    from confluent_kafka import Producer
+
+    deliveries = Deliveries()
+    producer = Producer(producer_settings(bootstrap, {"acks": "1", "on_delivery": deliveries.on_delivery}, linger_ms=5))
+    producer.list_topics(topic, timeout=30)
+    value = body(CATCHUP_RECORD)
+    records = -(-backlog_bytes // CATCHUP_RECORD)
+    started = time.perf_counter()
+    sent = 0
+    while sent < records:
+        for _ in range(min(BURST, records - sent)):
+            try:
+                producer.produce(topic, value)
+            except BufferError:
+                producer.poll(0.01)
+                break
+            sent += 1
+        producer.poll(0)
+    unflushed = producer.flush(FLUSH_TIMEOUT_S + backlog_bytes / (10 * MIB))
+    seconds = max(deliveries.last_ack - started, 1e-9)
+    if deliveries.errors or unflushed:
+        raise SystemExit(f"the backlog was not all written: {deliveries.errors} errors ({deliveries.first_error}), "
+                         f"{unflushed} unflushed")
+    return {"records": deliveries.acked, "bytes": deliveries.acked * CATCHUP_RECORD, "write_seconds": round(seconds, 2),
+            "write_mib_per_s": round(deliveries.acked * CATCHUP_RECORD / MIB / seconds, 1)}
+
+
+def catch_up(brokers: dict[int, OwnBroker], admin: Any, zookeeper: Any, topic: str, partitions: int,
+             backlog_mib: float, lag_ms: int, stopped_groups: dict[int, list[int]]) -> dict[str, Any]:
+    from confluent_kafka.admin import AdminClient
+
+    controller = controller_id(zookeeper)
+    others = [n for n in NODE_IDS if n != controller] if controller in NODE_IDS else list(NODE_IDS)
+    leader, follower = others[0], others[-1]  # the follower stopped is neither leader nor controller
+    middle = next(n for n in NODE_IDS if n not in (leader, follower))
+    create_topic(admin, topic, partitions, 3, {}, assignment=[[leader, middle, follower]] * partitions)
+    # The leader alone: a client bootstrapped to it connects to no other broker for Metadata
+    # (sparse connections), so no request waits on the stopped one.
+    at_leader = AdminClient({"bootstrap.servers": brokers[leader].bootstrap})
+    meta = partition_metadata(at_leader, topic)
+    leaders = {p.leader for p in meta.values()}
+    if leaders != {leader}:
+        raise SystemExit(f"catch-up topic: leaders {sorted(leaders)}, expected {leader} (the first replica) for every partition")
+    info(f"catch-up: controller {controller}, leader {leader}, stopping follower {follower} (SIGSTOP to its process group)")
+    stopped_groups[follower] = stop_group(brokers[follower])
+    stopped_at = time.monotonic()
+    written = write_backlog(brokers[leader].bootstrap, topic, int(backlog_mib * MIB))
+    info(f"catch-up: wrote {written['bytes'] / MIB:.0f} MiB at {written['write_mib_per_s']} MiB/s (acks=1); "
+         f"waiting for the leader to drop {follower} from the ISR (replica.lag.time.max.ms={lag_ms})")
+
+    def follower_out() -> bool:
+        found = partition_metadata(at_leader, topic, timeout=2)
+        return len(found) == partitions and all(follower not in p.isrs for p in found.values())
+
+    waited = time.monotonic()
+    wait_until(follower_out, lag_ms / 1000 + 60, f"broker {follower} out of the ISR", interval=0.2)
+    shrink_wait = time.monotonic() - waited
+    resume_group(brokers[follower], stopped_groups.pop(follower))
+    resumed = time.perf_counter()
+    stopped_s = time.monotonic() - stopped_at
+    info(f"catch-up: SIGCONT to broker {follower} after {stopped_s:.1f} s stopped; timing until it is back in the ISR")
+
+    def follower_in() -> bool:
+        found = partition_metadata(at_leader, topic, timeout=2)
+        return len(found) == partitions and all(follower in p.isrs for p in found.values())
+
+    wait_until(follower_in, 60 + backlog_mib / 2, f"broker {follower} back in the ISR of every partition", interval=0.1)
+    seconds = time.perf_counter() - resumed
+    mib = written["bytes"] / MIB
+    return {"leader": leader, "stopped_follower": follower, "controller": controller, "partitions": partitions,
+            "record_bytes": CATCHUP_RECORD, "backlog_mib": round(mib, 1), **written,
+            "isr_shrink_wait_s": round(shrink_wait, 2), "stopped_s": round(stopped_s, 1),
+            "seconds": round(seconds, 2), "mib_per_s": round(mib / seconds, 1)}
+
+
+# --------------------------------------------------------------------------- output
+
+
+def verdicts(result: dict[str, Any]) -> dict[str, Any]:
+    goals: dict[str, Any] = {}
+    for size, row in result["throughput"].items():
+        if row.get("ratio") is not None:
+            goals[f"throughput_{size}b"] = {"value": row["ratio"], "goal": f">= {GOALS['throughput_ratio_min']}",
+                                            "met": row["ratio"] >= GOALS["throughput_ratio_min"]}
+    ratio = result["latency"].get("p99_ratio")
+    if ratio is not None:
+        goals["latency_p99"] = {"value": ratio, "goal": f"<= {GOALS['latency_p99_ratio_max']}",
+                                "met": ratio <= GOALS["latency_p99_ratio_max"]}
+    ratio = (result.get("catch_up") or {}).get("over_loopback")
+    if ratio is not None:
+        goals["catch_up"] = {"value": ratio, "goal": f">= {GOALS['catch_up_over_loopback_min']}",
+                             "met": ratio >= GOALS["catch_up_over_loopback_min"]}
+    return goals
+
+
+def print_table(result: dict[str, Any]) -> None:
+    print(f"Castle replication: 3 brokers, {result['workers']} worker(s) each, {result['partitions']} partitions, "
+          f"{result['seconds']} s per case (after {result['warmup_s']} s of warm-up)")
+    print()
+    print(f"{'publish':<22} {'replicated (RF 3, acks=all)':>30} {'unreplicated (RF 1, acks=1)':>30} {'ratio':>7}")
+    for size, row in result["throughput"].items():
+        cells = []
+        for case in ("replicated", "unreplicated"):
+            c = row[case]
+            cells.append(f"{c['mib_per_s']:.1f} MiB/s {c['records_per_s']:,} rec/s")
+        print(f"{size + ' B records':<22} {cells[0]:>30} {cells[1]:>30} {row['ratio']:>6.2f}x")
+    lat = result["latency"]
+    print()
+    print(f"{'latency, 1 KiB records':<22} {'replicated (RF 3, acks=all)':>30} {'unreplicated (RF 1, acks=1)':>30} {'ratio':>7}")
+    cells = []
+    for case in ("replicated", "unreplicated"):
+        c = lat[case]
+        cells.append(f"p50 {c.get('p50_ms', float('nan')):.1f} p99 {c.get('p99_ms', float('nan')):.1f} ms")
+    ratio = lat.get("p99_ratio")
+    print(f"{'at ' + str(lat['rate_mib_s']) + ' MiB/s':<22} {cells[0]:>30} {cells[1]:>30} "
+          f"{(f'{ratio:.2f}x' if ratio is not None else 'n/a'):>7}")
+    achieved = [f"{lat[c]['achieved_mib_per_s']:.2f} MiB/s sent" for c in ("replicated", "unreplicated")]
+    print(f"{'achieved':<22} {achieved[0]:>30} {achieved[1]:>30}")
+    cu = result.get("catch_up")
+    if cu:
+        print()
+        limit, over = cu.get("loopback_sendfile_mib_per_s"), cu.get("over_loopback")
+        print(f"catch-up: {cu['backlog_mib']:.0f} MiB backlog on {cu['partitions']} partition(s) (written at "
+              f"{cu['write_mib_per_s']} MiB/s, acks=1), follower {cu['stopped_follower']} stopped {cu['stopped_s']} s")
+        print(f"  back in the ISR {cu['seconds']:.2f} s after SIGCONT: {cu['mib_per_s']:.1f} MiB/s; loopback sendfile limit "
+              f"{limit if limit is not None else 'n/a'} MiB/s; ratio {f'{over:.2f}x' if over is not None else 'n/a'}")
+    print()
+    for name, goal in result["goals"].items():
+        print(f"goal {name}: {goal['value']} ({goal['goal']}): {'met' if goal['met'] else 'NOT MET'}")
+
+
+# --------------------------------------------------------------------------- main
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--zookeeper", required=True, help="host:port of a running ZooKeeper")
+    parser.add_argument("--seconds", type=float, default=20.0, help="measured seconds per throughput and latency case")
+    parser.add_argument("--warmup", type=float, default=None, help="seconds before each measured window (default: "
+                                                                     "a quarter of --seconds, at most 2)")
+    parser.add_argument("--workers", type=int, default=1, help="workers per broker (default 1)")
+    parser.add_argument("--partitions", type=int, default=6, help="partitions of the throughput and latency topics")
+    parser.add_argument("--latency-rate-mib", type=float, default=LATENCY_RATE_MIB_S, help="the fixed rate (MiB/s)")
+    parser.add_argument("--backlog-mib", type=float, default=1024, help="the follower's backlog (default 1024; "
+                                                                          "0 skips the catch-up)")
+    parser.add_argument("--catchup-partitions", type=int, default=3, help="partitions of the catch-up topic")
+    parser.add_argument("--replica-lag-ms", type=int, default=10_000, help="the brokers' replica.lag.time.max.ms")
+    parser.add_argument("--loopback-repeat", type=int, default=3, help="sendfile runs of the loopback limit")
+    parser.add_argument("--limit-dir", default="/var/tmp", help="where the loopback limit's file goes")
+    parser.add_argument("--json", action="store_true", help="one JSON object on stdout instead of the table")
+    args = parser.parse_args(argv)
+    warmup = args.warmup if args.warmup is not None else min(2.0, args.seconds / 4)
+    from confluent_kafka.admin import AdminClient
+    from kazoo.client import KazooClient
+
+    from loadtest import loopback_limit
+
+    chroot = f"/bench-replication-{uuid.uuid4().hex[:8]}"
+    zookeeper = KazooClient(hosts=args.zookeeper + chroot)
+    base = tempfile.mkdtemp(prefix="castle-bench-repl-")
+    brokers: dict[int, OwnBroker] = {}
+    stopped_groups: dict[int, list[int]] = {}
+    result: dict[str, Any] = {"brokers": len(NODE_IDS), "workers": args.workers, "partitions": args.partitions,
+                              "seconds": args.seconds, "warmup_s": warmup, "replica_lag_time_max_ms": args.replica_lag_ms,
+                              "zookeeper_chroot": chroot, "throughput": {}, "latency": {}, "catch_up": None}
+    run = uuid.uuid4().hex[:6]
+    try:
+        for node_id in NODE_IDS:
+            os.makedirs(os.path.join(base, f"b{node_id}"))
+            brokers[node_id] = OwnBroker(os.path.join(base, f"b{node_id}"), {
+                "node.id": str(node_id), "zookeeper.connect": args.zookeeper + chroot, "workers": str(args.workers),
+                "replica.lag.time.max.ms": str(args.replica_lag_ms)})
+        for broker in brokers.values():
+            broker.wait_ready(60)
+        zookeeper.start(timeout=30)
+        bootstrap = ",".join(b.bootstrap for b in brokers.values())
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        wait_until(lambda: len(admin.list_topics(timeout=5).brokers) == len(NODE_IDS), 60, "all three brokers registered")
+        info(f"brokers up: {bootstrap} (pids {', '.join(str(b.pid) for b in brokers.values())}); ZooKeeper chroot {chroot}")
+
+        for size in SIZES:
+            row: dict[str, Any] = {}
+            for case in ("unreplicated", "replicated"):
+                factor, configs, extra = CASES[case]
+                topic = f"repl-tp-{size}-{case}-{run}"
+                create_topic(admin, topic, args.partitions, factor, configs)
+                row[case] = throughput(bootstrap, topic, size, extra, warmup, args.seconds)
+                info(f"throughput {size} B {case}: {row[case]['mib_per_s']} MiB/s, {row[case]['records_per_s']:,} rec/s "
+                     f"({row[case]['errors']} errors{', first: ' + row[case]['first_error'] if row[case]['first_error'] else ''})")
+                delete_topic(admin, topic)
+            base_rate = row["unreplicated"]["mib_per_s"]
+            row["ratio"] = round(row["replicated"]["mib_per_s"] / base_rate, 3) if base_rate else None
+            result["throughput"][str(size)] = row
+
+        lat: dict[str, Any] = {"rate_mib_s": args.latency_rate_mib, "record_bytes": LATENCY_RECORD}
+        for case in ("unreplicated", "replicated"):
+            factor, configs, extra = CASES[case]
+            topic = f"repl-lat-{case}-{run}"
+            create_topic(admin, topic, args.partitions, factor, configs)
+            lat[case] = latency(bootstrap, topic, extra, args.latency_rate_mib, warmup, args.seconds)
+            info(f"latency {case}: p50 {lat[case].get('p50_ms')} ms, p99 {lat[case].get('p99_ms')} ms, "
+                 f"{lat[case]['achieved_mib_per_s']} MiB/s sent ({lat[case]['errors']} errors)")
+            delete_topic(admin, topic)
+        p99s = (lat["replicated"].get("p99_ms"), lat["unreplicated"].get("p99_ms"))
+        lat["p99_ratio"] = round(p99s[0] / p99s[1], 3) if p99s[0] is not None and p99s[1] else None
+        result["latency"] = lat
+
+        if args.backlog_mib > 0:
+            result["catch_up"] = catch_up(brokers, admin, zookeeper, f"repl-catchup-{run}", args.catchup_partitions,
+                                          args.backlog_mib, args.replica_lag_ms, stopped_groups)
+            info(f"catch-up: {result['catch_up']['backlog_mib']} MiB in {result['catch_up']['seconds']} s, "
+                 f"{result['catch_up']['mib_per_s']} MiB/s")
+    finally:
+        for node_id, stopped in stopped_groups.items():
+            resume_group(brokers[node_id], stopped)
+        for broker in brokers.values():
+            code = broker.stop(timeout=30)
+            if code not in (0, None, -signal.SIGTERM):
+                info(f"broker pid {broker.pid} exited with {code}; its stderr ends:\n{broker.stderr_tail(10)}")
+        try:
+            zookeeper.stop()
+            zookeeper.close()
+        finally:
+            shutil.rmtree(base, ignore_errors=True)
+
+    if result["catch_up"]:
+        # Right after, with the brokers stopped: the fastest a follower could read on this machine.
+        info("loopback sendfile limit ...")
+        limit = loopback_limit.measure(max(result["catch_up"]["backlog_mib"], 1), repeat=args.loopback_repeat,
+                                       directory=args.limit_dir, modes=("sendfile",), progress=lambda m: info(f"  {m}"))
+        median = limit["sendfile"]["median_mib_per_s"]
+        result["catch_up"].update(loopback_sendfile_mib_per_s=median, loopback_sendfile_max_mib_per_s=limit["sendfile"]["max_mib_per_s"],
+                                  over_loopback=round(result["catch_up"]["mib_per_s"] / median, 3))
+    result["goals"] = verdicts(result)
+    if args.json:
+        json.dump(result, sys.stdout)
+        print()
+    else:
+        print_table(result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
