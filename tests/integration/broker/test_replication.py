@@ -8,7 +8,9 @@ The faults are real: kill -9 of every process of a broker, SIGSTOP of a whole br
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import signal
 import threading
 import time
@@ -416,3 +418,57 @@ def test_an_unclean_leader_and_the_old_leader_truncating_its_diverged_log(three:
     for broker in three:
         wait_until(lambda: log_records(broker, topic, 1) == final, 30, f"broker {broker.bootstrap}'s copy")
     assert "diverges from the leader" in old_leader.stderr(tail=2000)
+
+
+def test_a_broker_back_with_an_empty_log_dir_never_leads_and_catches_up(three: list[Broker]) -> None:
+    """The leader's disk is lost (its log dir wiped while it is down) and it comes back at
+    once, before its ZooKeeper session expired (its session resumes: it never looked dead).
+    Its new directory.id tells it apart: it leaves every ISR before serving, a replica that
+    has the data leads, and it copies everything back from the leaders."""
+    topic = "lost-disk"
+    create(three, topic, 3, 3, {"min.insync.replicas": "2"})
+    wait_until(lambda: all(len(isr) == 3 for _l, _r, isr in describe(three, topic).values()), 30, "full ISRs")
+    history = History()
+    produce_acked(three, topic, [f"v{i}" for i in range(300)], history)
+    victim_id = leader_of(three, topic, 0)
+    victim = broker_with_id(three, victim_id)
+    victim.kill()
+    shutil.rmtree(victim.log_dir)
+    victim.start()
+    layout = describe([victim], topic)  # what the wiped broker itself serves right away
+    assert layout[0][0] != victim_id, layout  # its empty log does not lead
+    assert all(victim_id not in isr or len(isr) == 3 for _l, _r, isr in layout.values()), layout
+    assert "its data is gone" in victim.stderr(tail=3000)
+    wait_until(lambda: all(len(isr) == 3 for _l, _r, isr in describe(three, topic).values()), 60,
+               "the wiped broker back in every ISR")
+    read_all(three, topic, 3, history)
+    assert history.check().ok, history.check().summary()
+    final = read_all(three, topic, 3)
+    wait_until(lambda: log_records(victim, topic, 3) == final, 30, "the wiped broker's copy")
+
+
+def test_the_controller_process_killed_another_is_elected_and_leaders_are_still_elected(three: list[Broker],
+                                                                                       zk_connect: str) -> None:
+    topic = "controlled"
+    create(three, topic, 3, 3, {})
+    wait_until(lambda: all(len(isr) == 3 for _l, _r, isr in describe(three, topic).values()), 30, "full ISRs")
+    client = zk(zk_connect)
+    try:
+        controller_id = int(json.loads(client.get("/consumers/coordinator")[0])["brokerid"])
+        controller = broker_with_id(three, controller_id)
+        pid = controller.coordinator_pid()
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+        # A leader dies while the controller is being replaced: its partitions still get a new leader.
+        victim = next(b for i, b in enumerate(three, start=1) if i != controller_id)
+        victim_id = three.index(victim) + 1
+        led = [p for p, (leader, _r, _i) in describe(three, topic).items() if leader == victim_id]
+        victim.kill()
+        victim.process = None
+        survivors = [b for b in three if b is not victim]
+        wait_until(lambda: all(describe(survivors, topic)[p][0] not in (-1, victim_id) for p in led), 40,
+                   f"new leaders for {led}")
+        assert wait_until(lambda: client.exists("/consumers/coordinator"), 30, "a controller elected")
+    finally:
+        client.stop()
+        client.close()
