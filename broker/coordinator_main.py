@@ -455,7 +455,10 @@ class CoordinatorProcess:
         defaults = LogConfig.from_broker_config(self.config.storage_settings())
         controller = Controller(registry, lambda: set(self.opened.live_brokers()),
                                 lambda configs: defaults.with_overrides(configs).unclean_leader_election_enable,
-                                (OFFSETS_TOPIC, int(self.config["offsets.topic.replication.factor"])))
+                                (OFFSETS_TOPIC, int(self.config["offsets.topic.replication.factor"])),
+                                (float(self.config["leader.imbalance.check.interval.seconds"]),
+                                 int(self.config["leader.imbalance.per.broker.percentage"]))
+                                if self.config["auto.leader.rebalance.enable"] else None)
         while True:
             if self.elected_epoch >= 0 and not self.suspended:
                 try:

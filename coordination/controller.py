@@ -18,6 +18,7 @@ The rules are Kafka's (ZooKeeper mode, OfflinePartitionLeaderElectionStrategy):
 from __future__ import annotations
 
 import logging
+import time
 from typing import Callable, Mapping, Protocol
 
 from coordination.local_topics import TopicInfo
@@ -88,11 +89,16 @@ class Controller:
 
     def __init__(self, store: StateStore, live_brokers: Callable[[], set[int]],
                  unclean_allowed: Callable[[Mapping[str, str]], bool],
-                 offsets_topic: tuple[str, int] | None = None) -> None:
+                 offsets_topic: tuple[str, int] | None = None,
+                 rebalance: tuple[float, int] | None = None) -> None:
+        """``rebalance``: (leader.imbalance.check.interval.seconds,
+        leader.imbalance.per.broker.percentage) when auto.leader.rebalance.enable."""
         self._store = store
         self._live_brokers = live_brokers
         self._unclean_allowed = unclean_allowed
         self._offsets_topic = offsets_topic
+        self._rebalance = rebalance
+        self._next_rebalance = time.monotonic() + (rebalance[0] if rebalance else 0)
 
     def run_once(self, controller_epoch: int) -> int:
         """One pass over every partition; the number of state znodes written."""
@@ -133,6 +139,12 @@ class Controller:
                 if wanted.leader != state.leader:
                     log.warning("controller: %s-%d leader %d -> %d (epoch %d, ISR %s)", info.name, partition,
                                 state.leader, wanted.leader, wanted.leader_epoch, wanted.isr)
+        if self._rebalance is not None and time.monotonic() >= self._next_rebalance:
+            self._next_rebalance = time.monotonic() + self._rebalance[0]
+            moves = imbalanced(store, live, self._rebalance[1])
+            if moves:
+                elected = run_elections(store, live, moves, PREFERRED, controller_epoch)
+                written += sum(1 for code in elected.values() if code == 0)
         return written
 
 
@@ -159,3 +171,92 @@ def fence_replica(store: StateStore, broker: int, others_alive: set[int],
                     written += wanted is not None
                     break
     return written
+
+
+PREFERRED, UNCLEAN = 0, 1  # ElectLeaders' election types
+ELECTION_NOT_NEEDED, PREFERRED_LEADER_NOT_AVAILABLE, ELIGIBLE_LEADERS_NOT_AVAILABLE = 84, 80, 83
+UNKNOWN_TOPIC_OR_PARTITION = 3
+
+
+def elect_on_request(replicas: list[int], state: PartitionState, live: set[int], election_type: int,
+                     controller_epoch: int) -> PartitionState | int:
+    """ElectLeaders: the new state, or the error code Kafka's controller answers."""
+    if election_type == PREFERRED:
+        preferred = replicas[0]
+        if state.leader == preferred:
+            return ELECTION_NOT_NEEDED
+        if preferred not in live or preferred not in state.isr:
+            return PREFERRED_LEADER_NOT_AVAILABLE
+        return PartitionState(preferred, state.leader_epoch + 1, list(state.isr), controller_epoch, state.zk_version)
+    if state.leader in live:
+        return ELECTION_NOT_NEEDED
+    chosen = elect(replicas, state, live, True, controller_epoch)
+    if chosen is None or chosen.leader < 0:
+        return ELIGIBLE_LEADERS_NOT_AVAILABLE
+    return chosen
+
+
+def run_elections(store: StateStore, live: set[int], wanted: list[tuple[str, int]] | None, election_type: int,
+                  controller_epoch: int) -> dict[tuple[str, int], int]:
+    """ElectLeaders over ``wanted`` (None: every partition whose leader is not preferred):
+    (topic, partition) -> error code (0: elected). A state changed meanwhile is read again."""
+    store.refresh()
+    if wanted is None:
+        wanted = []
+        for info in store.all():
+            states = store.partition_states(info.name)
+            for partition, replicas in store.replicas(info.name).items():
+                state = states.get(partition)
+                if state is not None and replicas and state.leader != replicas[0]:
+                    wanted.append((info.name, partition))
+    results: dict[tuple[str, int], int] = {}
+    for topic, partition in wanted:
+        try:
+            assigned: list[int] | None = store.replicas(topic).get(partition)
+        except Exception:
+            assigned = None
+        if not assigned:
+            results[(topic, partition)] = UNKNOWN_TOPIC_OR_PARTITION
+            continue
+        for _attempt in range(5):
+            state = store.partition_state(topic, partition)
+            if state is None:
+                results[(topic, partition)] = UNKNOWN_TOPIC_OR_PARTITION
+                break
+            outcome = elect_on_request(assigned, state, live, election_type, controller_epoch)
+            if isinstance(outcome, int):
+                results[(topic, partition)] = outcome
+                break
+            if store.update_partition_state(topic, partition, outcome) is not None:
+                log.info("controller: %s-%d leader %d -> %d by request (epoch %d)", topic, partition, state.leader,
+                         outcome.leader, outcome.leader_epoch)
+                results[(topic, partition)] = 0
+                break
+        else:
+            results[(topic, partition)] = ELIGIBLE_LEADERS_NOT_AVAILABLE
+    return results
+
+
+def imbalanced(store: StateStore, live: set[int], percentage: int) -> list[tuple[str, int]]:
+    """auto.leader.rebalance.enable: the partitions to give back to their preferred leader,
+    for each broker whose share of not-led preferred partitions passes ``percentage``."""
+    preferred_of: dict[int, list[tuple[str, int, bool]]] = {}
+    for info in store.all():
+        try:
+            replicas = store.replicas(info.name)
+        except Exception:
+            continue
+        states = store.partition_states(info.name)
+        for partition, assigned in replicas.items():
+            state = states.get(partition)
+            if state is None or not assigned:
+                continue
+            preferred_of.setdefault(assigned[0], []).append((info.name, partition, state.leader == assigned[0]))
+    out = []
+    for broker, partitions in preferred_of.items():
+        if broker not in live:
+            continue
+        not_led = [(t, p) for t, p, led in partitions if not led]
+        if not_led and 100 * len(not_led) / len(partitions) > percentage:
+            out.extend(not_led)
+    return out

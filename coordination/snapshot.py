@@ -182,6 +182,19 @@ class ClusterSnapshot:
     def live_brokers(self) -> Mapping[int, tuple[str, int]]:
         return self._brokers
 
+    def elect_leaders(self, wanted: list[tuple[str, int]] | None, election_type: int) -> dict[tuple[str, int], int]:
+        """ElectLeaders, written as the controller would (conditionally on each state
+        znode's version): (topic, partition) -> error code. Only off the event loop."""
+        from coordination.controller import ELECTION_NOT_NEEDED, UNKNOWN_TOPIC_OR_PARTITION, run_elections
+
+        if not hasattr(self._topics, "update_partition_state"):  # the local backend leads everything
+            return {(t, p): ELECTION_NOT_NEEDED if (info := self._topics.get(t)) and info.has_partition(p)
+                    else UNKNOWN_TOPIC_OR_PARTITION for t, p in wanted or []}
+        results = run_elections(self._topics, set(self._backend.live_brokers()), wanted, election_type,  # type: ignore[arg-type]
+                                self._backend.current_epoch())
+        self.refresh_now()
+        return results
+
     def update_partition_state(self, topic: str, partition: int, state: PartitionState) -> PartitionState | None:
         """A leader's ISR change, written if the state znode is still at
         ``state.zk_version`` (None otherwise), then loaded: only off the event loop."""

@@ -54,6 +54,9 @@ from kio.schema.describe_groups.v3.request import DescribeGroupsRequest as _Desc
 from kio.schema.describe_groups.v4.request import DescribeGroupsRequest as _DescribeGroupsRequestV4
 from kio.schema.describe_groups.v5.request import DescribeGroupsRequest as _DescribeGroupsRequestV5
 from kio.schema.describe_groups.v6.request import DescribeGroupsRequest as _DescribeGroupsRequestV6
+from kio.schema.elect_leaders.v0.request import ElectLeadersRequest as _ElectLeadersRequestV0
+from kio.schema.elect_leaders.v1.request import ElectLeadersRequest as _ElectLeadersRequestV1
+from kio.schema.elect_leaders.v2.request import ElectLeadersRequest as _ElectLeadersRequestV2
 from kio.schema.find_coordinator.v0.request import FindCoordinatorRequest as _FindCoordinatorRequestV0
 from kio.schema.find_coordinator.v1.request import FindCoordinatorRequest as _FindCoordinatorRequestV1
 from kio.schema.find_coordinator.v2.request import FindCoordinatorRequest as _FindCoordinatorRequestV2
@@ -366,6 +369,13 @@ DescribeClusterRequest = Union[
     _DescribeClusterRequestV2,
 ]
 
+# key 43
+ElectLeadersRequest = Union[
+    _ElectLeadersRequestV0,
+    _ElectLeadersRequestV1,
+    _ElectLeadersRequestV2,
+]
+
 # key 23
 OffsetForLeaderEpochRequest = Union[
     _OffsetForLeaderEpochRequestV2,
@@ -395,6 +405,7 @@ BY_KEY: dict[int, object] = {
     37: CreatePartitionsRequest,
     23: OffsetForLeaderEpochRequest,
     42: DeleteGroupsRequest,
+    43: ElectLeadersRequest,
     44: IncrementalAlterConfigsRequest,
     47: OffsetDeleteRequest,
     60: DescribeClusterRequest,

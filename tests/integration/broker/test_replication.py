@@ -18,7 +18,7 @@ import uuid
 from typing import Any, Callable
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, ElectionType, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
 from storage.batch import HEADER_SIZE, parse_header
@@ -35,12 +35,16 @@ LAG_MS = 3000  # replica.lag.time.max.ms: a stopped follower leaves the ISR afte
 
 @pytest.fixture
 def three(broker_factory: Callable[..., Broker], zk_connect: str) -> list[Broker]:
+    return start_three(broker_factory, zk_connect)
+
+
+def start_three(broker_factory: Callable[..., Broker], zk_connect: str, **extra: Any) -> list[Broker]:
     """Brokers 1, 2, 3 (2, 1 and 1 workers), each registered before the test goes on."""
     brokers = []
     for node_id, workers in ((1, 2), (2, 1), (3, 1)):
         broker = broker_factory(workers=workers, overrides={
             **cluster_settings(zk_connect, node_id), "replica.lag.time.max.ms": LAG_MS,
-            "offsets.topic.replication.factor": 3})
+            "offsets.topic.replication.factor": 3, **extra})
         brokers.append(broker)
     client = zk(zk_connect)
     try:
@@ -472,3 +476,35 @@ def test_the_controller_process_killed_another_is_elected_and_leaders_are_still_
     finally:
         client.stop()
         client.close()
+
+
+def test_preferred_leaders_come_back_by_request_and_by_the_controller(broker_factory: Callable[..., Broker],
+                                                                      zk_connect: str) -> None:
+    """After a failover the preferred (first) replica is back in the ISR but does not lead:
+    ElectLeaders makes it lead again, and so does auto.leader.rebalance.enable."""
+    three = start_three(broker_factory, zk_connect, **{"leader.imbalance.check.interval.seconds": 2,
+                                                       "leader.imbalance.per.broker.percentage": 0})
+    topic = "preferred"
+    admin = AdminClient({"bootstrap.servers": bootstrap(three)})
+    admin.create_topics([NewTopic(topic, num_partitions=2, replica_assignment=[[1, 2, 3], [1, 3, 2]])])[topic].result(30)
+    wait_until(lambda: all(len(isr) == 3 and leader == 1 for leader, _r, isr in describe(three, topic).values()), 30,
+               "broker 1 leading both partitions")
+    done = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, 0)]).result(30)
+    assert done[TopicPartition(topic, 0)] is not None  # ELECTION_NOT_NEEDED: it leads already
+    one = broker_with_id(three, 1)
+    pause(one)
+    try:
+        others = [b for b in three if b is not one]
+        wait_until(lambda: all(leader in (2, 3) for leader, _r, _i in describe(others, topic).values()), 40,
+                   "leaders moved off the stopped broker 1")
+    finally:
+        resume(one)
+    # Back and in sync, broker 1 leads again: the controller's rebalance (every 2 s here)
+    # or an election by request, whichever comes first.
+    wait_until(lambda: all(len(isr) == 3 for _l, _r, isr in describe(three, topic).values()), 60, "full ISRs")
+    try:
+        admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, 0)]).result(30)
+    except KafkaException:
+        pass  # already moved back by the controller: ELECTION_NOT_NEEDED
+    wait_until(lambda: all(leader == 1 for leader, _r, _i in describe(three, topic).values()), 30,
+               "broker 1 leading both partitions again")
