@@ -71,7 +71,7 @@ class WorkerNode:
                                {t.name: t.configs for t in self.registry.all()},
                                owns=self.owns, clean_shutdown=clean_shutdown)
         self.owner = Owner(index, self.logs, self.registry, self.owns, self._appended, self.fence_epoch,
-                           self._make_replication, self._owned_views)
+                           self._make_replication, self._owned_views, self._assigned_elsewhere)
         self.replica_fetcher = ReplicaFetcher(self.node_id, self.owner.replication, self.owner.log_for,
                                               self._topic_id, self._broker_address, lambda key: int(config[key]),
                                               self._wake)
@@ -120,6 +120,11 @@ class WorkerNode:
                 tp = TopicPartition(info.name, partition)
                 if self.node_id in view.replicas and owner_index(tp, self.count) == self.index:
                     yield tp, view
+
+    def _assigned_elsewhere(self, tp: TopicPartition) -> bool:
+        """The cluster records ``tp``'s replicas, and this broker is not one of them."""
+        view = self.cluster.partition(tp.topic, tp.partition)
+        return view is not None and self.node_id not in view.replicas
 
     def _write_isr(self, tp: TopicPartition, state: PartitionState) -> "asyncio.Future[PartitionState | None]":
         return asyncio.ensure_future(

@@ -62,7 +62,8 @@ class Owner:
 
     def __init__(self, index: int, logs: LogManager, topics: TopicView, owns: Callable[[TopicPartition], bool],
                  appended: Callable[[TopicPartition, AppendInfo], None], fence_epoch: Callable[[], int],
-                 replication: Callable[["Owner"], Replication], roles: Callable[[], Iterable[tuple[TopicPartition, Any]]]) -> None:
+                 replication: Callable[["Owner"], Replication], roles: Callable[[], Iterable[tuple[TopicPartition, Any]]],
+                 assigned_elsewhere: Callable[[TopicPartition], bool] = lambda _tp: False) -> None:
         self.index = index
         self.logs = logs
         self.topics = topics
@@ -72,6 +73,7 @@ class Owner:
         # Leader or follower of each owned partition, from ``roles()`` (tp, PartitionView).
         self.replication = replication(self)
         self._roles = roles
+        self._assigned_elsewhere = assigned_elsewhere
         # tp -> indexes of workers with a long-polling fetch waiting for it.
         self.remote_watchers: dict[TopicPartition, set[int]] = {}
 
@@ -104,6 +106,8 @@ class Owner:
             on_disk_id = read_partition_metadata(partition_log.directory)
             if info is None or tp.partition >= info.partitions or (on_disk_id is not None and on_disk_id != info.topic_id):
                 dropped.append(tp)
+            elif not self.owns(tp) and self._assigned_elsewhere(tp):
+                dropped.append(tp)  # its replica moved to other brokers (a reassignment)
         if dropped:
             log.info("deleting %d partitions no longer in the topic registry: %s", len(dropped),
                      ", ".join(map(str, dropped[:10])) + (" ..." if len(dropped) > 10 else ""))

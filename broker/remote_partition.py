@@ -309,6 +309,10 @@ class RemotePartitionClient:
             chunk = min(chunk * 2, MAX_READ_CHUNK)
         return 0, b"".join(chunks)
 
+    async def call(self, api_key: int, version: int, fields: dict[str, Any]) -> Any:
+        """Any request kio knows, decoded answer back (the admin CLI's reassignments)."""
+        return await self._call(api_key, version, fields, idempotent=False)
+
     async def fetch_as_replica(self, fields: dict[str, Any]) -> Any:
         """A follower's Fetch v15 (ReplicaState in ``fields``): the decoded answer, or
         KafkaError as for every call."""

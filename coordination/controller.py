@@ -41,6 +41,8 @@ class StateStore(Protocol):
     def set_partition_state(self, topic: str, partition: int, leader: int, leader_epoch: int, isr: list[int],
                             controller_epoch: int | None = None) -> PartitionState: ...
     def add_replicas(self, name: str, wanted: Mapping[int, list[int]]) -> bool: ...
+    def reassignments(self, name: str) -> dict[int, tuple[list[int], list[int]]]: ...
+    def complete_reassignment(self, name: str, partition: int, target: list[int]) -> bool: ...
 
 
 def elect(replicas: list[int], state: PartitionState, live: set[int], unclean: bool,
@@ -64,6 +66,23 @@ def elect(replicas: list[int], state: PartitionState, live: set[int], unclean: b
         return None  # offline already: wait for an in-sync replica to come back
     last = [state.leader] if state.leader in state.isr or not state.isr else state.isr[-1:]
     return PartitionState(NO_LEADER, state.leader_epoch + 1, last, controller_epoch, state.zk_version)
+
+
+def reassignment_step(replicas: list[int], adding: list[int], removing: list[int], state: PartitionState,
+                      live: set[int], controller_epoch: int) -> PartitionState | list[int] | None:
+    """A reassignment's next step (KIP-455): None while a replica being added is not in the
+    ISR yet; a new state when the leader is leaving (a target replica in the ISR leads);
+    else the target list, which completes it."""
+    if any(b not in state.isr for b in adding):
+        return None
+    target = [b for b in replicas if b not in removing]
+    if state.leader not in target:
+        in_sync = [b for b in target if b in live and b in state.isr]
+        if not in_sync:
+            return None
+        return PartitionState(in_sync[0], state.leader_epoch + 1, [b for b in state.isr if b in target],
+                              controller_epoch, state.zk_version)
+    return target
 
 
 def widened(replicas: Mapping[int, list[int]], live: list[int], factor: int) -> dict[int, list[int]]:
@@ -100,6 +119,27 @@ class Controller:
         self._rebalance = rebalance
         self._next_rebalance = time.monotonic() + (rebalance[0] if rebalance else 0)
 
+    def _move_replicas(self, topic: str, partition: int, replicas: list[int], adding: list[int], removing: list[int],
+                       state: PartitionState, live: set[int], controller_epoch: int) -> int:
+        step = reassignment_step(replicas, adding, removing, state, live, controller_epoch)
+        if step is None:
+            return 0
+        store = self._store
+        if isinstance(step, PartitionState):
+            done = store.update_partition_state(topic, partition, step) is not None
+            if done:
+                log.warning("controller: %s-%d leader %d -> %d: its replicas move to %s", topic, partition, state.leader,
+                            step.leader, [b for b in replicas if b not in removing])
+            return int(done)
+        if not store.complete_reassignment(topic, partition, step):
+            return 0
+        log.warning("controller: %s-%d now on %s (added %s, removed %s)", topic, partition, step, adding, removing)
+        shrunk = [b for b in state.isr if b in step]
+        if shrunk != state.isr:
+            store.update_partition_state(topic, partition, PartitionState(state.leader, state.leader_epoch, shrunk,
+                                                                          controller_epoch, state.zk_version))
+        return 1
+
     def run_once(self, controller_epoch: int) -> int:
         """One pass over every partition; the number of state znodes written."""
         store = self._store
@@ -119,6 +159,11 @@ class Controller:
                     written += 1
             states = store.partition_states(info.name)
             unclean = self._unclean_allowed(info.configs)
+            for partition, (adding, removing) in sorted(store.reassignments(info.name).items()):
+                state = states.get(partition)
+                if state is not None:
+                    written += self._move_replicas(info.name, partition, replicas[partition], adding, removing, state,
+                                                   live, controller_epoch)
             for partition, assigned in sorted(replicas.items()):
                 state = states.get(partition)
                 if state is None:

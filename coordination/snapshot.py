@@ -55,6 +55,7 @@ def _view(replicas: list[int], state: PartitionState | None) -> PartitionView:
 
 # Watches wake the reader; it also looks once in a while, in case a notification was lost
 # (a registry refresh with nothing changed does no network I/O).
+INVALID_REPLICA_ASSIGNMENT = 39
 BACKSTOP_SECONDS = 1.0
 RETRY_SECONDS = 0.5
 
@@ -194,6 +195,24 @@ class ClusterSnapshot:
                                 self._backend.current_epoch())
         self.refresh_now()
         return results
+
+    def reassign(self, topic: str, targets: Mapping[int, list[int] | None]) -> dict[int, tuple[int, str | None]]:
+        """AlterPartitionReassignments for one topic (coordination/zookeeper_topics.py):
+        partition -> (error code, message). Only off the event loop."""
+        reassign = getattr(self._topics, "reassign", None)
+        if reassign is None:  # the local backend: one broker, nowhere to move a replica
+            return {p: (INVALID_REPLICA_ASSIGNMENT, "one broker: replicas cannot move") for p in targets}
+        results: dict[int, tuple[int, str | None]] = reassign(topic, targets, set(self._backend.live_brokers()))
+        self.refresh_now()
+        return results
+
+    def reassignments(self, topic: str) -> dict[int, tuple[list[int], list[int], list[int]]]:
+        """partition -> (replicas, adding, removing) of the reassignments in progress."""
+        ongoing = getattr(self._topics, "reassignments", None)
+        if ongoing is None:
+            return {}
+        replicas = self._topics.replicas(topic) if self._topics.get(topic) is not None else {}
+        return {p: (replicas.get(p, []), a, r) for p, (a, r) in ongoing(topic).items()}
 
     def update_partition_state(self, topic: str, partition: int, state: PartitionState) -> PartitionState | None:
         """A leader's ISR change, written if the state znode is still at

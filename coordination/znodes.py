@@ -40,7 +40,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 from urllib.parse import quote, unquote
 
@@ -194,6 +194,10 @@ class TopicsZNode:
 class TopicAssignment:
     topic_id: uuid.UUID | None          # None only in znodes written by Kafka before 2.8
     replicas: dict[int, list[int]]      # partition -> replica broker ids, leader first
+    # A reassignment in progress (KIP-455): the replicas being added and being removed; the
+    # replica list meanwhile holds both (the target first).
+    adding: dict[int, list[int]] = field(default_factory=dict)
+    removing: dict[int, list[int]] = field(default_factory=dict)
 
 
 class TopicZNode:
@@ -204,13 +208,14 @@ class TopicZNode:
         return f"{TopicsZNode.PATH}/{topic}"
 
     @staticmethod
-    def encode(topic_id: uuid.UUID, replicas: Mapping[int, list[int]]) -> bytes:
+    def encode(topic_id: uuid.UUID, replicas: Mapping[int, list[int]], adding: Mapping[int, list[int]] | None = None,
+               removing: Mapping[int, list[int]] | None = None) -> bytes:
         return orjson.dumps({
             "version": TopicZNode.VERSION,
             "topic_id": uuid_to_base64url(topic_id),
             "partitions": {str(p): list(replicas[p]) for p in sorted(replicas)},
-            "adding_replicas": {},
-            "removing_replicas": {},
+            "adding_replicas": {str(p): list(b) for p, b in sorted((adding or {}).items()) if b},
+            "removing_replicas": {str(p): list(b) for p, b in sorted((removing or {}).items()) if b},
         })
 
     @staticmethod
@@ -221,11 +226,13 @@ class TopicZNode:
         try:
             topic_id = base64url_to_uuid(raw_id) if isinstance(raw_id, str) else None
             replicas = {int(p): [int(b) for b in brokers] for p, brokers in (doc.get("partitions") or {}).items()}
-        except (TypeError, ValueError) as exc:
+            adding = {int(p): [int(b) for b in brokers] for p, brokers in (doc.get("adding_replicas") or {}).items()}
+            removing = {int(p): [int(b) for b in brokers] for p, brokers in (doc.get("removing_replicas") or {}).items()}
+        except (TypeError, ValueError, AttributeError) as exc:
             raise ValueError(f"{path}: {exc}: {data[:200]!r}") from exc
         if sorted(replicas) != list(range(len(replicas))):
             raise ValueError(f"{path}: partitions are not 0..n-1: {sorted(replicas)}")
-        return TopicAssignment(topic_id, replicas)
+        return TopicAssignment(topic_id, replicas, adding, removing)
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,7 +32,7 @@ import logging
 import random
 import threading
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, ParamSpec, TypeVar
 
 from kazoo.client import KazooClient, TransactionRequest
@@ -134,6 +134,8 @@ class _Topic:
     info: TopicInfo
     replicas: dict[int, list[int]]
     states: dict[int, PartitionState]  # leader, epoch and ISR of each partition that has a state znode
+    # partition -> (replicas being added, replicas being removed) while a reassignment runs
+    reassigning: dict[int, tuple[list[int], list[int]]] = field(default_factory=dict)
 
 
 # ----------------------------------------------------------------------------- the registry
@@ -273,7 +275,7 @@ class ZooKeeperTopicRegistry:
             except ValueError as exc:
                 log.warning("ignoring a state znode: %s", exc)
                 continue
-            topics[topic] = _Topic(entry.info, entry.replicas, states)
+            topics[topic] = _Topic(entry.info, entry.replicas, states, entry.reassigning)
 
     def _load_many(self, names: list[str]) -> dict[str, _Topic | None]:
         """Read topics and their configs with all requests in flight at once (one round
@@ -309,7 +311,7 @@ class ZooKeeperTopicRegistry:
                 log.warning("ignoring a state znode: %s", exc)
         for name, entry in loaded.items():
             if entry is not None:
-                loaded[name] = _Topic(entry.info, entry.replicas, states.get(name, {}))
+                loaded[name] = _Topic(entry.info, entry.replicas, states.get(name, {}), entry.reassigning)
         return loaded
 
     def get(self, name: str) -> TopicInfo | None:
@@ -557,7 +559,7 @@ class ZooKeeperTopicRegistry:
             added = {p: r for p, r in replicas.items() if p >= have}
             states = self._initial_states(added, ids)
             has_parent = self._call(self.client.exists, TopicPartitionStateZNode.partitions_path(name)) is not None
-            topic_data = TopicZNode.encode(current.topic_id, replicas)
+            topic_data = TopicZNode.encode(current.topic_id, replicas, current.adding, current.removing)
 
             def build(tx: TransactionRequest) -> None:
                 tx.set_data(topic_path, topic_data, version=stat.version)
@@ -593,7 +595,91 @@ class ZooKeeperTopicRegistry:
         if replicas == current.replicas:
             return True
         try:
-            self._call(self.client.set, topic_path, TopicZNode.encode(current.topic_id, replicas), version=stat.version)
+            self._call(self.client.set, topic_path,
+                       TopicZNode.encode(current.topic_id, replicas, current.adding, current.removing), version=stat.version)
+        except (BadVersionError, NoNodeError):
+            return False
+        self._changed(name)
+        return True
+
+    # ------------------------------------------------------------------ reassignments (KIP-455)
+    def reassignments(self, name: str) -> dict[int, tuple[list[int], list[int]]]:
+        """partition -> (adding, removing) of the reassignments in progress, as last read."""
+        entry = self._topics.get(name)
+        return {} if entry is None else {p: (list(a), list(r)) for p, (a, r) in entry.reassigning.items()}
+
+    def reassign(self, name: str, targets: Mapping[int, list[int] | None],
+                 live: set[int]) -> dict[int, tuple[int, str | None]]:
+        """Start (a target replica list) or cancel (None) reassignments: the replica list
+        becomes the target followed by the replicas leaving, which the controller drops once
+        the new ones are in the ISR. partition -> (error code, message)."""
+        topic_path = TopicZNode.path(name)
+        for _ in range(MAX_RACES):
+            try:
+                data, stat = self._call(self.client.get, topic_path)
+            except NoNodeError:
+                return {p: (ErrorCode.unknown_topic_or_partition, f"topic '{name}' does not exist") for p in targets}
+            current = TopicZNode.decode(name, data)
+            if current.topic_id is None:
+                return {p: (ErrorCode.unknown_server_error, f"topic '{name}' has no topic id") for p in targets}
+            replicas = {p: list(r) for p, r in current.replicas.items()}
+            adding = {p: list(b) for p, b in current.adding.items()}
+            removing = {p: list(b) for p, b in current.removing.items()}
+            results: dict[int, tuple[int, str | None]] = {}
+            for partition, target in targets.items():
+                if partition not in replicas:
+                    results[partition] = (ErrorCode.unknown_topic_or_partition, f"{name}-{partition} does not exist")
+                    continue
+                original = [b for b in replicas[partition] if b not in adding.get(partition, [])]
+                if target is None:
+                    if partition not in adding and partition not in removing:
+                        results[partition] = (ErrorCode.no_reassignment_in_progress, None)
+                        continue
+                    replicas[partition] = original
+                    adding.pop(partition, None)
+                    removing.pop(partition, None)
+                    results[partition] = (ErrorCode.none, None)
+                    continue
+                if not target or len(set(target)) != len(target) or not set(target) <= live:
+                    results[partition] = (ErrorCode.invalid_replica_assignment,
+                                          f"replicas {list(target)} must be distinct live brokers (live: {sorted(live)})")
+                    continue
+                replicas[partition] = list(target) + [b for b in original if b not in target]
+                adding[partition] = [b for b in target if b not in original]
+                removing[partition] = [b for b in original if b not in target]
+                if not adding[partition] and not removing[partition]:
+                    replicas[partition] = list(target)  # a new order only: the preferred leader changes
+                    adding.pop(partition)
+                    removing.pop(partition)
+                results[partition] = (ErrorCode.none, None)
+            try:
+                self._call(self.client.set, topic_path, TopicZNode.encode(current.topic_id, replicas, adding, removing),
+                           version=stat.version)
+            except BadVersionError:
+                continue
+            except NoNodeError:
+                return {p: (ErrorCode.unknown_topic_or_partition, f"topic '{name}' does not exist") for p in targets}
+            self._changed(name)
+            return results
+        return {p: (ErrorCode.unknown_server_error, f"topic '{name}': too many concurrent changes") for p in targets}
+
+    def complete_reassignment(self, name: str, partition: int, target: list[int]) -> bool:
+        """The controller's last step: the replica list becomes ``target``, nothing is in
+        flight any more. False when the topic changed meanwhile (decide again)."""
+        topic_path = TopicZNode.path(name)
+        try:
+            data, stat = self._call(self.client.get, topic_path)
+        except NoNodeError:
+            return False
+        current = TopicZNode.decode(name, data)
+        if current.topic_id is None or partition not in current.replicas:
+            return False
+        replicas = {**current.replicas, partition: list(target)}
+        adding = {p: b for p, b in current.adding.items() if p != partition}
+        removing = {p: b for p, b in current.removing.items() if p != partition}
+        try:
+            self._call(self.client.set, topic_path, TopicZNode.encode(current.topic_id, replicas, adding, removing),
+                       version=stat.version)
         except (BadVersionError, NoNodeError):
             return False
         self._changed(name)
@@ -748,4 +834,7 @@ def _decode_topic(name: str, topic_data: bytes, config_data: bytes | None) -> _T
     if assignment.topic_id is None:
         log.warning("ignoring topic %r: %s has no topic_id (written by Kafka < 2.8?)", name, TopicZNode.path(name))
         return None
-    return _Topic(TopicInfo(name, assignment.topic_id, len(assignment.replicas), configs), assignment.replicas, {})
+    reassigning = {p: (assignment.adding.get(p, []), assignment.removing.get(p, []))
+                   for p in set(assignment.adding) | set(assignment.removing)}
+    return _Topic(TopicInfo(name, assignment.topic_id, len(assignment.replicas), configs), assignment.replicas, {},
+                  reassigning)

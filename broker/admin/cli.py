@@ -108,6 +108,17 @@ def replica_assignment(text: str) -> list[list[int]]:
     return assignment
 
 
+def broker_list(text: str) -> list[int]:
+    """``2,3,4``: distinct broker ids."""
+    try:
+        ids = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: broker ids separated by commas, e.g. 2,3,4") from None
+    if any(i < 0 for i in ids) or len(set(ids)) != len(ids):
+        raise argparse.ArgumentTypeError(f"{text!r}: distinct, non-negative broker ids")
+    return ids
+
+
 def timestamp_ms(text: str) -> int:
     """An ISO 8601 instant (``2024-05-01T12:00:00Z``, ``...+02:00``; no offset: local time) in ms."""
     try:
@@ -191,6 +202,17 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--partitions", type=positive_int, required=True, help="the new total partition count")
     p.add_argument("--dry-run", action="store_true", help="let the broker validate the request, change nothing")
 
+    p = _leaf(tsub, "reassign", "move partitions' replicas to other brokers (or cancel a move)", common, "topics.reassign")
+    p.add_argument("topic", metavar="TOPIC")
+    p.add_argument("--partition", type=non_negative_int, action="append", required=True, metavar="N",
+                   help="a partition to move (repeatable)")
+    move = p.add_mutually_exclusive_group(required=True)
+    move.add_argument("--replicas", type=broker_list, metavar="B,B,...",
+                      help="the new replicas, the preferred leader first (e.g. 2,3,4)")
+    move.add_argument("--cancel", action="store_true", help="cancel the reassignment in progress")
+    p = _leaf(tsub, "reassignments", "the replica moves still in progress", common, "topics.reassignments")
+    p.add_argument("topics", nargs="*", metavar="TOPIC", help="topics to show (default: all)")
+
     groups = sub.add_parser("groups", help="list, describe, reset and delete consumer groups")
     gsub = groups.add_subparsers(dest="groups_command", required=True, metavar="COMMAND")
     _leaf(gsub, "list", "list consumer groups with their state", common, "groups.list")
@@ -268,7 +290,7 @@ def _unique(names: Sequence[str]) -> list[str]:
 
 
 def _handlers() -> dict[str, Callable[["Session", argparse.Namespace], "Report"]]:
-    from broker.admin import configs, groups, reset, topics
+    from broker.admin import configs, groups, reassign, reset, topics
     from broker.admin.session import UsageError
 
     def alter_topic(s: "Session", a: argparse.Namespace) -> "Report":
@@ -294,6 +316,9 @@ def _handlers() -> dict[str, Callable[["Session", argparse.Namespace], "Report"]
         "topics.delete": lambda s, a: topics.delete(s, _unique(a.topics), a.if_exists),
         "topics.alter-configs": alter_topic,
         "topics.add-partitions": lambda s, a: topics.add_partitions(s, a.topic, a.partitions, a.dry_run),
+        "topics.reassign": lambda s, a: reassign.reassign(s, a.topic, list(dict.fromkeys(a.partition)),
+                                                          None if a.cancel else a.replicas),
+        "topics.reassignments": lambda s, a: reassign.reassignments(s, _unique(a.topics)),
         "groups.list": lambda s, a: groups.list_groups(s),
         "groups.describe": lambda s, a: groups.describe(s, _unique(a.groups)),
         "groups.reset-offsets": lambda s, a: reset.reset(s, a.group, None if a.all_topics else a.topic, _target(a),

@@ -13,6 +13,12 @@ from typing import Union
 from kio.schema.alter_configs.v0.request import AlterConfigsRequest as _AlterConfigsRequestV0
 from kio.schema.alter_configs.v1.request import AlterConfigsRequest as _AlterConfigsRequestV1
 from kio.schema.alter_configs.v2.request import AlterConfigsRequest as _AlterConfigsRequestV2
+from kio.schema.alter_partition_reassignments.v0.request import (
+    AlterPartitionReassignmentsRequest as _AlterPartitionReassignmentsRequestV0,
+)
+from kio.schema.alter_partition_reassignments.v1.request import (
+    AlterPartitionReassignmentsRequest as _AlterPartitionReassignmentsRequestV1,
+)
 from kio.schema.api_versions.v0.request import ApiVersionsRequest as _ApiVersionsRequestV0
 from kio.schema.api_versions.v1.request import ApiVersionsRequest as _ApiVersionsRequestV1
 from kio.schema.api_versions.v2.request import ApiVersionsRequest as _ApiVersionsRequestV2
@@ -106,6 +112,9 @@ from kio.schema.list_offsets.v5.request import ListOffsetsRequest as _ListOffset
 from kio.schema.list_offsets.v6.request import ListOffsetsRequest as _ListOffsetsRequestV6
 from kio.schema.list_offsets.v7.request import ListOffsetsRequest as _ListOffsetsRequestV7
 from kio.schema.list_offsets.v8.request import ListOffsetsRequest as _ListOffsetsRequestV8
+from kio.schema.list_partition_reassignments.v0.request import (
+    ListPartitionReassignmentsRequest as _ListPartitionReassignmentsRequestV0,
+)
 from kio.schema.metadata.v0.request import MetadataRequest as _MetadataRequestV0
 from kio.schema.metadata.v1.request import MetadataRequest as _MetadataRequestV1
 from kio.schema.metadata.v2.request import MetadataRequest as _MetadataRequestV2
@@ -369,6 +378,17 @@ DescribeClusterRequest = Union[
     _DescribeClusterRequestV2,
 ]
 
+# key 45
+AlterPartitionReassignmentsRequest = Union[
+    _AlterPartitionReassignmentsRequestV0,
+    _AlterPartitionReassignmentsRequestV1,
+]
+
+# key 46
+ListPartitionReassignmentsRequest = Union[
+    _ListPartitionReassignmentsRequestV0,
+]
+
 # key 43
 ElectLeadersRequest = Union[
     _ElectLeadersRequestV0,
@@ -406,6 +426,8 @@ BY_KEY: dict[int, object] = {
     23: OffsetForLeaderEpochRequest,
     42: DeleteGroupsRequest,
     43: ElectLeadersRequest,
+    45: AlterPartitionReassignmentsRequest,
+    46: ListPartitionReassignmentsRequest,
     44: IncrementalAlterConfigsRequest,
     47: OffsetDeleteRequest,
     60: DescribeClusterRequest,

@@ -508,3 +508,33 @@ def test_preferred_leaders_come_back_by_request_and_by_the_controller(broker_fac
         pass  # already moved back by the controller: ELECTION_NOT_NEEDED
     wait_until(lambda: all(leader == 1 for leader, _r, _i in describe(three, topic).values()), 30,
                "broker 1 leading both partitions again")
+
+
+def test_a_reassignment_copies_the_partition_to_new_brokers_then_drops_the_old(three: list[Broker]) -> None:
+    """castle topics reassign (AlterPartitionReassignments): the new replica catches up and
+    joins the ISR, the leadership moves into the target, the old replica leaves and its
+    broker deletes its copy; castle topics reassignments lists the move while it runs."""
+    topic = "moving"
+    ok(bootstrap(three), "topics", "create", topic, "--replica-assignment", "1:2")
+    wait_until(lambda: describe(three, topic)[0][2] == [1, 2], 30, "ISR [1, 2]")
+    history = History()
+    produce_acked(three, topic, [f"m{i}" for i in range(300)], history, partitions=1)
+    one = broker_with_id(three, 1)
+    pause(broker_with_id(three, 3))  # the move waits for broker 3: it is seen in progress
+    try:
+        ok(bootstrap([one]), "topics", "reassign", topic, "--partition", "0", "--replicas", "3,2")
+        listed = as_json(bootstrap([one]), "topics", "reassignments")
+        assert listed == [{"topic": topic, "partition": 0, "replicas": [3, 2, 1], "adding": [3], "removing": [1]}]
+    finally:
+        resume(broker_with_id(three, 3))
+    wait_until(lambda: as_json(bootstrap(three), "topics", "reassignments", topic) == [], 60, "the move done")
+    wait_until(lambda: describe(three, topic)[0] == (3, [3, 2], [3, 2]) or describe(three, topic)[0] == (3, [3, 2], [2, 3]),
+               30, "broker 3 leading replicas [3, 2]")
+    wait_until(lambda: not os.path.exists(os.path.join(one.log_dir, f"{topic}-0")), 30, "broker 1's copy deleted")
+    produce_acked(three, topic, [f"n{i}" for i in range(50)], history, partitions=1)
+    read_all(three, topic, 1, history)
+    assert history.check().ok and history.check().acked == 350, history.check().summary()
+    final = read_all(three, topic, 1)
+    for node_id in (2, 3):
+        broker = broker_with_id(three, node_id)
+        wait_until(lambda: log_records(broker, topic, 1) == final, 30, f"broker {node_id}'s copy")
