@@ -95,6 +95,7 @@ class WorkerNode:
         self.metrics = WorkerMetrics(index)
         self.connections: set[Any] = set()  # the worker server's open client connections
         self.started = time.time()
+        self._closed = False
 
     def start(self) -> None:
         """On the running loop: serve the other processes' calls, and apply registry
@@ -149,7 +150,8 @@ class WorkerNode:
 
     def _registry_loaded(self) -> None:
         # Whoever calls refresh() first takes its "changed"; the owner syncs regardless.
-        self.owner.sync_registry()
+        if not self._closed:  # a load that lands while the worker stops finds its logs closed
+            self.owner.sync_registry()
 
     def open(self) -> None:
         self.logs.open()
@@ -311,6 +313,8 @@ class WorkerNode:
         RELEASER.submit(files.replace_file, path, data)
 
     def close(self) -> None:
+        self._closed = True
+        self.cluster.on_change = None
         self.owner.replication.close()
         self.segment_files.close()
         self.mesh.close()

@@ -112,6 +112,8 @@ class ClusterSnapshot:
             try:
                 self._load(dirty)
             except Exception:
+                if self._closed:
+                    return  # the backend closed under the read: the worker is stopping
                 log.exception("cannot read the cluster state")
                 with self._dirty_lock:
                     self._dirty |= dirty

@@ -24,8 +24,9 @@ LEGACY_FETCH_MAX_BYTES a response; v0-v2 have no max_bytes of their own.
 
 Version notes: v4 isolation_level, last_stable_offset, aborted transactions; v5
 log_start_offset; v7 sessions and top-level error_code; v9 current_leader_epoch;
-v10 zstd; v11 rack_id and preferred_read_replica (-1); v12 flexible; v13 topic ids
-instead of names; v15 replica_state replaces replica_id; v16 node_endpoints (none sent).
+v10 zstd; v11 rack_id and preferred_read_replica (-1); v12 flexible, diverging_epoch and
+current_leader; v13 topic ids instead of names; v15 replica_state replaces replica_id; v16
+node_endpoints (the leaders named in current_leader).
 """
 
 from __future__ import annotations
@@ -192,7 +193,12 @@ def _respond(ctx: RequestContext, error_code: int, topics: list[tuple[str, uuid.
         out_topics[topic_index].partitions.append(
             fast.FetchPartitionOut(partition, code, r.high_watermark, r.high_watermark, r.log_start_offset, length,
                                    r.diverging_epoch, r.diverging_end_offset, leader, leader_epoch))
-    pieces = fast.encode_fetch_response(ctx.api_version, error_code, 0, out_topics)
+    endpoints: list[tuple[int, str, int]] = []
+    if ctx.api_version >= 16:  # KIP-951: where the leaders named in current_leader listen
+        live = node.cluster.live_brokers()
+        hinted = {p.current_leader_id for t in out_topics for p in t.partitions if p.current_leader_id >= 0}
+        endpoints = [(b, *live[b]) for b in sorted(hinted) if b in live]
+    pieces = fast.encode_fetch_response(ctx.api_version, error_code, 0, out_topics, endpoints)
     body: list[bytes | FileChunk] = [pieces[0]]
     size = len(pieces[0])
     for chunk, piece in zip(chunks, pieces[1:]):

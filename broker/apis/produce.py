@@ -22,7 +22,7 @@ Decoded and answered by hand (broker/protocol/produce_request.py, fast.encode_pr
 Version notes: v1 throttle_time_ms; v2 log_append_time; v3 adds transactional_id and
 requires magic v2; v5 log_start_offset;
 v7 allows zstd; v8 record_errors and error_message; v9 flexible; v10 current_leader
-and node_endpoints (tagged; sent only with NOT_LEADER errors, which we never give).
+and node_endpoints (tagged; sent with NOT_LEADER_OR_FOLLOWER: KIP-951).
 """
 
 from __future__ import annotations
@@ -160,5 +160,25 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Respon
         await _wait_committed(node, items + internal_items, slots + internal_slots, request.timeout_ms)
     if acks == 0:
         return NO_RESPONSE
-    return encode_produce_response(version, [(name, [(index, r if isinstance(r, AppendResult) else r.result)
-                                                     for index, r in entries]) for name, entries in layout])
+    answers = [(name, [(index, r if isinstance(r, AppendResult) else r.result) for index, r in entries])
+               for name, entries in layout]
+    if version >= 10:
+        leaders, endpoints = _leader_hints(node, answers)
+        return encode_produce_response(version, answers, leaders, endpoints)
+    return encode_produce_response(version, answers)
+
+
+def _leader_hints(node: WorkerServices, answers: list[tuple[str, list[tuple[int, AppendResult]]]]
+                  ) -> tuple[dict[tuple[str, int], tuple[int, int]], list[tuple[int, str, int]]]:
+    """KIP-951: for partitions answered NOT_LEADER_OR_FOLLOWER, who leads them now and
+    where that broker listens."""
+    leaders: dict[tuple[str, int], tuple[int, int]] = {}
+    for name, partitions in answers:
+        for index, result in partitions:
+            if result.error_code == ErrorCode.not_leader_or_follower:
+                view = node.cluster.partition(name, index)
+                if view is not None and view.leader >= 0:
+                    leaders[(name, index)] = (view.leader, view.leader_epoch)
+    live = node.cluster.live_brokers()
+    endpoints = [(b, *live[b]) for b in sorted({leader for leader, _epoch in leaders.values()}) if b in live]
+    return leaders, endpoints

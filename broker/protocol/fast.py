@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import struct
 import uuid
-from typing import NamedTuple, Protocol, Sequence
+from typing import Mapping, NamedTuple, Protocol, Sequence
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -110,7 +110,7 @@ def _string(text: str, flexible: bool) -> bytes:
 
 
 def encode_fetch_response(version: int, error_code: int, session_id: int,
-                          topics: list[FetchTopicOut]) -> list[bytes]:
+                          topics: list[FetchTopicOut], endpoints: Sequence[tuple[int, str, int]] = ()) -> list[bytes]:
     """The response body as pieces: pieces[0], then the records of the first partition
     that has any, then pieces[1], and so on. ``len(pieces) == 1 + partitions with records``."""
     flexible = version >= 12
@@ -151,7 +151,7 @@ def encode_fetch_response(version: int, error_code: int, session_id: int,
         if flexible:
             out += b"\x00"
     if flexible:
-        out += b"\x00"
+        out += _node_endpoints(endpoints) if endpoints and version >= 16 else b"\x00"
     pieces.append(bytes(out))
     return pieces
 
@@ -187,8 +187,13 @@ class Appended(Protocol):
     def error_message(self) -> str | None: ...
 
 
-def encode_produce_response(version: int, topics: Sequence[tuple[str, Sequence[tuple[int, Appended]]]]) -> bytes:
-    """The whole response body: ``topics`` are (name, [(partition index, result)])."""
+def encode_produce_response(version: int, topics: Sequence[tuple[str, Sequence[tuple[int, Appended]]]],
+                            leaders: Mapping[tuple[str, int], tuple[int, int]] | None = None,
+                            endpoints: Sequence[tuple[int, str, int]] = ()) -> bytes:
+    """The whole response body: ``topics`` are (name, [(partition index, result)]). v10+
+    (KIP-951): ``leaders`` (topic, partition) -> (leader id, epoch) for partitions answered
+    NOT_LEADER_OR_FOLLOWER (tag 0 of the partition), and those leaders' ``endpoints``
+    (node id, host, port; tag 0 of the body), so a client can go there without Metadata."""
     flexible = version >= 9
     partition = _PRODUCED_V5 if version >= 5 else _PRODUCED_V2 if version >= 2 else _PRODUCED_V0
     with_start = version >= 5
@@ -211,7 +216,11 @@ def encode_produce_response(version: int, topics: Sequence[tuple[str, Sequence[t
                 if flexible:
                     out += b"\x01"  # record_errors: empty
                     out += b"\x00" if message is None else _string(message, True)
-                    out += b"\x00"  # tagged fields
+                    hint = leaders.get((name, index)) if leaders and version >= 10 else None
+                    if hint is None:
+                        out += b"\x00"  # tagged fields
+                    else:
+                        out += b"\x01\x00" + _uvarint(_LEADER.size) + _LEADER.pack(hint[0], hint[1], 0)
                 else:
                     out += b"\x00\x00\x00\x00"
                     out += b"\xff\xff" if message is None else _string(message, False)
@@ -220,5 +229,13 @@ def encode_produce_response(version: int, topics: Sequence[tuple[str, Sequence[t
     if version >= 1:
         out += b"\x00\x00\x00\x00"  # throttle_time_ms (v0 has none)
     if flexible:
-        out += b"\x00"
+        out += _node_endpoints(endpoints) if endpoints and version >= 10 else b"\x00"
     return bytes(out)
+
+
+def _node_endpoints(endpoints: Sequence[tuple[int, str, int]]) -> bytes:
+    """A body's tagged fields holding NodeEndpoints (tag 0): node id, host, port, rack (null)."""
+    field = bytearray(_uvarint(len(endpoints) + 1))
+    for node_id, host, port in endpoints:
+        field += _I32.pack(node_id) + _string(host, True) + _I32.pack(port) + b"\x00" + b"\x00"
+    return b"\x01\x00" + _uvarint(len(field)) + bytes(field)

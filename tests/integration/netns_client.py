@@ -80,7 +80,7 @@ def consume(args: argparse.Namespace) -> int:
             msg = consumer.poll(0.2)
             if msg is None or msg.error():
                 continue
-            emit(type="read", partition=msg.partition(), offset=msg.offset(), value=msg.value().decode())
+            emit(type="read", partition=msg.partition(), offset=msg.offset(), value=(msg.value() or b"").decode())
     finally:
         consumer.close()
     return 0
@@ -104,7 +104,7 @@ def read_all(args: argparse.Namespace) -> int:
             msg = consumer.poll(0.5)
             if msg is None or msg.error():
                 continue
-            out[msg.partition()].append((msg.offset(), msg.value().decode()))
+            out[int(msg.partition() or 0)].append((int(msg.offset() or 0), (msg.value() or b"").decode()))
         for p, records in out.items():
             emit(type="final", partition=p, records=records)
         return 0
