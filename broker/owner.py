@@ -172,7 +172,7 @@ class Owner:
         self._appended(tp, info)
         self.replication.appended(tp, partition_log)
         return AppendResult(ErrorCode.none, info.first_offset, info.log_append_time, info.log_start_offset,
-                            None, info.record_count)
+                            None, info.record_count, partition_log.high_watermark)
 
     # ------------------------------------------------------------------ fetch
     def read(self, items: list[ReadItem], watcher: int | None) -> list[ReadResult]:

@@ -74,6 +74,7 @@ class AppendResult(NamedTuple):
     log_start_offset: int = -1
     error_message: str | None = None
     record_count: int = 0
+    high_watermark: int = -1  # right after the append: acks=all waits only while it is below the batch's end
 
 
 class ReadResult(NamedTuple):

@@ -225,17 +225,17 @@ def _decode_messages(reader: Reader, count: int) -> list[str | None]:
 
 
 def encode_append_results(results: Sequence[AppendResult]) -> list[bytes]:
-    columns = list(zip(*results)) if results else [()] * 6
+    columns = list(zip(*results)) if results else [()] * 7
     return [_U32.pack(len(results)), _column("h", columns[0]), _column("q", columns[1]), _column("q", columns[2]),
-            _column("q", columns[3]), _column("i", columns[5]), *_encode_messages(columns[4])]
+            _column("q", columns[3]), _column("i", columns[5]), _column("q", columns[6]), *_encode_messages(columns[4])]
 
 
 def decode_append_results(data: Buffer) -> list[AppendResult]:
     reader = Reader(data)
     count = reader.u32()
-    errors, bases, times, starts, counts = (reader.column(code, count) for code in "hqqqi")
+    errors, bases, times, starts, counts, watermarks = (reader.column(code, count) for code in "hqqqiq")
     messages = _decode_messages(reader, count)
-    return [AppendResult(*fields) for fields in zip(errors, bases, times, starts, messages, counts)]
+    return [AppendResult(*fields) for fields in zip(errors, bases, times, starts, messages, counts, watermarks)]
 
 
 # ---------------------------------------------------------------------- read

@@ -28,6 +28,7 @@ partitions continues the rotation where partition 0 started it, as Kafka does.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import random
 import threading
@@ -57,6 +58,7 @@ from coordination.znodes import (
     PartitionState,
     ProducerIdBlock,
     ProducerIdBlockZNode,
+    TopicAssignment,
     TopicConfigZNode,
     TopicPartitionStateZNode,
     TopicsZNode,
@@ -576,10 +578,9 @@ class ZooKeeperTopicRegistry:
             return info
         raise TopicRegistryError(ErrorCode.unknown_server_error, f"topic '{name}': too many concurrent changes")
 
-    def add_replicas(self, name: str, wanted: Mapping[int, list[int]]) -> bool:
-        """Append brokers to partitions' replica lists (a replica is only ever added here:
-        a new one catches up as a follower and joins the ISR; none leaves). False when the
-        topic changed meanwhile or is gone."""
+    def _rewrite_assignment(self, name: str, change: Callable[[TopicAssignment], TopicAssignment | None]) -> bool:
+        """Read the topic znode, ``change`` it (None: nothing to write), write it back
+        conditionally. False when the topic changed meanwhile or is gone (decide again)."""
         topic_path = TopicZNode.path(name)
         try:
             data, stat = self._call(self.client.get, topic_path)
@@ -588,19 +589,29 @@ class ZooKeeperTopicRegistry:
         current = TopicZNode.decode(name, data)
         if current.topic_id is None:
             return False
-        replicas = {p: list(r) for p, r in current.replicas.items()}
-        for partition, added in wanted.items():
-            if partition in replicas:
-                replicas[partition] += [b for b in added if b not in replicas[partition]]
-        if replicas == current.replicas:
+        changed = change(current)
+        if changed is None:
             return True
         try:
             self._call(self.client.set, topic_path,
-                       TopicZNode.encode(current.topic_id, replicas, current.adding, current.removing), version=stat.version)
+                       TopicZNode.encode(current.topic_id, changed.replicas, changed.adding, changed.removing),
+                       version=stat.version)
         except (BadVersionError, NoNodeError):
             return False
         self._changed(name)
         return True
+
+    def add_replicas(self, name: str, wanted: Mapping[int, list[int]]) -> bool:
+        """Append brokers to partitions' replica lists (a replica is only ever added here:
+        a new one catches up as a follower and joins the ISR; none leaves)."""
+        def add(current: TopicAssignment) -> TopicAssignment | None:
+            replicas = {p: list(r) for p, r in current.replicas.items()}
+            for partition, added in wanted.items():
+                if partition in replicas:
+                    replicas[partition] += [b for b in added if b not in replicas[partition]]
+            return None if replicas == current.replicas else dataclasses.replace(current, replicas=replicas)
+
+        return self._rewrite_assignment(name, add)
 
     # ------------------------------------------------------------------ reassignments (KIP-455)
     def reassignments(self, name: str) -> dict[int, tuple[list[int], list[int]]]:
@@ -665,25 +676,15 @@ class ZooKeeperTopicRegistry:
 
     def complete_reassignment(self, name: str, partition: int, target: list[int]) -> bool:
         """The controller's last step: the replica list becomes ``target``, nothing is in
-        flight any more. False when the topic changed meanwhile (decide again)."""
-        topic_path = TopicZNode.path(name)
-        try:
-            data, stat = self._call(self.client.get, topic_path)
-        except NoNodeError:
-            return False
-        current = TopicZNode.decode(name, data)
-        if current.topic_id is None or partition not in current.replicas:
-            return False
-        replicas = {**current.replicas, partition: list(target)}
-        adding = {p: b for p, b in current.adding.items() if p != partition}
-        removing = {p: b for p, b in current.removing.items() if p != partition}
-        try:
-            self._call(self.client.set, topic_path, TopicZNode.encode(current.topic_id, replicas, adding, removing),
-                       version=stat.version)
-        except (BadVersionError, NoNodeError):
-            return False
-        self._changed(name)
-        return True
+        flight any more."""
+        def complete(current: TopicAssignment) -> TopicAssignment | None:
+            if partition not in current.replicas:
+                return None
+            return TopicAssignment(current.topic_id, {**current.replicas, partition: list(target)},
+                                   {p: b for p, b in current.adding.items() if p != partition},
+                                   {p: b for p, b in current.removing.items() if p != partition})
+
+        return self._rewrite_assignment(name, complete)
 
     def _read_configs(self, name: str) -> dict[str, str]:
         try:

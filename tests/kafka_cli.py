@@ -25,6 +25,8 @@ SLF4J_VERSION = "1.7.36"  # the slf4j-api the 4.0 tools depend on; its nop bindi
 
 CONFIG_COMMAND = "kafka.admin.ConfigCommand"  # kafka-configs.sh
 TOPIC_COMMAND = "org.apache.kafka.tools.TopicCommand"  # kafka-topics.sh
+REASSIGN_COMMAND = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"  # kafka-reassign-partitions.sh
+LEADER_ELECTION_COMMAND = "org.apache.kafka.tools.LeaderElectionCommand"  # kafka-leader-election.sh
 
 FETCH_TIMEOUT = 900.0
 COMPLETE_MARKER = ".complete"

@@ -66,7 +66,10 @@ def _below_min_isr(node: WorkerServices, topic: str, partition: int) -> bool:
 
 async def _wait_committed(node: WorkerServices, items: list[AppendItem], slots: list[_Slot], timeout_ms: int) -> None:
     """acks=all: each appended batch's answer waits for its high watermark."""
-    waiting = [(item, slot) for item, slot in zip(items, slots) if slot.result.error_code == 0]
+    # Committed at the append already (no other replica, or a duplicate of a committed
+    # batch): no second trip to the owner.
+    waiting = [(item, slot) for item, slot in zip(items, slots) if slot.result.error_code == 0
+               and slot.result.high_watermark < slot.result.base_offset + max(1, slot.result.record_count)]
     if not waiting:
         return
     commits = [CommitItem(item.tp, slot.result.base_offset + max(1, slot.result.record_count)) for item, slot in waiting]

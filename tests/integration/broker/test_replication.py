@@ -28,6 +28,7 @@ from tests.integration.broker.test_admin_cli import as_json, ok
 from tests.integration.conftest import Broker, wait_until
 from tests.integration.coordination.test_cluster import cluster_settings, zk
 from tests.integration.replication_history import History
+from tests.kafka_cli import LEADER_ELECTION_COMMAND, REASSIGN_COMMAND, missing_tools, run_tool
 
 pytestmark = [pytest.mark.integration, pytest.mark.zookeeper, pytest.mark.replication]
 
@@ -583,3 +584,33 @@ def test_a_randomized_run_of_kills_and_pauses_loses_no_acknowledged_record(three
     final = read_all(three, topic, 3)
     for broker in three:
         wait_until(lambda: log_records(broker, topic, 3) == final, 30, f"broker {broker.bootstrap}'s copy (seed {seed})")
+
+
+@pytest.mark.kafka_cli
+@pytest.mark.timeout(600)
+def test_kafka_reassign_partitions_and_leader_election_tools_drive_castle(three: list[Broker], tmp_path: Any) -> None:
+    """Apache Kafka 4.0.0's kafka-reassign-partitions and kafka-leader-election, unmodified,
+    against three Castle brokers (jars fetched once with Maven: tests/kafka_cli.py)."""
+    missing = missing_tools()
+    if missing:
+        pytest.fail(f"Kafka's CLI needs {', '.join(missing)} on PATH (apt-get install default-jre-headless maven)")
+    topic = "kafka-tools"
+    ok(bootstrap(three), "topics", "create", topic, "--replica-assignment", "1:2,2:1")
+    wait_until(lambda: all(len(isr) == 2 for _l, _r, isr in describe(three, topic).values()), 30, "ISRs of two")
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": topic, "partition": 0, "replicas": [3, 2]},
+                                                             {"topic": topic, "partition": 1, "replicas": [2, 3]}]}))
+    servers = ["--bootstrap-server", three[0].bootstrap]
+    done = run_tool(REASSIGN_COMMAND, [*servers, "--execute", "--reassignment-json-file", str(plan)])
+    assert done.returncode == 0, done.stdout + done.stderr
+
+    def verified() -> bool:
+        check = run_tool(REASSIGN_COMMAND, [*servers, "--verify", "--reassignment-json-file", str(plan)])
+        return check.returncode == 0 and "is still in progress" not in check.stdout
+    wait_until(verified, 120, "kafka-reassign-partitions --verify to report the moves complete", interval=2)
+    layout = describe(three, topic)
+    assert (sorted(layout[0][1]), sorted(layout[1][1])) == ([2, 3], [2, 3]), layout
+    wait_until(lambda: all(len(isr) == 2 for _l, _r, isr in describe(three, topic).values()), 30, "ISRs of two")
+    election = run_tool(LEADER_ELECTION_COMMAND, [*servers, "--election-type", "PREFERRED", "--all-topic-partitions"])
+    assert election.returncode in (0, 1), election.stdout + election.stderr  # 1: some elections not needed
+    wait_until(lambda: [describe(three, topic)[p][0] for p in (0, 1)] == [3, 2], 30, "preferred leaders 3 and 2")

@@ -17,7 +17,10 @@ from broker.mesh import Mesh, Op
 from broker.partition_ops import (
     AppendItem,
     AppendResult,
+    CommitItem,
     DeleteItem,
+    EpochEndResult,
+    EpochItem,
     OffsetItem,
     OffsetResult,
     PartitionState,
@@ -192,7 +195,7 @@ def test_append_round_trip_keeps_batches_as_views_of_the_message():
     assert epoch == 17
     assert [(i.tp, bytes(i.records), i.version) for i in decoded] == [(i.tp, i.records, i.version) for i in items]
     assert all(isinstance(i.records, memoryview) and i.records.obj is message.obj for i in decoded)
-    results = [AppendResult(0, 5, -1, 0, None, 3), AppendResult(ErrorCode.corrupt_message, error_message="bad crc")]
+    results = [AppendResult(0, 5, -1, 0, None, 3, 8), AppendResult(ErrorCode.corrupt_message, error_message="bad crc")]
     assert codec.decode_append_results(b"".join(codec.encode_append_results(results))) == results
 
 
@@ -200,8 +203,11 @@ def test_read_offsets_states_serve_and_find_round_trip():
     reads = [ReadItem(tp, 10 * i, 1 << 20, i % 2 == 0) for i, tp in enumerate(TPS)]
     assert codec.decode_read(b"".join(codec.encode_read(reads, 1))) == (reads, 1)
     assert codec.decode_read(b"".join(codec.encode_read(reads, None)))[1] is None
-    results = [ReadResult(0, 5, 0, 5), ReadResult(0, 9, 1, 9, "/data/t-0/00000000000000000000.log", 77, 4096, 300),
-               ReadResult(ErrorCode.offset_out_of_range, 1, 1, 1)]
+    followers = [ReadItem(tp, 3, 1024, False, 2, 5, 4) for tp in TPS]  # replica 2, current epoch 5, last fetched 4
+    assert codec.decode_read(b"".join(codec.encode_read(followers, None))) == (followers, None)
+    results = [ReadResult(0, 5, 0, 5), ReadResult(0, 9, 1, 9, "/data/t-0/00000000000000000000.log", 77, 4096, 300, 3),
+               ReadResult(ErrorCode.offset_out_of_range, 1, 1, 1), ReadResult(0, 7, 0, 9, leader_epoch=6,
+                                                                               diverging_epoch=4, diverging_end_offset=7)]
     assert codec.decode_read_results(b"".join(codec.encode_read_results(results))) == results
     offsets = [OffsetItem(tp, -2 + i) for i, tp in enumerate(TPS)]
     assert codec.decode_offset_items(b"".join(codec.encode_offset_items(offsets)), OffsetItem) == offsets
@@ -212,6 +218,13 @@ def test_read_offsets_states_serve_and_find_round_trip():
     states = [PartitionState(0, 10, 12), PartitionState(-1, -1, -1)]
     assert codec.decode_states(b"".join(codec.encode_states(states))) == states
     assert codec.decode_states(b"".join(codec.encode_states([]))) == []
+    commits = [CommitItem(tp, 100 + i) for i, tp in enumerate(TPS)]
+    assert codec.decode_commit_wait(b"".join(codec.encode_commit_wait(commits, 30_000))) == (commits, 30_000)
+    assert codec.decode_codes(b"".join(codec.encode_codes([0, 20, 7]))) == [0, 20, 7]
+    epochs = [EpochItem(tp, 3, i) for i, tp in enumerate(TPS)]
+    assert codec.decode_epoch_items(b"".join(codec.encode_epoch_items(epochs))) == epochs
+    ends = [EpochEndResult(0, 2, 140), EpochEndResult(ErrorCode.fenced_leader_epoch)]
+    assert codec.decode_epoch_results(b"".join(codec.encode_epoch_results(ends))) == ends
     body = uuid.uuid4().bytes
     key, version, client_id, host, rest = codec.decode_serve(b"".join(codec.encode_serve(11, 9, None, "/127.0.0.1", body)))
     assert (key, version, client_id, host, bytes(rest)) == (11, 9, None, "/127.0.0.1", body)
