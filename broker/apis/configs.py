@@ -24,7 +24,8 @@ Behaviour:
   and bad values: INVALID_CONFIG with the reason), honour validate_only, persist in the
   topic registry and wait until every worker has applied the change before answering.
   Unlike Kafka, deleting an unknown key is INVALID_CONFIG too (unknown keys are always
-  an error here). BROKER resources are INVALID_REQUEST: broker configs are static.
+  an error here). BROKER resources are INVALID_REQUEST: broker configs are static (deleting
+  one, which changes nothing, succeeds: kafka-reassign-partitions clears throttles so).
   A resource named twice in one request is INVALID_REQUEST ("Duplicate resource."),
   answered once.
 
@@ -280,8 +281,13 @@ async def _alter(ctx: Any, key: int, request: Any, change_for: Callable[[Any], C
                 answered.add(ident)
                 raise KafkaError(ErrorCode.invalid_request, "Duplicate resource.")
             if resource.resource_type == RESOURCE_BROKER:
-                raise KafkaError(ErrorCode.invalid_request,
-                                 "broker configs are static: set them in the config file or with --override and restart")
+                # No dynamic broker config exists: deleting one is a no-op (kafka-reassign-partitions
+                # --verify clears the replication throttles it may have set); setting one is refused.
+                if any(getattr(c, "config_operation", OP_SET) != OP_DELETE for c in resource.configs):
+                    raise KafkaError(ErrorCode.invalid_request,
+                                     "broker configs are static: set them in the config file or with --override and restart")
+                responses.append(out)
+                continue
             if resource.resource_type != RESOURCE_TOPIC:
                 raise KafkaError(ErrorCode.invalid_request, f"unsupported resource type {resource.resource_type}")
             changed |= await _alter_topic(node, resource.resource_name, change_for(resource), bool(request.validate_only))

@@ -8,6 +8,7 @@ The faults are real: kill -9 of every process of a broker, SIGSTOP of a whole br
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 import random
@@ -42,12 +43,12 @@ def three(broker_factory: Callable[..., Broker], zk_connect: str) -> list[Broker
 
 def start_three(broker_factory: Callable[..., Broker], zk_connect: str, **extra: Any) -> list[Broker]:
     """Brokers 1, 2, 3 (2, 1 and 1 workers), each registered before the test goes on."""
-    brokers = []
-    for node_id, workers in ((1, 2), (2, 1), (3, 1)):
-        broker = broker_factory(workers=workers, overrides={
-            **cluster_settings(zk_connect, node_id), "replica.lag.time.max.ms": LAG_MS,
-            "offsets.topic.replication.factor": 3, **extra})
-        brokers.append(broker)
+    brokers = [broker_factory(workers=workers, start=False, overrides={
+        **cluster_settings(zk_connect, node_id), "replica.lag.time.max.ms": LAG_MS,
+        "offsets.topic.replication.factor": 3, **extra}) for node_id, workers in ((1, 2), (2, 1), (3, 1))]
+    with concurrent.futures.ThreadPoolExecutor(3) as pool:  # side by side: each start waits for its broker
+        for started in [pool.submit(b.start) for b in brokers]:
+            started.result()
     client = zk(zk_connect)
     try:
         wait_until(lambda: len(client.get_children("/brokers/ids")) == 3, 30, "three brokers registered")
@@ -130,24 +131,6 @@ def read_all(brokers: list[Broker], topic: str, partitions: int, history: Histor
         return out
     finally:
         consumer.close()
-
-
-def test_replicated_topic_is_described_and_every_replica_holds_every_acked_record(three: list[Broker]) -> None:
-    topic = "replicated"
-    create(three, topic, 3, 3, {"min.insync.replicas": "2"})
-    layout = wait_until(lambda: (d := describe(three, topic)) and all(len(isr) == 3 for _l, _r, isr in d.values()) and d,
-                        30, "every partition with three in-sync replicas")
-    assert {tuple(sorted(r)) for _l, r, _i in layout.values()} == {(1, 2, 3)}
-    assert sorted(leader for leader, _r, _i in layout.values()) == [1, 2, 3]  # leaders spread
-    history = History()
-    produce_acked(three, topic, [f"v{i}" for i in range(600)], history)
-    read_all(three, topic, 3, history)
-    report = history.check()
-    assert report.ok and report.acked == 600, report.summary()
-    # Every replica's own files hold the same records at the same offsets (read from disk).
-    expected = {p: [(o, v) for o, v in records] for p, records in read_all(three, topic, 3).items()}
-    for broker in three:
-        wait_until(lambda: log_records(broker, topic, 3) == expected, 30, f"broker {broker.bootstrap}'s copy")
 
 
 def log_records(broker: Broker, topic: str, partitions: int) -> dict[int, list[tuple[int, str]]]:
@@ -254,18 +237,21 @@ def leader_of(brokers: list[Broker], topic: str, partition: int) -> int:
     return describe(brokers, topic)[partition][0]
 
 
-def test_kill_9_of_each_partition_leader_loses_no_acknowledged_record(three: list[Broker]) -> None:
-    """min.insync.replicas=2, idempotent producers with acks=all: the leader of each
-    partition in turn dies by kill -9 (every process of its broker) while they write; a
+def test_kill_9_of_partition_leaders_loses_no_acknowledged_record(three: list[Broker]) -> None:
+    """min.insync.replicas=2, idempotent producers with acks=all: the leader of a partition,
+    then of another (another broker), dies by kill -9 (every process of its broker) while they write; a
     new leader is elected from the ISR, the dead broker comes back, truncates what the
     others never had and catches up. Every acknowledged record is read back exactly once,
     at its offset, and no consumer ever read a record that later disappeared."""
     topic = "jepsen"
     create(three, topic, 3, 3, {"min.insync.replicas": "2"})
-    wait_until(lambda: all(len(isr) == 3 for _l, _r, isr in describe(three, topic).values()), 30, "full ISRs")
+    layout = wait_until(lambda: (d := describe(three, topic)) and all(len(isr) == 3 for _l, _r, isr in d.values()) and d,
+                        30, "every partition with three in-sync replicas")
+    assert {tuple(sorted(r)) for _l, r, _i in layout.values()} == {(1, 2, 3)}
+    assert sorted(leader for leader, _r, _i in layout.values()) == [1, 2, 3]  # leaders spread
     history = History()
     with Load(three, topic, 3, history) as load:
-        for partition in range(3):
+        for partition in range(2):
             time.sleep(2)
             victim_id = leader_of(three, topic, partition)
             victim = broker_with_id(three, victim_id)
@@ -543,7 +529,7 @@ def test_a_reassignment_copies_the_partition_to_new_brokers_then_drops_the_old(t
 
 
 def test_a_randomized_run_of_kills_and_pauses_loses_no_acknowledged_record(three: list[Broker]) -> None:
-    """Jepsen's Kafka checker over ~40 s of random faults (a seed printed for replay): kill -9
+    """Jepsen's Kafka checker over ~20 s of random faults (a seed printed for replay): kill -9
     of a broker then its restart, or a broker paused (SIGSTOP) for 1-6 s, one at a time,
     while idempotent acks=all producers and a consumer run. Afterwards every acknowledged
     record is in every copy once, at its offset, and nothing read was ever rolled back."""
@@ -555,7 +541,7 @@ def test_a_randomized_run_of_kills_and_pauses_loses_no_acknowledged_record(three
     wait_until(lambda: all(len(isr) == 3 for _l, _r, isr in describe(three, topic).values()), 30, "full ISRs")
     history = History()
     faults = []
-    deadline = time.monotonic() + 40
+    deadline = time.monotonic() + 20
     with Load(three, topic, 3, history) as load:
         while time.monotonic() < deadline:
             victim = rng.choice(three)
@@ -580,7 +566,7 @@ def test_a_randomized_run_of_kills_and_pauses_loses_no_acknowledged_record(three
     read_all(three, topic, 3, history)
     report = history.check()
     assert report.ok, f"seed {seed}, faults {faults}:\n{report.summary()}"
-    assert report.acked > 200, report.summary()
+    assert report.acked > 100, report.summary()
     final = read_all(three, topic, 3)
     for broker in three:
         wait_until(lambda: log_records(broker, topic, 3) == final, 30, f"broker {broker.bootstrap}'s copy (seed {seed})")
@@ -604,10 +590,16 @@ def test_kafka_reassign_partitions_and_leader_election_tools_drive_castle(three:
     done = run_tool(REASSIGN_COMMAND, [*servers, "--execute", "--reassignment-json-file", str(plan)])
     assert done.returncode == 0, done.stdout + done.stderr
 
+    seen: list[str] = []
+
     def verified() -> bool:
         check = run_tool(REASSIGN_COMMAND, [*servers, "--verify", "--reassignment-json-file", str(plan)])
+        seen.append(f"exit {check.returncode}\n{check.stdout}\n{check.stderr[-2000:]}")
         return check.returncode == 0 and "is still in progress" not in check.stdout
-    wait_until(verified, 120, "kafka-reassign-partitions --verify to report the moves complete", interval=2)
+    try:
+        wait_until(verified, 60, "kafka-reassign-partitions --verify to report the moves complete", interval=2)
+    except AssertionError:
+        raise AssertionError(f"{seen[-1] if seen else 'never ran'}") from None
     layout = describe(three, topic)
     assert (sorted(layout[0][1]), sorted(layout[1][1])) == ([2, 3], [2, 3]), layout
     wait_until(lambda: all(len(isr) == 2 for _l, _r, isr in describe(three, topic).values()), 30, "ISRs of two")

@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.zookeeper, pytest.mark.replic
 
 def test_replicated_and_unreplicated_cases_and_the_follower_catch_up_are_all_measured(zookeeper_server: Any) -> None:
     command = [sys.executable, "-m", "loadtest.bench_replication", "--zookeeper", zookeeper_server.address,
-               "--seconds", "2", "--warmup", "0.5", "--backlog-mib", "8", "--catchup-partitions", "2",
+               "--seconds", "1", "--warmup", "0.3", "--backlog-mib", "8", "--catchup-partitions", "2",
                "--replica-lag-ms", "3000", "--loopback-repeat", "1", "--json"]
     done = subprocess.run(command, cwd=REPO_ROOT, stdin=subprocess.DEVNULL, capture_output=True, timeout=240)
     assert done.returncode == 0, done.stderr.decode(errors="replace")[-4000:]

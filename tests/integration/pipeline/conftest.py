@@ -21,7 +21,7 @@ from tests.integration.conftest import Broker
 
 pyspark = pytest.importorskip("pyspark")
 
-JVM_STOP_TIMEOUT = 30.0
+JVM_STOP_TIMEOUT = 5.0  # after gateway.shutdown() it has nothing left to do; killed after this
 
 
 @pytest.fixture(scope="session")
