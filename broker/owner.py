@@ -74,6 +74,7 @@ class Owner:
         self.replication = replication(self)
         self._roles = roles
         self._assigned_elsewhere = assigned_elsewhere
+        self._topic_ids: dict[TopicPartition, tuple[PartitionLog, Any]] = {}
         # tp -> indexes of workers with a long-polling fetch waiting for it.
         self.remote_watchers: dict[TopicPartition, set[int]] = {}
 
@@ -95,6 +96,14 @@ class Owner:
             return None
         return logs.create_log(tp, overrides=info.configs, topic_id=info.topic_id)
 
+    def _topic_id_on_disk(self, tp: TopicPartition, partition_log: PartitionLog) -> Any:
+        """partition.metadata's topic id, read once per log: syncs run on every registry
+        change (each ISR change, under replication), and read it for every partition."""
+        known = self._topic_ids.get(tp)
+        if known is None or known[0] is not partition_log:
+            known = self._topic_ids[tp] = (partition_log, read_partition_metadata(partition_log.directory))
+        return known[1]
+
     def sync_registry(self) -> None:
         """Create the owned partitions the registry has, delete the ones it dropped, and
         apply topic configs. Idempotent: run on every registry change and at start."""
@@ -103,7 +112,7 @@ class Owner:
         dropped = []
         for tp, partition_log in list(self.logs.logs.items()):
             info = registry.get(tp.topic)
-            on_disk_id = read_partition_metadata(partition_log.directory)
+            on_disk_id = self._topic_id_on_disk(tp, partition_log)
             if info is None or tp.partition >= info.partitions or (on_disk_id is not None and on_disk_id != info.topic_id):
                 dropped.append(tp)
             elif not self.owns(tp) and self._assigned_elsewhere(tp):
