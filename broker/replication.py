@@ -3,7 +3,8 @@
 Roles come from the cluster's records (coordination/snapshot.py's PartitionView: the
 state znode the controller and the leaders write): ``apply`` runs on every change. As
 leader of a partition, ``Replication`` keeps each follower's progress from its fetches,
-moves the high watermark to the smallest log end in the ISR, answers acks=all appends
+moves the high watermark to the smallest log end in the ISR (not while the ISR is below
+min.insync.replicas), answers acks=all appends
 once it passes them, and shrinks or expands the ISR (written conditionally on the state
 znode's version, off the loop). As follower it only records whom to fetch from; the
 fetching is broker/replica_fetcher.py's.
@@ -202,6 +203,12 @@ class Replication:
     def _maybe_advance(self, tp: TopicPartition, partition_log: PartitionLog) -> None:
         led = self.led.get(tp)
         if led is None:
+            return
+        if partition_log.replicated and len(led.isr) < partition_log.config.min_insync_replicas:
+            # Too few in-sync replicas to call anything committed (Kafka 4.0, KIP-966): the
+            # high watermark waits, so consumers never read what one lost broker could take.
+            if led.waiters:
+                self._answer_waiters(tp, led, partition_log)
             return
         mark = partition_log.log_end_offset
         for broker in led.isr:

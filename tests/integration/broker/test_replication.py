@@ -298,17 +298,31 @@ def test_a_stopped_follower_leaves_the_isr_and_rejoins_and_two_stopped_refuse_ac
                           extra={"message.timeout.ms": 3000, "enable.idempotence": False, "retries": 0})
             assert refused.check().acked == 0
             assert error_of_acks_all(broker_with_id(three, leader_id), topic) == "NOT_ENOUGH_REPLICAS"
+            before = high_watermark(broker_with_id(three, leader_id), topic)
             produce_acked([broker_with_id(three, leader_id)], topic, ["one"], history, acks="1", partitions=1)
+            time.sleep(1)
+            # Appended, acknowledged (acks=1), but not committed below min.insync.replicas (KIP-966).
+            assert high_watermark(broker_with_id(three, leader_id), topic) == before
         finally:
             resume(followers[1])
     finally:
         resume(followers[0])
     wait_until(lambda: len(describe(three, topic)[0][2]) == 3, 60, "both followers back in the ISR")
+    # Back above min.insync.replicas, the acks=1 record is committed once the followers have it.
+    wait_until(lambda: high_watermark(broker_with_id(three, leader_id), topic) == 51, 30, "the high watermark at 51")
     read_all(three, topic, 1, history)
     assert history.check().ok, history.check().summary()
     final = read_all(three, topic, 1)
     for broker in three:
         wait_until(lambda: log_records(broker, topic, 1) == final, 30, f"broker {broker.bootstrap}'s copy")
+
+
+def high_watermark(broker: Broker, topic: str) -> int:
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"hw-{uuid.uuid4().hex}"})
+    try:
+        return int(consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1])
+    finally:
+        consumer.close()
 
 
 def error_of_acks_all(broker: Broker, topic: str) -> str:
