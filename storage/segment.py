@@ -210,14 +210,9 @@ class LogSegment:
         ``headers`` holds (position in source, header) of every batch in ``source``.
         Returns the next offset after the last appended record.
         """
-        log = self._log
-        assert log is not None, "append to a sealed segment"
-        if self.bytes_since_last_index_entry + len(source) > self.config.index_interval_bytes:
-            # Index entries may be added: reserve their blocks before the log bytes land.
-            self.offset_index.reserve_entries(len(headers))
-            self.time_index.reserve_entries(len(headers))
-        base_position = log.write(source)
-        buf = log.map
+        base_position = self._write(source, len(headers))
+        assert self._log is not None
+        buf = self._log.map
         next_offset = first_offset
         for source_position, header in headers:
             position = base_position + source_position
@@ -231,26 +226,31 @@ class LogSegment:
                 max_timestamp = log_append_time_ms
             next_offset = batch_base + header.last_offset_delta + 1
             self._index_batch(position, size, next_offset - 1, max_timestamp)
-        self.size = log.length
-        self._next_offset = next_offset
-        if self.rolling_base_ms is None:
-            self.rolling_base_ms = int(time.time() * 1000)
-        return next_offset
+        return self._appended(next_offset)
 
     def append_batches_as_they_are(self, source: memoryview, headers: list[tuple[int, BatchHeader]]) -> int:
         """A follower's append: copy checked batches whose offsets the leader assigned.
         Returns the next offset after the last one."""
-        log = self._log
-        assert log is not None, "append to a sealed segment"
-        if self.bytes_since_last_index_entry + len(source) > self.config.index_interval_bytes:
-            self.offset_index.reserve_entries(len(headers))
-            self.time_index.reserve_entries(len(headers))
-        base_position = log.write(source)
         next_offset = self.next_offset
+        base_position = self._write(source, len(headers))
         for source_position, header in headers:
             next_offset = header.base_offset + header.last_offset_delta + 1
             self._index_batch(base_position + source_position, header.size, next_offset - 1, header.max_timestamp)
-        self.size = log.length
+        return self._appended(next_offset)
+
+    def _write(self, source: memoryview, batches: int) -> int:
+        """Copy ``source`` into the map (index blocks reserved first when entries may be
+        added, so a full disk fails before any byte lands); its position there."""
+        log = self._log
+        assert log is not None, "append to a sealed segment"
+        if self.bytes_since_last_index_entry + len(source) > self.config.index_interval_bytes:
+            self.offset_index.reserve_entries(batches)
+            self.time_index.reserve_entries(batches)
+        return log.write(source)
+
+    def _appended(self, next_offset: int) -> int:
+        assert self._log is not None
+        self.size = self._log.length
         self._next_offset = next_offset
         if self.rolling_base_ms is None:
             self.rolling_base_ms = int(time.time() * 1000)

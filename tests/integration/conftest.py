@@ -180,6 +180,12 @@ class Broker:
 
     # ------------------------------------------------------------------ lifecycle
     def start(self, timeout: float = START_TIMEOUT) -> "Broker":
+        self.launch()
+        self.wait_ready(timeout)
+        return self
+
+    def launch(self) -> None:
+        """Start the process without waiting for it to serve."""
         assert self.process is None or self.process.poll() is not None, "already running"
         self.starts += 1
         with open(self.stderr_path, "ab") as err:
@@ -187,8 +193,6 @@ class Broker:
             err.flush()
             self.process = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL, stdout=err, stderr=err,
                                             start_new_session=True)
-        self.wait_ready(timeout)
-        return self
 
     def wait_ready(self, timeout: float = START_TIMEOUT) -> None:
         """Every worker slot serves (its stats file names a live child) and a client round trip works."""

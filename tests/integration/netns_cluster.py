@@ -93,21 +93,6 @@ class NetnsBroker(Broker):
     def command(self) -> list[str]:
         return self.net.wrap(self.member, super().command())
 
-    def launch(self) -> None:
-        """Start the process without waiting (brokers start side by side)."""
-        assert self.process is None or self.process.poll() is not None, "already running"
-        self.starts += 1
-        with open(self.stderr_path, "ab") as err:
-            err.write(f"----- start #{self.starts}: {' '.join(self.command())}\n".encode())
-            err.flush()
-            self.process = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL, stdout=err, stderr=err,
-                                            start_new_session=True)
-
-    def start(self, timeout: float = START_TIMEOUT) -> "NetnsBroker":
-        self.launch()
-        self.wait_ready(timeout)
-        return self
-
     def wait_ready(self, timeout: float = START_TIMEOUT) -> None:
         """As Broker.wait_ready (every worker serving by its stats file), with the client round
         trip made from the client's namespace."""
