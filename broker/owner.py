@@ -118,7 +118,7 @@ class Owner:
             elif not self.owns(tp) and self._assigned_elsewhere(tp):
                 dropped.append(tp)  # its replica moved to other brokers (a reassignment)
         if dropped:
-            log.info("deleting %d partitions no longer in the topic registry: %s", len(dropped),
+            log.info("deleting %d partitions no longer in the topic registry or moved to other brokers: %s", len(dropped),
                      ", ".join(map(str, dropped[:10])) + (" ..." if len(dropped) > 10 else ""))
             self.logs.delete_logs(dropped)
         for info in registry.all():

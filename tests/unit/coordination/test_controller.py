@@ -55,3 +55,14 @@ def test_widening_adds_live_brokers_spread_over_partitions() -> None:
     grown = widened({0: [1], 1: [1], 2: [1, 2, 3]}, [1, 2, 3], 3)
     assert grown == {0: [2, 3], 1: [3, 2]}
     assert widened({0: [1]}, [1], 3) == {}
+
+
+def test_a_reassignment_waits_for_its_new_replicas_then_moves_the_leader_then_completes() -> None:
+    from coordination.controller import reassignment_step
+
+    replicas, adding, removing = [3, 2, 1], [3], [1]  # target [3, 2]; 1 leaves
+    assert reassignment_step(replicas, adding, removing, state(1, 4, [1, 2]), {1, 2, 3}, 2) is None  # 3 not in sync
+    moved = reassignment_step(replicas, adding, removing, state(1, 4, [1, 2, 3]), {1, 2, 3}, 2)
+    assert moved == PartitionState(3, 5, [2, 3], 2, 7)  # the leader leaves: a target replica in the ISR leads
+    assert reassignment_step(replicas, adding, removing, state(3, 5, [2, 3]), {1, 2, 3}, 2) == [3, 2]
+
