@@ -93,6 +93,7 @@ Locator = Callable[[int], tuple[int, str, int]]  # partition -> (holder broker, 
 
 
 CONTROL_INTERVAL = 1.0
+LOAD_WAIT, LOAD_WAITS = 0.05, 200  # a load waits up to 10 s for the high watermark to reach the log end
 COMMIT_TIMEOUT_MS = 5_000  # offsets.commit.timeout.ms's default
 
 
@@ -145,18 +146,43 @@ class WorkerOffsetsLog:
         return int(code)
 
     async def read_partition(self, partition: int) -> list[tuple[Any, Any]]:
-        """Every (key, value) of one partition, in log order, up to its high watermark."""
+        """Every (key, value) of one partition, in log order, up to its leader's log end.
+
+        A new leader's high watermark can lag its log end by the last batches (it learns the
+        old leader's from its last fetch), and those include commits already answered: the
+        load waits until the high watermark reaches the log end it saw first, as Kafka's
+        coordinator loads up to the log end."""
         holder, host, port = self.locate(partition)
         if holder != self.node_id:
             if holder < 0 or port < 0:
                 raise KafkaError(ErrorCode.coordinator_not_available, f"{OFFSETS_TOPIC}-{partition}: its broker is down")
-            code, data = await self._remote_client(host, port).read_all(OFFSETS_TOPIC, partition)
+            client = self._remote_client(host, port)
+            code, end = await client.log_end(OFFSETS_TOPIC, partition)
+            for _ in range(LOAD_WAITS):
+                if code:
+                    raise KafkaError(ErrorCode(code), f"reading {OFFSETS_TOPIC}-{partition} from broker {holder}")
+                code, _start, high_watermark = await client.high_watermark(OFFSETS_TOPIC, partition)
+                if not code and high_watermark >= end:
+                    break
+                await asyncio.sleep(LOAD_WAIT)
+            else:
+                raise KafkaError(ErrorCode.coordinator_load_in_progress,
+                                 f"{OFFSETS_TOPIC}-{partition}: its high watermark is below its log end {end}")
+            code, data = await client.read_all(OFFSETS_TOPIC, partition)
             if code:
                 raise KafkaError(ErrorCode(code), f"reading {OFFSETS_TOPIC}-{partition} from broker {holder}")
             return _entries_of(data, 0)[0]
         tp = TopicPartition(OFFSETS_TOPIC, partition)
         link = self._link(tp)
-        ((log_start, high_watermark, _end),) = await link.partition_state([tp])
+        ((log_start, high_watermark, end),) = await link.partition_state([tp])
+        for _ in range(LOAD_WAITS):
+            if high_watermark >= end:
+                break
+            await asyncio.sleep(LOAD_WAIT)
+            ((log_start, high_watermark, _end),) = await link.partition_state([tp])
+        else:
+            raise KafkaError(ErrorCode.coordinator_load_in_progress,
+                             f"{OFFSETS_TOPIC}-{partition}: its high watermark is below its log end {end}")
         entries: list[tuple[Any, Any]] = []
         offset = max(0, log_start)
         while offset < high_watermark:
@@ -563,7 +589,8 @@ class CoordinatorProcess:
         is electing another) or moving, try again rather than resign."""
         retriable = {ErrorCode.coordinator_not_available, ErrorCode.not_leader_or_follower,
                      ErrorCode.leader_not_available, ErrorCode.network_exception, ErrorCode.request_timed_out,
-                     ErrorCode.fenced_leader_epoch, ErrorCode.unknown_leader_epoch}
+                     ErrorCode.fenced_leader_epoch, ErrorCode.unknown_leader_epoch,
+                     ErrorCode.coordinator_load_in_progress}
         while True:
             try:
                 return await self.offsets_log.read_partition(partition)

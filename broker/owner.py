@@ -15,6 +15,7 @@ import os
 from typing import Any, Callable, Iterable, Protocol
 
 from broker.partition_ops import (
+    LOG_END,
     NO_FENCE,
     AppendItem,
     AppendResult,
@@ -283,6 +284,10 @@ class Owner:
                 continue
             if self.replication.leader_epoch(tp) < 0:
                 results.append(OffsetResult(ErrorCode.not_leader_or_follower))
+                continue
+            if timestamp == LOG_END:
+                results.append(OffsetResult(ErrorCode.none, partition_log.log_end_offset, -1,
+                                            partition_log.epochs.latest_epoch))
                 continue
             found = partition_log.offset_for_timestamp(timestamp)
             if found is None:

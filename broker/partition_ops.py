@@ -57,9 +57,12 @@ class EpochEndResult(NamedTuple):
     end_offset: int = -1  # the first offset after it
 
 
+LOG_END = -100  # an OffsetItem timestamp meaning the log end offset (never from a client: -1 to -4 only)
+
+
 class OffsetItem(NamedTuple):
     tp: TopicPartition
-    timestamp: int  # or -1 latest, -2 earliest, -3 max timestamp
+    timestamp: int  # or -1 latest (the high watermark), -2 earliest, -3 max timestamp, LOG_END
 
 
 class DeleteItem(NamedTuple):

@@ -329,8 +329,13 @@ class RemotePartitionClient:
                     await connection.wait_closed()
 
     # ------------------------------------------------------------------ calls
-    async def _list_offset(self, topic: str, partition: int, timestamp: int) -> tuple[int, int]:
-        body = {"replica_id": -1, "isolation_level": 0, "topics": [{"name": topic, "partitions": [
+    async def log_end(self, topic: str, partition: int) -> tuple[int, int]:
+        """(error, the leader's log end offset): ListOffsets latest with a replica id other
+        than a consumer's (-2, Kafka's debugging id) answers the log end, not the high watermark."""
+        return await self._list_offset(topic, partition, LATEST_TIMESTAMP, replica_id=-2)
+
+    async def _list_offset(self, topic: str, partition: int, timestamp: int, replica_id: int = -1) -> tuple[int, int]:
+        body = {"replica_id": replica_id, "isolation_level": 0, "topics": [{"name": topic, "partitions": [
             {"partition_index": partition, "current_leader_epoch": -1, "timestamp": timestamp}]}]}
         try:
             answer = await self._call(LIST_OFFSETS, LIST_OFFSETS_VERSION, body)

@@ -10,7 +10,8 @@ partition; a partition asked for twice in one request is INVALID_REQUEST on each
 occurrence, as Kafka does. No transactions yet, so the last stable offset is the high
 watermark and the isolation level changes nothing. The leader epoch answered is that of
 the record found (the latest epoch for -1; -1 with offset -1 and timestamp -1 when none is
-found). current_leader_epoch (v4+) is checked against the partition's recorded epoch:
+found); a replica id other than -1 (a follower, or Kafka's debugging id -2) gets the log end
+for -1, as Kafka answers. current_leader_epoch (v4+) is checked against the partition's recorded epoch:
 older is FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH (KIP-320). replica_id is ignored.
 
 Version notes: v0 (several offsets per partition; Kafka 4.0 dropped it, kio lacks it) is
@@ -30,6 +31,7 @@ from typing import Any
 from broker.context import RequestContext, Response
 from broker.dispatch import api
 from broker.forwarding import on_owners
+from broker.partition_ops import LOG_END as OWNER_LOG_END
 from broker.partition_ops import OffsetItem, OffsetResult
 from broker.protocol import codec, list_offsets_v0
 from broker.protocol.build import build
@@ -41,12 +43,17 @@ from storage.types import TopicPartition
 KEY = 2
 
 EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
 EARLIEST_LOCAL_TIMESTAMP = -4
+CONSUMER = -1
+LOG_END = OWNER_LOG_END
 
 
 def _owner_timestamp(timestamp: int) -> int:
     # With no tiered storage, the earliest local offset is the earliest offset.
-    return EARLIEST_TIMESTAMP if timestamp == EARLIEST_LOCAL_TIMESTAMP else timestamp
+    if timestamp == EARLIEST_LOCAL_TIMESTAMP:
+        return EARLIEST_TIMESTAMP
+    return max(timestamp, 0) if timestamp < EARLIEST_LOCAL_TIMESTAMP else timestamp  # no other special value
 
 
 def _partition(index: int, code: int) -> dict[str, Any]:
@@ -75,6 +82,7 @@ async def handle_list_offsets(ctx: RequestContext, request: ListOffsetsRequest |
         return await _handle_v0(ctx, request)
     node = ctx.node
     asked = Counter((t.name, p.partition_index) for t in request.topics for p in t.partitions)
+    replica_id = int(getattr(request, "replica_id", CONSUMER))
     topics = []
     items: list[OffsetItem] = []
     pending: list[dict[str, Any]] = []
@@ -91,7 +99,10 @@ async def handle_list_offsets(ctx: RequestContext, request: ListOffsetsRequest |
                 entry = _partition(p.partition_index, fenced)
             else:
                 entry = _partition(p.partition_index, ErrorCode.none)
-                items.append(OffsetItem(TopicPartition(topic.name, p.partition_index), _owner_timestamp(p.timestamp)))
+                timestamp = _owner_timestamp(p.timestamp)
+                if timestamp == LATEST_TIMESTAMP and replica_id != CONSUMER:
+                    timestamp = LOG_END  # a replica (or Kafka's debugging id) asks for the log end
+                items.append(OffsetItem(TopicPartition(topic.name, p.partition_index), timestamp))
                 pending.append(entry)
             partitions.append(entry)
         topics.append({"name": topic.name, "partitions": partitions})
