@@ -34,7 +34,7 @@ import os
 import signal
 import socket
 import threading
-from typing import Any, Callable, Coroutine
+from typing import Any, Awaitable, Callable, Coroutine
 
 import orjson
 
@@ -68,6 +68,21 @@ OFFSETS_TOPIC = "__consumer_offsets"
 BOOT_ERROR = 3
 READ_CHUNK = 1 << 20
 TICK_SECONDS = 0.1
+
+
+async def _committed_to(marks: Callable[[], Awaitable[tuple[int, int, int]]], partition: int,
+                        end: int | None = None) -> tuple[int, int, int]:
+    """Wait until the high watermark (the middle of ``marks()``: log start, high watermark,
+    log end) reaches ``end``, by default the log end the first marks give; the last marks.
+    COORDINATOR_LOAD_IN_PROGRESS after LOAD_WAITS tries."""
+    for _ in range(LOAD_WAITS):
+        found = await marks()
+        end = found[2] if end is None else end
+        if found[1] >= end:
+            return found
+        await asyncio.sleep(LOAD_WAIT)
+    raise KafkaError(ErrorCode.coordinator_load_in_progress,
+                     f"{OFFSETS_TOPIC}-{partition}: its high watermark is below its log end {end}")
 
 
 def offsets_topic_configs(config: BrokerConfig) -> dict[str, str]:
@@ -157,32 +172,30 @@ class WorkerOffsetsLog:
             if holder < 0 or port < 0:
                 raise KafkaError(ErrorCode.coordinator_not_available, f"{OFFSETS_TOPIC}-{partition}: its broker is down")
             client = self._remote_client(host, port)
-            code, end = await client.log_end(OFFSETS_TOPIC, partition)
-            for _ in range(LOAD_WAITS):
+
+            def check(code: int) -> None:
                 if code:
                     raise KafkaError(ErrorCode(code), f"reading {OFFSETS_TOPIC}-{partition} from broker {holder}")
-                code, _start, high_watermark = await client.high_watermark(OFFSETS_TOPIC, partition)
-                if not code and high_watermark >= end:
-                    break
-                await asyncio.sleep(LOAD_WAIT)
-            else:
-                raise KafkaError(ErrorCode.coordinator_load_in_progress,
-                                 f"{OFFSETS_TOPIC}-{partition}: its high watermark is below its log end {end}")
+
+            async def remote_marks() -> tuple[int, int, int]:
+                code, log_start, high_watermark = await client.high_watermark(OFFSETS_TOPIC, partition)
+                check(code)
+                return log_start, high_watermark, -1  # its log end: asked once, below
+
+            code, end = await client.log_end(OFFSETS_TOPIC, partition)
+            check(code)
+            await _committed_to(remote_marks, partition, end)
             code, data = await client.read_all(OFFSETS_TOPIC, partition)
-            if code:
-                raise KafkaError(ErrorCode(code), f"reading {OFFSETS_TOPIC}-{partition} from broker {holder}")
+            check(code)
             return _entries_of(data, 0)[0]
         tp = TopicPartition(OFFSETS_TOPIC, partition)
         link = self._link(tp)
-        ((log_start, high_watermark, end),) = await link.partition_state([tp])
-        for _ in range(LOAD_WAITS):
-            if high_watermark >= end:
-                break
-            await asyncio.sleep(LOAD_WAIT)
-            ((log_start, high_watermark, _end),) = await link.partition_state([tp])
-        else:
-            raise KafkaError(ErrorCode.coordinator_load_in_progress,
-                             f"{OFFSETS_TOPIC}-{partition}: its high watermark is below its log end {end}")
+
+        async def local_marks() -> tuple[int, int, int]:
+            (state,) = await link.partition_state([tp])  # log start, high watermark, log end
+            return state
+
+        log_start, high_watermark, _end = await _committed_to(local_marks, partition)
         entries: list[tuple[Any, Any]] = []
         offset = max(0, log_start)
         while offset < high_watermark:

@@ -30,19 +30,18 @@ from broker.partition_ops import (
     ReadResult,
 )
 from broker.protocol.errors import ErrorCode, code_for_exception
-from broker.replication import Replication
+from broker.replication import Replication, epoch_fence
 from coordination.local_topics import TopicInfo
 from storage.batch import HEADER_SIZE, BatchHeader, check_producer_batch, parse_header, producer_id_at
 from storage.checkpoint import read_partition_metadata
 from storage.errors import StorageError
-from storage.log import AppendInfo, PartitionLog
+from storage.log import LATEST_TIMESTAMP, AppendInfo, PartitionLog
 from storage.manager import LogManager
 from storage.types import FileRange, TopicPartition
 
 log = logging.getLogger(__name__)
 
 ZSTD = 4
-LATEST = -1  # ListOffsets' latest timestamp
 
 
 class TopicView(Protocol):
@@ -201,26 +200,29 @@ class Owner:
         return results
 
     def _read_one(self, item: ReadItem) -> ReadResult:
-        tp, offset, max_bytes, refuse_zstd, replica, client_epoch, last_fetched_epoch = item
+        tp, offset, max_bytes, refuse_zstd, replica, client_epoch, _last_fetched = item
         partition_log = self.log_for(tp)
         if partition_log is None:
             return ReadResult(ErrorCode.unknown_topic_or_partition)
         leader_epoch = self.replication.leader_epoch(tp)
         if leader_epoch < 0:
             return ReadResult(ErrorCode.not_leader_or_follower)
-        if client_epoch >= 0 and client_epoch != leader_epoch:
-            # KIP-320: a fetcher that knows an older leader may be reading a log that was
-            # truncated since; one that knows a newer one is ahead of us.
-            code = ErrorCode.fenced_leader_epoch if client_epoch < leader_epoch else ErrorCode.unknown_leader_epoch
-            return ReadResult(code, leader_epoch=leader_epoch)
+        fenced = epoch_fence(client_epoch, leader_epoch)
+        if fenced:
+            return ReadResult(fenced, leader_epoch=leader_epoch)
         if replica >= 0:
-            return self._read_for_follower(item, partition_log, leader_epoch)
-        end = partition_log.high_watermark
+            refused = self._follower_fetched(item, partition_log, leader_epoch)
+            if refused is not None:
+                return refused
+        # Consumers read below the high watermark; followers to the log end.
+        committed = replica < 0
+        end = partition_log.high_watermark if committed else partition_log.log_end_offset
         if offset == end:
             # Caught up: most partitions of a wide Fetch are, and have nothing to read.
-            return ReadResult(ErrorCode.none, end, partition_log.log_start_offset, partition_log.log_end_offset)
+            return ReadResult(ErrorCode.none, partition_log.high_watermark, partition_log.log_start_offset,
+                              partition_log.log_end_offset)
         try:
-            info = partition_log.read(offset, max_bytes, min_one_batch=True, committed=True)
+            info = partition_log.read(offset, max_bytes, min_one_batch=True, committed=committed)
         except StorageError as exc:
             return ReadResult(exc.kafka_error_code, partition_log.high_watermark, partition_log.log_start_offset,
                               partition_log.log_end_offset)
@@ -234,38 +236,26 @@ class Owner:
         return ReadResult(ErrorCode.none, info.high_watermark, info.log_start_offset, info.log_end_offset,
                           file_range.path, inode, file_range.position, file_range.length)
 
-    def _read_for_follower(self, item: ReadItem, partition_log: PartitionLog, leader_epoch: int) -> ReadResult:
-        """A follower's fetch: up to the log end, after checking where its log diverged
-        from ours (KIP-595's LastFetchedEpoch), and it moves the high watermark."""
-        tp, offset, max_bytes, _refuse, replica, _epoch, last_fetched_epoch = item
+    def _follower_fetched(self, item: ReadItem, partition_log: PartitionLog, leader_epoch: int) -> ReadResult | None:
+        """A follower's fetch, before its read: the answer when it may not read (not a
+        replica, an offset out of range, a log that diverged from ours: KIP-595's
+        LastFetchedEpoch), else None after its fetch offset moved the high watermark."""
+        tp, offset, _max_bytes, _refuse, replica, _epoch, last_fetched_epoch = item
         led = self.replication.led.get(tp)
         if led is None or replica not in led.replicas:
             return ReadResult(ErrorCode.not_leader_or_follower, leader_epoch=leader_epoch)
+        marks = partition_log.high_watermark, partition_log.log_start_offset, partition_log.log_end_offset
         if last_fetched_epoch >= 0:
             epoch, end_offset = partition_log.epochs.end_offset_for(last_fetched_epoch, partition_log.log_end_offset)
             if epoch >= 0 and (epoch < last_fetched_epoch or end_offset < offset):
                 # Its last batches were written in an epoch that ended earlier here: it
                 # truncates to (epoch, end_offset) and fetches again.
-                return ReadResult(ErrorCode.none, partition_log.high_watermark, partition_log.log_start_offset,
-                                  partition_log.log_end_offset, leader_epoch=leader_epoch, diverging_epoch=epoch,
+                return ReadResult(ErrorCode.none, *marks, leader_epoch=leader_epoch, diverging_epoch=epoch,
                                   diverging_end_offset=end_offset)
         if offset > partition_log.log_end_offset or offset < partition_log.log_start_offset:
-            return ReadResult(ErrorCode.offset_out_of_range, partition_log.high_watermark, partition_log.log_start_offset,
-                              partition_log.log_end_offset, leader_epoch=leader_epoch)
+            return ReadResult(ErrorCode.offset_out_of_range, *marks, leader_epoch=leader_epoch)
         self.replication.follower_fetched(tp, replica, offset, partition_log)
-        hw, start, end = partition_log.high_watermark, partition_log.log_start_offset, partition_log.log_end_offset
-        if offset == end:
-            return ReadResult(ErrorCode.none, hw, start, end, leader_epoch=leader_epoch)
-        try:
-            info = partition_log.read(offset, max_bytes, min_one_batch=True)
-        except StorageError as exc:
-            return ReadResult(exc.kafka_error_code, hw, start, end, leader_epoch=leader_epoch)
-        file_range = info.file_range
-        if file_range is None:
-            return ReadResult(ErrorCode.none, hw, start, end, leader_epoch=leader_epoch)
-        inode = file_range.inode or os.fstat(file_range.fd).st_ino
-        return ReadResult(ErrorCode.none, hw, start, end, file_range.path, inode, file_range.position, file_range.length,
-                          leader_epoch)
+        return None
 
     # ------------------------------------------------------------------ acks=all
     def wait_committed(self, items: list[CommitItem], timeout_ms: int) -> "list[int] | asyncio.Future[list[int]]":
@@ -296,7 +286,7 @@ class Owner:
                 # The epoch of the record there (the latest epoch for the log's end), so
                 # a client can later check it with OffsetForLeaderEpoch (KIP-320).
                 epochs = partition_log.epochs
-                epoch = epochs.latest_epoch if timestamp == LATEST else epochs.epoch_at(found[0])
+                epoch = epochs.latest_epoch if timestamp == LATEST_TIMESTAMP else epochs.epoch_at(found[0])
                 results.append(OffsetResult(ErrorCode.none, found[0], found[1], epoch))
         return results
 
@@ -310,9 +300,8 @@ class Owner:
             leader_epoch = self.replication.leader_epoch(tp)
             if leader_epoch < 0:
                 results.append(EpochEndResult(ErrorCode.not_leader_or_follower))
-            elif current >= 0 and current != leader_epoch:
-                results.append(EpochEndResult(ErrorCode.fenced_leader_epoch if current < leader_epoch
-                                              else ErrorCode.unknown_leader_epoch))
+            elif fenced := epoch_fence(current, leader_epoch):
+                results.append(EpochEndResult(fenced))
             else:
                 found, end = partition_log.epochs.end_offset_for(epoch, partition_log.log_end_offset)
                 results.append(EpochEndResult(ErrorCode.none, found, end))

@@ -33,6 +33,15 @@ def now_ms() -> int:
     return int(time.monotonic() * 1000)
 
 
+def epoch_fence(asked: int, current: int) -> int:
+    """KIP-320: the error for a request naming leader epoch ``asked`` (-1: unchecked) when
+    the leader's is ``current``: one that knows an older leader may be reading a log that
+    was truncated since (FENCED_LEADER_EPOCH); one that knows a newer one is ahead of us."""
+    if asked < 0 or asked == current:
+        return ErrorCode.none
+    return ErrorCode.fenced_leader_epoch if asked < current else ErrorCode.unknown_leader_epoch
+
+
 class IsrWriter(Protocol):
     def __call__(self, tp: TopicPartition, state: PartitionState) -> "asyncio.Future[PartitionState | None]": ...
 

@@ -27,6 +27,7 @@ from coordination.znodes import PartitionState
 log = logging.getLogger(__name__)
 
 NO_LEADER = -1
+UNKNOWN_TOPIC_OR_PARTITION = 3
 
 
 class StateStore(Protocol):
@@ -193,6 +194,28 @@ class Controller:
         return written
 
 
+WRITE_ATTEMPTS = 5  # a state another writer keeps changing is decided again this many times
+
+
+def write_decided(store: StateStore, topic: str, partition: int,
+                  decide: Callable[[PartitionState], PartitionState | int | None]) -> PartitionState | int | None:
+    """Read a partition's state now, ``decide`` what it should be, write that conditionally
+    on the version read, and decide again when another writer got there first. The written
+    state; ``decide``'s error code (UNKNOWN_TOPIC_OR_PARTITION without a state); None when
+    there was nothing to write or the attempts ran out."""
+    for _ in range(WRITE_ATTEMPTS):
+        state = store.partition_state(topic, partition)
+        if state is None:
+            return UNKNOWN_TOPIC_OR_PARTITION
+        wanted = decide(state)
+        if wanted is None or isinstance(wanted, int):
+            return wanted
+        written = store.update_partition_state(topic, partition, wanted)
+        if written is not None:
+            return written
+    return None
+
+
 def fence_replica(store: StateStore, broker: int, others_alive: set[int],
                   unclean_allowed: Callable[[Mapping[str, str]], bool], controller_epoch: int) -> int:
     """Treat ``broker`` as dead in every partition state (it lost its log): out of each
@@ -207,20 +230,17 @@ def fence_replica(store: StateStore, broker: int, others_alive: set[int],
             continue
         unclean = unclean_allowed(info.configs)
         for partition, assigned in replicas.items():
-            for _attempt in range(5):
-                state = store.partition_state(info.name, partition)
-                if state is None or broker not in state.isr + [state.leader]:
-                    break
-                wanted = elect(assigned, state, others_alive, unclean, controller_epoch)
-                if wanted is None or store.update_partition_state(info.name, partition, wanted) is not None:
-                    written += wanted is not None
-                    break
+            def fenced(state: PartitionState, assigned: list[int] = assigned) -> PartitionState | None:
+                if broker not in state.isr + [state.leader]:
+                    return None
+                return elect(assigned, state, others_alive, unclean, controller_epoch)
+
+            written += isinstance(write_decided(store, info.name, partition, fenced), PartitionState)
     return written
 
 
 PREFERRED, UNCLEAN = 0, 1  # ElectLeaders' election types
 ELECTION_NOT_NEEDED, PREFERRED_LEADER_NOT_AVAILABLE, ELIGIBLE_LEADERS_NOT_AVAILABLE = 84, 80, 83
-UNKNOWN_TOPIC_OR_PARTITION = 3
 
 
 def elect_on_request(replicas: list[int], state: PartitionState, live: set[int], election_type: int,
@@ -263,22 +283,17 @@ def run_elections(store: StateStore, live: set[int], wanted: list[tuple[str, int
         if not assigned:
             results[(topic, partition)] = UNKNOWN_TOPIC_OR_PARTITION
             continue
-        for _attempt in range(5):
-            state = store.partition_state(topic, partition)
-            if state is None:
-                results[(topic, partition)] = UNKNOWN_TOPIC_OR_PARTITION
-                break
-            outcome = elect_on_request(assigned, state, live, election_type, controller_epoch)
-            if isinstance(outcome, int):
-                results[(topic, partition)] = outcome
-                break
-            if store.update_partition_state(topic, partition, outcome) is not None:
-                log.info("controller: %s-%d leader %d -> %d by request (epoch %d)", topic, partition, state.leader,
-                         outcome.leader, outcome.leader_epoch)
-                results[(topic, partition)] = 0
-                break
+
+        def decide(state: PartitionState, assigned: list[int] = assigned) -> PartitionState | int:
+            return elect_on_request(assigned, state, live, election_type, controller_epoch)
+
+        outcome = write_decided(store, topic, partition, decide)
+        if isinstance(outcome, PartitionState):
+            log.info("controller: %s-%d led by %d by request (epoch %d)", topic, partition, outcome.leader,
+                     outcome.leader_epoch)
+            results[(topic, partition)] = 0
         else:
-            results[(topic, partition)] = ELIGIBLE_LEADERS_NOT_AVAILABLE
+            results[(topic, partition)] = ELIGIBLE_LEADERS_NOT_AVAILABLE if outcome is None else outcome
     return results
 
 

@@ -36,6 +36,7 @@ import os
 import time
 import uuid
 
+from broker.apis.metadata import current_leader, leader_endpoints
 from broker.context import FileChunk, RawResponse, RequestContext, WorkerServices
 from broker.dispatch import api
 from broker.forwarding import on_owners
@@ -195,9 +196,8 @@ def _respond(ctx: RequestContext, error_code: int, topics: list[tuple[str, uuid.
                                    r.diverging_epoch, r.diverging_end_offset, leader, leader_epoch))
     endpoints: list[tuple[int, str, int]] = []
     if ctx.api_version >= 16:  # KIP-951: where the leaders named in current_leader listen
-        live = node.cluster.live_brokers()
-        hinted = {p.current_leader_id for t in out_topics for p in t.partitions if p.current_leader_id >= 0}
-        endpoints = [(b, *live[b]) for b in sorted(hinted) if b in live]
+        endpoints = leader_endpoints(node, (p.current_leader_id for t in out_topics for p in t.partitions
+                                            if p.current_leader_id >= 0))
     pieces = fast.encode_fetch_response(ctx.api_version, error_code, 0, out_topics, endpoints)
     body: list[bytes | FileChunk] = [pieces[0]]
     size = len(pieces[0])
@@ -213,10 +213,7 @@ def _leader_hint(node: WorkerServices, code: int, tp: TopicPartition) -> tuple[i
     answer, so the client need not ask Metadata first."""
     if code not in (ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch):
         return -1, -1
-    view = node.cluster.partition(tp.topic, tp.partition)
-    if view is None or view.leader < 0:
-        return -1, -1
-    return view.leader, view.leader_epoch
+    return current_leader(node, tp.topic, tp.partition) or (-1, -1)
 
 
 def _down_converted(fd: int, position: int, length: int, magic: int, fetch_offset: int) -> tuple[bytes, int]:

@@ -38,6 +38,7 @@ from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
 from broker.protocol.list_offsets_v0 import ListOffsetsV0Request
 from broker.protocol.requests import ListOffsetsRequest
+from broker.replication import epoch_fence
 from storage.types import TopicPartition
 
 KEY = 2
@@ -118,9 +119,7 @@ def _epoch_check(node: Any, topic: str, partition: int, current: int) -> int:
     if current < 0:
         return 0
     view = node.cluster.partition(topic, partition)
-    if view is None or current == view.leader_epoch:
-        return 0
-    return ErrorCode.fenced_leader_epoch if current < view.leader_epoch else ErrorCode.unknown_leader_epoch
+    return 0 if view is None else epoch_fence(current, view.leader_epoch)
 
 
 async def _handle_v0(ctx: RequestContext, request: ListOffsetsV0Request) -> bytes:

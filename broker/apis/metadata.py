@@ -17,7 +17,7 @@ v8 authorized operations; v9 flexible; v10 topic ids; v11 drops cluster authoriz
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Any, Iterable
 
 from broker.context import RequestContext, Response
 from broker.dispatch import api
@@ -38,6 +38,18 @@ def advertised_nodes(node: Any) -> dict[int, tuple[str, int]]:
     brokers = dict(node.cluster.live_brokers())
     brokers.setdefault(node.node_id, node.config.advertised)  # we answer, so we are alive
     return brokers
+
+
+def current_leader(node: Any, topic: str, partition: int) -> tuple[int, int] | None:
+    """(leader, leader epoch) of a partition as the cluster records it; None without one."""
+    view = node.cluster.partition(topic, partition)
+    return None if view is None or view.leader < 0 else (view.leader, view.leader_epoch)
+
+
+def leader_endpoints(node: Any, leaders: Iterable[int]) -> list[tuple[int, str, int]]:
+    """KIP-951's node endpoints: (node id, host, port) of the live ones among ``leaders``."""
+    live = node.cluster.live_brokers()
+    return [(b, *live[b]) for b in sorted(set(leaders)) if b in live]
 
 
 def _partition_entry(node: Any, topic: str, partition: int) -> dict[str, Any]:

@@ -27,7 +27,7 @@ and node_endpoints (tagged; sent with NOT_LEADER_OR_FOLLOWER: KIP-951).
 
 from __future__ import annotations
 
-from broker.apis.metadata import INTERNAL_TOPICS
+from broker.apis.metadata import INTERNAL_TOPICS, current_leader, leader_endpoints
 from broker.context import NO_RESPONSE, RequestContext, Response, WorkerServices
 from broker.dispatch import api
 from broker.forwarding import on_owners
@@ -179,9 +179,7 @@ def _leader_hints(node: WorkerServices, answers: list[tuple[str, list[tuple[int,
     for name, partitions in answers:
         for index, result in partitions:
             if result.error_code == ErrorCode.not_leader_or_follower:
-                view = node.cluster.partition(name, index)
-                if view is not None and view.leader >= 0:
-                    leaders[(name, index)] = (view.leader, view.leader_epoch)
-    live = node.cluster.live_brokers()
-    endpoints = [(b, *live[b]) for b in sorted({leader for leader, _epoch in leaders.values()}) if b in live]
-    return leaders, endpoints
+                hint = current_leader(node, name, index)
+                if hint is not None:
+                    leaders[(name, index)] = hint
+    return leaders, leader_endpoints(node, (leader for leader, _epoch in leaders.values()))

@@ -20,7 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import pytest
 
@@ -322,6 +322,24 @@ def collect_clients_on_the_main_thread() -> Iterator[None]:
     gc.collect()
 
 
+def stop_all(brokers: Iterable[Broker]) -> list[str]:
+    """Every broker still running stops gracefully (SIGTERM) and must exit 0; whatever
+    happens, each is then killed by PID and its run dir removed. The ones that did not
+    exit 0, described for a test failure."""
+    unclean = []
+    for broker in brokers:
+        try:
+            if broker.process is not None:
+                code = broker.stop(expect_code=None)  # None: did not exit in time, killed
+                if code != 0:
+                    unclean.append(f"{broker.bootstrap}: exit code {code}\n{broker.stderr(tail=40)}")
+        except Exception as exc:
+            unclean.append(f"{broker.bootstrap}: {exc!r}")
+        finally:
+            broker.cleanup()
+    return unclean
+
+
 @pytest.fixture
 def broker_factory(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[Callable[..., Broker]]:
     brokers: list[Broker] = []
@@ -337,19 +355,7 @@ def broker_factory(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[Ca
         return broker
 
     yield make
-    # Every broker still running stops gracefully (SIGTERM) and must exit 0; whatever
-    # happens, each is then killed by PID and its run dir removed.
-    unclean = []
-    for broker in brokers:
-        try:
-            if broker.process is not None:
-                code = broker.stop(expect_code=None)  # None: did not exit in time, killed
-                if code != 0:
-                    unclean.append(f"{broker.bootstrap}: exit code {code}\n{broker.stderr(tail=40)}")
-        except Exception as exc:
-            unclean.append(f"{broker.bootstrap}: {exc!r}")
-        finally:
-            broker.cleanup()
+    unclean = stop_all(brokers)
     if unclean:
         pytest.fail("broker did not stop cleanly on SIGTERM: " + "\n".join(unclean))
 

@@ -20,7 +20,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from tests.integration.conftest import START_TIMEOUT, Broker, wait_until
+from tests.integration.conftest import START_TIMEOUT, Broker, stop_all, wait_until
 from tests.integration.netns import Network, network  # noqa: F401  (the fixture, re-exported to the tests)
 from tests.integration.replication_history import History
 from tests.zookeeper_server import MAIN_CLASS, ZooKeeperServer, classpath, unavailable_reason
@@ -202,17 +202,7 @@ class NetnsCluster:
     def close(self) -> list[str]:
         """Stop every broker (SIGTERM, then SIGKILL, by PID), then ZooKeeper; the brokers that
         did not exit 0 on SIGTERM, for the fixture to report."""
-        unclean = []
-        for broker in self.brokers:
-            try:
-                if broker.process is not None:
-                    code = broker.stop(expect_code=None)
-                    if code != 0:
-                        unclean.append(f"{broker.bootstrap}: exit code {code}\n{broker.stderr(tail=40)}")
-            except Exception as exc:
-                unclean.append(f"{broker.bootstrap}: {exc!r}")
-            finally:
-                broker.cleanup()
+        unclean = stop_all(self.brokers)
         self.zookeeper.stop()
         return unclean
 
