@@ -90,3 +90,31 @@ def test_only_a_broker_of_the_cluster_fetches_as_a_replica(broker: Broker) -> No
         for version in (12, 15):
             refused = fetch(client, topic_id, 0, replica=77, version=version, topic="replicas-only")
             assert refused.error_code == ErrorCode.topic_authorization_failed and not refused.records
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_elect_leaders_every_version_answers_per_partition(broker: Broker, version: int) -> None:
+    """One broker leads everything (the local backend): ELECTION_NOT_NEEDED, or
+    UNKNOWN_TOPIC_OR_PARTITION for a partition that does not exist."""
+    with KioClient(broker.bootstrap) as client:
+        _create_topic(client, f"elect-{version}")
+        answer = client.call(43, version, request(43, version, election_type=0, timeout=5000, topic_partitions=[
+            {"topic": f"elect-{version}", "partitions": [0, 7]}]))
+        codes = {p.partition_id: p.error_code for r in answer.replica_election_results for p in r.partition_result}
+        assert codes == {0: ErrorCode.election_not_needed, 7: ErrorCode.unknown_topic_or_partition}
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_partition_reassignments_every_version_on_one_broker(broker: Broker, version: int) -> None:
+    """Nowhere to move a replica with one broker: INVALID_REPLICA_ASSIGNMENT; v1 refuses a
+    new replica count when allow_replication_factor_change is false; nothing is listed."""
+    with KioClient(broker.bootstrap) as client:
+        _create_topic(client, "moves")
+        answer = client.call(45, version, request(45, version, timeout=5000, allow_replication_factor_change=False,
+                                                   topics=[{"name": "moves", "partitions": [
+                                                       {"partition_index": 0, "replicas": [0, 1]}]}]))
+        (partition,) = answer.responses[0].partitions
+        expected = ErrorCode.invalid_replication_factor if version >= 1 else ErrorCode.invalid_replica_assignment
+        assert partition.error_code == expected
+        listed = client.call(46, 0, request(46, 0, timeout=5000, topics=None))
+        assert listed.error_code == 0 and list(listed.topics) == []
