@@ -43,9 +43,12 @@ def main(argv: list[str] | None = None) -> int:
 
         if rest:
             parser.error(f"unrecognized arguments: {' '.join(rest)}")
+        from broker.security.broker_security import check_tls_files
+
         try:
             config = load_config(args.config, parse_overrides(args.override))
-        except (ConfigError, OSError) as exc:
+            check_tls_files(config)
+        except (ConfigError, OSError, ValueError) as exc:
             print(f"castle serve: {exc}", file=sys.stderr)
             return 2
         return run_serve(config)

@@ -9,11 +9,13 @@ declared here too, from storage.config's table, so one list covers everything.
 
 from __future__ import annotations
 
+import functools
 import os
 import tomllib
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
+from broker.listeners import ListenerSet, parse_endpoints, parse_protocol_map
 from storage.config import INT_MAX, TOPIC_KEYS, LogConfig, integer_in
 
 Parser = Callable[[str], Any]
@@ -55,10 +57,24 @@ def _host_port_or_empty(value: str) -> str:
     return text
 
 
-def _listeners(value: str) -> str:
-    for item in str(value).split(","):
-        parse_listener(item)
+def _endpoints(value: str) -> str:
+    text = str(value).strip()
+    if text:
+        parse_endpoints(text)
+    return text
+
+
+def _protocol_map(value: str) -> str:
+    parse_protocol_map(str(value))
     return str(value).strip()
+
+
+def _mechanisms(value: str) -> str:
+    names = [name.strip().upper() for name in str(value).split(",") if name.strip()]
+    unknown = [name for name in names if name not in SASL_MECHANISMS]
+    if unknown:
+        raise ValueError(f"unsupported SASL mechanism {', '.join(unknown)} (Castle has {', '.join(SASL_MECHANISMS)})")
+    return ",".join(names)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,23 +85,45 @@ class Setting:
     doc: str
 
 
-def parse_listener(text: str) -> tuple[str, str, int]:
-    """``PLAINTEXT://host:port`` (or ``host:port``) -> (security protocol, host, port)."""
-    text = text.strip()
-    protocol, _, address = text.rpartition("://")
-    protocol = protocol or "PLAINTEXT"
-    if protocol != "PLAINTEXT":
-        raise ValueError(f"only PLAINTEXT listeners are supported, not {protocol!r}")
-    host, sep, port = address.rpartition(":")
-    if not sep:
-        raise ValueError(f"listener {text!r} has no port")
-    return protocol, host.strip("[]"), int(port)
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
+# Settings a listener may override with the prefix listener.name.<listener>. (Kafka's).
+SSL_KEYS = ("ssl.keystore.type", "ssl.keystore.location", "ssl.key.password", "ssl.truststore.type",
+            "ssl.truststore.location", "ssl.client.auth", "ssl.protocol", "ssl.enabled.protocols", "ssl.cipher.suites",
+            "ssl.endpoint.identification.algorithm")
+LISTENER_KEYS = (*SSL_KEYS, "sasl.enabled.mechanisms")
+JAAS_SUFFIX = ".sasl.jaas.config"
 
 
 SETTINGS: list[Setting] = [
     Setting("node.id", integer_in(0, INT_MAX), 0, "This broker's id, as in meta.properties and Metadata answers."),
-    Setting("listeners", _listeners, "PLAINTEXT://127.0.0.1:9092", "Where clients connect (one PLAINTEXT listener)."),
-    Setting("advertised.listeners", _str, "", "What Metadata tells clients (defaults to listeners)."),
+    Setting("listeners", _endpoints, "PLAINTEXT://127.0.0.1:9092", "Where clients connect: NAME://host:port, comma-separated."),
+    Setting("listener.security.protocol.map", _protocol_map, "",
+            "NAME:PROTOCOL pairs (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL); empty: the four standard names map to themselves."),
+    Setting("advertised.listeners", _endpoints, "", "What Metadata tells clients, per listener name (defaults to listeners)."),
+    Setting("inter.broker.listener.name", _str, "",
+            "The listener brokers reach each other on; empty: PLAINTEXT if there is one, else the first listener."),
+    # TLS (KIP-651's PEM files); each may be overridden per listener: listener.name.<name>.ssl.*
+    Setting("ssl.keystore.type", _choice("pem"), "pem", "Only PEM: the certificate chain and PKCS#8 key in one file."),
+    Setting("ssl.keystore.location", _str, "", "PEM file with this broker's certificate chain and private key."),
+    Setting("ssl.key.password", _str, "", "Password of an encrypted private key (empty: not encrypted)."),
+    Setting("ssl.truststore.type", _choice("pem"), "pem", "Only PEM."),
+    Setting("ssl.truststore.location", _str, "", "PEM file of the CAs trusted for client (and broker) certificates."),
+    Setting("ssl.client.auth", _choice("none", "requested", "required"), "none", "Whether clients present a certificate."),
+    Setting("ssl.protocol", _str, "TLSv1.3", "TLS, TLSv1.2 or TLSv1.3 (the highest version offered)."),
+    Setting("ssl.enabled.protocols", _str, "TLSv1.2,TLSv1.3", "TLS versions accepted."),
+    Setting("ssl.cipher.suites", _str, "", "IANA names of the TLS 1.2 suites allowed (empty: OpenSSL's defaults)."),
+    Setting("ssl.endpoint.identification.algorithm", _str, "https",
+            "https: a broker checks the host name in the certificate of the broker it connects to; empty: not."),
+    # SASL
+    Setting("sasl.enabled.mechanisms", _mechanisms, "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+            "Mechanisms offered on SASL listeners (Kafka's default GSSAPI is not available)."),
+    Setting("sasl.mechanism.inter.broker.protocol", _mechanisms, "",
+            "The mechanism brokers use with each other on a SASL listener; empty: the first enabled one."),
+    Setting("sasl.server.max.receive.size", integer_in(1, INT_MAX), 512 * 1024,
+            "Largest frame read before a connection authenticated; a larger one closes it."),
+    Setting("connections.max.reauth.ms", integer_in(0), 0,
+            "A SASL session lasts this long; then only re-authentication is served (0: forever)."),
     Setting("log.dirs", _str, "./data", "Comma-separated data directories."),
     Setting("workers", integer_in(0, 1024), 0, "Worker processes; 0 means one per core."),
     Setting("num.partitions", integer_in(1, INT_MAX), 1, "Partitions of an auto-created topic."),
@@ -183,8 +221,10 @@ class BrokerConfig:
     """Resolved settings. ``config["log.dirs"]`` gives the typed value."""
 
     def __init__(self, values: Mapping[str, Any], source: tuple[str | None, dict[str, str]] = (None, {}),
-                 explicit: frozenset[str] = frozenset()) -> None:
+                 explicit: frozenset[str] = frozenset(), per_listener: Mapping[str, Mapping[str, str]] | None = None) -> None:
         self._values = dict(values)
+        # listener.name.<listener>.<key> settings: listener name (upper case) -> key -> value.
+        self.per_listener = {name: dict(keys) for name, keys in (per_listener or {}).items()}
         # Where the values came from (config file, overrides), so SIGHUP can read them again.
         self.source = source
         # The settings the file or an override named; the others hold their defaults.
@@ -211,18 +251,19 @@ class BrokerConfig:
     def log_dirs(self) -> list[str]:
         return [os.path.abspath(d.strip()) for d in self._values["log.dirs"].split(",") if d.strip()]
 
-    @property
-    def listener(self) -> tuple[str, int]:
-        _protocol, host, port = parse_listener(self._values["listeners"].split(",")[0])
-        return host, port
+    @functools.cached_property
+    def listeners(self) -> ListenerSet:
+        return ListenerSet.from_settings(self._values["listeners"], self._values["listener.security.protocol.map"],
+                                         self._values["advertised.listeners"], self._values["inter.broker.listener.name"])
 
-    @property
-    def advertised(self) -> tuple[str, int]:
-        text = self._values["advertised.listeners"] or self._values["listeners"]
-        _protocol, host, port = parse_listener(text.split(",")[0])
-        if host in ("", "0.0.0.0", "::"):
-            host = "127.0.0.1"
-        return host, port
+    def for_listener(self, listener: str, key: str) -> Any:
+        """``listener.name.<listener>.<key>`` when set, else the broker-wide ``key``."""
+        value = self.per_listener.get(listener.upper(), {}).get(key)
+        return value if value is not None else self._values.get(key, "")
+
+    def jaas_config(self, listener: str, mechanism: str) -> str:
+        """``listener.name.<listener>.<mechanism>.sasl.jaas.config`` (Kafka's only broker form)."""
+        return self.per_listener.get(listener.upper(), {}).get(mechanism.lower() + JAAS_SUFFIX, "")
 
     @property
     def workers(self) -> int:
@@ -307,7 +348,17 @@ def load_config(path: str | None = None, overrides: Mapping[str, str] | None = N
         raw.update(read_config_file(path))
     raw.update(overrides or {})
     values = {s.name: s.default for s in SETTINGS}
+    per_listener: dict[str, dict[str, str]] = {}
     for key, text in raw.items():
+        if key.startswith("listener.name."):
+            listener, key_in_listener = _listener_key(key)
+            if key_in_listener in BY_NAME:
+                try:
+                    BY_NAME[key_in_listener].parse(text)
+                except (TypeError, ValueError) as exc:
+                    raise ConfigError(f"bad value for {key}: {exc}") from None
+            per_listener.setdefault(listener, {})[key_in_listener] = str(text).strip()
+            continue
         setting = BY_NAME.get(key)
         if setting is None:
             raise ConfigError(f"unknown setting {key!r}")
@@ -320,4 +371,23 @@ def load_config(path: str | None = None, overrides: Mapping[str, str] | None = N
             if values[key] >= 0:
                 values["log.retention.ms"] = values[key] * unit_ms
                 break
-    return BrokerConfig(values, (path, dict(overrides or {})), frozenset(raw))
+    config = BrokerConfig(values, (path, dict(overrides or {})), frozenset(raw), per_listener)
+    try:
+        listeners = config.listeners
+    except ValueError as exc:
+        raise ConfigError(f"bad listeners: {exc}") from None
+    unknown_listeners = set(per_listener) - {listener.name for listener in listeners.bound}
+    if unknown_listeners:
+        raise ConfigError(f"settings for listeners that do not exist: {', '.join(sorted(unknown_listeners))}")
+    return config
+
+
+def _listener_key(key: str) -> tuple[str, str]:
+    """``listener.name.<listener>.<key>`` -> (LISTENER, key), for the keys a listener may override."""
+    rest = key[len("listener.name."):]
+    listener, _, inner = rest.partition(".")
+    mechanism = inner[:-len(JAAS_SUFFIX)].upper() if inner.endswith(JAAS_SUFFIX) else ""
+    if not listener or (inner not in LISTENER_KEYS and mechanism not in SASL_MECHANISMS):
+        raise ConfigError(f"unknown setting {key!r} (a listener may set {', '.join(LISTENER_KEYS)} "
+                          f"and <mechanism>{JAAS_SUFFIX})")
+    return listener.upper(), inner

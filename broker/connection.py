@@ -17,6 +17,14 @@ them would be 500 MB.
 
 A protocol violation (bad size, unknown API, unparseable body, unsupported version of
 anything but ApiVersions) closes this connection only.
+
+Security (broker/security/): on a TLS listener the socket's bytes pass through a
+TlsChannel (broker/tls_channel.py) both ways, and file ranges are encrypted in chunks
+instead of sent with sendfile. On a SASL listener, until the client authenticated, only
+ApiVersions, SaslHandshake and SaslAuthenticate are served (anything else closes the
+connection, as Kafka does) and no frame above ``sasl.server.max.receive.size`` is read;
+reading pauses while a token is checked; a failed authentication is answered, then the
+connection closes (broker/security/connection_auth.py has the rules).
 """
 
 from __future__ import annotations
@@ -25,16 +33,22 @@ import asyncio
 import logging
 import os
 import socket
+import ssl
 import time
 from typing import TYPE_CHECKING, Any
 
 from broker import dispatch, eager
 from broker.context import NO_RESPONSE, FileChunk, RawResponse, RequestContext, Response
 from broker.frame_reader import FrameReader
+from broker.listeners import Listener
 from broker.protocol import codec, framing
 from broker.protocol.errors import ProtocolViolation, code_for_exception
+from broker.security.connection_auth import SASL_AUTHENTICATE, ConnectionAuth
+from broker.security.sasl_server import SaslAuthenticationFailed
+from broker.security.tls import principal_of_certificate
 from broker.sequencer import ResponseSequencer
 from broker.socket_writer import Chunk, SocketWriter
+from broker.tls_channel import TlsChannel, TlsSocketWriter
 
 if TYPE_CHECKING:
     from broker.node import WorkerNode
@@ -47,15 +61,27 @@ OUTPUT_HIGH_WATER = 16 * 1024 * 1024
 
 
 class Connection:
-    def __init__(self, sock: socket.socket, node: "WorkerNode", connections: set["Connection"]) -> None:
+    def __init__(self, sock: socket.socket, node: "WorkerNode", connections: set["Connection"], listener: Listener) -> None:
         self.sock = sock
         self.fd = sock.fileno()
         self.node = node
+        self.listener = listener
         self.loop = asyncio.get_running_loop()
         self.peer = _peer_name(sock)
         self._connections = connections
-        self._reader = FrameReader(int(node.config["socket.request.max.bytes"]))
-        self._writer = SocketWriter(sock, self.loop, self._sent, self._write_failed)
+        security = node.security
+        self.auth = ConnectionAuth(listener, security.mechanisms(listener.name), security.reauth_ms, security.lookup)
+        self._max_request = int(node.config["socket.request.max.bytes"])
+        self._reader = FrameReader(min(self._max_request, security.max_receive_size) if listener.sasl else self._max_request)
+        self._tls: TlsChannel | None = None
+        self._writer: SocketWriter
+        if listener.tls:
+            self._tls = TlsChannel(security.server_context(listener.name))
+            self._writer = TlsSocketWriter(sock, self.loop, self._sent, self._write_failed, self._tls)
+        else:
+            self._writer = SocketWriter(sock, self.loop, self._sent, self._write_failed)
+        self._authenticating = False  # a SASL token is being checked: read nothing more
+        self._closing = False  # close once the answers queued so far are sent
         self._sequencer: ResponseSequencer[list[Chunk]] = ResponseSequencer(self._writer.queue)
         self._reading = False
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -96,15 +122,18 @@ class Connection:
             self._reading = True
 
     def _over_limits(self) -> bool:
-        return (self._sequencer.in_flight >= self._max_queued or self._writer.out_bytes > OUTPUT_HIGH_WATER
+        return (self._authenticating or self._closing or self._sequencer.in_flight >= self._max_queued or self._writer.out_bytes > OUTPUT_HIGH_WATER
                 or self._queued_bytes > self._max_queued_bytes)
 
     def _under_low_water(self) -> bool:
-        return (self._sequencer.in_flight < self._max_queued // 2 and self._writer.out_bytes <= OUTPUT_HIGH_WATER // 2
+        return (not self._authenticating and not self._closing and self._sequencer.in_flight < self._max_queued // 2 and self._writer.out_bytes <= OUTPUT_HIGH_WATER // 2
                 and self._queued_bytes <= self._max_queued_bytes // 2)
 
     # ------------------------------------------------------------------ reading
     def _on_readable(self) -> None:
+        if self._tls is not None:
+            self._on_tls_readable(self._tls)
+            return
         if self._reader.receiving_big:
             self._read_big_frame()
             return
@@ -128,7 +157,7 @@ class Connection:
             while True:
                 frame = reader.next_frame()
                 if frame is None:
-                    if reader.receiving_big:
+                    if reader.receiving_big and self._tls is None:  # TLS fills it from its records
                         self._read_big_frame()
                     return
                 self._handle_frame(frame)
@@ -160,6 +189,9 @@ class Connection:
             frame = reader.big_received(received)
             if frame is not None:
                 break
+        self._take_big_frame(frame)
+
+    def _take_big_frame(self, frame: bytearray) -> None:
         try:
             # The buffer itself, not a copy: it is this frame's alone (a new one per frame),
             # and Produce keeps views into it until the records are in the log.
@@ -170,8 +202,76 @@ class Connection:
             log.info("closing %s: %s", self.peer, exc)
             self.close()
 
+    # ------------------------------------------------------------------ TLS
+    def _on_tls_readable(self, tls: TlsChannel) -> None:
+        try:
+            data = self.sock.recv(RECV_SIZE)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            self.close()
+            return
+        if not data:
+            self.close()
+            return
+        self._last_read = time.monotonic()
+        tls.received(data)
+        writer = self._writer
+        assert isinstance(writer, TlsSocketWriter)
+        try:
+            if not tls.established:
+                done = tls.handshake()
+                writer.send_handshake()
+                if not done:
+                    return
+                if not self.listener.sasl:  # SSL: the client certificate names the principal
+                    self.auth.principal = principal_of_certificate(tls.peer_certificate())
+            self._read_tls_plaintext(tls)
+        except ssl.SSLError as exc:
+            log.info("closing %s: TLS: %s", self.peer, exc)
+            writer.send_handshake()  # the alert, if the socket takes it now
+            self.close()
+        except EOFError:
+            self.close()
+
+    def _read_tls_plaintext(self, tls: TlsChannel) -> None:
+        """Frames out of the TLS records received so far, large frames straight into
+        their own buffers; stops when reading pauses (resuming comes back here)."""
+        reader = self._reader
+        while self._reading and not self.closed:
+            if reader.receiving_big:
+                with reader.big_space() as space:
+                    count = tls.read_into(space)
+                if not count:
+                    break
+                frame = reader.big_received(count)
+                if frame is not None:
+                    self._take_big_frame(frame)
+                continue
+            data = tls.read(RECV_SIZE)
+            if not data:
+                break
+            reader.feed(data)
+            self._read_frames()
+        if tls.wants_to_send and not self.closed:
+            writer = self._writer
+            assert isinstance(writer, TlsSocketWriter)
+            writer.send_handshake()
+
+    # ------------------------------------------------------------------ requests
     def _handle_frame(self, frame: bytes | bytearray) -> None:
+        auth = self.auth
+        if not auth.authenticated or auth.raw_tokens or auth.expires:
+            if auth.raw_tokens:
+                self._handle_raw_token(frame)
+                return
+            api_key = framing.peek_api(frame)[0]
+            if not auth.allowed(api_key):
+                why = "authentication expired" if auth.authenticated else "not authenticated"
+                raise ProtocolViolation(f"api key {api_key} on a {self.listener.protocol} connection: {why}")
         spec, header, request = decode_frame(frame)
+        if header.api_key == SASL_AUTHENTICATE:
+            self._authenticating = True  # answered in _finish
         seq = self._sequencer.take()
         self._queued_bytes += len(frame)
         self.node.stats["requests"] += 1
@@ -222,11 +322,52 @@ class Connection:
             return _CLOSE
         return spec.error_response(request, version, int(code))
 
+    def _handle_raw_token(self, frame: bytes | bytearray) -> None:
+        """After SaslHandshake v0 a frame is a bare SASL token, answered by a bare frame; a
+        failure closes the connection without an answer, as Kafka does."""
+        seq = self._sequencer.take()
+        self._authenticating = True
+        task = self.loop.create_task(self.auth.authenticate(bytes(frame)))
+        self._tasks.add(task)
+
+        def done(task: "asyncio.Task[tuple[bytes, bool]]") -> None:
+            self._tasks.discard(task)
+            if self.closed or task.cancelled():
+                return
+            exc = task.exception()
+            if exc is not None:
+                if not isinstance(exc, SaslAuthenticationFailed):
+                    log.error("closing %s: SASL token failed", self.peer, exc_info=exc)
+                else:
+                    log.info("closing %s: authentication failed: %s", self.peer, exc)
+                self.close()
+                return
+            token, _complete = task.result()
+            self._authenticated_step()
+            self._sequencer.finish(seq, [len(token).to_bytes(4, "big") + token])
+            self._writer.schedule_flush()
+            self._maybe_resume_reading()
+
+        task.add_done_callback(done)
+
+    def _authenticated_step(self) -> None:
+        """A SASL token was answered: read again, at full frame size once authenticated."""
+        self._authenticating = False
+        if self.auth.authenticated:
+            self._reader.set_limit(self._max_request)
+
+    def close_after_answer(self) -> None:
+        """Close once the answers queued so far are sent (a failed authentication); read no more."""
+        self._closing = True
+        self._pause_reading()
+
     # ------------------------------------------------------------------ responses, in order
     def _finish(self, seq: int, ctx: RequestContext, result: Any) -> None:
         if result is _CLOSE:
             self.close()
             return
+        if ctx.api_key == SASL_AUTHENTICATE:
+            self._authenticated_step()
         self._queued_bytes -= ctx.frame_size
         spec = dispatch.REGISTRY.get(ctx.api_key)
         if spec is not None:
@@ -242,6 +383,9 @@ class Connection:
 
     def _sent(self) -> None:
         """Everything queued went out."""
+        if self._closing and self._sequencer.in_flight == 0:
+            self.close()
+            return
         self._maybe_resume_reading()
 
     def _write_failed(self, exc: OSError) -> None:
@@ -257,6 +401,8 @@ class Connection:
         self._resume_reading()
         if self._reader.buffered:
             self._read_frames()
+        if self._tls is not None and self._tls.established and not self.closed:
+            self._read_tls_plaintext(self._tls)
 
     def _frame(self, ctx: RequestContext, result: Response) -> list[Chunk] | None:
         if result is NO_RESPONSE:

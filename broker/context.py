@@ -23,8 +23,10 @@ T = TypeVar("T")
 
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
+    from broker.listeners import Listener
     from broker.metrics import WorkerMetrics
     from broker.purgatory import FetchPurgatory
+    from broker.security.connection_auth import ConnectionAuth
     from broker.segment_files import SegmentFiles
     from coordination.backend import TopicRegistry
     from coordination.groups.coordinator import GroupCoordinator
@@ -75,6 +77,10 @@ Response = Union[Entity, bytes, RawResponse, NoResponse]
 # ---------------------------------------------------------------------- the worker's services
 class ConnectionHandle(Protocol):
     peer: str
+    listener: "Listener"
+    auth: "ConnectionAuth"
+
+    def close_after_answer(self) -> None: ...
 
 
 class TopicServices(Protocol):

@@ -58,6 +58,7 @@ from coordination.groups import offsets_schema as schema
 from coordination.groups.coordinator import CoordinatorSettings, GroupCoordinator
 from coordination.groups.group import CONSUMER_PROTOCOL_TYPE, Group, parse_assignment_partitions
 from coordination.groups.state import GroupState
+from coordination.znodes import Endpoints
 from storage.config import LogConfig
 from storage.records import iter_batches
 from storage.types import TopicPartition
@@ -278,7 +279,9 @@ class CoordinatorProcess:
         self.offsets_log = WorkerOffsetsLog(self.mesh, workers, int(config["offsets.topic.num.partitions"]), self.node_id)
         self.offsets_log.locate = self.locate_offsets_partition
         # Caches kept by watches, so the answers to workers never wait on ZooKeeper.
-        self.brokers: dict[int, tuple[str, int]] = {self.node_id: config.advertised}
+        listeners = config.listeners
+        self.inter_broker = listeners.inter_broker
+        self.brokers: dict[int, Endpoints] = {self.node_id: listeners.advertised}
         self.elected: tuple[int, int] | None = None
         self.coordinator = GroupCoordinator(settings_from(config), self.offsets_log)
         self.coordinator.on_group_change = self._mirror_group
@@ -326,10 +329,10 @@ class CoordinatorProcess:
     def find(self) -> tuple[int, int, str, int]:
         """Where the elected coordinator is: (error, node id, host, port)."""
         if self.coordinator.active or self.coordinator.loading:
-            host, port = self.config.advertised
+            host, port = self.config.listeners.advertised[self.inter_broker]
             return 0, self.node_id, host, port
         if self.elected is not None and self.elected[0] != self.node_id:
-            address = self.brokers.get(self.elected[0])
+            address = self.brokers.get(self.elected[0], {}).get(self.inter_broker)
             if address is not None:
                 return 0, self.elected[0], address[0], address[1]
         return int(ErrorCode.coordinator_not_available), -1, "", -1
@@ -344,7 +347,7 @@ class CoordinatorProcess:
         except Exception:
             return -1, "", -1
         holder = state.leader if state is not None else replicas[0]
-        host, port = self.brokers.get(holder, ("", -1))
+        host, port = self.brokers.get(holder, {}).get(self.inter_broker, ("", -1))
         return holder, host, port
 
     def committed_offsets(self) -> list[tuple[str, str, int, int]]:
@@ -457,8 +460,8 @@ class CoordinatorProcess:
         stored = self.opened.cluster_id(self.cluster_id)
         if stored != self.cluster_id:
             raise RuntimeError(f"ZooKeeper holds cluster id {stored}, the log dirs belong to cluster {self.cluster_id}")
-        host, port = self.config.advertised
-        self.opened.register_broker(self.node_id, host, port,
+        listeners = self.config.listeners
+        self.opened.register_broker(self.node_id, listeners.advertised, listeners.protocol_map,
                                      wait_for_stale=int(self.config["zookeeper.session.timeout.ms"]) / 1000)
         self.brokers = dict(self.opened.live_brokers())
         self.elected = self.opened.coordinator()

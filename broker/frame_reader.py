@@ -30,6 +30,10 @@ class FrameReader:
         self._big: bytearray | None = None
         self._big_filled = 0
 
+    def set_limit(self, max_request: int) -> None:
+        """A new largest frame (a SASL connection reads small frames until it authenticated)."""
+        self._max_request = max_request
+
     # ------------------------------------------------------------------ small frames
     def feed(self, data: bytes) -> None:
         self._compact()

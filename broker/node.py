@@ -31,6 +31,7 @@ from broker.remote_ops import RemotePartitionOps, serve_partition_ops
 from broker.replica_fetcher import ReplicaFetcher
 from broker.replication import Replication
 from broker.rings import SharedRings
+from broker.security.broker_security import BrokerSecurity
 from broker.segment_files import SegmentFiles
 from coordination.backend import open_broker_backend
 from coordination.local_topics import TopicInfo
@@ -63,9 +64,13 @@ class WorkerNode:
         self.node_id = config.node_id
         # Topics, partition holders, live brokers, the coordinator epoch: from the data
         # dir (local backend) or ZooKeeper (zookeeper.connect).
-        self.cluster = ClusterSnapshot(open_broker_backend(config), config.advertised)
+        self.cluster = ClusterSnapshot(open_broker_backend(config), config.listeners.advertised)
         self.registry = self.cluster.registry
         self.registry.refresh()
+        # TLS contexts, SASL mechanisms and the SCRAM credentials its connections check.
+        self.security = BrokerSecurity(config)
+        if any(listener.sasl for listener in config.listeners.bound):
+            self.security.watch_credentials(self.cluster.credentials())
         settings = config.storage_settings()
         self.logs = LogManager(ManagerConfig.from_broker_config(settings), LogConfig.from_broker_config(settings),
                                {t.name: t.configs for t in self.registry.all()},
@@ -136,7 +141,8 @@ class WorkerNode:
         return None if info is None else info.topic_id
 
     def _broker_address(self, broker: int) -> tuple[str, int] | None:
-        return self.cluster.live_brokers().get(broker)
+        """Where ``broker`` takes other brokers' connections (inter.broker.listener.name)."""
+        return self.cluster.live_brokers().get(broker, {}).get(self.config.listeners.inter_broker)
 
     def _sync_asked(self, _body: memoryview) -> "asyncio.Future[Parts]":
         """Another process changed the registry and waits for us to have its change: load
@@ -272,6 +278,7 @@ class WorkerNode:
     def reload_settings(self) -> None:
         """SIGHUP (broker/reload.py): take the supervisor's new dynamic settings."""
         changed = apply_in_child(self.config, self.run_dir)
+        self.security.reload_certificates()
         if set(changed) - {"log.level"}:
             self.logs.set_default_log_config(LogConfig.from_broker_config(self.config.storage_settings()))
         log.info("worker %d: reloaded%s", self.index, "".join(f" {k}={v}" for k, v in sorted(changed.items())))
@@ -314,6 +321,7 @@ class WorkerNode:
 
     def close(self) -> None:
         self._closed = True
+        self.security.close()
         self.cluster.on_change = None
         self.owner.replication.close()
         self.segment_files.close()

@@ -111,12 +111,13 @@ class Supervisor:
             # The client port stays held while the metrics port is bound, so that a metrics
             # port the OS picks (port 0) cannot be the client port. Released before the
             # workers bind it.
-            shared_port = reserve_shared_port(*self.config.listener)
+            held = [reserve_shared_port(listener.host, listener.port) for listener in self.config.listeners.bound]
             try:
                 self.metrics_listener = self._bind_metrics()
             finally:
-                if shared_port is not None:
-                    shared_port.close()
+                for shared_port in held:
+                    if shared_port is not None:
+                        shared_port.close()
             if self.config["zookeeper.connect"]:
                 settings["cluster.id"] = self._cluster_id_from_zookeeper(str(self.config["cluster.id"]))
             self.claimed = claim_log_dirs(ManagerConfig.from_broker_config(settings))
@@ -136,7 +137,7 @@ class Supervisor:
 
             dispatch.load_all()  # import the protocol once here: every fork starts faster
             log.info("supervisor pid %d starting %d workers on %s (log dirs %s, %s start)", os.getpid(),
-                     self.count, self.config.listener,
+                     self.count, ",".join(str(listener) for listener in self.config.listeners.bound),
                      ",".join(self.claimed.paths), "clean" if self.clean_start else "recovering")
             self.notifier.status(f"starting {self.count} workers ({'clean start' if self.clean_start else 'recovering the logs'})")
             self._watchdog_ping()
@@ -329,8 +330,8 @@ class Supervisor:
 
     # ------------------------------------------------------------------ systemd
     def _serving_status(self) -> str:
-        host, port = self.config.listener
-        return f"serving on {host}:{port}, {self.count} workers"
+        listeners = ",".join(f"{listener.host}:{listener.port}" for listener in self.config.listeners.bound)
+        return f"serving on {listeners}, {self.count} workers"
 
     def _read_ready_reports(self) -> None:
         """Each worker writes "<index> <pid>" to the ready pipe once it has opened its logs

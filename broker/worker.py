@@ -28,6 +28,7 @@ import time
 from broker import dispatch, stop_signal
 from broker.config import BrokerConfig
 from broker.connection import Connection
+from broker.listeners import Listener
 from broker.logs import set_role
 from broker.loop_lag import LoopLagProbe
 from broker.memory import keep_freed_memory
@@ -71,7 +72,7 @@ class WorkerServer:
         self.ready_fd = ready_fd  # the supervisor's ready pipe (write end), -1: none
         self.heartbeat_path = heartbeat_path
         self.connections: set[Connection] = node.connections
-        self.listener: socket.socket | None = None
+        self.listeners: list[tuple[socket.socket, Listener]] = []
         self.stopping = asyncio.Event()
         self.parent = os.getppid()
 
@@ -84,12 +85,14 @@ class WorkerServer:
         loop.add_signal_handler(signal.SIGHUP, self.node.reload_settings)
         dispatch.load_all()
         self.node.start()
-        try:
-            self.listener = self._bind()
-        except OSError as exc:
-            log.error("worker %d cannot listen on %s: %s", self.node.index, self.node.config.listener, exc)
-            return BOOT_ERROR
-        loop.add_reader(self.listener.fileno(), self._accept, self.listener)
+        for listener in self.node.config.listeners.bound:
+            try:
+                sock = self._bind(listener)
+            except OSError as exc:
+                log.error("worker %d cannot listen on %s: %s", self.node.index, listener, exc)
+                return BOOT_ERROR
+            self.listeners.append((sock, listener))
+            loop.add_reader(sock.fileno(), self._accept, sock, listener)
         housekeeping = loop.create_task(self.node.housekeeping(self.heartbeat_path))
         # Only for the metrics endpoint: with metrics off nothing would read the figures.
         loop_lag = LoopLagProbe(loop, self.node.metrics.loop_late)
@@ -97,7 +100,8 @@ class WorkerServer:
             loop_lag.start()
         orphan_watch = loop.create_task(self._exit_if_orphaned())
         idle_reaper = loop.create_task(self._close_idle_connections())
-        log.info("worker %d (pid %d) serving %s", self.node.index, os.getpid(), self.node.config.listener)
+        log.info("worker %d (pid %d) serving %s", self.node.index, os.getpid(),
+                 ",".join(str(listener) for _sock, listener in self.listeners))
         self._report_ready()
         await self.stopping.wait()
         await self._stop()
@@ -120,8 +124,8 @@ class WorkerServer:
             os.close(self.ready_fd)
             self.ready_fd = -1
 
-    def _bind(self) -> socket.socket:
-        host, port = self.node.config.listener
+    def _bind(self, listener: Listener) -> socket.socket:
+        host, port = listener.host, listener.port
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -131,11 +135,11 @@ class WorkerServer:
         sock.setblocking(False)
         return sock
 
-    def _accept(self, listener: socket.socket) -> None:
+    def _accept(self, sock: socket.socket, listener: Listener) -> None:
         config = self.node.config
         for _ in range(64):
             try:
-                client, _address = listener.accept()
+                client, _address = sock.accept()
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as exc:
@@ -145,8 +149,8 @@ class WorkerServer:
                 # accepting for a moment; connections that close free what is needed.
                 log.warning("accept failed: %s; not accepting for %d ms", exc, ACCEPT_BACKOFF_MS)
                 loop = asyncio.get_running_loop()
-                loop.remove_reader(listener.fileno())
-                loop.call_later(ACCEPT_BACKOFF_MS / 1000, self._resume_accepting, listener)
+                loop.remove_reader(sock.fileno())
+                loop.call_later(ACCEPT_BACKOFF_MS / 1000, self._resume_accepting, sock, listener)
                 return
             client.setblocking(False)
             client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -155,11 +159,11 @@ class WorkerServer:
                 if size > 0:
                     client.setsockopt(socket.SOL_SOCKET, option, size)
             self.node.stats["connections"] += 1
-            Connection(client, self.node, self.connections)
+            Connection(client, self.node, self.connections, listener)
 
-    def _resume_accepting(self, listener: socket.socket) -> None:
-        if listener.fileno() >= 0 and not self.stopping.is_set():
-            asyncio.get_running_loop().add_reader(listener.fileno(), self._accept, listener)
+    def _resume_accepting(self, sock: socket.socket, listener: Listener) -> None:
+        if sock.fileno() >= 0 and not self.stopping.is_set():
+            asyncio.get_running_loop().add_reader(sock.fileno(), self._accept, sock, listener)
 
     async def _close_idle_connections(self) -> None:
         """Close connections with nothing in flight and no traffic for
@@ -187,9 +191,10 @@ class WorkerServer:
 
     async def _stop(self) -> None:
         loop = asyncio.get_running_loop()
-        if self.listener is not None and self.listener.fileno() >= 0:
-            loop.remove_reader(self.listener.fileno())
-            self.listener.close()
+        for sock, _listener in self.listeners:
+            if sock.fileno() >= 0:
+                loop.remove_reader(sock.fileno())
+                sock.close()
         # Stop reading requests before waiting for the in-flight ones: a connection that
         # keeps reading is never idle under a busy producer, and a new request forwarded
         # to a worker that has already stopped would fail.

@@ -38,10 +38,13 @@ and refuse an older one, so a deposed coordinator that has not noticed yet canno
 from __future__ import annotations
 
 import uuid
-from typing import Any, Callable, Literal, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping, Protocol
 
 from coordination.local_topics import TopicInfo
-from coordination.znodes import PartitionState
+from coordination.znodes import Endpoints, PartitionState
+
+if TYPE_CHECKING:
+    from coordination.credentials import CredentialStore
 
 SessionState = Literal["CONNECTED", "SUSPENDED", "LOST"]
 CONNECTED: SessionState = "CONNECTED"
@@ -126,15 +129,20 @@ class CoordinationBackend(Protocol):
         ones the cluster recorded (a lost disk); True when they were not."""
         ...
 
-    def register_broker(self, node_id: int, host: str, port: int, wait_for_stale: float = 0.0) -> None:
-        """Announce this broker for the session's life;
+    def register_broker(self, node_id: int, endpoints: Endpoints, protocol_map: Mapping[str, str] | None = None,
+                        wait_for_stale: float = 0.0) -> None:
+        """Announce this broker (every listener's address) for the session's life;
         BrokerIdInUse if the id is taken."""
 
     def reregister(self) -> None:
         """Register again what ``register_broker`` registered (after LOST)."""
 
-    def live_brokers(self) -> dict[int, tuple[str, int]]:
-        """node id -> (host, port) of every registered broker."""
+    def credentials(self) -> "CredentialStore":
+        """The SCRAM credential store (/config/users in ZooKeeper; a file locally); one per backend."""
+        ...
+
+    def live_brokers(self) -> dict[int, Endpoints]:
+        """node id -> listener name -> (host, port), of every registered broker."""
 
     def watch_brokers(self, fn: Watcher) -> None:
         """``fn()`` once now and whenever the set of live brokers changes."""

@@ -47,8 +47,9 @@ from coordination.backend import (
     StateListener,
     Watcher,
 )
+from coordination.credentials import LocalCredentials
 from coordination.local_topics import LocalTopicRegistry, TopicInfo, TopicRegistryError
-from coordination.znodes import ClusterIdZNode, CoordinatorEpochZNode, CoordinatorZNode, PartitionState, znode_name
+from coordination.znodes import ClusterIdZNode, CoordinatorEpochZNode, CoordinatorZNode, Endpoints, PartitionState, znode_name
 from storage import files
 from storage.checkpoint import read_bytes_if_exists, write_bytes_atomically
 
@@ -161,7 +162,8 @@ class LocalBackend:
         # What the watch thread looks at, by name: watchers hear of a change of its signature.
         self._watchers: dict[str, list[Watcher]] = {"coordinator": [], "topics": []}
         self._watch_thread: threading.Thread | None = None
-        self._registered: tuple[int, str, int] | None = None
+        self._registered: tuple[int, Endpoints] | None = None
+        self._credentials: LocalCredentials | None = None
         self._topics = LocalTopics(data_dir, node_id)
 
     # ------------------------------------------------------------------ life cycle
@@ -180,6 +182,8 @@ class LocalBackend:
         for attempt in attempts:
             attempt.abandon()
         self.resign()
+        if self._credentials is not None:
+            self._credentials.close()
         thread = self._watch_thread
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout=5.0)
@@ -228,11 +232,12 @@ class LocalBackend:
         """One broker, no replicas: a lost disk has nothing to fence."""
         return False
 
-    def register_broker(self, node_id: int, host: str, port: int, wait_for_stale: float = 0.0) -> None:
+    def register_broker(self, node_id: int, endpoints: Endpoints, protocol_map: Mapping[str, str] | None = None,
+                        wait_for_stale: float = 0.0) -> None:
         """One machine, one broker: its address is kept (``wait_for_stale``: no sessions
         to wait for)."""
         with self._mutex:
-            self._registered = (node_id, host, port)
+            self._registered = (node_id, dict(endpoints))
             watchers = list(self._broker_watchers)
         for fn in watchers:
             fn()
@@ -240,9 +245,15 @@ class LocalBackend:
     def reregister(self) -> None:
         """Nothing to do: there is no session whose end would drop the registration."""
 
-    def live_brokers(self) -> dict[int, tuple[str, int]]:
+    def credentials(self) -> LocalCredentials:
+        with self._mutex:
+            if self._credentials is None:
+                self._credentials = LocalCredentials(self.data_dir)
+            return self._credentials
+
+    def live_brokers(self) -> dict[int, Endpoints]:
         registered = self._registered
-        return {} if registered is None else {registered[0]: (registered[1], registered[2])}
+        return {} if registered is None else {registered[0]: registered[1]}
 
     def watch_brokers(self, fn: Watcher) -> None:
         with self._mutex:

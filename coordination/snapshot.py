@@ -29,8 +29,9 @@ import uuid
 from typing import Callable, Mapping, NamedTuple
 
 from coordination.backend import CoordinationBackend, TopicRegistry
+from coordination.credentials import CredentialStore
 from coordination.local_topics import TopicInfo
-from coordination.znodes import PartitionState
+from coordination.znodes import Endpoints, PartitionState
 
 log = logging.getLogger(__name__)
 
@@ -63,13 +64,13 @@ TOPICS, BROKERS, EPOCH = "topics", "brokers", "epoch"
 
 
 class ClusterSnapshot:
-    def __init__(self, backend: CoordinationBackend, advertised: tuple[str, int]) -> None:
+    def __init__(self, backend: CoordinationBackend, advertised: Endpoints) -> None:
         self.node_id = backend.node_id
         self._backend = backend
         self._topics = backend.topics()
         self.registry: TopicRegistry = SnapshotRegistry(self._topics, self)
         self._self = {self.node_id: advertised}
-        self._brokers: Mapping[int, tuple[str, int]] = dict(self._self)
+        self._brokers: Mapping[int, Endpoints] = dict(self._self)
         self._epoch = 0
         self._epoch_lock = threading.Lock()
         self._partitions: dict[str, dict[int, PartitionView]] = {}
@@ -182,8 +183,17 @@ class ClusterSnapshot:
         view = self.partition(topic, partition)
         return -1 if view is None else view.leader
 
-    def live_brokers(self) -> Mapping[int, tuple[str, int]]:
+    def credentials(self) -> "CredentialStore":
+        return self._backend.credentials()
+
+    def live_brokers(self) -> Mapping[int, Endpoints]:
+        """node id -> listener name -> (host, port), this broker included."""
         return self._brokers
+
+    def addresses(self, listener: str) -> dict[int, tuple[str, int]]:
+        """node id -> (host, port) on ``listener`` of the live brokers that have it (Kafka
+        leaves a broker without the request's listener out of Metadata)."""
+        return {node: endpoints[listener] for node, endpoints in self._brokers.items() if listener in endpoints}
 
     def elect_leaders(self, wanted: list[tuple[str, int]] | None, election_type: int) -> dict[tuple[str, int], int]:
         """ElectLeaders, written as the controller would (conditionally on each state

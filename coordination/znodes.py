@@ -115,11 +115,16 @@ def new_cluster_id() -> str:
 
 
 # ----------------------------------------------------------------------------- brokers
+Address = tuple[str, int]
+Endpoints = Mapping[str, Address]  # listener name -> (host, port)
+
+
 @dataclass(frozen=True, slots=True)
 class BrokerRegistration:
-    host: str
+    host: str  # Kafka's host and port: the PLAINTEXT protocol's endpoint, else the first
     port: int
     timestamp_ms: int
+    endpoints: Mapping[str, Address]  # every listener: name -> (host, port)
 
 
 class BrokerIdsZNode:
@@ -138,13 +143,18 @@ class BrokerIdZNode:
         return f"{BrokerIdsZNode.PATH}/{node_id}"
 
     @staticmethod
-    def encode(host: str, port: int, timestamp_ms: int | None = None) -> bytes:
+    def encode(endpoints: Endpoints, protocol_map: Mapping[str, str] | None = None, timestamp_ms: int | None = None) -> bytes:
+        """Kafka's v5 registration: every listener's endpoint and the map of the listeners
+        it names; host and port are the PLAINTEXT-protocol listener's (null and -1 without
+        one), which old tools read."""
+        protocols = {name: (protocol_map or {}).get(name, name) for name in endpoints}
+        plain = next((address for name, address in endpoints.items() if protocols[name] == "PLAINTEXT"), None)
         return orjson.dumps({
             "version": BrokerIdZNode.VERSION,
-            "host": host,
-            "port": port,
-            "endpoints": [f"PLAINTEXT://{_host_part(host)}:{port}"],
-            "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
+            "host": plain[0] if plain else None,
+            "port": plain[1] if plain else -1,
+            "endpoints": [f"{name}://{_host_part(host)}:{port}" for name, (host, port) in endpoints.items()],
+            "listener_security_protocol_map": protocols,
             "jmx_port": -1,
             "rack": None,
             "timestamp": str(now_ms() if timestamp_ms is None else timestamp_ms),
@@ -154,31 +164,37 @@ class BrokerIdZNode:
     def decode(node_id: int, data: bytes) -> BrokerRegistration:
         path = BrokerIdZNode.path(node_id)
         doc = _object(path, data)
+        endpoints: dict[str, Address] = {}
+        for text in doc.get("endpoints") or ():
+            name, address = _split_endpoint(path, str(text))
+            endpoints[name] = address
         host, port = doc.get("host"), doc.get("port")
         # Kafka writes host=null/port=-1 when the broker has no PLAINTEXT listener; the
         # first endpoint then says where it is.
-        if (not isinstance(host, str) or not isinstance(port, int) or port < 0) and doc.get("endpoints"):
-            host, port = _split_endpoint(path, str(doc["endpoints"][0]))
+        if (not isinstance(host, str) or not isinstance(port, int) or port < 0) and endpoints:
+            host, port = next(iter(endpoints.values()))
         if not isinstance(host, str) or not isinstance(port, int):
             raise ValueError(f"{path}: no host and port in {data[:200]!r}")
+        if not endpoints:  # a registration older than endpoints (version 1)
+            endpoints["PLAINTEXT"] = (host, port)
         try:
             stamp = int(doc.get("timestamp", 0))
         except (TypeError, ValueError):
             stamp = 0
-        return BrokerRegistration(host, port, stamp)
+        return BrokerRegistration(host, port, stamp, endpoints)
 
 
 def _host_part(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
-def _split_endpoint(path: str, endpoint: str) -> tuple[str, int]:
-    """"LISTENER://host:port" (host may be a bracketed IPv6 address)."""
-    _, sep, rest = endpoint.partition("://")
+def _split_endpoint(path: str, endpoint: str) -> tuple[str, Address]:
+    """"LISTENER://host:port" (host may be a bracketed IPv6 address) -> (LISTENER, (host, port))."""
+    name, sep, rest = endpoint.partition("://")
     host, colon, port = rest.rpartition(":")
     if not sep or not colon or not port.isdigit():
         raise ValueError(f"{path}: bad endpoint {endpoint!r}")
-    return host.strip("[]"), int(port)
+    return name.upper(), (host.strip("[]"), int(port))
 
 
 # ----------------------------------------------------------------------------- topics

@@ -60,14 +60,17 @@ from coordination.backend import (
     StateListener,
     Watcher,
 )
+from coordination.credentials import ZooKeeperCredentials
 from coordination.znodes import (
     PERSISTENT_ROOTS,
+    Address,
     BrokerIdsZNode,
     BrokerIdZNode,
     BrokerRegistration,
     ClusterIdZNode,
     CoordinatorEpochZNode,
     CoordinatorZNode,
+    Endpoints,
     GroupMemberZNode,
     GroupOwnerZNode,
     GroupZNode,
@@ -124,7 +127,8 @@ class ZooKeeperBackend:
         self._mutex = threading.Lock()
         self._listeners: list[StateListener] = []
         self._waiters: set[threading.Event] = set()
-        self._registration: tuple[int, str, int] | None = None
+        self._registration: tuple[int, dict[str, Address], dict[str, str]] | None = None
+        self._credentials: ZooKeeperCredentials | None = None
         self._fence: tuple[int, int] | None = None      # (epoch, epoch znode version) while coordinator
         self._topics = ZooKeeperTopicRegistry(self._client, node_id, self._retry)
         self._topic_watchers: list[Watcher] = []
@@ -169,6 +173,8 @@ class ZooKeeperBackend:
         """End the session (our ephemeral znodes are deleted at once, not after the timeout)."""
         self._closed.set()
         self._wake_waiters()
+        if self._credentials is not None:
+            self._credentials.close()
         self._client.stop()
         self._client.close()
 
@@ -234,14 +240,15 @@ class ZooKeeperBackend:
             self._call(self._client.set, path, data)
         return lost
 
-    def register_broker(self, node_id: int, host: str, port: int, wait_for_stale: float = 0.0) -> None:
+    def register_broker(self, node_id: int, endpoints: Endpoints, protocol_map: Mapping[str, str] | None = None,
+                        wait_for_stale: float = 0.0) -> None:
         """Create the ephemeral /brokers/ids/<node_id>: one node per broker, whatever its
         worker count (DESIGN.md, non-negotiable 9). If another session holds it, wait up to
         ``wait_for_stale`` seconds for it to go (a broker restarted right after a crash
         finds its previous session's node until that session times out), then raise
         BrokerIdInUse."""
         path = BrokerIdZNode.path(node_id)
-        data = BrokerIdZNode.encode(host, port)
+        data = BrokerIdZNode.encode(endpoints, protocol_map)
         deadline = time.monotonic() + wait_for_stale
         while True:
             try:
@@ -265,18 +272,24 @@ class ZooKeeperBackend:
                     f"give this broker another node.id, or if that was this broker before a restart, "
                     f"its old session ends within {self.session_timeout:g} s")
         with self._mutex:
-            self._registration = (node_id, host, port)
+            self._registration = (node_id, dict(endpoints), dict(protocol_map or {}))
 
     def reregister(self) -> None:
         """After LOST: register again what register_broker registered (if anything)."""
         with self._mutex:
             registration = self._registration
         if registration is not None:
-            node_id, host, port = registration
-            self.register_broker(node_id, host, port, wait_for_stale=self.session_timeout)
+            node_id, endpoints, protocol_map = registration
+            self.register_broker(node_id, endpoints, protocol_map, wait_for_stale=self.session_timeout)
 
-    def live_brokers(self) -> dict[int, tuple[str, int]]:
-        return {node_id: (r.host, r.port) for node_id, r in self.live_registrations().items()}
+    def credentials(self) -> ZooKeeperCredentials:
+        with self._mutex:
+            if self._credentials is None:
+                self._credentials = ZooKeeperCredentials(self._client, self._call)
+            return self._credentials
+
+    def live_brokers(self) -> dict[int, Endpoints]:
+        return {node_id: r.endpoints for node_id, r in self.live_registrations().items()}
 
     def live_registrations(self) -> dict[int, BrokerRegistration]:
         """node id -> what every live broker registered."""

@@ -60,5 +60,5 @@ def handle_describe_cluster(ctx: RequestContext, request: DescribeClusterRequest
         return _answer(ctx.api_version, ErrorCode.unsupported_endpoint_type,
                        f"Unsupported endpoint type {endpoint_type}", "", -1, [])
     brokers = [{"broker_id": node_id, "host": host, "port": port, "rack": None, "is_fenced": False}
-               for node_id, (host, port) in sorted(advertised_nodes(node).items())]
+               for node_id, (host, port) in sorted(advertised_nodes(node, ctx.connection.listener.name).items())]
     return _answer(ctx.api_version, ErrorCode.none, None, node.cluster_id, node.node_id, brokers)

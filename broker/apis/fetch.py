@@ -196,7 +196,7 @@ def _respond(ctx: RequestContext, error_code: int, topics: list[tuple[str, uuid.
                                    r.diverging_epoch, r.diverging_end_offset, leader, leader_epoch))
     endpoints: list[tuple[int, str, int]] = []
     if ctx.api_version >= 16:  # KIP-951: where the leaders named in current_leader listen
-        endpoints = leader_endpoints(node, (p.current_leader_id for t in out_topics for p in t.partitions
+        endpoints = leader_endpoints(node, ctx.connection.listener.name, (p.current_leader_id for t in out_topics for p in t.partitions
                                             if p.current_leader_id >= 0))
     pieces = fast.encode_fetch_response(ctx.api_version, error_code, 0, out_topics, endpoints)
     body: list[bytes | FileChunk] = [pieces[0]]

@@ -58,4 +58,11 @@ async def handle_find_coordinator(ctx: RequestContext, request: FindCoordinatorR
         code, node_id, host, port = int(exc.code), -1, "", -1
     if code:
         return _answer(version, [_entry(k, code, message=ErrorCode(code).name) for k in keys])
+    # The coordinator process names its broker's inter-broker address; a client gets the
+    # one on the listener it came in on.
+    address = ctx.node.cluster.addresses(ctx.connection.listener.name).get(node_id)
+    if address is None:
+        return _answer(version, [_entry(k, ErrorCode.coordinator_not_available, message="COORDINATOR_NOT_AVAILABLE")
+                                 for k in keys])
+    host, port = address
     return _answer(version, [_entry(k, 0, node_id, host, port) for k in keys])

@@ -33,11 +33,11 @@ NO_OPERATIONS = -(2**31)
 ZERO_UUID = uuid.UUID(int=0)
 
 
-def advertised_nodes(node: Any) -> dict[int, tuple[str, int]]:
-    """Node id -> (host, port) of every live broker: one node each."""
-    brokers = dict(node.cluster.live_brokers())
-    brokers.setdefault(node.node_id, node.config.advertised)  # we answer, so we are alive
-    return brokers
+def advertised_nodes(node: Any, listener: str) -> dict[int, tuple[str, int]]:
+    """Node id -> (host, port) on ``listener`` (the request's) of every live broker: one
+    node each. This broker is always among them: it answers, so it is alive."""
+    addresses: dict[int, tuple[str, int]] = node.cluster.addresses(listener)
+    return addresses
 
 
 def current_leader(node: Any, topic: str, partition: int) -> tuple[int, int] | None:
@@ -46,9 +46,9 @@ def current_leader(node: Any, topic: str, partition: int) -> tuple[int, int] | N
     return None if view is None or view.leader < 0 else (view.leader, view.leader_epoch)
 
 
-def leader_endpoints(node: Any, leaders: Iterable[int]) -> list[tuple[int, str, int]]:
-    """KIP-951's node endpoints: (node id, host, port) of the live ones among ``leaders``."""
-    live = node.cluster.live_brokers()
+def leader_endpoints(node: Any, listener: str, leaders: Iterable[int]) -> list[tuple[int, str, int]]:
+    """KIP-951's node endpoints: (node id, host, port) on ``listener`` of the live ones among ``leaders``."""
+    live = node.cluster.addresses(listener)
     return [(b, *live[b]) for b in sorted(set(leaders)) if b in live]
 
 
@@ -129,7 +129,7 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> Resp
                 topics.append(await _auto_create(ctx, name))
             else:
                 topics.append(_error_entry(ErrorCode.unknown_topic_or_partition, name))
-    nodes = advertised_nodes(node)
+    nodes = advertised_nodes(node, ctx.connection.listener.name)
     return build(codec.response_class(KEY, version), {
         "throttle_time": 0,
         "brokers": [{"node_id": b, "host": h, "port": p, "rack": None} for b, (h, p) in sorted(nodes.items())],

@@ -166,12 +166,12 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Respon
     answers = [(name, [(index, r if isinstance(r, AppendResult) else r.result) for index, r in entries])
                for name, entries in layout]
     if version >= 10:
-        leaders, endpoints = _leader_hints(node, answers)
+        leaders, endpoints = _leader_hints(node, ctx.connection.listener.name, answers)
         return encode_produce_response(version, answers, leaders, endpoints)
     return encode_produce_response(version, answers)
 
 
-def _leader_hints(node: WorkerServices, answers: list[tuple[str, list[tuple[int, AppendResult]]]]
+def _leader_hints(node: WorkerServices, listener: str, answers: list[tuple[str, list[tuple[int, AppendResult]]]]
                   ) -> tuple[dict[tuple[str, int], tuple[int, int]], list[tuple[int, str, int]]]:
     """KIP-951: for partitions answered NOT_LEADER_OR_FOLLOWER, who leads them now and
     where that broker listens."""
@@ -182,4 +182,4 @@ def _leader_hints(node: WorkerServices, answers: list[tuple[str, list[tuple[int,
                 hint = current_leader(node, name, index)
                 if hint is not None:
                     leaders[(name, index)] = hint
-    return leaders, leader_endpoints(node, (leader for leader, _epoch in leaders.values()))
+    return leaders, leader_endpoints(node, listener, (leader for leader, _epoch in leaders.values()))

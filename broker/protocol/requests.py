@@ -149,6 +149,11 @@ from kio.schema.offset_fetch.v9.request import OffsetFetchRequest as _OffsetFetc
 from kio.schema.offset_for_leader_epoch.v2.request import OffsetForLeaderEpochRequest as _OffsetForLeaderEpochRequestV2
 from kio.schema.offset_for_leader_epoch.v3.request import OffsetForLeaderEpochRequest as _OffsetForLeaderEpochRequestV3
 from kio.schema.offset_for_leader_epoch.v4.request import OffsetForLeaderEpochRequest as _OffsetForLeaderEpochRequestV4
+from kio.schema.sasl_authenticate.v0.request import SaslAuthenticateRequest as _SaslAuthenticateRequestV0
+from kio.schema.sasl_authenticate.v1.request import SaslAuthenticateRequest as _SaslAuthenticateRequestV1
+from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest as _SaslAuthenticateRequestV2
+from kio.schema.sasl_handshake.v0.request import SaslHandshakeRequest as _SaslHandshakeRequestV0
+from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest as _SaslHandshakeRequestV1
 from kio.schema.sync_group.v0.request import SyncGroupRequest as _SyncGroupRequestV0
 from kio.schema.sync_group.v1.request import SyncGroupRequest as _SyncGroupRequestV1
 from kio.schema.sync_group.v2.request import SyncGroupRequest as _SyncGroupRequestV2
@@ -403,6 +408,19 @@ OffsetForLeaderEpochRequest = Union[
     _OffsetForLeaderEpochRequestV4,
 ]
 
+# key 17
+SaslHandshakeRequest = Union[
+    _SaslHandshakeRequestV0,
+    _SaslHandshakeRequestV1,
+]
+
+# key 36
+SaslAuthenticateRequest = Union[
+    _SaslAuthenticateRequestV0,
+    _SaslAuthenticateRequestV1,
+    _SaslAuthenticateRequestV2,
+]
+
 BY_KEY: dict[int, object] = {
     2: ListOffsetsRequest,
     3: MetadataRequest,
@@ -415,6 +433,7 @@ BY_KEY: dict[int, object] = {
     14: SyncGroupRequest,
     15: DescribeGroupsRequest,
     16: ListGroupsRequest,
+    17: SaslHandshakeRequest,
     18: ApiVersionsRequest,
     19: CreateTopicsRequest,
     20: DeleteTopicsRequest,
@@ -422,6 +441,7 @@ BY_KEY: dict[int, object] = {
     22: InitProducerIdRequest,
     32: DescribeConfigsRequest,
     33: AlterConfigsRequest,
+    36: SaslAuthenticateRequest,
     37: CreatePartitionsRequest,
     23: OffsetForLeaderEpochRequest,
     42: DeleteGroupsRequest,

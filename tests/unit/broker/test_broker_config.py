@@ -18,7 +18,7 @@ def test_properties_file_as_kafka_writes_them(tmp_path):
                     "log.dirs: /tmp/a,\\\n  /tmp/b\nlog.retention.ms=1000\nauto.create.topics.enable=false\n")
     config = load_config(str(path))
     assert config.node_id == 3
-    assert config.listener == ("127.0.0.1", 19999)
+    assert [(lst.name, lst.host, lst.port) for lst in config.listeners.bound] == [("PLAINTEXT", "127.0.0.1", 19999)]
     assert config.log_dirs == ["/tmp/a", "/tmp/b"]
     assert config["log.retention.ms"] == 1000
     assert config["auto.create.topics.enable"] is False
@@ -43,7 +43,9 @@ def test_toml_file_and_overrides_win(tmp_path):
     ({"default.replication.factor": "0"}, "bad value for default.replication.factor"),
     ({"num.partitions": "0"}, "bad value for num.partitions"),
     ({"auto.create.topics.enable": "yes"}, "expected true or false"),
-    ({"listeners": "SSL://127.0.0.1:9093"}, "only PLAINTEXT"),
+    ({"listeners": "FOO://127.0.0.1:9093"}, "listener FOO is not in listener.security.protocol.map"),
+    ({"listeners": "PLAINTEXT://127.0.0.1:9093", "listener.name.other.ssl.client.auth": "required"}, "listeners that do not exist: OTHER"),
+    ({"listener.name.plaintext.ssl.nothing": "1"}, "unknown setting 'listener.name.plaintext.ssl.nothing'"),
 ])
 def test_bad_settings_are_refused_by_name(overrides, message):
     with pytest.raises(ConfigError, match=message.replace(".", r"\.").replace("(", r"\(")):

@@ -17,7 +17,7 @@ from coordination.backend import CoordinationBackend, open_backend
 from coordination.snapshot import ClusterSnapshot
 
 WAIT = 10.0
-ADVERTISED = ("127.0.0.1", 9092)
+ADVERTISED = {"PLAINTEXT": ("127.0.0.1", 9092)}
 
 
 def wait_until(condition: Callable[[], object], what: str, timeout: float = WAIT) -> None:
@@ -53,7 +53,7 @@ def backends(connect: str, tmp_path) -> Iterator[Callable[[], CoordinationBacken
 @pytest.mark.timeout(60)
 def test_a_snapshot_learns_topics_brokers_and_epochs_from_the_watches(backends) -> None:
     coordinator = backends()
-    coordinator.register_broker(1, *ADVERTISED)
+    coordinator.register_broker(1, ADVERTISED)
     snapshot = ClusterSnapshot(backends(), ADVERTISED)
     changes = threading.Event()
     snapshot.on_change = changes.set

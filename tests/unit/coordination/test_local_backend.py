@@ -200,8 +200,8 @@ def test_cluster_id_brokers_and_state(make_backend: Callable[[], LocalBackend], 
     calls: list[str] = []
     first.watch_brokers(lambda: calls.append("changed"))
     assert first.live_brokers() == {}
-    first.register_broker(1, "127.0.0.1", 9092)
-    assert first.live_brokers() == {1: ("127.0.0.1", 9092)}
+    first.register_broker(1, {"PLAINTEXT": ("127.0.0.1", 9092)})
+    assert first.live_brokers() == {1: {"PLAINTEXT": ("127.0.0.1", 9092)}}
     assert calls == ["changed", "changed"]
     first.reregister()
 

@@ -146,7 +146,7 @@ def test_cluster_id_is_created_once(make_backend: MakeBackend, raw: KazooClient)
 # ----------------------------------------------------------------------------- brokers
 def test_broker_registration_and_duplicate_id_refused(make_backend: MakeBackend, raw: KazooClient) -> None:
     first, second = make_backend(1), make_backend(1)
-    first.register_broker(1, "127.0.0.1", 9092)
+    first.register_broker(1, {"PLAINTEXT": ("127.0.0.1", 9092)})
     doc = znode_json(raw, "/brokers/ids/1")
     assert doc["version"] == 5 and doc["host"] == "127.0.0.1" and doc["port"] == 9092
     assert doc["endpoints"] == ["PLAINTEXT://127.0.0.1:9092"]
@@ -155,37 +155,37 @@ def test_broker_registration_and_duplicate_id_refused(make_backend: MakeBackend,
     assert raw.exists("/brokers/ids/1").ephemeralOwner == first.session_id()
 
     with pytest.raises(BrokerIdInUse, match="broker id 1 is already registered"):
-        second.register_broker(1, "127.0.0.2", 9093)
+        second.register_broker(1, {"PLAINTEXT": ("127.0.0.2", 9093)})
     # Registering again from the owning session is not a conflict (a retried create).
-    first.register_broker(1, "127.0.0.1", 9092)
+    first.register_broker(1, {"PLAINTEXT": ("127.0.0.1", 9092)})
 
     # With a grace period, the second broker takes the id once the first session ends.
     closer = threading.Timer(0.3, first.close)
     closer.start()
     try:
-        second.register_broker(1, "127.0.0.2", 9093, wait_for_stale=WAIT)
+        second.register_broker(1, {"PLAINTEXT": ("127.0.0.2", 9093)}, wait_for_stale=WAIT)
     finally:
         closer.join(WAIT)
-    assert second.live_brokers() == {1: ("127.0.0.2", 9093)}
+    assert second.live_brokers() == {1: {"PLAINTEXT": ("127.0.0.2", 9093)}}
 
 
 def test_live_brokers_and_the_watch_fire_on_join_and_leave(make_backend: MakeBackend) -> None:
     watcher = make_backend(1)
-    watcher.register_broker(1, "127.0.0.1", 9001)
+    watcher.register_broker(1, {"PLAINTEXT": ("127.0.0.1", 9001)})
     events: queue.Queue = queue.Queue()
     watcher.watch_brokers(lambda: events.put("changed"))
     next_item(events)  # called once at registration
-    assert watcher.live_brokers() == {1: ("127.0.0.1", 9001)}
+    assert watcher.live_brokers() == {1: {"PLAINTEXT": ("127.0.0.1", 9001)}}
 
     joiner = make_backend(2)
-    joiner.register_broker(2, "127.0.0.1", 9002)
+    joiner.register_broker(2, {"PLAINTEXT": ("127.0.0.1", 9002)})
     next_item(events)
-    assert watcher.live_brokers() == {1: ("127.0.0.1", 9001), 2: ("127.0.0.1", 9002)}
+    assert watcher.live_brokers() == {1: {"PLAINTEXT": ("127.0.0.1", 9001)}, 2: {"PLAINTEXT": ("127.0.0.1", 9002)}}
 
     drain(events)
     joiner.close()  # the session ends: the ephemeral registration goes at once
     next_item(events)
-    assert watcher.live_brokers() == {1: ("127.0.0.1", 9001)}
+    assert watcher.live_brokers() == {1: {"PLAINTEXT": ("127.0.0.1", 9001)}}
 
 
 # ----------------------------------------------------------------------------- election
@@ -391,7 +391,7 @@ def test_topic_registry_round_trips_and_places_partitions_over_live_brokers(make
                                                                            raw: KazooClient) -> None:
     backends = [make_backend(node_id) for node_id in (1, 2, 3)]
     for node_id, backend in zip((1, 2, 3), backends):
-        backend.register_broker(node_id, "127.0.0.1", 9000 + node_id)
+        backend.register_broker(node_id, {"PLAINTEXT": ("127.0.0.1", 9000 + node_id)})
     writer, reader = backends[0].topics(), backends[1].topics()
     assert reader.refresh() is False or reader.all() == []
 
@@ -469,8 +469,8 @@ def test_topic_registry_refusals_assignment_and_producer_ids(make_backend: MakeB
     with pytest.raises(TopicRegistryError) as refused:
         registry.create("no-brokers", 1, {})
     assert refused.value.code == ErrorCode.invalid_replication_factor
-    first.register_broker(1, "127.0.0.1", 9001)
-    second.register_broker(2, "127.0.0.1", 9002)
+    first.register_broker(1, {"PLAINTEXT": ("127.0.0.1", 9001)})
+    second.register_broker(2, {"PLAINTEXT": ("127.0.0.1", 9002)})
 
     for name, code in (("bad/name", ErrorCode.invalid_topic_exception), ("..", ErrorCode.invalid_topic_exception)):
         with pytest.raises(TopicRegistryError) as refused:
@@ -508,7 +508,7 @@ def test_topic_registry_notices_everything_after_a_session_loss(make_backend: Ma
                                                                 zookeeper_server: ZooKeeperServer,
                                                                 raw: KazooClient) -> None:
     backend = make_backend(1)
-    backend.register_broker(1, "127.0.0.1", 9001)
+    backend.register_broker(1, {"PLAINTEXT": ("127.0.0.1", 9001)})
     registry = backend.topics()
     registry.create("before", 1, {})
     states: queue.Queue = queue.Queue()
@@ -523,13 +523,13 @@ def test_topic_registry_notices_everything_after_a_session_loss(make_backend: Ma
     wait_until(lambda: backend.client.connected, "the new session")
     assert wait_refreshed(registry, lambda: dict(registry.get("before").configs) == {"retention.ms": "5"})
     backend.reregister()
-    assert backend.live_brokers() == {1: ("127.0.0.1", 9001)}
+    assert backend.live_brokers() == {1: {"PLAINTEXT": ("127.0.0.1", 9001)}}
     assert (backend.live_registrations()[1].host, backend.live_registrations()[1].port) == ("127.0.0.1", 9001)
 
 
 def test_the_registry_serves_its_snapshot_while_zookeeper_is_unreachable(make_backend: MakeBackend) -> None:
     backend = make_backend(1)
-    backend.register_broker(1, "127.0.0.1", 9001)
+    backend.register_broker(1, {"PLAINTEXT": ("127.0.0.1", 9001)})
     registry = backend.topics()
     info = registry.create("kept", 2, {})
     backend.close()
@@ -557,13 +557,22 @@ def test_znode_codecs_read_what_kafka_writes() -> None:
                     b'"rack":null,"jmx_port":-1,"port":-1,"host":null,"version":5,"timestamp":"1700000000000"}')
     registration = BrokerIdZNode.decode(7, kafka_broker)
     assert (registration.host, registration.port, registration.timestamp_ms) == ("k1", 9093, 1700000000000)
-    assert BrokerIdZNode.decode(1, BrokerIdZNode.encode("h", 1, 5)).timestamp_ms == 5
+    assert registration.endpoints == {"SSL": ("k1", 9093)}
+    assert BrokerIdZNode.decode(1, BrokerIdZNode.encode({"PLAINTEXT": ("h", 1)}, None, 5)).timestamp_ms == 5
 
-    # One broker is one node: a single PLAINTEXT endpoint, whatever the worker count.
-    doc = orjson.loads(BrokerIdZNode.encode("h", 9092, 5))
+    # One broker is one node: one endpoint per listener, whatever the worker count.
+    doc = orjson.loads(BrokerIdZNode.encode({"PLAINTEXT": ("h", 9092)}, None, 5))
     assert doc["endpoints"] == ["PLAINTEXT://h:9092"] and doc["listener_security_protocol_map"] == {"PLAINTEXT": "PLAINTEXT"}
-    ipv6 = orjson.loads(BrokerIdZNode.encode("::1", 9092, 5))
+    ipv6 = orjson.loads(BrokerIdZNode.encode({"PLAINTEXT": ("::1", 9092)}, None, 5))
     assert ipv6["endpoints"] == ["PLAINTEXT://[::1]:9092"]
+    # Several listeners: every endpoint and the map; host and port are the PLAINTEXT protocol's.
+    both = orjson.loads(BrokerIdZNode.encode({"INTERNAL": ("h", 9093), "SASL_SSL": ("h", 9094)},
+                                             {"INTERNAL": "PLAINTEXT", "SASL_SSL": "SASL_SSL"}, 5))
+    assert both["endpoints"] == ["INTERNAL://h:9093", "SASL_SSL://h:9094"]
+    assert both["listener_security_protocol_map"] == {"INTERNAL": "PLAINTEXT", "SASL_SSL": "SASL_SSL"}
+    assert (both["host"], both["port"]) == ("h", 9093)
+    secured = orjson.loads(BrokerIdZNode.encode({"SASL_SSL": ("h", 9094)}, None, 5))
+    assert (secured["host"], secured["port"]) == (None, -1)
 
     topic_id = uuid.uuid4()
     encoded = TopicZNode.encode(topic_id, {1: [2], 0: [1, 2]})
@@ -598,7 +607,7 @@ import sys, time
 from coordination.zookeeper import ZooKeeperBackend
 backend = ZooKeeperBackend(sys.argv[1], 1, session_timeout=float(sys.argv[2]))
 backend.start(10)
-backend.register_broker(1, "127.0.0.1", 9001)
+backend.register_broker(1, {"PLAINTEXT": ("127.0.0.1", 9001)})
 epoch = backend.campaign(1, timeout=10)
 session_id, password = backend.session_credentials()
 print(epoch, session_id, password.hex(), flush=True)
@@ -635,7 +644,7 @@ def test_a_successor_resumes_the_dead_processs_session_and_wins_again_with_a_new
     try:
         successor.start(WAIT)
         assert successor.session_id() == session_id
-        successor.register_broker(1, "127.0.0.1", 9001)  # its own node: no BrokerIdInUse, no wait
+        successor.register_broker(1, {"PLAINTEXT": ("127.0.0.1", 9001)})  # its own node: no BrokerIdInUse, no wait
         assert raw.get("/brokers/ids/1")[1].czxid == registered.czxid  # never gone: the broker never looked dead
         assert successor.campaign(1, timeout=WAIT) == epoch + 1  # the dead one's writes are fenced
         assert successor.coordinator() == (1, epoch + 1)
@@ -654,7 +663,7 @@ def test_resuming_an_expired_session_starts_a_new_one(zookeeper_server: ZooKeepe
     try:
         successor.start(WAIT)
         wait_until(lambda: successor.session_id() not in (None, session_id), "a new session")
-        successor.register_broker(1, "127.0.0.1", 9001, wait_for_stale=WAIT)
+        successor.register_broker(1, {"PLAINTEXT": ("127.0.0.1", 9001)}, wait_for_stale=WAIT)
         assert successor.campaign(1, timeout=WAIT) == epoch + 1
     finally:
         successor.close()

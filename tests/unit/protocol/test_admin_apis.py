@@ -277,7 +277,9 @@ class Broker:
 
     def call(self, key: int, version: int, request: dict[str, Any]) -> Any:
         spec = REGISTRY[key]
-        ctx = types.SimpleNamespace(node=self.node, api_key=key, api_version=version, correlation_id=1, client_id="test")
+        connection = types.SimpleNamespace(peer="127.0.0.1:1", listener=self.node.config.listeners.bound[0])
+        ctx = types.SimpleNamespace(node=self.node, connection=connection, api_key=key, api_version=version,
+                                    correlation_id=1, client_id="test")
         result = spec.handle(ctx, kio_request(key, version, request))
         if spec.is_async:
             result = self.runner.run(result)

@@ -1,0 +1,1 @@
+"""Security: SASL authentication (PLAIN, SCRAM-SHA-256/512) and SCRAM credentials, Kafka-compatible."""

@@ -1,0 +1,119 @@
+"""What a process of the broker knows about security: each TLS listener's context, the SASL
+mechanisms each listener offers, and the SCRAM credentials (in memory, kept fresh).
+
+Credentials live in the coordination backend's store (coordination/credentials.py:
+``/config/users/<user>`` in ZooKeeper, a file with the local backend). A connection's
+lookup must not wait, so the store's watch only wakes a reader thread, which parses every
+credential again and replaces the whole table in one assignment; the loop reads it.
+
+Certificates reload on SIGHUP: ``reload_certificates`` builds each listener's context
+again from the same files; connections already open keep the session they have.
+"""
+
+from __future__ import annotations
+
+import logging
+import ssl
+import threading
+from typing import TYPE_CHECKING, Mapping
+
+from broker.config import SSL_KEYS, BrokerConfig
+from broker.security.scram_credentials import ScramCredential, from_kafka_string
+from broker.security.tls import build_server_context
+
+if TYPE_CHECKING:
+    from coordination.credentials import CredentialStore
+
+log = logging.getLogger(__name__)
+
+
+def tls_settings(config: BrokerConfig, listener: str) -> dict[str, str]:
+    """The ssl.* settings of ``listener`` (its listener.name.<name>.ssl.* overrides first)."""
+    return {key: str(config.for_listener(listener, key)) for key in SSL_KEYS}
+
+
+def check_tls_files(config: BrokerConfig) -> None:
+    """Build every TLS listener's context once, before anything starts: a missing file or
+    a wrong key password stops ``castle serve`` with the listener's name (ValueError)."""
+    for listener in config.listeners.bound:
+        if listener.tls:
+            try:
+                build_server_context(tls_settings(config, listener.name))
+            except (OSError, ValueError, ssl.SSLError) as exc:
+                raise ValueError(f"listener {listener.name}: {exc}") from None
+
+
+def parse_credentials(raw: Mapping[str, Mapping[str, str]]) -> dict[str, dict[str, ScramCredential]]:
+    table: dict[str, dict[str, ScramCredential]] = {}
+    for user, entries in raw.items():
+        for mechanism, text in entries.items():
+            try:
+                table.setdefault(user, {})[mechanism] = from_kafka_string(text)
+            except ValueError as exc:
+                log.warning("ignoring the %s credential of user %r: %s", mechanism, user, exc)
+    return table
+
+
+class BrokerSecurity:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.reauth_ms = int(config["connections.max.reauth.ms"])
+        self.max_receive_size = int(config["sasl.server.max.receive.size"])
+        self._contexts: dict[str, ssl.SSLContext] = {}
+        self._credentials: dict[str, dict[str, ScramCredential]] = {}
+        self._store: CredentialStore | None = None
+        self._wake = threading.Event()
+        self._closed = False
+        self._mechanisms = {listener.name: tuple(m for m in str(config.for_listener(listener.name, "sasl.enabled.mechanisms"))
+                                                  .split(",") if m)
+                            for listener in config.listeners.bound}
+        self.reload_certificates()
+
+    # ------------------------------------------------------------------ TLS
+    def server_context(self, listener: str) -> ssl.SSLContext:
+        return self._contexts[listener]
+
+    def reload_certificates(self) -> None:
+        """(Re)build every TLS listener's context from its files; a listener whose files no
+        longer load keeps its old context (and says so)."""
+        for listener in self.config.listeners.bound:
+            if not listener.tls:
+                continue
+            try:
+                self._contexts[listener.name] = build_server_context(tls_settings(self.config, listener.name))
+            except (OSError, ValueError, ssl.SSLError) as exc:
+                if listener.name not in self._contexts:
+                    raise
+                log.error("listener %s: cannot reload its certificates (%s); keeping the old ones", listener.name, exc)
+
+    # ------------------------------------------------------------------ SASL
+    def mechanisms(self, listener: str) -> tuple[str, ...]:
+        return self._mechanisms.get(listener, ())
+
+    def lookup(self, user: str, mechanism: str) -> ScramCredential | None:
+        """In memory, for the event loop."""
+        return self._credentials.get(user, {}).get(mechanism)
+
+    def watch_credentials(self, store: "CredentialStore") -> None:
+        """Keep the table fresh from ``store`` (a reader thread; the first read happens here)."""
+        self._store = store
+        self._credentials = parse_credentials(store.all())
+        threading.Thread(target=self._read_credentials, name="credentials", daemon=True).start()
+        store.watch(self._wake.set)
+
+    def _read_credentials(self) -> None:
+        while not self._closed:
+            self._wake.wait()
+            self._wake.clear()
+            if self._closed or self._store is None:
+                return
+            try:
+                self._credentials = parse_credentials(self._store.all())
+            except Exception as exc:
+                log.warning("cannot read the SCRAM credentials: %s", exc)
+                self._wake.set()
+                threading.Event().wait(0.5)
+
+    def close(self) -> None:
+        self._closed = True
+        self._wake.set()
