@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from broker.admin.reset import Target, TopicSpec
     from broker.admin.session import Session
 
-ADMIN_COMMANDS = ("topics", "groups", "configs")
+ADMIN_COMMANDS = ("topics", "groups", "configs", "users")
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 DEFAULT_TIMEOUT = 10.0
 
@@ -165,8 +165,9 @@ def _resource_options(parser: argparse.ArgumentParser) -> None:
 
 
 def add_commands(sub: Any) -> None:
-    """Add the ``topics``, ``groups`` and ``configs`` subcommands to ``castle``'s subparsers."""
+    """Add the ``topics``, ``groups``, ``configs`` and ``users`` subcommands to ``castle``'s subparsers."""
     common = _common()
+    _add_users(sub, common)
 
     topics = sub.add_parser("topics", help="list, describe, create, delete and configure topics")
     tsub = topics.add_subparsers(dest="topics_command", required=True, metavar="COMMAND")
@@ -289,8 +290,40 @@ def _unique(names: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+def _add_users(sub: Any, common: argparse.ArgumentParser) -> None:
+    from broker.admin.users import DEFAULT_ITERATIONS, MECHANISMS
+
+    users = sub.add_parser("users", help="list, set and delete SCRAM credentials")
+    usub = users.add_subparsers(dest="users_command", required=True, metavar="COMMAND")
+    p = _leaf(usub, "list", "users and their SCRAM mechanisms (never salts or keys)", common, "users.list")
+    p.add_argument("user", nargs="*", help="only these users")
+    for name, help in (("set", "create or change a user's SCRAM credentials"),
+                       ("delete", "remove a user's SCRAM credentials")):
+        p = _leaf(usub, name, help, common, f"users.{name}")
+        p.add_argument("user")
+        p.add_argument("--mechanism", action="append", choices=MECHANISMS, default=[],
+                       help="SCRAM-SHA-256 or SCRAM-SHA-512 (repeatable; default: both)")
+        p.add_argument("--broker-config", metavar="FILE",
+                       help="offline: write to the store this broker config names (ZooKeeper or the log dir), "
+                            "no broker needed (the first user, before the first start)")
+        p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                       help="with --broker-config: a broker setting after the file (repeatable)")
+        if name == "set":
+            p.add_argument("--password-stdin", action="store_true", help="read the password from stdin (one line)")
+            p.add_argument("--iterations", type=int, default=DEFAULT_ITERATIONS,
+                           help=f"PBKDF2 iterations, 4096-16384 (default {DEFAULT_ITERATIONS})")
+
+
+def _run_offline(args: argparse.Namespace) -> "Report":
+    from broker.admin.users import MECHANISMS, change_offline, read_password
+
+    password = read_password(args.password_stdin) if args.users_command == "set" else None
+    return change_offline(args.broker_config, args.override, args.user, args.mechanism or list(MECHANISMS), password,
+                          getattr(args, "iterations", 0))
+
+
 def _handlers() -> dict[str, Callable[["Session", argparse.Namespace], "Report"]]:
-    from broker.admin import configs, groups, reassign, reset, topics
+    from broker.admin import configs, groups, reassign, reset, topics, users
     from broker.admin.session import UsageError
 
     def alter_topic(s: "Session", a: argparse.Namespace) -> "Report":
@@ -309,6 +342,10 @@ def _handlers() -> dict[str, Callable[["Session", argparse.Namespace], "Report"]
         return configs.alter(s, kind, name, settings, deleted, a.dry_run)
 
     return {
+        "users.list": lambda s, a: users.list_users(s, a.user),
+        "users.set": lambda s, a: users.set_user(s, a.user, users.read_password(a.password_stdin),
+                                                 a.mechanism or list(users.MECHANISMS), a.iterations),
+        "users.delete": lambda s, a: users.delete_user(s, a.user, a.mechanism or list(users.MECHANISMS)),
         "topics.list": lambda s, a: topics.list_topics(s, a.exclude_internal),
         "topics.describe": lambda s, a: topics.describe(s, _unique(a.topics), a.exclude_internal,
                                                         a.under_replicated_partitions, a.unavailable_partitions),
@@ -373,9 +410,12 @@ def run(args: argparse.Namespace) -> int:
 
     prog = args.admin_prog
     try:
-        bootstrap, settings = _client_settings(args)
-        session = Session(bootstrap, args.timeout, settings, verbose=args.verbose)
-        report = _handlers()[args.admin_action](session, args)
+        if getattr(args, "broker_config", None):
+            report = _run_offline(args)
+        else:
+            bootstrap, settings = _client_settings(args)
+            session = Session(bootstrap, args.timeout, settings, verbose=args.verbose)
+            report = _handlers()[args.admin_action](session, args)
     except UsageError as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return exc.code

@@ -19,6 +19,9 @@ from kio.schema.alter_partition_reassignments.v0.request import (
 from kio.schema.alter_partition_reassignments.v1.request import (
     AlterPartitionReassignmentsRequest as _AlterPartitionReassignmentsRequestV1,
 )
+from kio.schema.alter_user_scram_credentials.v0.request import (
+    AlterUserScramCredentialsRequest as AlterUserScramCredentialsRequest,
+)
 from kio.schema.api_versions.v0.request import ApiVersionsRequest as _ApiVersionsRequestV0
 from kio.schema.api_versions.v1.request import ApiVersionsRequest as _ApiVersionsRequestV1
 from kio.schema.api_versions.v2.request import ApiVersionsRequest as _ApiVersionsRequestV2
@@ -60,6 +63,9 @@ from kio.schema.describe_groups.v3.request import DescribeGroupsRequest as _Desc
 from kio.schema.describe_groups.v4.request import DescribeGroupsRequest as _DescribeGroupsRequestV4
 from kio.schema.describe_groups.v5.request import DescribeGroupsRequest as _DescribeGroupsRequestV5
 from kio.schema.describe_groups.v6.request import DescribeGroupsRequest as _DescribeGroupsRequestV6
+from kio.schema.describe_user_scram_credentials.v0.request import (
+    DescribeUserScramCredentialsRequest as DescribeUserScramCredentialsRequest,
+)
 from kio.schema.elect_leaders.v0.request import ElectLeadersRequest as _ElectLeadersRequestV0
 from kio.schema.elect_leaders.v1.request import ElectLeadersRequest as _ElectLeadersRequestV1
 from kio.schema.elect_leaders.v2.request import ElectLeadersRequest as _ElectLeadersRequestV2
@@ -450,6 +456,8 @@ BY_KEY: dict[int, object] = {
     46: ListPartitionReassignmentsRequest,
     44: IncrementalAlterConfigsRequest,
     47: OffsetDeleteRequest,
+    50: DescribeUserScramCredentialsRequest,
+    51: AlterUserScramCredentialsRequest,
     60: DescribeClusterRequest,
 }
 
