@@ -44,10 +44,12 @@ def main(argv: list[str] | None = None) -> int:
         if rest:
             parser.error(f"unrecognized arguments: {' '.join(rest)}")
         from broker.security.broker_security import check_tls_files
+        from broker.security.inter_broker import inter_broker_security
 
         try:
             config = load_config(args.config, parse_overrides(args.override))
             check_tls_files(config)
+            inter_broker_security(config)
         except (ConfigError, OSError, ValueError) as exc:
             print(f"castle serve: {exc}", file=sys.stderr)
             return 2

@@ -51,6 +51,7 @@ from broker.reload import apply_in_child
 from broker.remote_ops import RemotePartitionOps
 from broker.remote_partition import RemotePartitionClient, coordinator_client_id
 from broker.rings import SharedRings
+from broker.security.inter_broker import ClientSecurity, inter_broker_security
 from broker.segment_files import SegmentFiles
 from broker.session_file import forget_session, keep_session, read_session
 from coordination.backend import CoordinationBackend, TopicRegistry, open_broker_backend
@@ -119,7 +120,9 @@ class WorkerOffsetsLog:
     over the Kafka protocol like any client, with the epoch in the client id
     (broker/remote_partition.py). Every append carries the coordinator epoch."""
 
-    def __init__(self, mesh: Mesh, workers: int, partitions: int, node_id: int) -> None:
+    def __init__(self, mesh: Mesh, workers: int, partitions: int, node_id: int,
+                 security: ClientSecurity | None = None) -> None:
+        self.security = security  # how to reach other brokers (inter.broker.listener.name)
         self.partitions = partitions
         self.workers = workers
         self.node_id = node_id
@@ -138,7 +141,8 @@ class WorkerOffsetsLog:
         key = (host, port, self.epoch)
         client = self._remote.get(key)
         if client is None:
-            client = self._remote[key] = RemotePartitionClient(host, port, coordinator_client_id(self.epoch))
+            client = self._remote[key] = RemotePartitionClient(host, port, coordinator_client_id(self.epoch),
+                                                               security=self.security)
         return client
 
     async def append(self, partition: int, batch: bytes) -> int:
@@ -276,7 +280,8 @@ class CoordinatorProcess:
         self.mesh = Mesh(rings, rings.coordinator)
         self.mesh.handlers[Op.SERVE] = self._serve_call
         self.mesh.handlers[Op.FIND] = lambda _body: peer_codec.encode_found(*self.find())
-        self.offsets_log = WorkerOffsetsLog(self.mesh, workers, int(config["offsets.topic.num.partitions"]), self.node_id)
+        self.offsets_log = WorkerOffsetsLog(self.mesh, workers, int(config["offsets.topic.num.partitions"]), self.node_id,
+                                            inter_broker_security(config))
         self.offsets_log.locate = self.locate_offsets_partition
         # Caches kept by watches, so the answers to workers never wait on ZooKeeper.
         listeners = config.listeners

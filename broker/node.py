@@ -32,6 +32,7 @@ from broker.replica_fetcher import ReplicaFetcher
 from broker.replication import Replication
 from broker.rings import SharedRings
 from broker.security.broker_security import BrokerSecurity
+from broker.security.inter_broker import inter_broker_security
 from broker.segment_files import SegmentFiles
 from coordination.backend import open_broker_backend
 from coordination.local_topics import TopicInfo
@@ -79,7 +80,7 @@ class WorkerNode:
                            self._make_replication, self._owned_views, self._assigned_elsewhere)
         self.replica_fetcher = ReplicaFetcher(self.node_id, self.owner.replication, self.owner.log_for,
                                               self._topic_id, self._broker_address, lambda key: int(config[key]),
-                                              self._wake)
+                                              self._wake, inter_broker_security(config))
         # The other processes of this broker, over the shared-memory rings: the workers'
         # partition ops, and the coordinator process (endpoint ``count``).
         self.mesh = Mesh(rings, index)

@@ -38,6 +38,11 @@ it sat idle (a restart). Produce is never retried here: the broker may have appe
 batch before the connection broke, and the coordinator answers its own client with the
 error, who retries as Kafka clients do.
 
+Security: with a ClientSecurity (broker/security/inter_broker.py) the connection is TLS
+and/or authenticates with SASL before its first request: SaslHandshake v1, then
+SaslAuthenticate v2 tokens until the mechanism completes (a refusal is
+SASL_AUTHENTICATION_FAILED to every caller waiting for the connection).
+
 Works on uvloop and on the default asyncio loop (streams and ``asyncio.timeout`` only).
 """
 
@@ -47,23 +52,28 @@ import asyncio
 import contextlib
 import functools
 import re
+import ssl
 import struct
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kio.serial import entity_reader
 
 from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode, KafkaError, ProtocolViolation
+from broker.security.sasl_client import SaslClient, SaslClientError
 from storage.batch import LOG_OVERHEAD, LOG_OVERHEAD_STRUCT, MAGIC_V2, MIN_BATCH_LENGTH, parse_header
+
+if TYPE_CHECKING:
+    from broker.security.inter_broker import ClientSecurity
 
 COORDINATOR_CLIENT_PREFIX = "castle-coordinator/"
 # An epoch in a client id: decimal, no sign, no leading zero, at most a Java long.
 _EPOCH_DIGITS = re.compile(r"0|[1-9][0-9]{0,18}")
 _MAX_EPOCH = (1 << 63) - 1
 
-PRODUCE, FETCH, LIST_OFFSETS, API_VERSIONS = 0, 1, 2, 18
+PRODUCE, FETCH, LIST_OFFSETS, API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 0, 1, 2, 18, 17, 36
 PRODUCE_VERSION, FETCH_VERSION, LIST_OFFSETS_VERSION = 9, 12, 7
 EARLIEST_TIMESTAMP, LATEST_TIMESTAMP = -2, -1
 
@@ -223,11 +233,13 @@ class RemotePartitionClient:
 
     Used from one event loop (its connection and lock belong to the loop that opened them)."""
 
-    def __init__(self, host: str, port: int, client_id: str, timeout: float = 30.0) -> None:
+    def __init__(self, host: str, port: int, client_id: str, timeout: float = 30.0,
+                 security: "ClientSecurity | None" = None) -> None:
         self.host = host
         self.port = port
         self.client_id = client_id
         self.timeout = timeout
+        self.security = security
         self._connection: _Connection | None = None
         self._connecting: asyncio.Lock | None = None
         self._next_correlation_id = 0
@@ -396,12 +408,51 @@ class RemotePartitionClient:
                 return connection, True
             if self._closed:
                 raise KafkaError(ErrorCode.network_exception, "client closed")
+            security = self.security
+            tls = security.ssl_context if security is not None else None
             try:
-                reader, writer = await asyncio.open_connection(self.host, self.port)
-            except OSError as exc:
+                reader, writer = await asyncio.open_connection(self.host, self.port, ssl=tls,
+                                                               server_hostname=self.host if tls is not None else None)
+            except (OSError, ssl.SSLError) as exc:
                 raise KafkaError(ErrorCode.network_exception, f"cannot connect to {self.host}:{self.port}: {exc}") from None
-            connection = self._connection = _Connection(reader, writer)
+            connection = _Connection(reader, writer)
+            if security is not None and security.mechanism is not None:
+                try:
+                    await self._authenticate(connection, security)
+                except BaseException:
+                    connection.close("authentication failed")
+                    raise
+            self._connection = connection
             return connection, False
+
+    async def _authenticate(self, connection: _Connection, security: "ClientSecurity") -> None:
+        """SaslHandshake v1 and SaslAuthenticate v2 on a new connection, before anything else."""
+        assert security.mechanism is not None
+        handshake = await self._exchange(connection, SASL_HANDSHAKE, 1, {"mechanism": security.mechanism})
+        if handshake.error_code:
+            raise KafkaError(ErrorCode(int(handshake.error_code)),
+                             f"{self.host}:{self.port} refused SASL mechanism {security.mechanism}")
+        client = SaslClient(security.mechanism, security.username, security.password)
+        token: bytes | None = client.first()
+        while token is not None:
+            answer = await self._exchange(connection, SASL_AUTHENTICATE, 2, {"auth_bytes": token})
+            if answer.error_code:
+                raise KafkaError(ErrorCode(int(answer.error_code)), f"{self.host}:{self.port}: {answer.error_message}")
+            try:
+                token = client.step(bytes(answer.auth_bytes))
+            except SaslClientError as exc:
+                raise KafkaError(ErrorCode.sasl_authentication_failed, f"{self.host}:{self.port}: {exc}") from None
+
+    async def _exchange(self, connection: _Connection, api_key: int, version: int, fields: dict[str, Any]) -> Any:
+        request_class = codec.request_class(api_key, version)
+        assert request_class is not None
+        self._next_correlation_id = (self._next_correlation_id + 1) & 0x7FFFFFFF
+        frame = encode_request(api_key, version, self._next_correlation_id, self.client_id, build(request_class, fields))
+        future = connection.send(self._next_correlation_id, frame, codec.response_class(api_key, version),
+                                 response_header_size(api_key, version))
+        await connection.drain()
+        assert future is not None
+        return await future
 
 
 def _partition_of(topics: Any, topic_field: str, partitions_field: str, index_field: str, topic: str,

@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from broker.protocol.errors import ErrorCode, KafkaError
 from broker.remote_partition import RemotePartitionClient
@@ -31,6 +31,9 @@ from broker.replication import Followed, Replication
 from storage.errors import StorageError
 from storage.log import PartitionLog
 from storage.types import TopicPartition
+
+if TYPE_CHECKING:
+    from broker.security.inter_broker import ClientSecurity
 
 log = logging.getLogger(__name__)
 
@@ -40,8 +43,10 @@ FOLLOWER_CLIENT_ID = "castle-replica-fetcher"
 class ReplicaFetcher:
     def __init__(self, node_id: int, replication: Replication, log_for: Callable[[TopicPartition], PartitionLog | None],
                  topic_id: Callable[[str], uuid.UUID | None], address_of: Callable[[int], tuple[str, int] | None],
-                 settings: Callable[[str], int], on_appended: Callable[[TopicPartition], None]) -> None:
+                 settings: Callable[[str], int], on_appended: Callable[[TopicPartition], None],
+                 security: "ClientSecurity | None" = None) -> None:
         self.node_id = node_id
+        self.security = security  # how to reach leaders (inter.broker.listener.name)
         self._replication = replication
         self._log_for = log_for
         self._topic_id = topic_id
@@ -89,7 +94,7 @@ class ReplicaFetcher:
                     address = wanted
                     wait_ms = self._settings("replica.fetch.wait.max.ms")
                     client = RemotePartitionClient(address[0], address[1], FOLLOWER_CLIENT_ID,
-                                                   timeout=max(10.0, wait_ms / 1000 + 10))
+                                                   timeout=max(10.0, wait_ms / 1000 + 10), security=self.security)
                 try:
                     if not await self._round(client, partitions):
                         await asyncio.sleep(backoff)

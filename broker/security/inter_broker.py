@@ -1,0 +1,55 @@
+"""How this broker's own clients (the coordinator reaching offsets partitions led elsewhere,
+the replica fetchers) connect to other brokers: on ``inter.broker.listener.name``, with TLS
+when that listener's protocol has it, and SASL with Kafka's settings when it has that:
+
+    sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512     (empty: the listener's first mechanism)
+    listener.name.internal.scram-sha-512.sasl.jaas.config=\\
+        org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" password="...";
+
+The TLS client context trusts ``ssl.truststore.location`` (the listener's own or the
+broker-wide one), presents the keystore's certificate (so ``ssl.client.auth=required``
+works between brokers) and checks the other broker's host name unless
+``ssl.endpoint.identification.algorithm`` is empty.
+"""
+
+from __future__ import annotations
+
+import ssl
+from dataclasses import dataclass
+
+from broker.config import BrokerConfig
+from broker.listeners import SASL_PLAINTEXT, SASL_SSL, SSL
+from broker.security.broker_security import tls_settings
+from broker.security.sasl_client import parse_jaas_config
+from broker.security.tls import build_client_context
+
+
+@dataclass(frozen=True, slots=True)
+class ClientSecurity:
+    ssl_context: ssl.SSLContext | None
+    mechanism: str | None  # None: no SASL
+    username: str = ""
+    password: str = ""
+
+
+def inter_broker_security(config: BrokerConfig) -> ClientSecurity | None:
+    """None on a PLAINTEXT inter-broker listener. Raises ValueError when a setting is missing
+    or wrong (``castle serve`` checks it before starting: exit code 2)."""
+    listeners = config.listeners
+    name = listeners.inter_broker
+    protocol = listeners.protocol_map[name]
+    if protocol not in (SSL, SASL_PLAINTEXT, SASL_SSL):
+        return None
+    context = build_client_context(tls_settings(config, name)) if protocol in (SSL, SASL_SSL) else None
+    if protocol == SSL:
+        return ClientSecurity(context, None)
+    enabled = [m for m in str(config.for_listener(name, "sasl.enabled.mechanisms")).split(",") if m]
+    mechanism = str(config["sasl.mechanism.inter.broker.protocol"]) or (enabled[0] if enabled else "")
+    if mechanism not in enabled:
+        raise ValueError(f"sasl.mechanism.inter.broker.protocol {mechanism or '(none)'} is not enabled on listener {name}")
+    jaas = config.jaas_config(name, mechanism)
+    if not jaas:
+        raise ValueError(f"listener.name.{name.lower()}.{mechanism.lower()}.sasl.jaas.config is needed: brokers "
+                         f"authenticate to each other on {name} ({protocol})")
+    username, password = parse_jaas_config(jaas, mechanism)
+    return ClientSecurity(context, mechanism, username, password)
