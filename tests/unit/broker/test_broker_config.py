@@ -79,3 +79,26 @@ def test_retention_in_hours_or_minutes_when_ms_is_not_set(tmp_path):
 def test_logging_and_metrics_settings_refuse_bad_values(key, value):
     with pytest.raises(ConfigError, match=f"bad value for {key}"):
         load_config(None, {key: value})
+
+
+def test_the_tls_and_scram_example_config_loads_and_its_security_builds(tmp_path):
+    """deploy/castle-secure.properties, with the test's own certificates in place of
+    /etc/castle/tls: its TLS contexts build and brokers would authenticate with SCRAM-SHA-512."""
+    from broker.security.broker_security import check_tls_files
+    from broker.security.inter_broker import inter_broker_security
+    from tests.certs import make_pki
+
+    pki = make_pki(str(tmp_path / "pki"))
+    config = load_config("deploy/castle-secure.properties", {"ssl.keystore.location": pki.server_keystore,
+                                                             "ssl.truststore.location": pki.ca})
+    assert [(lst.name, lst.protocol) for lst in config.listeners.bound] == [("SASL_SSL", "SASL_SSL"), ("INTERNAL", "SASL_SSL")]
+    assert config.for_listener("INTERNAL", "ssl.client.auth") == "required"
+    assert config.for_listener("SASL_SSL", "ssl.client.auth") == "none"
+    check_tls_files(config)
+    security = inter_broker_security(config)
+    assert security is not None and security.ssl_context is not None
+    assert (security.mechanism, security.username, security.password) == ("SCRAM-SHA-512", "broker", "change-me")
+    with pytest.raises(ValueError, match="sasl.jaas.config is needed"):
+        inter_broker_security(load_config("deploy/castle-secure.properties", {
+            "ssl.keystore.location": pki.server_keystore, "ssl.truststore.location": pki.ca,
+            "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-256"}))
