@@ -86,6 +86,8 @@ class Setting:
 
 
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+# The class names operators set for Kafka's own authorizers; either turns on Castle's one.
+AUTHORIZER_NAMES = ("org.apache.kafka.metadata.authorizer.StandardAuthorizer", "kafka.security.authorizer.AclAuthorizer")
 
 # Settings a listener may override with the prefix listener.name.<listener>. (Kafka's).
 SSL_KEYS = ("ssl.keystore.type", "ssl.keystore.location", "ssl.key.password", "ssl.truststore.type",
@@ -124,6 +126,11 @@ SETTINGS: list[Setting] = [
             "Largest frame read before a connection authenticated; a larger one closes it."),
     Setting("connections.max.reauth.ms", integer_in(0), 0,
             "A SASL session lasts this long; then only re-authentication is served (0: forever)."),
+    # Authorization (Kafka's ACLs); on when authorizer.class.name names Kafka's authorizer.
+    Setting("authorizer.class.name", _choice("", *(name.lower() for name in AUTHORIZER_NAMES)), "",
+            "Empty: no authorization. Kafka's StandardAuthorizer or AclAuthorizer name: Castle's authorizer (Kafka's rules)."),
+    Setting("super.users", _str, "", "Principals allowed everything, ';'-separated (User:admin;User:broker)."),
+    Setting("allow.everyone.if.no.acl.found", _bool, False, "A resource without any ACL is open to all (Kafka's default: not)."),
     Setting("log.dirs", _str, "./data", "Comma-separated data directories."),
     Setting("workers", integer_in(0, 1024), 0, "Worker processes; 0 means one per core."),
     Setting("num.partitions", integer_in(1, INT_MAX), 1, "Partitions of an auto-created topic."),

@@ -68,9 +68,11 @@ class Connection:
         self.listener = listener
         self.loop = asyncio.get_running_loop()
         self.peer = _peer_name(sock)
+        self.host = self.peer.rpartition(":")[0]
         self._connections = connections
         security = node.security
-        self.auth = ConnectionAuth(listener, security.mechanisms(listener.name), security.reauth_ms, security.lookup)
+        self.auth = ConnectionAuth(listener, security.mechanisms(listener.name), security.reauth_ms, security.lookup,
+                                   security.broker_secret)
         self._max_request = int(node.config["socket.request.max.bytes"])
         self._reader = FrameReader(min(self._max_request, security.max_receive_size) if listener.sasl else self._max_request)
         self._tls: TlsChannel | None = None
@@ -283,6 +285,12 @@ class Connection:
             self._finish(seq, ctx, unsupported_version_response())
             return
         try:
+            if spec.authorize is not None:
+                refused = spec.authorize(ctx, request)
+                if refused:
+                    assert spec.error_response is not None
+                    self._finish(seq, ctx, spec.error_response(request, header.api_version, refused))
+                    return
             result = spec.handle(ctx, request)
             if spec.is_async:
                 finished, result = eager.start(self.loop, result)

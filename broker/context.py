@@ -26,8 +26,10 @@ if TYPE_CHECKING:
     from broker.listeners import Listener
     from broker.metrics import WorkerMetrics
     from broker.purgatory import FetchPurgatory
+    from broker.security.broker_security import BrokerSecurity
     from broker.security.connection_auth import ConnectionAuth
     from broker.segment_files import SegmentFiles
+    from coordination.acls import Operation, ResourceType
     from coordination.backend import TopicRegistry
     from coordination.groups.coordinator import GroupCoordinator
     from coordination.local_topics import TopicInfo
@@ -77,6 +79,7 @@ Response = Union[Entity, bytes, RawResponse, NoResponse]
 # ---------------------------------------------------------------------- the worker's services
 class ConnectionHandle(Protocol):
     peer: str
+    host: str  # the peer's address, as ACLs name hosts
     listener: "Listener"
     auth: "ConnectionAuth"
 
@@ -139,6 +142,9 @@ class BrokerIdentity(Protocol):
     @property
     def metrics(self) -> "WorkerMetrics": ...
 
+    @property
+    def security(self) -> "BrokerSecurity": ...
+
 
 class WorkerServices(BrokerIdentity, TopicServices, Router, FetchServices, CoordinatorAccess, Protocol):
     """Everything a handler may use of the worker that serves its connection."""
@@ -166,3 +172,5 @@ class CoordinatorContext:
     client_id: str | None
     client_host: str
     topic_exists: Callable[[str, int], bool]
+    # Kafka's authorizer for the requester (principal and host bound): always True without one.
+    allowed: Callable[["Operation", "ResourceType", str], bool] = lambda _op, _type, _name: True

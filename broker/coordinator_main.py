@@ -51,7 +51,9 @@ from broker.reload import apply_in_child
 from broker.remote_ops import RemotePartitionOps
 from broker.remote_partition import RemotePartitionClient, coordinator_client_id
 from broker.rings import SharedRings
-from broker.security.inter_broker import ClientSecurity, inter_broker_security
+from broker.security.broker_security import BrokerSecurity
+from broker.security.connection_auth import ANONYMOUS
+from broker.security.inter_broker import ClientSecurity, inter_broker_security, inter_broker_user
 from broker.segment_files import SegmentFiles
 from broker.session_file import forget_session, keep_session, read_session
 from coordination.backend import CoordinationBackend, TopicRegistry, open_broker_backend
@@ -280,9 +282,10 @@ class CoordinatorProcess:
         self.mesh = Mesh(rings, rings.coordinator)
         self.mesh.handlers[Op.SERVE] = self._serve_call
         self.mesh.handlers[Op.FIND] = lambda _body: peer_codec.encode_found(*self.find())
-        self.offsets_log = WorkerOffsetsLog(self.mesh, workers, int(config["offsets.topic.num.partitions"]), self.node_id,
-                                            inter_broker_security(config))
+        self.offsets_log = WorkerOffsetsLog(self.mesh, workers, int(config["offsets.topic.num.partitions"]), self.node_id)
         self.offsets_log.locate = self.locate_offsets_partition
+        # The ACLs the group and offset APIs check (the workers check the others).
+        self.security = BrokerSecurity(config)
         # Caches kept by watches, so the answers to workers never wait on ZooKeeper.
         listeners = config.listeners
         self.inter_broker = listeners.inter_broker
@@ -305,20 +308,22 @@ class CoordinatorProcess:
     def _serve_call(self, body: memoryview) -> "asyncio.Future[Parts]":
         """A group or offset request a worker hands over; the body is copied off the ring
         before the handler waits on anything."""
-        api_key, api_version, client_id, client_host, request_body = peer_codec.decode_serve(body)
+        api_key, api_version, client_id, client_host, principal, request_body = peer_codec.decode_serve(body)
         request = codec.decode_request(api_key, api_version, bytes(request_body), 0)
 
         async def answer() -> Parts:
-            return [await self.serve_request(api_key, api_version, request, client_id, client_host)]
+            return [await self.serve_request(api_key, api_version, request, client_id, client_host, principal)]
 
         return asyncio.ensure_future(answer())
 
     async def serve_request(self, api_key: int, api_version: int, request: Any, client_id: str | None,
-                            client_host: str) -> bytes:
+                            client_host: str, principal: str = ANONYMOUS) -> bytes:
         serve = dispatch.COORDINATOR_HANDLERS.get(api_key)
         if serve is None:
             raise KafkaError(ErrorCode.invalid_request, f"api {api_key} is not a coordinator api")
-        ctx = CoordinatorContext(self.coordinator, api_key, api_version, client_id, client_host, self.topic_exists)
+        host = client_host.lstrip("/")
+        ctx = CoordinatorContext(self.coordinator, api_key, api_version, client_id, client_host, self.topic_exists,
+                                 lambda op, kind, name: self.security.authorize(principal, host, op, kind, name))
         try:
             result = serve(ctx, request)
             if asyncio.iscoroutine(result):
@@ -401,6 +406,15 @@ class CoordinatorProcess:
             log.exception("coordinator: cannot open the coordination backend")
             return BOOT_ERROR
         self.topics = self.opened.topics()
+        try:
+            secret = await loop.run_in_executor(None, self.opened.broker_secret)
+        except Exception:
+            log.exception("coordinator: cannot read the broker secret")
+            return BOOT_ERROR
+        self.security.set_broker_secret(secret, inter_broker_user(self.config))
+        self.offsets_log.security = inter_broker_security(self.config, secret)
+        if self.security.authorizer_on:
+            self.security.watch_acls(self.opened.acls())
         self.opened.add_state_listener(lambda state: loop.call_soon_threadsafe(self._on_session_state, state))
         if self.zookeeper:
             try:

@@ -35,6 +35,8 @@ class HandlerSpec:
     is_async: bool
     error_response: Callable[[Any, int, int], Any] | None
     decode: Callable[[int, bytes | bytearray, int], Any] | None = None
+    # A request-wide authorization check (broker/authorization.py): an error code, 0 to go on.
+    authorize: Callable[[RequestContext, Any], int] | None = None
 
 
 REGISTRY: dict[int, HandlerSpec] = {}
@@ -44,7 +46,8 @@ REGISTRY: dict[int, HandlerSpec] = {}
 
 def api(api_key: int, name: str, min_version: int, max_version: int,
         error_response: Callable[[Any, int, int], Any] | None = None,
-        decode: Callable[[int, bytes | bytearray, int], Any] | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        decode: Callable[[int, bytes | bytearray, int], Any] | None = None,
+        authorize: Callable[[RequestContext, Any], int] | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register ``fn`` as the handler of ``api_key`` for versions min..max (inclusive)."""
     import inspect
 
@@ -56,8 +59,10 @@ def api(api_key: int, name: str, min_version: int, max_version: int,
             # (Kafka 4.0 dropped them; Castle serves what Kafka 3.9 served).
             if request_class(api_key, version) is None and decode is None:
                 raise RuntimeError(f"{name} v{version}: no such version in Kafka's schemas")
+        if authorize is not None and error_response is None:
+            raise RuntimeError(f"{name}: an authorization check needs an error_response")
         REGISTRY[api_key] = HandlerSpec(api_key, name, min_version, max_version, fn,
-                                        inspect.iscoroutinefunction(fn), error_response, decode)
+                                        inspect.iscoroutinefunction(fn), error_response, decode, authorize)
         return fn
 
     return register
@@ -90,6 +95,7 @@ COORDINATOR_HANDLERS: dict[int, Callable[..., Any]] = {}
 def coordinator_api(api_key: int, name: str, min_version: int, max_version: int,
                     error_response: Callable[[Any, int, int], Any],
                     legacy: Mapping[int, tuple[int, Callable[[int, bytes | bytearray, int], Entity]]] | None = None,
+                    authorize: Callable[[RequestContext, Any], int] | None = None,
                     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register ``serve(ctx, request)`` to run in the coordinator process, where ``ctx`` is
     a broker.coordinator_main.CoordinatorContext; workers forward to it.
@@ -116,7 +122,7 @@ def coordinator_api(api_key: int, name: str, min_version: int, max_version: int,
 
         forward.__name__ = f"forward_{serve.__name__}"
         low = min([min_version, *legacy])
-        api(api_key, name, low, max_version, error, decode if legacy else None)(forward)
+        api(api_key, name, low, max_version, error, decode if legacy else None, authorize)(forward)
         COORDINATOR_HANDLERS[api_key] = serve
         return serve
 

@@ -32,7 +32,7 @@ from broker.replica_fetcher import ReplicaFetcher
 from broker.replication import Replication
 from broker.rings import SharedRings
 from broker.security.broker_security import BrokerSecurity
-from broker.security.inter_broker import inter_broker_security
+from broker.security.inter_broker import inter_broker_security, inter_broker_user
 from broker.segment_files import SegmentFiles
 from coordination.backend import open_broker_backend
 from coordination.local_topics import TopicInfo
@@ -70,8 +70,12 @@ class WorkerNode:
         self.registry.refresh()
         # TLS contexts, SASL mechanisms and the SCRAM credentials its connections check.
         self.security = BrokerSecurity(config)
+        secret = self.cluster.broker_secret()
+        self.security.set_broker_secret(secret, inter_broker_user(config))
         if any(listener.sasl for listener in config.listeners.bound):
             self.security.watch_credentials(self.cluster.credentials())
+        if self.security.authorizer_on:
+            self.security.watch_acls(self.cluster.acls())
         settings = config.storage_settings()
         self.logs = LogManager(ManagerConfig.from_broker_config(settings), LogConfig.from_broker_config(settings),
                                {t.name: t.configs for t in self.registry.all()},
@@ -80,7 +84,7 @@ class WorkerNode:
                            self._make_replication, self._owned_views, self._assigned_elsewhere)
         self.replica_fetcher = ReplicaFetcher(self.node_id, self.owner.replication, self.owner.log_for,
                                               self._topic_id, self._broker_address, lambda key: int(config[key]),
-                                              self._wake, inter_broker_security(config))
+                                              self._wake, inter_broker_security(config, secret))
         # The other processes of this broker, over the shared-memory rings: the workers'
         # partition ops, and the coordinator process (endpoint ``count``).
         self.mesh = Mesh(rings, index)
@@ -258,7 +262,7 @@ class WorkerNode:
         if rebalance is not None and hasattr(rebalance, "total_seconds"):
             timeout += max(0.0, rebalance.total_seconds())  # a JoinGroup may wait a whole rebalance
         # The request travels as Kafka bytes (kio encodes what it decoded): no pickle.
-        parts = peer_codec.encode_serve(ctx.api_key, version, ctx.client_id, f"/{host}",
+        parts = peer_codec.encode_serve(ctx.api_key, version, ctx.client_id, f"/{host}", ctx.connection.auth.principal,
                                         codec.encode_request(request))
         try:
             body: bytes = await self.mesh.call(self.coordinator_endpoint, Op.SERVE, parts, bytes, timeout)

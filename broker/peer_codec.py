@@ -368,16 +368,19 @@ def decode_states(data: Buffer) -> list[PartitionState]:
 
 
 # ---------------------------------------------------------------------- the coordinator
-def encode_serve(api_key: int, api_version: int, client_id: str | None, client_host: str, body: bytes) -> list[Buffer]:
-    return [_SERVE.pack(api_key, api_version), _string(client_id), _string(client_host), body]
+def encode_serve(api_key: int, api_version: int, client_id: str | None, client_host: str, principal: str,
+                 body: bytes) -> list[Buffer]:
+    return [_SERVE.pack(api_key, api_version), _string(client_id), _string(client_host), _string(principal), body]
 
 
-def decode_serve(data: Buffer) -> tuple[int, int, str | None, str, Buffer]:
+def decode_serve(data: Buffer) -> tuple[int, int, str | None, str, str, Buffer]:
+    """(api key, version, client id, client host, principal, request body)."""
     reader = Reader(data)
     api_key, api_version = reader.unpack(_SERVE)
     client_id = reader.string()
     client_host = reader.text()
-    return api_key, api_version, client_id, client_host, reader.rest()
+    principal = reader.text()
+    return api_key, api_version, client_id, client_host, principal, reader.rest()
 
 
 def encode_found(error_code: int, node_id: int, host: str, port: int) -> list[bytes]:

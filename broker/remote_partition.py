@@ -62,6 +62,8 @@ from kio.serial import entity_reader
 from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode, KafkaError, ProtocolViolation
+from broker.security.broker_proof import MECHANISM as BROKER_MECHANISM
+from broker.security.broker_proof import BrokerProofClient
 from broker.security.sasl_client import SaslClient, SaslClientError
 from storage.batch import LOG_OVERHEAD, LOG_OVERHEAD_STRUCT, MAGIC_V2, MIN_BATCH_LENGTH, parse_header
 
@@ -416,7 +418,7 @@ class RemotePartitionClient:
             except (OSError, ssl.SSLError) as exc:
                 raise KafkaError(ErrorCode.network_exception, f"cannot connect to {self.host}:{self.port}: {exc}") from None
             connection = _Connection(reader, writer)
-            if security is not None and security.mechanism is not None:
+            if security is not None and (security.mechanism is not None or security.proof is not None):
                 try:
                     await self._authenticate(connection, security)
                 except BaseException:
@@ -426,13 +428,19 @@ class RemotePartitionClient:
             return connection, False
 
     async def _authenticate(self, connection: _Connection, security: "ClientSecurity") -> None:
-        """SaslHandshake v1 and SaslAuthenticate v2 on a new connection, before anything else."""
-        assert security.mechanism is not None
-        handshake = await self._exchange(connection, SASL_HANDSHAKE, 1, {"mechanism": security.mechanism})
+        """SaslHandshake v1 and SaslAuthenticate v2 on a new connection, before anything else:
+        Kafka's SASL as configured, else the broker's proof (CASTLE-BROKER)."""
+        client: SaslClient | BrokerProofClient
+        if security.mechanism is not None:
+            mechanism = security.mechanism
+            client = SaslClient(security.mechanism, security.username, security.password)
+        else:
+            assert security.proof is not None
+            mechanism = BROKER_MECHANISM
+            client = BrokerProofClient(*security.proof)
+        handshake = await self._exchange(connection, SASL_HANDSHAKE, 1, {"mechanism": mechanism})
         if handshake.error_code:
-            raise KafkaError(ErrorCode(int(handshake.error_code)),
-                             f"{self.host}:{self.port} refused SASL mechanism {security.mechanism}")
-        client = SaslClient(security.mechanism, security.username, security.password)
+            raise KafkaError(ErrorCode(int(handshake.error_code)), f"{self.host}:{self.port} refused SASL mechanism {mechanism}")
         token: bytes | None = client.first()
         while token is not None:
             answer = await self._exchange(connection, SASL_AUTHENTICATE, 2, {"auth_bytes": token})

@@ -44,6 +44,7 @@ from coordination.local_topics import TopicInfo
 from coordination.znodes import Endpoints, PartitionState
 
 if TYPE_CHECKING:
+    from coordination.acl_store import AclStore
     from coordination.credentials import CredentialStore
 
 SessionState = Literal["CONNECTED", "SUSPENDED", "LOST"]
@@ -136,6 +137,15 @@ class CoordinationBackend(Protocol):
 
     def reregister(self) -> None:
         """Register again what ``register_broker`` registered (after LOST)."""
+
+    def broker_secret(self) -> bytes:
+        """The cluster's secret (created once, like the cluster id) with which brokers prove
+        to each other that they are brokers (broker/security/broker_proof.py)."""
+        ...
+
+    def acls(self) -> "AclStore":
+        """The ACL store (Kafka's /kafka-acl znodes; a file locally); one per backend."""
+        ...
 
     def credentials(self) -> "CredentialStore":
         """The SCRAM credential store (/config/users in ZooKeeper; a file locally); one per backend."""

@@ -5,6 +5,7 @@
     <data_dir>/coordinator.json       {"version":1,"brokerid":N,"timestamp":"<ms>"} of the last winner
     <data_dir>/cluster-id.json        {"version":"1","id":"<22-char id>"}, created once
     <data_dir>/cluster-metadata.json  the topic registry (coordination/local_topics.py)
+    <data_dir>/broker-secret.json     {"version":1,"secret":"<hex>"}, 0600: what brokers prove themselves with
     <data_dir>/groups/<group>.json    {"version":1,"group":g,"members":{id: {...}},"owners":{topic: {"p": id}}}
 
 Election: the process holding the flock is the coordinator until it releases it or dies
@@ -40,6 +41,7 @@ from typing import Any, Callable, Mapping
 import orjson
 from kio.schema.errors import ErrorCode
 
+from coordination.acl_store import LocalAcls
 from coordination.backend import (
     CONNECTED,
     CoordinationUnavailable,
@@ -49,7 +51,15 @@ from coordination.backend import (
 )
 from coordination.credentials import LocalCredentials
 from coordination.local_topics import LocalTopicRegistry, TopicInfo, TopicRegistryError
-from coordination.znodes import ClusterIdZNode, CoordinatorEpochZNode, CoordinatorZNode, Endpoints, PartitionState, znode_name
+from coordination.znodes import (
+    BrokerSecretZNode,
+    ClusterIdZNode,
+    CoordinatorEpochZNode,
+    CoordinatorZNode,
+    Endpoints,
+    PartitionState,
+    znode_name,
+)
 from storage import files
 from storage.checkpoint import read_bytes_if_exists, write_bytes_atomically
 
@@ -59,6 +69,7 @@ LOCK_NAME = "coordinator.lock"
 EPOCH_NAME = "coordinator_epoch"
 COORDINATOR_NAME = "coordinator.json"
 CLUSTER_ID_NAME = "cluster-id.json"
+BROKER_SECRET_NAME = "broker-secret.json"  # 0600
 GROUPS_DIR = "groups"
 GROUP_FORMAT_VERSION = 1
 WATCH_INTERVAL = 0.25
@@ -164,6 +175,7 @@ class LocalBackend:
         self._watch_thread: threading.Thread | None = None
         self._registered: tuple[int, Endpoints] | None = None
         self._credentials: LocalCredentials | None = None
+        self._acls: LocalAcls | None = None
         self._topics = LocalTopics(data_dir, node_id)
 
     # ------------------------------------------------------------------ life cycle
@@ -182,8 +194,9 @@ class LocalBackend:
         for attempt in attempts:
             attempt.abandon()
         self.resign()
-        if self._credentials is not None:
-            self._credentials.close()
+        for store in (self._credentials, self._acls):
+            if store is not None:
+                store.close()
         thread = self._watch_thread
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout=5.0)
@@ -200,6 +213,31 @@ class LocalBackend:
             fn(CONNECTED)
 
     # ------------------------------------------------------------------ cluster and brokers
+    def broker_secret(self) -> bytes:
+        """One machine, one broker: a 0600 file, made once (only this broker's processes read it)."""
+        path = os.path.join(self.data_dir, BROKER_SECRET_NAME)
+        data = read_bytes_if_exists(path)
+        if data is None:
+            tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+            try:
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(BrokerSecretZNode.encode(os.urandom(32)))
+                    handle.flush()
+                    os.fsync(handle.fileno())
+                try:
+                    os.link(tmp, path)  # the first one wins; nobody sees a half-written file
+                except FileExistsError:
+                    pass
+            finally:
+                try:
+                    os.unlink(tmp)
+                except FileNotFoundError:
+                    pass
+            data = read_bytes_if_exists(path)
+            assert data is not None
+        return BrokerSecretZNode.decode(data)
+
     def cluster_id(self, proposed: str) -> str:
         path = os.path.join(self.data_dir, CLUSTER_ID_NAME)
         data = read_bytes_if_exists(path)
@@ -244,6 +282,12 @@ class LocalBackend:
 
     def reregister(self) -> None:
         """Nothing to do: there is no session whose end would drop the registration."""
+
+    def acls(self) -> LocalAcls:
+        with self._mutex:
+            if self._acls is None:
+                self._acls = LocalAcls(self.data_dir)
+            return self._acls
 
     def credentials(self) -> LocalCredentials:
         with self._mutex:

@@ -28,6 +28,7 @@ import time
 import uuid
 from typing import Callable, Mapping, NamedTuple
 
+from coordination.acl_store import AclStore
 from coordination.backend import CoordinationBackend, TopicRegistry
 from coordination.credentials import CredentialStore
 from coordination.local_topics import TopicInfo
@@ -182,6 +183,13 @@ class ClusterSnapshot:
         """The broker leading the partition (whether alive or not), -1 if unknown or none."""
         view = self.partition(topic, partition)
         return -1 if view is None else view.leader
+
+    def broker_secret(self) -> bytes:
+        """Blocking (it may create it): only while the worker starts."""
+        return self._backend.broker_secret()
+
+    def acls(self) -> "AclStore":
+        return self._backend.acls()
 
     def credentials(self) -> "CredentialStore":
         return self._backend.credentials()

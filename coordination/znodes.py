@@ -109,6 +109,28 @@ class ClusterIdZNode:
         return cluster_id
 
 
+class BrokerSecretZNode:
+    """/castle/broker_secret: 32 random bytes, hex, created once by the first broker. Who can
+    read ZooKeeper can act as a broker, as with Kafka's ZooKeeper mode (ZooKeeper is trusted)."""
+
+    PATH = "/castle/broker_secret"
+
+    @staticmethod
+    def encode(secret: bytes) -> bytes:
+        return orjson.dumps({"version": 1, "secret": secret.hex()})
+
+    @staticmethod
+    def decode(data: bytes) -> bytes:
+        doc = _object(BrokerSecretZNode.PATH, data)
+        try:
+            secret = bytes.fromhex(str(doc["secret"]))
+        except (KeyError, ValueError):
+            raise ValueError(f"{BrokerSecretZNode.PATH}: no secret in {data[:100]!r}") from None
+        if len(secret) < 16:
+            raise ValueError(f"{BrokerSecretZNode.PATH}: a secret of {len(secret)} bytes is too short")
+        return secret
+
+
 def new_cluster_id() -> str:
     """Kafka's format: a random UUID as 22 base64url characters."""
     return uuid_to_base64url(uuid.uuid4())

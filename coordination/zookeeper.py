@@ -38,6 +38,7 @@ again; see coordination/backend.py.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from typing import Callable, Mapping, ParamSpec, TypeVar
@@ -48,6 +49,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from kazoo.retry import KazooRetry
 
+from coordination.acl_store import ZooKeeperAcls
 from coordination.backend import (
     CONNECTED,
     LOST,
@@ -67,6 +69,7 @@ from coordination.znodes import (
     BrokerIdsZNode,
     BrokerIdZNode,
     BrokerRegistration,
+    BrokerSecretZNode,
     ClusterIdZNode,
     CoordinatorEpochZNode,
     CoordinatorZNode,
@@ -129,6 +132,7 @@ class ZooKeeperBackend:
         self._waiters: set[threading.Event] = set()
         self._registration: tuple[int, dict[str, Address], dict[str, str]] | None = None
         self._credentials: ZooKeeperCredentials | None = None
+        self._acls: ZooKeeperAcls | None = None
         self._fence: tuple[int, int] | None = None      # (epoch, epoch znode version) while coordinator
         self._topics = ZooKeeperTopicRegistry(self._client, node_id, self._retry)
         self._topic_watchers: list[Watcher] = []
@@ -173,8 +177,9 @@ class ZooKeeperBackend:
         """End the session (our ephemeral znodes are deleted at once, not after the timeout)."""
         self._closed.set()
         self._wake_waiters()
-        if self._credentials is not None:
-            self._credentials.close()
+        for store in (self._credentials, self._acls):
+            if store is not None:
+                store.close()
         self._client.stop()
         self._client.close()
 
@@ -205,6 +210,14 @@ class ZooKeeperBackend:
             event.set()
 
     # ------------------------------------------------------------------ cluster and brokers
+    def broker_secret(self) -> bytes:
+        try:
+            self._call(self._client.create, BrokerSecretZNode.PATH, BrokerSecretZNode.encode(os.urandom(32)), makepath=True)
+        except NodeExistsError:
+            pass
+        data, _ = self._call(self._client.get, BrokerSecretZNode.PATH)
+        return BrokerSecretZNode.decode(data)
+
     def cluster_id(self, proposed: str) -> str:
         try:
             self._call(self._client.create, ClusterIdZNode.PATH, ClusterIdZNode.encode(proposed))
@@ -281,6 +294,12 @@ class ZooKeeperBackend:
         if registration is not None:
             node_id, endpoints, protocol_map = registration
             self.register_broker(node_id, endpoints, protocol_map, wait_for_stale=self.session_timeout)
+
+    def acls(self) -> ZooKeeperAcls:
+        with self._mutex:
+            if self._acls is None:
+                self._acls = ZooKeeperAcls(self._client, self._call)
+            return self._acls
 
     def credentials(self) -> ZooKeeperCredentials:
         with self._mutex:

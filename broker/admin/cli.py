@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from broker.admin.reset import Target, TopicSpec
     from broker.admin.session import Session
 
-ADMIN_COMMANDS = ("topics", "groups", "configs", "users")
+ADMIN_COMMANDS = ("topics", "groups", "configs", "users", "acls")
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 DEFAULT_TIMEOUT = 10.0
 
@@ -168,6 +168,7 @@ def add_commands(sub: Any) -> None:
     """Add the ``topics``, ``groups``, ``configs`` and ``users`` subcommands to ``castle``'s subparsers."""
     common = _common()
     _add_users(sub, common)
+    _add_acls(sub, common)
 
     topics = sub.add_parser("topics", help="list, describe, create, delete and configure topics")
     tsub = topics.add_subparsers(dest="topics_command", required=True, metavar="COMMAND")
@@ -314,6 +315,12 @@ def _add_users(sub: Any, common: argparse.ArgumentParser) -> None:
                            help=f"PBKDF2 iterations, 4096-16384 (default {DEFAULT_ITERATIONS})")
 
 
+def _add_acls(sub: Any, common: argparse.ArgumentParser) -> None:
+    from broker.admin.acls import add_parsers
+
+    add_parsers(sub, common, _leaf)
+
+
 def _run_offline(args: argparse.Namespace) -> "Report":
     from broker.admin.users import MECHANISMS, change_offline, read_password
 
@@ -323,7 +330,7 @@ def _run_offline(args: argparse.Namespace) -> "Report":
 
 
 def _handlers() -> dict[str, Callable[["Session", argparse.Namespace], "Report"]]:
-    from broker.admin import configs, groups, reassign, reset, topics, users
+    from broker.admin import acls, configs, groups, reassign, reset, topics, users
     from broker.admin.session import UsageError
 
     def alter_topic(s: "Session", a: argparse.Namespace) -> "Report":
@@ -342,6 +349,9 @@ def _handlers() -> dict[str, Callable[["Session", argparse.Namespace], "Report"]
         return configs.alter(s, kind, name, settings, deleted, a.dry_run)
 
     return {
+        "acls.list": acls.list_from_args,
+        "acls.add": acls.add_from_args,
+        "acls.remove": acls.remove_from_args,
         "users.list": lambda s, a: users.list_users(s, a.user),
         "users.set": lambda s, a: users.set_user(s, a.user, users.read_password(a.password_stdin),
                                                  a.mechanism or list(users.MECHANISMS), a.iterations),

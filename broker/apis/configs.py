@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable
 
+from broker.authorization import cluster_allowed, topic_allowed
 from broker.config import BY_NAME
 from broker.context import RequestContext, Response, WorkerServices
 from broker.dispatch import api
@@ -45,6 +46,7 @@ from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode, KafkaError
 from broker.protocol.requests import AlterConfigsRequest, DescribeConfigsRequest, IncrementalAlterConfigsRequest
+from coordination.acls import Operation
 from coordination.local_topics import TopicRegistryError
 from storage.config import TOPIC_KEYS, LogConfig
 
@@ -205,6 +207,14 @@ def _describe_one(node: Any, resource: Any, synonyms: bool, documentation: bool)
     return out
 
 
+def _authorize_resource(ctx: Any, operation: Operation, resource: Any) -> None:
+    """Kafka's checks: ``operation`` on the topic, or on the cluster for a broker's configs."""
+    if resource.resource_type == RESOURCE_TOPIC and not topic_allowed(ctx, operation, resource.resource_name):
+        raise KafkaError(ErrorCode.topic_authorization_failed, "Authorization failed.")
+    if resource.resource_type == RESOURCE_BROKER and not cluster_allowed(ctx, operation):
+        raise KafkaError(ErrorCode.cluster_authorization_failed, "Authorization failed.")
+
+
 def _check_broker_name(node: Any, name: str) -> None:
     try:
         broker_id = int(name)
@@ -227,7 +237,15 @@ def _describe_error(request: Any, version: int, code: int) -> Any:
 def handle_describe_configs(ctx: RequestContext, request: DescribeConfigsRequest) -> Response:
     synonyms = bool(request.include_synonyms)
     documentation = bool(getattr(request, "include_documentation", False))  # the field exists from v3
-    results = [_describe_one(ctx.node, resource, synonyms, documentation) for resource in request.resources]
+    results = []
+    for resource in request.resources:
+        try:
+            _authorize_resource(ctx, Operation.DESCRIBE_CONFIGS, resource)
+        except KafkaError as exc:
+            results.append({"error_code": exc.code, "error_message": str(exc), "resource_type": resource.resource_type,
+                            "resource_name": resource.resource_name, "configs": []})
+            continue
+        results.append(_describe_one(ctx.node, resource, synonyms, documentation))
     return build(codec.response_class(DESCRIBE_KEY, ctx.api_version), {"throttle_time": 0, "results": results})
 
 
@@ -280,6 +298,7 @@ async def _alter(ctx: Any, key: int, request: Any, change_for: Callable[[Any], C
                     continue
                 answered.add(ident)
                 raise KafkaError(ErrorCode.invalid_request, "Duplicate resource.")
+            _authorize_resource(ctx, Operation.ALTER_CONFIGS, resource)
             if resource.resource_type == RESOURCE_BROKER:
                 # No dynamic broker config exists: deleting one is a no-op (kafka-reassign-partitions
                 # --verify clears the replication throttles it may have set); setting one is refused.

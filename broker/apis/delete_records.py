@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.authorization import topic_allowed
 from broker.context import RequestContext, Response
 from broker.dispatch import api
 from broker.forwarding import on_owners
@@ -25,6 +26,7 @@ from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
 from broker.protocol.requests import DeleteRecordsRequest
+from coordination.acls import Operation
 from storage.types import TopicPartition
 
 KEY = 21
@@ -49,8 +51,11 @@ async def handle_delete_records(ctx: RequestContext, request: DeleteRecordsReque
         info = node.topic(topic.name)
         deletable = info is not None and node.logs.default_log_config.with_overrides(info.configs).delete
         partitions = []
+        permitted = topic_allowed(ctx, Operation.DELETE, topic.name)
         for p in topic.partitions:
-            if info is None or not info.has_partition(p.partition_index):
+            if not permitted:
+                entry = _partition(p.partition_index, ErrorCode.topic_authorization_failed)
+            elif info is None or not info.has_partition(p.partition_index):
                 entry = _partition(p.partition_index, ErrorCode.unknown_topic_or_partition)
             elif not deletable:
                 entry = _partition(p.partition_index, ErrorCode.policy_violation)

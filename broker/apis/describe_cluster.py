@@ -16,12 +16,14 @@ from __future__ import annotations
 from typing import Any
 
 from broker.apis.metadata import advertised_nodes
+from broker.authorization import on_cluster
 from broker.context import RequestContext, Response
 from broker.dispatch import api
 from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
 from broker.protocol.requests import DescribeClusterRequest
+from coordination.acls import Operation
 
 KEY = 60
 
@@ -48,7 +50,7 @@ def _error(request: Any, version: int, code: int) -> Any:
     return _answer(version, code, None, "", -1, [])
 
 
-@api(KEY, "DescribeCluster", 0, 2, error_response=_error)
+@api(KEY, "DescribeCluster", 0, 2, error_response=_error, authorize=on_cluster(Operation.DESCRIBE))
 def handle_describe_cluster(ctx: RequestContext, request: DescribeClusterRequest) -> Response:
     node = ctx.node
     endpoint_type = getattr(request, "endpoint_type", ENDPOINT_BROKER)  # the field exists from v1

@@ -18,18 +18,24 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.authorization import on_cluster
 from broker.context import RequestContext, Response
 from broker.dispatch import api
 from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.requests import ElectLeadersRequest
+from coordination.acls import Operation
 
 KEY = 43
 MESSAGES = {80: "The preferred leader is not alive or not in the ISR.", 83: "No live replica can lead.",
             84: "Leader election not needed for topic partition.", 3: "This partition does not exist."}
 
 
-@api(KEY, "ElectLeaders", 0, 2)
+def _error(request: Any, version: int, code: int) -> Any:
+    return build(codec.response_class(KEY, version), {"throttle_time": 0, "error_code": code, "replica_election_results": []})
+
+
+@api(KEY, "ElectLeaders", 0, 2, error_response=_error, authorize=on_cluster(Operation.ALTER))
 async def handle_elect_leaders(ctx: RequestContext, request: ElectLeadersRequest) -> Response:
     node = ctx.node
     election_type = int(getattr(request, "election_type", 0))

@@ -37,6 +37,7 @@ import time
 import uuid
 
 from broker.apis.metadata import current_leader, leader_endpoints
+from broker.authorization import topic_allowed
 from broker.context import FileChunk, RawResponse, RequestContext, WorkerServices
 from broker.dispatch import api
 from broker.forwarding import on_owners
@@ -44,6 +45,7 @@ from broker.partition_ops import ReadItem, ReadResult
 from broker.protocol import fast, fetch_request
 from broker.protocol.errors import ErrorCode
 from broker.protocol.fetch_request import FetchRequest
+from coordination.acls import Operation
 from storage.errors import StorageError
 from storage.legacy_records import down_convert, fetch_magic
 from storage.types import TopicPartition, partitions_of
@@ -67,9 +69,14 @@ def _resolve(ctx: RequestContext, request: FetchRequest) -> tuple[list[tuple[str
     version = ctx.api_version
     refuse_zstd = version < 10
     replica_id = request.replica_id
-    # Only brokers fetch as replicas (reading past the high watermark, moving it): an id
-    # that is no live broker is refused per partition, as Kafka refuses an unauthorized one.
-    refused = ErrorCode.topic_authorization_failed if replica_id >= 0 and replica_id not in node.cluster.live_brokers() else 0
+    # Only brokers fetch as replicas (reading past the high watermark, moving it): a live
+    # broker's id, on a connection that proved it is a broker (or, with an authorizer, has
+    # CLUSTER_ACTION); else every partition is refused, as Kafka refuses an unauthorized follower.
+    refused = 0
+    if replica_id >= 0 and (replica_id not in node.cluster.live_brokers()
+                            or not node.security.is_broker(ctx.connection.auth.principal)):
+        refused = ErrorCode.topic_authorization_failed
+    check_topics = node.security.authorizer_on and replica_id < 0  # a consumer: READ on each topic
     topics: list[tuple[str, uuid.UUID]] = []
     wanted: list[Wanted] = []
     add = wanted.append
@@ -85,9 +92,11 @@ def _resolve(ctx: RequestContext, request: FetchRequest) -> tuple[list[tuple[str
             missing = ErrorCode.unknown_topic_or_partition
             topics.append((topic.topic, info.topic_id if info else ZERO_UUID))
         index = len(topics) - 1
-        if info is None or refused:
+        denied = check_topics and info is not None and not topic_allowed(ctx, Operation.READ, info.name)
+        if info is None or refused or denied:
+            code = refused or (ErrorCode.topic_authorization_failed if denied else missing)
             for partition, *_rest in topic.partitions:
-                add((index, partition, refused or missing, None))
+                add((index, partition, code, None))
             continue
         count = info.partitions
         tps = partitions_of(info.name, count)

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.authorization import group_allowed
 from broker.context import RequestContext, Response
 from broker.dispatch import api
 from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode, KafkaError
 from broker.protocol.requests import FindCoordinatorRequest
+from coordination.acls import Operation
 
 KEY = 10
 GROUP = 0
@@ -65,4 +67,7 @@ async def handle_find_coordinator(ctx: RequestContext, request: FindCoordinatorR
         return _answer(version, [_entry(k, ErrorCode.coordinator_not_available, message="COORDINATOR_NOT_AVAILABLE")
                                  for k in keys])
     host, port = address
-    return _answer(version, [_entry(k, 0, node_id, host, port) for k in keys])
+    # Kafka's check: DESCRIBE on each group asked for.
+    return _answer(version, [_entry(k, 0, node_id, host, port) if group_allowed(ctx, Operation.DESCRIBE, k)
+                             else _entry(k, ErrorCode.group_authorization_failed, message="Authorization failed.")
+                             for k in keys])

@@ -19,6 +19,7 @@ from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
 from broker.protocol.requests import DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest
+from coordination.acls import CLUSTER_NAME, Operation, ResourceType
 from coordination.groups.state import GroupState
 
 NO_OPERATIONS = -(2**31)
@@ -42,6 +43,11 @@ def _describe_entry(version: int, summary: Any) -> dict[str, Any]:
     }
 
 
+def _refused_entry(group: str) -> dict[str, Any]:
+    return {"error_code": ErrorCode.group_authorization_failed, "error_message": None, "group_id": group, "group_state": "",
+            "protocol_type": "", "protocol_data": "", "members": (), "authorized_operations": NO_OPERATIONS}
+
+
 def _describe_error(request: Any, version: int, code: int) -> Any:
     return build(codec.response_class(DESCRIBE_GROUPS, version), {"throttle_time": 0, "groups": [
         {"error_code": code, "error_message": None, "group_id": g, "group_state": "", "protocol_type": "",
@@ -51,7 +57,8 @@ def _describe_error(request: Any, version: int, code: int) -> Any:
 @coordinator_api(DESCRIBE_GROUPS, "DescribeGroups", 0, 6, error_response=_describe_error)
 def serve_describe_groups(ctx: CoordinatorContext, request: DescribeGroupsRequest) -> Response:
     version = ctx.api_version
-    groups = [_describe_entry(version, ctx.coordinator.describe(g)) for g in request.groups]
+    groups = [_describe_entry(version, ctx.coordinator.describe(g))
+              if ctx.allowed(Operation.DESCRIBE, ResourceType.GROUP, g) else _refused_entry(g) for g in request.groups]
     return build(codec.response_class(DESCRIBE_GROUPS, version), {"throttle_time": 0, "groups": groups})
 
 
@@ -74,6 +81,8 @@ def serve_list_groups(ctx: CoordinatorContext, request: ListGroupsRequest) -> Re
     code, groups = ctx.coordinator.list_groups(states)
     if types and CLASSIC not in types:
         groups = []
+    if not ctx.allowed(Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):  # Kafka: else only describable groups
+        groups = [entry for entry in groups if ctx.allowed(Operation.DESCRIBE, ResourceType.GROUP, entry[0])]
     return build(codec.response_class(LIST_GROUPS, version), {"throttle_time": 0, "error_code": code, "groups": [
         {"group_id": g, "protocol_type": protocol_type, "group_state": state, "group_type": CLASSIC}
         for g, protocol_type, state in groups]})
@@ -95,5 +104,7 @@ def _delete_error(request: Any, version: int, code: int) -> Any:
 @coordinator_api(DELETE_GROUPS, "DeleteGroups", 0, 2, error_response=_delete_error)
 async def serve_delete_groups(ctx: CoordinatorContext, request: DeleteGroupsRequest) -> Response:
     names = list(request.groups_names)
-    codes = await ctx.coordinator.delete_groups(names)
+    permitted = [g for g in names if ctx.allowed(Operation.DELETE, ResourceType.GROUP, g)]
+    deleted = dict(zip(permitted, await ctx.coordinator.delete_groups(permitted))) if permitted else {}
+    codes = [deleted.get(g, ErrorCode.group_authorization_failed) for g in names]
     return _delete_answer(ctx.api_version, names, codes)

@@ -21,7 +21,9 @@ from broker.context import CoordinatorContext, Response
 from broker.dispatch import coordinator_api
 from broker.protocol import codec
 from broker.protocol.build import build
+from broker.protocol.errors import ErrorCode
 from broker.protocol.requests import HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, SyncGroupRequest
+from coordination.acls import Operation, ResourceType
 
 
 def _ms(value: Any, default: int = -1) -> int:
@@ -56,6 +58,8 @@ def _join_error(request: Any, version: int, code: int) -> Any:
 
 @coordinator_api(JOIN_GROUP, "JoinGroup", 0, 9, error_response=_join_error)
 async def serve_join_group(ctx: CoordinatorContext, request: JoinGroupRequest) -> Response:
+    if not ctx.allowed(Operation.READ, ResourceType.GROUP, request.group_id):
+        return _join_error(request, ctx.api_version, ErrorCode.group_authorization_failed)
     version = ctx.api_version
     session = _ms(request.session_timeout)
     result = await ctx.coordinator.join_group(
@@ -85,6 +89,8 @@ def _sync_error(request: Any, version: int, code: int) -> Any:
 
 @coordinator_api(SYNC_GROUP, "SyncGroup", 0, 5, error_response=_sync_error)
 async def serve_sync_group(ctx: CoordinatorContext, request: SyncGroupRequest) -> Response:
+    if not ctx.allowed(Operation.READ, ResourceType.GROUP, request.group_id):
+        return _sync_error(request, ctx.api_version, ErrorCode.group_authorization_failed)
     result = await ctx.coordinator.sync_group(
         request.group_id, int(request.generation_id), request.member_id, getattr(request, "group_instance_id", None),
         getattr(request, "protocol_type", None), getattr(request, "protocol_name", None),
@@ -106,6 +112,8 @@ def _heartbeat_error(request: Any, version: int, code: int) -> Any:
 
 @coordinator_api(HEARTBEAT, "Heartbeat", 0, 4, error_response=_heartbeat_error)
 def serve_heartbeat(ctx: CoordinatorContext, request: HeartbeatRequest) -> Response:
+    if not ctx.allowed(Operation.READ, ResourceType.GROUP, request.group_id):
+        return _heartbeat_error(request, ctx.api_version, ErrorCode.group_authorization_failed)
     code = ctx.coordinator.heartbeat(request.group_id, int(request.generation_id), request.member_id,
                                      getattr(request, "group_instance_id", None))
     return _heartbeat_answer(ctx.api_version, code)
@@ -139,6 +147,8 @@ def _leave_error(request: Any, version: int, code: int) -> Any:
 
 @coordinator_api(LEAVE_GROUP, "LeaveGroup", 0, 5, error_response=_leave_error)
 def serve_leave_group(ctx: CoordinatorContext, request: LeaveGroupRequest) -> Response:
+    if not ctx.allowed(Operation.READ, ResourceType.GROUP, request.group_id):
+        return _leave_error(request, ctx.api_version, ErrorCode.group_authorization_failed)
     leaving = _leaving(request)
     code, codes = ctx.coordinator.leave_group(request.group_id, leaving)
     return _leave_answer(ctx.api_version, code, leaving, codes)

@@ -18,12 +18,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.authorization import any_allowed, cluster_allowed
 from broker.context import RequestContext, Response
 from broker.dispatch import api
 from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
 from broker.protocol.requests import InitProducerIdRequest
+from coordination.acls import Operation, ResourceType
 
 KEY = 22
 
@@ -42,7 +44,17 @@ def _error(request: Any, version: int, code: int) -> Any:
     return _answer(version, code)
 
 
-@api(KEY, "InitProducerId", 0, 4, error_response=_error)
+def _idempotent_writer(ctx: RequestContext, request: Any) -> int:
+    """Kafka's check for an idempotent producer: IDEMPOTENT_WRITE on the cluster, or WRITE on
+    some topic (KIP-679); transactional ids are refused below, whatever the ACLs."""
+    if request.transactional_id is not None:
+        return 0
+    if cluster_allowed(ctx, Operation.IDEMPOTENT_WRITE) or any_allowed(ctx, Operation.WRITE, ResourceType.TOPIC):
+        return 0
+    return int(ErrorCode.cluster_authorization_failed)
+
+
+@api(KEY, "InitProducerId", 0, 4, error_response=_error, authorize=_idempotent_writer)
 async def handle_init_producer_id(ctx: RequestContext, request: InitProducerIdRequest) -> Response:
     version = ctx.api_version
     if request.transactional_id is not None:

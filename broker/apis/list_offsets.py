@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from broker.authorization import topic_allowed
 from broker.context import RequestContext, Response
 from broker.dispatch import api
 from broker.forwarding import on_owners
@@ -39,6 +40,7 @@ from broker.protocol.errors import ErrorCode
 from broker.protocol.list_offsets_v0 import ListOffsetsV0Request
 from broker.protocol.requests import ListOffsetsRequest
 from broker.replication import epoch_fence
+from coordination.acls import Operation
 from storage.types import TopicPartition
 
 KEY = 2
@@ -90,8 +92,11 @@ async def handle_list_offsets(ctx: RequestContext, request: ListOffsetsRequest |
     for topic in request.topics:
         info = node.topic(topic.name)
         partitions = []
+        described = topic_allowed(ctx, Operation.DESCRIBE, topic.name)
         for p in topic.partitions:
-            if asked[(topic.name, p.partition_index)] > 1:
+            if not described:
+                entry = _partition(p.partition_index, ErrorCode.topic_authorization_failed)
+            elif asked[(topic.name, p.partition_index)] > 1:
                 entry = _partition(p.partition_index, ErrorCode.invalid_request)
             elif info is None or not info.has_partition(p.partition_index):
                 entry = _partition(p.partition_index, ErrorCode.unknown_topic_or_partition)
@@ -130,7 +135,11 @@ async def _handle_v0(ctx: RequestContext, request: ListOffsetsV0Request) -> byte
     for topic in request.topics:
         info = node.topic(topic.name)
         partitions: list[list[Any]] = []
+        described = topic_allowed(ctx, Operation.DESCRIBE, topic.name)
         for index, timestamp, max_num_offsets in topic.partitions:
+            if not described:
+                partitions.append([index, int(ErrorCode.topic_authorization_failed), []])
+                continue
             if info is None or not info.has_partition(index):
                 partitions.append([index, int(ErrorCode.unknown_topic_or_partition), []])
                 continue

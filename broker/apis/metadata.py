@@ -19,12 +19,14 @@ from __future__ import annotations
 import uuid
 from typing import Any, Iterable
 
+from broker.authorization import cluster_allowed, topic_allowed
 from broker.context import RequestContext, Response
 from broker.dispatch import api
 from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
 from broker.protocol.requests import MetadataRequest
+from coordination.acls import Operation
 from coordination.local_topics import TopicInfo, TopicRegistryError, validate_topic_name
 
 KEY = 3
@@ -107,8 +109,12 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> Resp
         requested = None  # v0: an empty list means every topic
     allow_create = bool(getattr(request, "allow_auto_topic_creation", True)) and bool(node.config["auto.create.topics.enable"])
     topics: list[dict[str, Any]] = []
+    # Kafka's checks: only topics the principal may DESCRIBE are listed; one named without
+    # that right is TOPIC_AUTHORIZATION_FAILED; creating one takes CREATE (cluster or topic).
+    authorizing = node.security.authorizer_on
     if requested is None:
-        topics = [_topic_entry(node, info) for info in node.registry.all()]
+        topics = [_topic_entry(node, info) for info in node.registry.all()
+                  if not authorizing or topic_allowed(ctx, Operation.DESCRIBE, info.name)]
     else:
         for wanted in requested:
             name = wanted.name
@@ -120,12 +126,16 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> Resp
             if name is None:
                 topics.append(_error_entry(ErrorCode.invalid_request, None))
                 continue
+            if authorizing and not topic_allowed(ctx, Operation.DESCRIBE, name):
+                topics.append(_error_entry(ErrorCode.topic_authorization_failed, name))
+                continue
             info = node.topic(name)
             if info is not None:
                 topics.append(_topic_entry(node, info))
             elif validate_topic_name(name) is not None:
                 topics.append(_error_entry(ErrorCode.invalid_topic_exception, name))
-            elif allow_create:
+            elif allow_create and (not authorizing or cluster_allowed(ctx, Operation.CREATE)
+                                   or topic_allowed(ctx, Operation.CREATE, name)):
                 topics.append(await _auto_create(ctx, name))
             else:
                 topics.append(_error_entry(ErrorCode.unknown_topic_or_partition, name))

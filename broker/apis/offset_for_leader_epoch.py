@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.authorization import topic_allowed
 from broker.context import RequestContext, Response
 from broker.dispatch import api
 from broker.forwarding import on_owners
@@ -26,6 +27,7 @@ from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
 from broker.protocol.requests import OffsetForLeaderEpochRequest
+from coordination.acls import Operation
 from storage.types import TopicPartition
 
 KEY = 23
@@ -41,11 +43,17 @@ async def handle_offset_for_leader_epoch(ctx: RequestContext, request: OffsetFor
     topics = []
     items: list[EpochItem] = []
     pending: list[dict[str, Any]] = []
+    # Kafka's checks: a replica (replica_id >= 0, v3+) needs CLUSTER_ACTION, a client DESCRIBE on the topic.
+    replica = int(getattr(request, "replica_id", -1)) >= 0
+    replica_refused = replica and not ctx.node.security.is_broker(ctx.connection.auth.principal)
     for topic in request.topics:
         info = node.topic(topic.topic)
         partitions = []
+        denied = replica_refused or (not replica and not topic_allowed(ctx, Operation.DESCRIBE, topic.topic))
         for p in topic.partitions:
-            if info is None or not info.has_partition(p.partition):
+            if denied:
+                entry = _entry(p.partition, ErrorCode.topic_authorization_failed)
+            elif info is None or not info.has_partition(p.partition):
                 entry = _entry(p.partition, ErrorCode.unknown_topic_or_partition)
             else:
                 entry = _entry(p.partition, ErrorCode.none)

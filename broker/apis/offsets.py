@@ -34,7 +34,9 @@ from broker.context import CoordinatorContext, Response
 from broker.dispatch import coordinator_api
 from broker.protocol import codec, offsets_legacy
 from broker.protocol.build import build
+from broker.protocol.errors import ErrorCode
 from broker.protocol.requests import OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest
+from coordination.acls import Operation, ResourceType
 
 # ---------------------------------------------------------------------- OffsetCommit
 OFFSET_COMMIT = 8
@@ -56,12 +58,18 @@ def _commit_error(request: Any, version: int, code: int) -> Any:
                  legacy={v: (as_version, offsets_legacy.decode_offset_commit)
                          for v, as_version in offsets_legacy.COMMIT_AS.items()})
 async def serve_offset_commit(ctx: CoordinatorContext, request: OffsetCommitRequest) -> Response:
+    # Kafka's checks: READ on the group (else every partition fails), READ on each topic.
+    if not ctx.allowed(Operation.READ, ResourceType.GROUP, request.group_id):
+        return _commit_error(request, ctx.api_version, ErrorCode.group_authorization_failed)
+    readable = {t.name: ctx.allowed(Operation.READ, ResourceType.TOPIC, t.name) for t in request.topics}
     entries = [(t.name, int(p.partition_index), int(p.committed_offset), int(getattr(p, "committed_leader_epoch", -1)),
-                p.committed_metadata) for t in request.topics for p in t.partitions]
+                p.committed_metadata) for t in request.topics if readable[t.name] for p in t.partitions]
     retention = _ms(getattr(request, "retention_time", None))
-    codes = await ctx.coordinator.commit_offsets(
+    committed = iter(await ctx.coordinator.commit_offsets(
         request.group_id, int(request.generation_id_or_member_epoch), request.member_id,
-        getattr(request, "group_instance_id", None), retention, entries, ctx.topic_exists)
+        getattr(request, "group_instance_id", None), retention, entries, ctx.topic_exists) if entries else [])
+    codes = [next(committed) if readable[t.name] else ErrorCode.topic_authorization_failed
+             for t in request.topics for _p in t.partitions]
     return _commit_answer(ctx.api_version, request, codes)
 
 
@@ -76,11 +84,23 @@ def _wanted(topics: Any) -> list[tuple[str, int]] | None:
 
 
 def _group_answer(ctx: CoordinatorContext, group_id: str, topics: Any) -> dict[str, Any]:
-    """One group's offsets in the shape every version shares (v8+ nests it in groups)."""
+    """One group's offsets in the shape every version shares (v8+ nests it in groups).
+    Kafka's checks: DESCRIBE on the group (else the group's error), DESCRIBE on each topic
+    named (else TOPIC_AUTHORIZATION_FAILED for it); asked for all, only describable topics."""
+    if not ctx.allowed(Operation.DESCRIBE, ResourceType.GROUP, group_id):
+        return {"group_id": group_id, "error_code": ErrorCode.group_authorization_failed, "topics": []}
     wanted = _wanted(topics)
-    code, found = ctx.coordinator.fetch_offsets(group_id, wanted)
+
+    def describable(topic: str) -> bool:
+        return ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, topic)
+
+    asked = None if wanted is None else [(t, p) for t, p in wanted if describable(t)]
+    code, found = ctx.coordinator.fetch_offsets(group_id, asked) if asked is None or asked else (0, [])
     if code:
-        found = [(t, p, None) for t, p in wanted or ()]
+        found = [(t, p, None) for t, p in asked or ()]
+    if wanted is None:
+        found = [entry for entry in found if describable(entry[0])]
+    refused = [] if wanted is None else [(t, p) for t, p in wanted if (t, p) not in set(asked or ())]
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for topic, partition, value in found:
         by_topic.setdefault(topic, []).append({
@@ -89,6 +109,10 @@ def _group_answer(ctx: CoordinatorContext, group_id: str, topics: Any) -> dict[s
             "committed_leader_epoch": value.leader_epoch if value is not None else -1,
             "metadata": value.metadata if value is not None else "",
             "error_code": code})
+    for topic, partition in refused:
+        by_topic.setdefault(topic, []).append({"partition_index": partition, "committed_offset": -1,
+                                               "committed_leader_epoch": -1, "metadata": "",
+                                               "error_code": ErrorCode.topic_authorization_failed})
     return {"group_id": group_id, "error_code": code,
             "topics": [{"name": t, "partitions": parts} for t, parts in by_topic.items()]}
 
@@ -134,8 +158,13 @@ def _delete_error(request: Any, version: int, code: int) -> Any:
 
 @coordinator_api(OFFSET_DELETE, "OffsetDelete", 0, 0, error_response=_delete_error)
 async def serve_offset_delete(ctx: CoordinatorContext, request: OffsetDeleteRequest) -> Response:
+    # Kafka's checks: DELETE on the group, READ on each topic.
+    if not ctx.allowed(Operation.DELETE, ResourceType.GROUP, request.group_id):
+        return _delete_answer(ErrorCode.group_authorization_failed, [], [])
     partitions = [(t.name, int(p.partition_index)) for t in request.topics for p in t.partitions]
-    code, codes = await ctx.coordinator.delete_offsets(request.group_id, partitions)
+    permitted = [(t, p) for t, p in partitions if ctx.allowed(Operation.READ, ResourceType.TOPIC, t)]
+    code, codes = await ctx.coordinator.delete_offsets(request.group_id, permitted)
     if code:
         return _delete_answer(code, [], [])
-    return _delete_answer(0, partitions, codes)
+    deleted = dict(zip(permitted, codes))
+    return _delete_answer(0, partitions, [deleted.get(tp, ErrorCode.topic_authorization_failed) for tp in partitions])

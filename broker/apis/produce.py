@@ -28,6 +28,7 @@ and node_endpoints (tagged; sent with NOT_LEADER_OR_FOLLOWER: KIP-951).
 from __future__ import annotations
 
 from broker.apis.metadata import INTERNAL_TOPICS, current_leader, leader_endpoints
+from broker.authorization import topic_allowed
 from broker.context import NO_RESPONSE, RequestContext, Response, WorkerServices
 from broker.dispatch import api
 from broker.forwarding import on_owners
@@ -37,11 +38,14 @@ from broker.protocol.errors import ErrorCode
 from broker.protocol.fast import encode_produce_response
 from broker.protocol.produce_request import ProduceRequest
 from broker.remote_partition import epoch_from_client_id
+from coordination.acls import Operation
 from storage.errors import StorageError
 from storage.legacy_records import parse_message_set, peek_magic, up_convert
 from storage.types import TopicPartition
 
 KEY = 0
+
+TOPIC_REFUSED = AppendResult(ErrorCode.topic_authorization_failed)
 
 
 class _Slot:
@@ -106,6 +110,7 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Respon
     coordinator_epoch: int | None = None
     # Request-wide refusals first: the loop below then asks only per-partition questions.
     refused: AppendResult | None = None
+    authorizing = node.security.authorizer_on
     if acks not in (0, 1, -1):
         refused = AppendResult(ErrorCode.invalid_required_acks)
     elif request.transactional_id is not None:
@@ -118,10 +123,16 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Respon
         if refused is not None:
             entries.extend((index, refused) for index, _records in topic.partition_data)
             continue
-        known = node.topic(name)
         is_internal = name in INTERNAL_TOPICS
+        if authorizing and not is_internal and not topic_allowed(ctx, Operation.WRITE, name):
+            entries.extend((index, TOPIC_REFUSED) for index, _records in topic.partition_data)  # Kafka: WRITE on the topic
+            continue
+        known = node.topic(name)
         if is_internal:
-            coordinator_epoch = epoch_from_client_id(ctx.client_id)
+            # Only a broker's coordinator (proven: broker/security/broker_proof.py) writes here;
+            # its client id names its epoch, which the owner fences. A client id alone grants nothing.
+            coordinator_epoch = (epoch_from_client_id(ctx.client_id)
+                                 if node.security.is_broker(ctx.connection.auth.principal) else None)
         for index, records in topic.partition_data:
             if version < 3 and records:
                 try:

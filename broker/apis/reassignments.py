@@ -16,17 +16,30 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.authorization import on_cluster
 from broker.context import RequestContext, Response
 from broker.dispatch import api
 from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
 from broker.protocol.requests import AlterPartitionReassignmentsRequest, ListPartitionReassignmentsRequest
+from coordination.acls import Operation
 
 ALTER_KEY, LIST_KEY = 45, 46
 
 
-@api(ALTER_KEY, "AlterPartitionReassignments", 0, 1)
+def _alter_error(request: Any, version: int, code: int) -> Any:
+    return build(codec.response_class(ALTER_KEY, version), {
+        "throttle_time": 0, "allow_replication_factor_change": True, "error_code": code, "error_message": None,
+        "responses": []})
+
+
+def _list_error(request: Any, version: int, code: int) -> Any:
+    return build(codec.response_class(LIST_KEY, version), {"throttle_time": 0, "error_code": code, "error_message": None,
+                                                           "topics": []})
+
+
+@api(ALTER_KEY, "AlterPartitionReassignments", 0, 1, error_response=_alter_error, authorize=on_cluster(Operation.ALTER))
 async def handle_alter_partition_reassignments(ctx: RequestContext, request: AlterPartitionReassignmentsRequest) -> Response:
     node = ctx.node
     allow_resize = bool(getattr(request, "allow_replication_factor_change", True))
@@ -54,7 +67,7 @@ async def handle_alter_partition_reassignments(ctx: RequestContext, request: Alt
         "responses": responses})
 
 
-@api(LIST_KEY, "ListPartitionReassignments", 0, 0)
+@api(LIST_KEY, "ListPartitionReassignments", 0, 0, error_response=_list_error, authorize=on_cluster(Operation.DESCRIBE))
 async def handle_list_partition_reassignments(ctx: RequestContext, request: ListPartitionReassignmentsRequest) -> Response:
     node = ctx.node
     await node.run_admin(node.cluster.refresh_now)

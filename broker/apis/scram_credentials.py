@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.authorization import on_cluster
 from broker.context import RequestContext, Response
 from broker.dispatch import api
 from broker.protocol import codec
@@ -32,6 +33,7 @@ from broker.security.scram_credentials import (
     from_salted_password,
     to_kafka_string,
 )
+from coordination.acls import Operation
 
 DESCRIBE_KEY = 50
 ALTER_KEY = 51
@@ -44,7 +46,8 @@ def _describe_error(request: Any, version: int, code: int) -> Any:
                                                                "error_message": None, "results": []})
 
 
-@api(DESCRIBE_KEY, "DescribeUserScramCredentials", 0, 0, error_response=_describe_error)
+@api(DESCRIBE_KEY, "DescribeUserScramCredentials", 0, 0, error_response=_describe_error,
+     authorize=on_cluster(Operation.DESCRIBE))
 async def handle_describe(ctx: RequestContext, request: DescribeUserScramCredentialsRequest) -> Response:
     store = ctx.node.cluster.credentials()
     stored = await ctx.node.run_admin(store.all)
@@ -107,7 +110,7 @@ def _refusal(deletions: list[Any], upsertions: list[Any]) -> tuple[int, str] | N
     return None
 
 
-@api(ALTER_KEY, "AlterUserScramCredentials", 0, 0, error_response=_alter_error)
+@api(ALTER_KEY, "AlterUserScramCredentials", 0, 0, error_response=_alter_error, authorize=on_cluster(Operation.ALTER))
 async def handle_alter(ctx: RequestContext, request: AlterUserScramCredentialsRequest) -> Response:
     store = ctx.node.cluster.credentials()
     by_user: dict[str, tuple[list[Any], list[Any]]] = {}

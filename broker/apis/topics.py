@@ -45,12 +45,14 @@ from collections import Counter
 from typing import Any
 
 from broker.apis.configs import check_overrides, topic_config_entries
+from broker.authorization import cluster_allowed, topic_allowed
 from broker.context import RequestContext, Response, WorkerServices
 from broker.dispatch import api
 from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode, KafkaError
 from broker.protocol.requests import CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest
+from coordination.acls import Operation
 from coordination.local_topics import TopicRegistryError, validate_topic_name
 
 CREATE_KEY = 19
@@ -174,8 +176,12 @@ async def handle_create_topics(ctx: RequestContext, request: CreateTopicsRequest
     dupes = _duplicates([t.name for t in request.topics])
     results = []
     changed = False
+    may_create_any = cluster_allowed(ctx, Operation.CREATE)  # Kafka: CREATE on the cluster, or on the topic
     for topic in request.topics:
         if topic.name in dupes:
+            continue
+        if not may_create_any and not topic_allowed(ctx, Operation.CREATE, topic.name):
+            results.append(_create_failed(topic.name, ErrorCode.topic_authorization_failed, "Authorization failed."))
             continue
         result, created = await _create_one(node, topic, bool(request.validate_only))
         results.append(result)
@@ -241,6 +247,8 @@ async def handle_delete_topics(ctx: RequestContext, request: DeleteTopicsRequest
     for name, topic_id, target, error in resolved:
         if error is None and target is not None and counts[target] > 1:
             error = KafkaError(ErrorCode.invalid_request, "Duplicate topic name." if topic_id is None else "Duplicate topic id.")
+        if error is None and target is not None and not topic_allowed(ctx, Operation.DELETE, target):
+            error = KafkaError(ErrorCode.topic_authorization_failed, "Authorization failed.")
         if error is not None or target is None:
             code = error.code if error is not None else ErrorCode.invalid_request
             responses.append(_deleted(name, topic_id, code, str(error)))
@@ -301,6 +309,10 @@ async def handle_create_partitions(ctx: RequestContext, request: CreatePartition
         if topic.name in dupes:
             continue
         out = {"name": topic.name, "error_code": 0, "error_message": None}
+        if not topic_allowed(ctx, Operation.ALTER, topic.name):
+            out.update(error_code=ErrorCode.topic_authorization_failed, error_message="Authorization failed.")
+            results.append(out)
+            continue
         try:
             changed |= await _grow_one(node, topic, bool(request.validate_only))
         except KafkaError as exc:

@@ -427,6 +427,8 @@ SaslAuthenticateRequest = Union[
     _SaslAuthenticateRequestV2,
 ]
 
+from broker.protocol.acl_requests import CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest  # noqa: E402
+
 BY_KEY: dict[int, object] = {
     2: ListOffsetsRequest,
     3: MetadataRequest,
@@ -445,6 +447,9 @@ BY_KEY: dict[int, object] = {
     20: DeleteTopicsRequest,
     21: DeleteRecordsRequest,
     22: InitProducerIdRequest,
+    29: DescribeAclsRequest,
+    30: CreateAclsRequest,
+    31: DeleteAclsRequest,
     32: DescribeConfigsRequest,
     33: AlterConfigsRequest,
     36: SaslAuthenticateRequest,

@@ -8,6 +8,11 @@ credential again and replaces the whole table in one assignment; the loop reads 
 
 Certificates reload on SIGHUP: ``reload_certificates`` builds each listener's context
 again from the same files; connections already open keep the session they have.
+
+ACLs (with ``authorizer.class.name`` set) are kept the same way: the ACL store's watch wakes
+a reader thread that builds a new AclRules (coordination/acls.py: Kafka's rules) and swaps it
+in; ``authorize`` reads whichever is current. Without an authorizer everything is allowed,
+as in Kafka.
 """
 
 from __future__ import annotations
@@ -18,10 +23,13 @@ import threading
 from typing import TYPE_CHECKING, Mapping
 
 from broker.config import SSL_KEYS, BrokerConfig
+from broker.security.broker_proof import PRINCIPAL_PREFIX
 from broker.security.scram_credentials import ScramCredential, from_kafka_string
 from broker.security.tls import build_server_context
+from coordination.acls import CLUSTER_NAME, AclRules, Operation, ResourceType
 
 if TYPE_CHECKING:
+    from coordination.acl_store import AclStore
     from coordination.credentials import CredentialStore
 
 log = logging.getLogger(__name__)
@@ -58,11 +66,20 @@ class BrokerSecurity:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.reauth_ms = int(config["connections.max.reauth.ms"])
+        self.broker_secret: bytes | None = None  # set by whoever opened the backend (set_broker_secret)
+        # Principals that are brokers' own: CASTLE-BROKER's, and the inter-broker SASL user of this config.
+        self._broker_principals: frozenset[str] = frozenset()
         self.max_receive_size = int(config["sasl.server.max.receive.size"])
         self._contexts: dict[str, ssl.SSLContext] = {}
         self._credentials: dict[str, dict[str, ScramCredential]] = {}
         self._store: CredentialStore | None = None
         self._wake = threading.Event()
+        self.authorizer_on = bool(config["authorizer.class.name"])
+        self._super_users = str(config["super.users"])
+        self._everyone_if_no_acl = bool(config["allow.everyone.if.no.acl.found"])
+        self._rules = AclRules((), self._super_users, self._everyone_if_no_acl)
+        self._acl_store: AclStore | None = None
+        self._acls_wake = threading.Event()
         self._closed = False
         self._mechanisms = {listener.name: tuple(m for m in str(config.for_listener(listener.name, "sasl.enabled.mechanisms"))
                                                   .split(",") if m)
@@ -114,6 +131,52 @@ class BrokerSecurity:
                 self._wake.set()
                 threading.Event().wait(0.5)
 
+    # ------------------------------------------------------------------ brokers
+    def set_broker_secret(self, secret: bytes, inter_broker_user: str | None) -> None:
+        self.broker_secret = secret
+        self._broker_principals = frozenset({f"User:{inter_broker_user}"} if inter_broker_user else ())
+
+    def is_broker(self, principal: str) -> bool:
+        """May this principal do what only brokers do (append to __consumer_offsets, fetch as a
+        follower)? A proven CASTLE-BROKER, the configured inter-broker SASL user, or with an
+        authorizer whoever it grants CLUSTER_ACTION (Kafka's rule)."""
+        if principal.startswith(PRINCIPAL_PREFIX) or principal in self._broker_principals:
+            return True
+        return self.authorizer_on and self.authorize(principal, "*", Operation.CLUSTER_ACTION, ResourceType.CLUSTER,
+                                                     CLUSTER_NAME)
+
+    # ------------------------------------------------------------------ ACLs
+    def authorize(self, principal: str, host: str, operation: Operation, resource_type: ResourceType, name: str) -> bool:
+        if not self.authorizer_on:
+            return True
+        return self._rules.authorize(principal, host, operation, resource_type, name)
+
+    def authorize_any(self, principal: str, host: str, operation: Operation, resource_type: ResourceType) -> bool:
+        """Could ``principal`` do ``operation`` on some resource of the type (Kafka's authorizeByResourceType)."""
+        if not self.authorizer_on:
+            return True
+        return self._rules.authorize_any(principal, host, operation, resource_type)
+
+    def watch_acls(self, store: "AclStore") -> None:
+        self._acl_store = store
+        self._rules = AclRules(store.all(), self._super_users, self._everyone_if_no_acl)
+        threading.Thread(target=self._read_acls, name="acls", daemon=True).start()
+        store.watch(self._acls_wake.set)
+
+    def _read_acls(self) -> None:
+        while not self._closed:
+            self._acls_wake.wait()
+            self._acls_wake.clear()
+            if self._closed or self._acl_store is None:
+                return
+            try:
+                self._rules = AclRules(self._acl_store.all(), self._super_users, self._everyone_if_no_acl)
+            except Exception as exc:
+                log.warning("cannot read the ACLs: %s", exc)
+                self._acls_wake.set()
+                threading.Event().wait(0.5)
+
     def close(self) -> None:
         self._closed = True
         self._wake.set()
+        self._acls_wake.set()

@@ -23,6 +23,8 @@ import time
 from typing import Callable
 
 from broker.listeners import Listener
+from broker.security.broker_proof import MECHANISM as BROKER_MECHANISM
+from broker.security.broker_proof import BrokerProofServer
 from broker.security.sasl_server import SaslAuthenticationFailed, SaslServer
 from broker.security.scram_credentials import ScramCredential
 
@@ -41,7 +43,8 @@ class HandshakeRefused(Exception):
 
 
 class ConnectionAuth:
-    def __init__(self, listener: Listener, mechanisms: tuple[str, ...], reauth_ms: int, lookup: Lookup) -> None:
+    def __init__(self, listener: Listener, mechanisms: tuple[str, ...], reauth_ms: int, lookup: Lookup,
+                 broker_secret: bytes | None = None) -> None:
         self.listener = listener
         self.mechanisms = mechanisms  # enabled on this listener
         self.principal = ANONYMOUS
@@ -50,7 +53,8 @@ class ConnectionAuth:
         self.raw_tokens = False  # after SaslHandshake v0: bare tokens, no SaslAuthenticate
         self._reauth_ms = reauth_ms
         self._lookup = lookup
-        self._server: SaslServer | None = None
+        self._server: SaslServer | BrokerProofServer | None = None
+        self._broker_secret = broker_secret  # CASTLE-BROKER (broker/security/broker_proof.py), on any listener
         self._expires_at: float | None = None  # monotonic; None: never
 
     @property
@@ -73,6 +77,12 @@ class ConnectionAuth:
 
     def handshake(self, mechanism: str, version: int) -> None:
         """SaslHandshake: start an exchange with ``mechanism``. Raises HandshakeRefused."""
+        if mechanism == BROKER_MECHANISM and self._broker_secret is not None and self._server is None:
+            if self.mechanism is not None and self.mechanism != mechanism:
+                raise HandshakeRefused("illegal_sasl_state", "re-authentication must use the same mechanism")
+            self._server = BrokerProofServer(self._broker_secret)
+            self.raw_tokens = version == 0
+            return
         if not self.listener.sasl:
             raise HandshakeRefused("illegal_sasl_state", f"listener {self.listener.name} is not a SASL listener")
         if self._server is not None:
@@ -102,7 +112,7 @@ class ConnectionAuth:
         self._server = None
         self.raw_tokens = False
         principal = server.principal
-        if self.authenticated and principal != self.principal:
+        if self.mechanism is not None and principal != self.principal:  # a re-authentication
             raise SaslAuthenticationFailed("Cannot change principals during re-authentication")
         self.principal = principal
         self.mechanism = server.mechanism

@@ -27,22 +27,24 @@ from broker.security.tls import build_client_context
 @dataclass(frozen=True, slots=True)
 class ClientSecurity:
     ssl_context: ssl.SSLContext | None
-    mechanism: str | None  # None: no SASL
+    mechanism: str | None  # None: no Kafka SASL; then CASTLE-BROKER with ``proof`` when given
     username: str = ""
     password: str = ""
+    proof: tuple[bytes, int] | None = None  # (the cluster's broker secret, this node's id)
 
 
-def inter_broker_security(config: BrokerConfig) -> ClientSecurity | None:
-    """None on a PLAINTEXT inter-broker listener. Raises ValueError when a setting is missing
-    or wrong (``castle serve`` checks it before starting: exit code 2)."""
+def inter_broker_security(config: BrokerConfig, secret: bytes | None = None) -> ClientSecurity | None:
+    """How to connect: TLS and Kafka's SASL as the inter-broker listener says; without SASL
+    the connection proves with ``secret`` that it comes from a broker (CASTLE-BROKER). None:
+    plain, unproven (a check before start, or no secret). Raises ValueError when a setting
+    is missing or wrong (``castle serve`` checks it before starting: exit code 2)."""
     listeners = config.listeners
     name = listeners.inter_broker
     protocol = listeners.protocol_map[name]
-    if protocol not in (SSL, SASL_PLAINTEXT, SASL_SSL):
-        return None
+    proof = (secret, config.node_id) if secret is not None else None
     context = build_client_context(tls_settings(config, name)) if protocol in (SSL, SASL_SSL) else None
-    if protocol == SSL:
-        return ClientSecurity(context, None)
+    if protocol not in (SASL_PLAINTEXT, SASL_SSL):
+        return ClientSecurity(context, None, proof=proof) if context is not None or proof is not None else None
     enabled = [m for m in str(config.for_listener(name, "sasl.enabled.mechanisms")).split(",") if m]
     mechanism = str(config["sasl.mechanism.inter.broker.protocol"]) or (enabled[0] if enabled else "")
     if mechanism not in enabled:
@@ -53,3 +55,9 @@ def inter_broker_security(config: BrokerConfig) -> ClientSecurity | None:
                          f"authenticate to each other on {name} ({protocol})")
     username, password = parse_jaas_config(jaas, mechanism)
     return ClientSecurity(context, mechanism, username, password)
+
+
+def inter_broker_user(config: BrokerConfig) -> str | None:
+    """The SASL user this broker authenticates to others as (whom it then treats as a broker)."""
+    security = inter_broker_security(config)
+    return security.username if security is not None and security.mechanism is not None else None

@@ -27,9 +27,11 @@ import uuid
 from typing import Any
 
 from broker.apis import fetch
+from broker.config import load_config
 from broker.protocol import codec, fetch_request
 from broker.protocol.build import build
 from broker.purgatory import FetchPurgatory
+from broker.security.broker_security import BrokerSecurity
 from loadtest.micro import codec_cost
 from loadtest.micro.codec_cost import best_seconds
 
@@ -60,6 +62,8 @@ class _Node:
     def __init__(self, info: _Topic) -> None:
         self._info = info
         self.registry = _Registry(info)
+        # No authorizer (the default): the checks _resolve makes cost one attribute read.
+        self.security = BrokerSecurity(load_config(None, {}))
 
     def topic(self, _name: str) -> _Topic:
         return self._info

@@ -9,12 +9,16 @@ that is no broker of the cluster cannot fetch as a follower.
 
 from __future__ import annotations
 
+import os
 import uuid
 from typing import Any
 
 import pytest
 from kio.schema.errors import ErrorCode
 
+from broker.security.broker_proof import MECHANISM as BROKER_MECHANISM
+from broker.security.broker_proof import BrokerProofClient
+from coordination.znodes import BrokerSecretZNode
 from tests.integration.conftest import Broker
 from tests.integration.coordination.test_group_protocol import request
 from tests.integration.kio_client import KioClient
@@ -90,6 +94,49 @@ def test_only_a_broker_of_the_cluster_fetches_as_a_replica(broker: Broker) -> No
         for version in (12, 15):
             refused = fetch(client, topic_id, 0, replica=77, version=version, topic="replicas-only")
             assert refused.error_code == ErrorCode.topic_authorization_failed and not refused.records
+            # The broker's own id, live, but claimed by a client that proved nothing: refused too.
+            claimed = fetch(client, topic_id, 0, replica=0, version=version, topic="replicas-only")
+            assert claimed.error_code == ErrorCode.topic_authorization_failed and not claimed.records
+
+
+def _prove_broker(client: KioClient, secret: bytes, node_id: int) -> int:
+    """CASTLE-BROKER over SaslHandshake v1 / SaslAuthenticate v2; the last error code."""
+    handshake = client.call(17, 1, request(17, 1, mechanism=BROKER_MECHANISM))
+    if handshake.error_code:
+        return int(handshake.error_code)
+    prover = BrokerProofClient(secret, node_id)
+    token: bytes | None = prover.first()
+    while token is not None:
+        answer = client.call(36, 2, request(36, 2, auth_bytes=token))
+        if answer.error_code:
+            return int(answer.error_code)
+        token = prover.step(bytes(answer.auth_bytes))
+    return 0
+
+
+def test_a_connection_that_proved_the_broker_secret_fetches_as_a_replica_and_writes_offsets(broker: Broker) -> None:
+    """What only brokers may do takes the cluster's secret (broker/security/broker_proof.py),
+    never a client id: a wrong secret fails authentication; the right one lets a connection
+    fetch as the (live) replica 0 and append to __consumer_offsets."""
+    secret = BrokerSecretZNode.decode(open(os.path.join(broker.log_dir, "broker-secret.json"), "rb").read())
+    with KioClient(broker.bootstrap) as client:
+        topic_id = _create_topic(client, "proven")
+        produce(client, "proven", [b"y"])
+    with KioClient(broker.bootstrap) as impostor:
+        assert _prove_broker(impostor, b"\0" * 32, 0) == ErrorCode.sasl_authentication_failed
+    with KioClient(broker.bootstrap, client_id="castle-coordinator/999") as client:
+        # A coordinator's client id, no proof: __consumer_offsets stays closed.
+        answer = client.call(PRODUCE, 9, request(PRODUCE, 9, transactional_id=None, acks=-1, timeout=5000, topic_data=[
+            {"name": "__consumer_offsets", "partition_data": [{"index": 0, "records": _batch([b"forged"])}]}]))
+        assert answer.responses[0].partition_responses[0].error_code == ErrorCode.invalid_topic_exception
+    with KioClient(broker.bootstrap, client_id="castle-coordinator/999") as client:
+        assert _prove_broker(client, secret, 0) == 0
+        fetched = fetch(client, topic_id, 0, replica=0, topic="proven")
+        assert fetched.error_code == 0 and fetched.records
+        # Epoch 999 is newer than any this broker knows: the owner takes it (fencing needs an older one).
+        answer = client.call(PRODUCE, 9, request(PRODUCE, 9, transactional_id=None, acks=-1, timeout=5000, topic_data=[
+            {"name": "__consumer_offsets", "partition_data": [{"index": 0, "records": _batch([b"proven"])}]}]))
+        assert answer.responses[0].partition_responses[0].error_code != ErrorCode.invalid_topic_exception
 
 
 @pytest.mark.parametrize("version", [0, 1, 2])
