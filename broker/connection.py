@@ -233,12 +233,20 @@ class Connection:
             log.info("closing %s: TLS: %s", self.peer, exc)
             writer.send_handshake()  # the alert, if the socket takes it now
             self.close()
-        except EOFError:
-            self.close()
 
     def _read_tls_plaintext(self, tls: TlsChannel) -> None:
         """Frames out of the TLS records received so far, large frames straight into
-        their own buffers; stops when reading pauses (resuming comes back here)."""
+        their own buffers; stops when reading pauses (resuming comes back here). A
+        close_notify from the peer closes the connection."""
+        try:
+            self._read_tls_records(tls)
+        except EOFError:
+            self.close()
+        except ssl.SSLError as exc:
+            log.info("closing %s: TLS: %s", self.peer, exc)
+            self.close()
+
+    def _read_tls_records(self, tls: TlsChannel) -> None:
         reader = self._reader
         while self._reading and not self.closed:
             if reader.receiving_big:

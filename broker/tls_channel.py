@@ -61,22 +61,28 @@ class TlsChannel:
 
     def read_into(self, buffer: memoryview) -> int:
         """Plaintext into ``buffer``; 0 when no whole record is buffered yet. Raises
-        EOFError when the peer closed the TLS session."""
+        EOFError when the peer closed the TLS session (close_notify: SSLObject.read returns
+        nothing rather than raising, while "no data yet" is SSLWantReadError)."""
         try:
             count: int = self.ssl.read(len(buffer), buffer)  # type: ignore[assignment]  # with a buffer: a count
-            return count
         except ssl.SSLWantReadError:
             return 0
         except ssl.SSLZeroReturnError:
             raise EOFError("TLS session closed by the peer") from None
+        if count == 0 and len(buffer):
+            raise EOFError("TLS session closed by the peer")
+        return count
 
     def read(self, size: int) -> bytes:
         try:
-            return self.ssl.read(size)
+            data = self.ssl.read(size)
         except ssl.SSLWantReadError:
             return b""
         except ssl.SSLZeroReturnError:
             raise EOFError("TLS session closed by the peer") from None
+        if not data and size:
+            raise EOFError("TLS session closed by the peer")
+        return data
 
     def encrypt(self, data: bytes | memoryview) -> None:
         self.ssl.write(data)

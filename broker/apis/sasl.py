@@ -48,7 +48,10 @@ def handle_sasl_handshake(ctx: RequestContext, request: SaslHandshakeRequest) ->
     try:
         auth.handshake(request.mechanism, ctx.api_version)
     except HandshakeRefused as exc:
+        # Kafka's SaslServerAuthenticator fails the connection after this answer.
         log.info("%s: SaslHandshake refused: %s", ctx.connection.peer, exc)
+        if ctx.connection.listener.sasl and not auth.authenticated:
+            ctx.connection.close_after_answer()
         return _handshake_answer(ctx.api_version, int(getattr(ErrorCode, exc.code)), auth.mechanisms)
     return _handshake_answer(ctx.api_version, 0, auth.mechanisms)
 

@@ -18,7 +18,9 @@ broker's log only.
 
 from __future__ import annotations
 
+import base64
 import enum
+import hmac
 import secrets
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -127,6 +129,10 @@ class SaslServer:
         self._username: str | None = None
         self._scram_user: str | None = None
         self._scram: Any = None  # scramp's ScramServer (scramp has no type hints)
+        # For the librdkafka < 2.6.1 client-final (below): what the proof is computed over.
+        self._client_first_bare = ""
+        self._server_first = ""
+        self._credential: ScramCredential | None = None
 
     # -- results -------------------------------------------------------------------------
 
@@ -266,6 +272,7 @@ class SaslServer:
             credential = self._lookup(name, self.mechanism)
             if credential is None:
                 return None
+            self._credential = credential
             return credential.salt, credential.stored_key, credential.server_key, credential.iterations
 
         try:
@@ -278,6 +285,8 @@ class SaslServer:
             cause = f" ({e.__cause__!r})" if e.__cause__ is not None else ""
             raise self._fail(self._generic, f"client-first refused for {self._scram_user!r}: {e}{cause}") from None
         self._scram = server
+        self._client_first_bare = bare
+        self._server_first = challenge
         self._state = _State.SCRAM_FINAL
         return SaslStep(challenge=challenge.encode("ascii"), complete=False)
 
@@ -285,6 +294,12 @@ class SaslServer:
         text = self._scram_text(token, "client-final")
         server = self._scram
         assert server is not None
+        legacy = self._librdkafka_final(text)
+        if legacy is not None:
+            self._scram = None
+            self._username = self._scram_user
+            self._state = _State.COMPLETE
+            return SaslStep(challenge=legacy.encode("ascii"), complete=True)
         try:
             # scramp checks, in _set_client_final: the channel binding (hmac.compare_digest), the
             # nonce (plain ==: not secret, the server sent it in the clear in server-first) and the
@@ -299,6 +314,38 @@ class SaslServer:
         self._username = self._scram_user
         self._state = _State.COMPLETE
         return SaslStep(challenge=challenge.encode("ascii"), complete=True)
+
+
+    def _librdkafka_final(self, text: str) -> str | None:
+        """The server-final for a client-final whose nonce repeats the client's part, as
+        librdkafka before 2.6.1 sends it (r=<client nonce><client nonce><server nonce>,
+        confluentinc/librdkafka#4895; Debian's kcat is built on 2.0.2); None for any other
+        message, which scramp checks. Kafka 3.8.1-3.9 accept these clients too. scramp cannot
+        be given the message: the proof covers it as sent, so it is checked here, by RFC 5802's
+        rule (H(ClientSignature XOR ClientProof) == StoredKey, compared in constant time)."""
+        fields = dict(part.split("=", 1) for part in text.split(",") if "=" in part)
+        nonce = dict(part.split("=", 1) for part in self._server_first.split(",") if "=" in part).get("r", "")
+        client_nonce = dict(part.split("=", 1) for part in self._client_first_bare.split(",") if "=" in part).get("r", "")
+        credential = self._credential
+        if (credential is None or not client_nonce or fields.get("r") != client_nonce + nonce or "p" not in fields
+                or not text.endswith(",p=" + fields["p"])):
+            return None
+        if fields.get("c") != "biws":  # base64("n,,"): no channel binding, no authorization id
+            raise self._fail(self._generic, "client-final channel binding is not n,,")
+        hash_factory = MECHANISMS[self.mechanism]
+        auth_message = f"{self._client_first_bare},{self._server_first},{text[:-len(',p=' + fields['p'])]}".encode()
+        try:
+            proof = base64.b64decode(fields["p"], validate=True)
+        except ValueError:
+            raise self._fail(self._generic, "client-final proof is not base64") from None
+        signature = hmac.new(credential.stored_key, auth_message, hash_factory).digest()
+        if len(proof) != len(signature):
+            raise self._fail(self._generic, "client-final proof of the wrong length")
+        client_key = bytes(a ^ b for a, b in zip(signature, proof))
+        if not hmac.compare_digest(hash_factory(client_key).digest(), credential.stored_key):
+            raise self._fail(self._generic, f"client-final refused for {self._scram_user!r}: invalid proof")
+        server_signature = hmac.new(credential.server_key, auth_message, hash_factory).digest()
+        return "v=" + base64.b64encode(server_signature).decode("ascii")
 
 
 assert set(SUPPORTED_MECHANISMS) == {PLAIN, *MECHANISMS}

@@ -1,5 +1,5 @@
 """Apache Kafka's own kafka-topics.sh and kafka-configs.sh (run as their Java main classes,
-tests/kafka_cli.py) administer a real Castle broker's topic configs.
+tests/kafka_cli.py) administer a real Castle broker's topic configs and SCRAM users.
 
 What the tools print on stdout (or, when they fail, on stderr) is what is checked: each
 assertion reads the tool's own output, the way an operator would.
@@ -7,13 +7,14 @@ assertion reads the tool's own output, the way an operator would.
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import uuid
 
 import pytest
 
-from tests.integration.conftest import Broker
+from tests.integration.conftest import Broker, castle_command
 from tests.kafka_cli import CONFIG_COMMAND, KAFKA_VERSION, TOPIC_COMMAND, missing_tools, run_tool
 from tests.kafka_facts import KAFKA_4_0_TOPIC_CONFIGS
 
@@ -166,3 +167,24 @@ def test_kafka_configs_describe_all_lists_every_kafka_topic_config(broker: Broke
     for key, (_, synonyms) in everything.items():
         topic_level = synonyms.startswith("DYNAMIC_TOPIC_CONFIG:")
         assert topic_level == (key in {*CREATE_CONFIGS, "segment.jitter.ms"}), (key, synonyms)
+
+
+def test_kafka_configs_adds_and_deletes_scram_credentials(broker: Broker) -> None:
+    """kafka-configs --alter --entity-type users (AlterUserScramCredentials, the client salting
+    the password): the credentials land in the broker's store, castle users lists them, and
+    --delete-config removes one mechanism. (--describe of users also asks for client quotas,
+    which Castle does not have: DescribeClientQuotas is not offered.)"""
+    user = f"u{uuid.uuid4().hex[:8]}"
+    out = ok(broker, CONFIG_COMMAND, "--alter", "--entity-type", "users", "--entity-name", user, "--add-config",
+             "SCRAM-SHA-256=[iterations=8192,password=secret-1],SCRAM-SHA-512=[password=secret-1]")
+    assert f"Completed updating config for user {user}." in out, out
+
+    def listed() -> set[tuple[str, str]]:
+        done = subprocess.run(castle_command() + ["users", "list", user, "--bootstrap-server", broker.bootstrap, "--json"],
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return {(entry["mechanism"], str(entry["iterations"])) for entry in json.loads(done.stdout)}
+
+    assert listed() == {("SCRAM-SHA-256", "8192"), ("SCRAM-SHA-512", "4096")}
+    ok(broker, CONFIG_COMMAND, "--alter", "--entity-type", "users", "--entity-name", user, "--delete-config", "SCRAM-SHA-512")
+    assert listed() == {("SCRAM-SHA-256", "8192")}

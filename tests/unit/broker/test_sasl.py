@@ -490,3 +490,50 @@ def test_parse_jaas_config_checks_the_mechanism():
         parse_jaas_config(scram, "PLAIN")
     with pytest.raises(ValueError):
         parse_jaas_config(scram, "GSSAPI")
+
+
+def _legacy_client_final(mechanism: str, user: str, password: str, server: "SaslServer", client_nonce: str,
+                         repeat: str) -> tuple[bytes, bytes]:
+    """librdkafka < 2.6.1's exchange: its client-final repeats ``repeat`` before the whole nonce
+    and signs that message as sent. (client-final token, the server signature it expects)."""
+    import base64
+    import hashlib
+    import hmac as hmac_module
+
+    digest = {"SCRAM-SHA-256": hashlib.sha256, "SCRAM-SHA-512": hashlib.sha512}[mechanism]
+    bare = f"n={user},r={client_nonce}"
+    server_first = server.step(f"n,,{bare}".encode()).challenge.decode()
+    fields = dict(part.split("=", 1) for part in server_first.split(","))
+    salted = hashlib.pbkdf2_hmac(digest().name, password.encode(), base64.b64decode(fields["s"]), int(fields["i"]))
+    client_key = hmac_module.new(salted, b"Client Key", digest).digest()
+    stored_key = digest(client_key).digest()
+    without_proof = f"c=biws,r={repeat}{fields['r']}"
+    auth_message = f"{bare},{server_first},{without_proof}".encode()
+    proof = bytes(a ^ b for a, b in zip(client_key, hmac_module.new(stored_key, auth_message, digest).digest()))
+    server_key = hmac_module.new(salted, b"Server Key", digest).digest()
+    expected = b"v=" + base64.b64encode(hmac_module.new(server_key, auth_message, digest).digest())
+    return f"{without_proof},p={base64.b64encode(proof).decode()}".encode(), expected
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_librdkafka_before_2_6_1_repeating_its_nonce_is_accepted_and_nothing_else(mechanism: str) -> None:
+    """Debian's kcat (librdkafka 2.0.2) sends r=<client nonce><client nonce><server nonce>
+    (confluentinc/librdkafka#4895), as Kafka 3.8.1-3.9 accept; any other nonce still fails."""
+    from broker.security.sasl_server import SaslAuthenticationFailed, SaslServer
+    from broker.security.scram_credentials import from_password
+
+    credential = from_password(mechanism, "pencil", 4096)
+    lookup = lambda user, m: credential if (user, m) == ("user", mechanism) else None  # noqa: E731
+    server = SaslServer(mechanism, lookup)
+    token, expected = _legacy_client_final(mechanism, "user", "pencil", server, "fyko+d2lbbFgONRv9qkxdawL", "fyko+d2lbbFgONRv9qkxdawL")
+    step = server.step(token)
+    assert step.complete and step.challenge == expected and server.principal == "User:user"
+
+    other = SaslServer(mechanism, lookup)
+    forged, _ = _legacy_client_final(mechanism, "user", "pencil", other, "fyko+d2lbbFgONRv9qkxdawL", "somethingelse")
+    with pytest.raises(SaslAuthenticationFailed):
+        other.step(forged)
+    wrong = SaslServer(mechanism, lookup)
+    bad_password, _ = _legacy_client_final(mechanism, "user", "not-pencil", wrong, "abcdefgh", "abcdefgh")
+    with pytest.raises(SaslAuthenticationFailed):
+        wrong.step(bad_password)
