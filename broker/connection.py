@@ -139,19 +139,25 @@ class Connection:
         if self._reader.receiving_big:
             self._read_big_frame()
             return
+        data = self._recv()
+        if data:
+            self._reader.feed(data)
+            self._read_frames()
+
+    def _recv(self) -> bytes | None:
+        """What the socket has (up to RECV_SIZE); None when nothing now or the connection closed."""
         try:
             data = self.sock.recv(RECV_SIZE)
         except (BlockingIOError, InterruptedError):
-            return
+            return None
         except OSError:
             self.close()
-            return
+            return None
         if not data:
             self.close()
-            return
+            return None
         self._last_read = time.monotonic()
-        self._reader.feed(data)
-        self._read_frames()
+        return data
 
     def _read_frames(self) -> None:
         reader = self._reader
@@ -206,17 +212,9 @@ class Connection:
 
     # ------------------------------------------------------------------ TLS
     def _on_tls_readable(self, tls: TlsChannel) -> None:
-        try:
-            data = self.sock.recv(RECV_SIZE)
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError:
-            self.close()
-            return
+        data = self._recv()
         if not data:
-            self.close()
             return
-        self._last_read = time.monotonic()
         tls.received(data)
         writer = self._writer
         assert isinstance(writer, TlsSocketWriter)

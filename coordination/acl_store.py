@@ -49,16 +49,12 @@ store's polling thread) and should only mark the caller's copy stale.
 from __future__ import annotations
 
 import dataclasses
-import fcntl
 import logging
-import os
-import threading
-from typing import Any, Callable, Iterable, Protocol, TypeVar
+from typing import Any, Iterable, Protocol
 
 import orjson
-from kazoo.client import KazooClient, KazooState, TransactionRequest
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
-from kazoo.recipe.watchers import ChildrenWatch
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
 
 from coordination.acls import (
     ZK_EXTENDED_CHANGES,
@@ -80,20 +76,15 @@ from coordination.acls import (
     zk_type_path,
     znode_path,
 )
-from coordination.credentials import CallWrapper
-from coordination.zookeeper_topics import failure
-from storage import files
+from coordination.private_file import PrivateJsonFile
+from coordination.watchers import Watcher
+from coordination.zk_update import CallWrapper, Done, Write, ZnodeUpdater, direct
+from coordination.zk_watch import ZkChangeWatch
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 FILE_NAME = "acls.json"
 FILE_VERSION = 1
-FILE_MODE = 0o600
-WATCH_INTERVAL = 0.25
-
-# Lost races in a row on one resource before giving up (a livelock, not load).
-MAX_CONFLICTS = 100
 
 PATTERN_TYPES = (PatternType.LITERAL, PatternType.PREFIXED)  # the two stores
 
@@ -109,7 +100,6 @@ def _has_zk_path(resource_type: ResourceType) -> bool:
 # AclEntry.RESOURCE_TYPES: the types with a node in each store.
 STORED_RESOURCE_TYPES = tuple(rt for rt in ResourceType if _has_zk_path(rt))
 
-Watcher = Callable[[], None]
 Pattern = tuple[ResourceType, PatternType, str]
 
 
@@ -135,18 +125,6 @@ class AclStore(Protocol):
 
 class ConcurrentAclChanges(RuntimeError):
     """Other writers kept changing the same resource faster than we could read and write."""
-
-
-def _notify(fn: Watcher) -> None:
-    """A watcher failing must not kill the watch (nor kazoo's thread)."""
-    try:
-        fn()
-    except Exception:
-        log.exception("ACL watcher failed")
-
-
-def _direct(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
-    return fn(*args, **kwargs)
 
 
 def _unique(bindings: Iterable[AclBinding]) -> list[AclBinding]:
@@ -194,14 +172,11 @@ class ZooKeeperAcls:
 
     def __init__(self, client: KazooClient, call: CallWrapper | None = None) -> None:
         self._client = client
-        self._call: CallWrapper = call if call is not None else _direct
-        self._mutex = threading.Lock()
-        self._watch_lock = threading.Lock()
-        self._watchers: list[Watcher] = []
-        self._watching = False
-        self._closed = False
-        self._paths_ready = False
-        self._session_lost = False
+        self._call: CallWrapper = call if call is not None else direct
+        # The paths of KafkaZkClient.createAclPaths.
+        self._updater = ZnodeUpdater(client, self._call, zk_acl_paths(), ConcurrentAclChanges)
+        self._watch = ZkChangeWatch(client, (ZK_LITERAL_CHANGES, ZK_EXTENDED_CHANGES), self._updater.ensure_parents,
+                                    "ACL", log)
 
     # ------------------------------------------------------------------ reads
     def all(self) -> list[AclBinding]:
@@ -253,124 +228,38 @@ class ZooKeeperAcls:
 
     def _change(self, pattern: Pattern, group: list[AclBinding], adding: bool) -> list[AclBinding]:
         """Kafka's updateResourceAcls for one resource: read the znode, add or remove
-        ``group``, write back conditionally with a change notification. After a lost race,
-        if nothing is left to do, the previous attempt's bindings are reported (our own
-        commit whose answer was lost to a connection drop and retried by ``call``, or an
-        identical concurrent write)."""
+        ``group``, write back conditionally with a change notification
+        (coordination/zk_update.py). After a lost race, if nothing is left to do, the
+        previous attempt's bindings are reported (our own commit whose answer was lost to a
+        connection drop and retried by ``call``, or an identical concurrent write)."""
         resource_type, pattern_type, name = pattern
         path = znode_path(resource_type, pattern_type, name)
         notify_path, notification = change_notification(resource_type, pattern_type, name)
-        self._ensure_paths()
-        conflicts = 0
         pending: list[AclBinding] = []
-        while True:
-            try:
-                data, stat = self._call(self._client.get, path)
-                current = set(decode_acl_node(resource_type, pattern_type, name, data))
-                version: int | None = stat.version
-            except NoNodeError:
-                current, version = set(), None
+
+        def plan(data: bytes | None, exists: bool, conflicts: int) -> Done[list[AclBinding]] | Write[list[AclBinding]]:
+            nonlocal pending
+            current = set(decode_acl_node(resource_type, pattern_type, name, data)) if exists else set()
             changing = [b for b in group if (b not in current) == adding]
             if not changing:
-                return pending if conflicts else []
+                return Done(pending if conflicts else [])
             pending = changing
             remaining = (current | set(changing)) if adding else (current - set(changing))
-            payload = encode_acl_node(remaining)
+            # As Kafka: no znode with an empty list.
+            return Write(encode_acl_node(remaining), pending, delete=not remaining)
 
-            def build(tx: TransactionRequest, version: int | None = version, payload: bytes = payload,
-                      empty: bool = not remaining) -> None:
-                if version is None:
-                    tx.create(path, payload)
-                elif empty:
-                    tx.delete(path, version=version)  # as Kafka: no znode with an empty list
-                else:
-                    tx.set_data(path, payload, version=version)
-                tx.create(notify_path, notification, sequence=True)
-
-            failed = failure(self._call(self._commit, build))
-            if failed is None:
-                return pending
-            index, error = failed
-            if isinstance(error, NoNodeError) and (version is None or index == 1):
-                self._paths_ready = False  # a type node or a change root went away
-                self._ensure_paths()
-            elif not isinstance(error, (BadVersionError, NodeExistsError, NoNodeError)):
-                raise error
-            conflicts += 1
-            if conflicts >= MAX_CONFLICTS:
-                raise ConcurrentAclChanges(f"{path}: {conflicts} concurrent changes in a row; giving up")
-
-    def _commit(self, build: Callable[[TransactionRequest], None]) -> list[Any]:
-        tx = self._client.transaction()
-        build(tx)
-        return list(tx.commit())
-
-    def _ensure_paths(self) -> None:
-        """KafkaZkClient.createAclPaths."""
-        if self._paths_ready:
-            return
-        for path in zk_acl_paths():
-            self._call(self._client.ensure_path, path)
-        self._paths_ready = True
+        return self._updater.update(path, notify_path, notification, plan)
 
     # ------------------------------------------------------------------ watches
     def watch(self, fn: Watcher) -> None:
         """``fn()`` now, then whenever a change notification appears in either change root
         (or old ones are purged), or the session was lost and is back (watches could have
         missed changes meanwhile). Runs on kazoo's threads."""
-        with self._watch_lock:  # a second watch() waits until the watches are armed
-            with self._mutex:
-                if self._closed:
-                    raise RuntimeError("the ACL store is closed")
-                self._watchers.append(fn)
-                start = not self._watching
-            if start:
-                self._start_watching()
-        _notify(fn)
-
-    def _start_watching(self) -> None:
-        self._ensure_paths()
-        # ChildrenWatch calls back at once from this thread; those first calls are
-        # swallowed (``armed``), and watch()'s own call of fn stands for them: whatever
-        # changed once the watches were set is seen by what that call makes the caller read.
-        armed = threading.Event()
-
-        def on_children(_children: list[str]) -> bool | None:
-            if self._closed:
-                return False  # unregisters the watch
-            if armed.is_set():
-                self._fire()
-            return None
-
-        ChildrenWatch(self._client, ZK_LITERAL_CHANGES, func=on_children)
-        ChildrenWatch(self._client, ZK_EXTENDED_CHANGES, func=on_children)
-        self._client.add_listener(self._on_state)
-        with self._mutex:
-            self._watching = True
-        armed.set()
-
-    def _on_state(self, state: str) -> None:
-        # kazoo's connection thread: bookkeeping and news only.
-        if state == KazooState.LOST:
-            self._session_lost = True
-        elif state == KazooState.CONNECTED and self._session_lost:
-            self._session_lost = False
-            self._fire()
-
-    def _fire(self) -> None:
-        with self._mutex:
-            watchers = [] if self._closed else list(self._watchers)
-        for fn in watchers:
-            _notify(fn)
+        self._watch.watch(fn)
 
     def close(self) -> None:
         """Stop calling watchers (the client stays as it is: it is not ours)."""
-        with self._mutex:
-            self._closed = True
-            self._watchers.clear()
-            watching = self._watching
-        if watching:
-            self._client.remove_listener(self._on_state)
+        self._watch.close()
 
 
 # ----------------------------------------------------------------------------- local file
@@ -404,36 +293,30 @@ def _decode_binding(path: str, item: object) -> AclBinding:
                       operation_from_name(fields["operation"]), permission_from_name(fields["permissionType"]))
 
 
+def _decode_file(path: str, doc: Any, data: bytes) -> set[AclBinding]:
+    acls = doc.get("acls") if isinstance(doc, dict) else None
+    if not isinstance(acls, list):
+        raise ValueError(f"{path}: expected {{\"version\":1,\"acls\":[...]}}, got {data[:200]!r}")
+    return {_decode_binding(path, item) for item in acls}
+
+
+def _encode_file(acls: set[AclBinding]) -> bytes:
+    return orjson.dumps({"version": FILE_VERSION, "acls": [_encode_binding(b) for b in sorted(acls)]},
+                        option=orjson.OPT_INDENT_2)
+
+
 class LocalAcls:
-    """AclStore in ``<data_dir>/acls.json``. Thread- and process-safe."""
+    """AclStore in ``<data_dir>/acls.json`` (coordination/private_file.py). Thread- and process-safe."""
 
     def __init__(self, data_dir: str) -> None:
         self.data_dir = data_dir
-        self.path = os.path.join(data_dir, FILE_NAME)
-        self._lock_path = self.path + ".lock"
-        self._mutex = threading.Lock()
-        self._closed = threading.Event()
-        self._watchers: list[Watcher] = []
-        self._thread: threading.Thread | None = None
+        self._file = PrivateJsonFile(data_dir, FILE_NAME, decode=_decode_file, encode=_encode_file, empty=set,
+                                     what="ACL", log=log, thread_name="castle-acls-watch")
+        self.path = self._file.path
 
     # ------------------------------------------------------------------ reads
     def all(self) -> list[AclBinding]:
-        return sorted(self._read())
-
-    def _read(self) -> set[AclBinding]:
-        try:
-            with open(self.path, "rb") as handle:
-                data = handle.read()
-        except FileNotFoundError:
-            return set()
-        try:
-            doc = orjson.loads(data)
-        except orjson.JSONDecodeError as exc:
-            raise ValueError(f"{self.path}: not JSON: {data[:200]!r}") from exc
-        acls = doc.get("acls") if isinstance(doc, dict) else None
-        if not isinstance(acls, list):
-            raise ValueError(f"{self.path}: expected {{\"version\":1,\"acls\":[...]}}, got {data[:200]!r}")
-        return {_decode_binding(self.path, item) for item in acls}
+        return sorted(self._file.read())
 
     # ------------------------------------------------------------------ writes
     def add(self, bindings: Iterable[AclBinding]) -> list[AclBinding]:
@@ -444,7 +327,7 @@ class LocalAcls:
             acls.update(added)
             return added
 
-        return self._change(change)
+        return self._file.update(change)
 
     def remove(self, bindings: Iterable[AclBinding]) -> list[AclBinding]:
         wanted = _unique(bindings)
@@ -454,87 +337,14 @@ class LocalAcls:
             acls.difference_update(removed)
             return removed
 
-        return self._change(change)
-
-    def _change(self, change: Callable[[set[AclBinding]], list[AclBinding]]) -> list[AclBinding]:
-        os.makedirs(self.data_dir, exist_ok=True)
-        with self._mutex:
-            fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX)  # released by the close below
-                acls = self._read()
-                changed = change(acls)
-                if changed:
-                    self._write(acls)
-                return changed
-            finally:
-                os.close(fd)
-
-    def _write(self, acls: set[AclBinding]) -> None:
-        data = orjson.dumps({"version": FILE_VERSION, "acls": [_encode_binding(b) for b in sorted(acls)]},
-                            option=orjson.OPT_INDENT_2)
-        tmp = f"{self.path}.{os.getpid()}.{threading.get_ident()}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, FILE_MODE)
-        try:
-            try:
-                os.fchmod(fd, FILE_MODE)  # whatever the umask, and a stale tmp file's mode
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view):]
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(tmp, self.path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except FileNotFoundError:
-                pass
-            raise
-        files.fsync_dir(self.data_dir)
+        return self._file.update(change)
 
     # ------------------------------------------------------------------ watches
     def watch(self, fn: Watcher) -> None:
         """``fn()`` now, then within 250 ms of each change of the file (its inode, mtime or
         size), from the store's one daemon thread."""
-        with self._mutex:
-            if self._closed.is_set():
-                raise RuntimeError("the ACL store is closed")
-            self._watchers.append(fn)
-            if self._thread is None:
-                baseline = self._stamp()
-                self._thread = threading.Thread(target=self._poll, args=(baseline,), name="castle-acls-watch",
-                                                daemon=True)
-                self._thread.start()
-        _notify(fn)
-
-    def _stamp(self) -> tuple[int, int, int]:
-        """(mtime_ns, size, inode) of the file; zeros while it does not exist."""
-        try:
-            st = os.stat(self.path)
-        except FileNotFoundError:
-            return 0, 0, 0
-        return st.st_mtime_ns, st.st_size, st.st_ino
-
-    def _poll(self, last: tuple[int, int, int]) -> None:
-        while not self._closed.wait(WATCH_INTERVAL):
-            try:
-                now = self._stamp()
-            except OSError as exc:
-                log.warning("ACL watch: %s: %s", self.path, exc)
-                continue
-            if now == last:
-                continue
-            last = now
-            with self._mutex:
-                watchers = list(self._watchers)
-            for fn in watchers:
-                _notify(fn)
+        self._file.watch(fn)
 
     def close(self) -> None:
         """Stop the watch thread (waits for it, unless called from a watcher)."""
-        with self._mutex:
-            self._closed.set()
-            thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout=5.0)
+        self._file.close()

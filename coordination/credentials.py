@@ -45,23 +45,20 @@ store's polling thread) and should only mark the caller's copy stale.
 
 from __future__ import annotations
 
-import fcntl
 import logging
-import os
-import threading
-from typing import Any, Callable, Mapping, Protocol, TypeVar
+from typing import Any, Callable, Mapping, Protocol
 from urllib.parse import unquote_plus
 
 import orjson
-from kazoo.client import KazooClient, KazooState, TransactionRequest
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
-from kazoo.recipe.watchers import ChildrenWatch
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
 
-from coordination.zookeeper_topics import failure
-from storage import files
+from coordination.private_file import PrivateJsonFile
+from coordination.watchers import Watcher
+from coordination.zk_update import CallWrapper, Done, Write, ZnodeUpdater, direct
+from coordination.zk_watch import ZkChangeWatch
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 SCRAM_KEY_PREFIX = "SCRAM-SHA-"
@@ -76,14 +73,8 @@ CHANGE_VERSION = 2
 
 FILE_NAME = "scram-credentials.json"
 FILE_VERSION = 1
-FILE_MODE = 0o600
-WATCH_INTERVAL = 0.25
-
-# Lost races in a row before giving up (a livelock, not load).
-MAX_CONFLICTS = 100
 
 Credentials = dict[str, dict[str, str]]
-Watcher = Callable[[], None]
 
 # Java's URLEncoder leaves these alone; Kafka's Sanitizer then percent-encodes "*" too.
 _SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
@@ -105,13 +96,6 @@ class CredentialStore(Protocol):
         ...
 
     def close(self) -> None:
-        ...
-
-
-class CallWrapper(Protocol):
-    """How the ZooKeeper store runs each request, e.g. ZooKeeperBackend._call (retries)."""
-
-    def __call__(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         ...
 
 
@@ -148,18 +132,6 @@ def _check(user: str, mechanism: str) -> None:
 
 def _scram_only(config: Mapping[str, Any]) -> dict[str, str]:
     return {key: value for key, value in config.items() if key.startswith(SCRAM_KEY_PREFIX) and isinstance(value, str)}
-
-
-def _notify(fn: Watcher) -> None:
-    """A watcher failing must not kill the watch (nor kazoo's thread)."""
-    try:
-        fn()
-    except Exception:
-        log.exception("credential watcher failed")
-
-
-def _direct(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
-    return fn(*args, **kwargs)
 
 
 # ----------------------------------------------------------------------------- ZooKeeper
@@ -217,14 +189,9 @@ class ZooKeeperCredentials:
 
     def __init__(self, client: KazooClient, call: CallWrapper | None = None) -> None:
         self._client = client
-        self._call: CallWrapper = call if call is not None else _direct
-        self._mutex = threading.Lock()
-        self._watch_lock = threading.Lock()
-        self._watchers: list[Watcher] = []
-        self._watching = False
-        self._closed = False
-        self._parents_ready = False
-        self._session_lost = False
+        self._call: CallWrapper = call if call is not None else direct
+        self._updater = ZnodeUpdater(client, self._call, (USERS_PATH, CHANGES_PATH), ConcurrentChanges)
+        self._watch = ZkChangeWatch(client, (CHANGES_PATH, USERS_PATH), self._updater.ensure_parents, "credential", log)
 
     # ------------------------------------------------------------------ reads
     def all(self) -> Credentials:
@@ -275,154 +242,65 @@ class ZooKeeperCredentials:
 
     def _change(self, user: str, change: Callable[[dict[str, Any]], bool], done: Callable[[dict[str, Any]], bool]) -> bool:
         """Read the user's config, ``change`` it in place (False: nothing to write), write it
-        back conditionally with a change notification. After a lost race, ``done`` says
-        whether what we wanted is there already (our own commit whose answer was lost to a
-        connection drop, retried by ``call``, or an identical concurrent write)."""
+        back conditionally with a change notification (coordination/zk_update.py). After a
+        lost race, ``done`` says whether what we wanted is there already (our own commit
+        whose answer was lost to a connection drop, retried by ``call``, or an identical
+        concurrent write)."""
         path = UserConfigZNode.path(user)
-        notification = ConfigChangeZNode.encode_user(user)
-        self._ensure_parents()
-        conflicts = 0
-        while True:
-            try:
-                data, stat = self._call(self._client.get, path)
-                config = UserConfigZNode.decode(path, data)
-                version: int | None = stat.version
-            except NoNodeError:
-                config, version = {}, None
+
+        def plan(data: bytes | None, exists: bool, conflicts: int) -> Done[bool] | Write[bool]:
+            config = UserConfigZNode.decode(path, data) if exists else {}
             if conflicts and done(config):
-                return True
+                return Done(True)
             if not change(config):
-                return False
-            payload = UserConfigZNode.encode(config)
+                return Done(False)
+            return Write(UserConfigZNode.encode(config), True)
 
-            def build(tx: TransactionRequest, version: int | None = version, payload: bytes = payload) -> None:
-                if version is None:
-                    tx.create(path, payload)
-                else:
-                    tx.set_data(path, payload, version=version)
-                tx.create(ConfigChangeZNode.CREATE_PATH, notification, sequence=True)
-
-            failed = failure(self._call(self._commit, build))
-            if failed is None:
-                return True
-            index, error = failed
-            if isinstance(error, NoNodeError) and (version is None or index == 1):
-                self._parents_ready = False  # /config/users or /config/changes went away
-                self._ensure_parents()
-            elif not isinstance(error, (BadVersionError, NodeExistsError, NoNodeError)):
-                raise error
-            conflicts += 1
-            if conflicts >= MAX_CONFLICTS:
-                raise ConcurrentChanges(f"{path}: {conflicts} concurrent changes in a row; giving up")
-
-    def _commit(self, build: Callable[[TransactionRequest], None]) -> list[Any]:
-        tx = self._client.transaction()
-        build(tx)
-        return list(tx.commit())
-
-    def _ensure_parents(self) -> None:
-        if self._parents_ready:
-            return
-        self._call(self._client.ensure_path, USERS_PATH)
-        self._call(self._client.ensure_path, CHANGES_PATH)
-        self._parents_ready = True
+        return self._updater.update(path, ConfigChangeZNode.CREATE_PATH, ConfigChangeZNode.encode_user(user), plan)
 
     # ------------------------------------------------------------------ watches
     def watch(self, fn: Watcher) -> None:
         """``fn()`` now, then whenever a change notification appears (or Kafka purges old
         ones), a user znode is created or deleted, or the session was lost and is back
         (watches could have missed changes meanwhile). Runs on kazoo's threads."""
-        with self._watch_lock:  # a second watch() waits until the watches are armed
-            with self._mutex:
-                if self._closed:
-                    raise RuntimeError("the credential store is closed")
-                self._watchers.append(fn)
-                start = not self._watching
-            if start:
-                self._start_watching()
-        _notify(fn)
-
-    def _start_watching(self) -> None:
-        self._ensure_parents()
-        # ChildrenWatch calls back at once from this thread; those first calls are
-        # swallowed (``armed``), and watch()'s own call of fn stands for them: whatever
-        # changed once the watches were set is seen by what that call makes the caller read.
-        armed = threading.Event()
-
-        def on_children(_children: list[str]) -> bool | None:
-            if self._closed:
-                return False  # unregisters the watch
-            if armed.is_set():
-                self._fire()
-            return None
-
-        ChildrenWatch(self._client, CHANGES_PATH, func=on_children)
-        ChildrenWatch(self._client, USERS_PATH, func=on_children)
-        self._client.add_listener(self._on_state)
-        with self._mutex:
-            self._watching = True
-        armed.set()
-
-    def _on_state(self, state: str) -> None:
-        # kazoo's connection thread: bookkeeping and news only.
-        if state == KazooState.LOST:
-            self._session_lost = True
-        elif state == KazooState.CONNECTED and self._session_lost:
-            self._session_lost = False
-            self._fire()
-
-    def _fire(self) -> None:
-        with self._mutex:
-            watchers = [] if self._closed else list(self._watchers)
-        for fn in watchers:
-            _notify(fn)
+        self._watch.watch(fn)
 
     def close(self) -> None:
         """Stop calling watchers (the client stays as it is: it is not ours)."""
-        with self._mutex:
-            self._closed = True
-            self._watchers.clear()
-            watching = self._watching
-        if watching:
-            self._client.remove_listener(self._on_state)
+        self._watch.close()
 
 
 # ----------------------------------------------------------------------------- local file
+def _decode_file(path: str, doc: Any, data: bytes) -> Credentials:
+    users = doc.get("users") if isinstance(doc, dict) else None
+    if not isinstance(users, dict):
+        raise ValueError(f"{path}: expected {{\"version\":1,\"users\":{{...}}}}, got {data[:200]!r}")
+    out: Credentials = {}
+    for user, mechanisms in users.items():
+        if not isinstance(mechanisms, dict):
+            raise ValueError(f"{path}: user {user!r}: expected an object of mechanisms")
+        out[user] = _scram_only(mechanisms)
+    return out
+
+
+def _encode_file(users: Credentials) -> bytes:
+    return orjson.dumps({"version": FILE_VERSION, "users": {u: users[u] for u in sorted(users) if users[u]}},
+                        option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
+
+
 class LocalCredentials:
-    """CredentialStore in ``<data_dir>/scram-credentials.json``. Thread- and process-safe."""
+    """CredentialStore in ``<data_dir>/scram-credentials.json`` (coordination/private_file.py).
+    Thread- and process-safe."""
 
     def __init__(self, data_dir: str) -> None:
         self.data_dir = data_dir
-        self.path = os.path.join(data_dir, FILE_NAME)
-        self._lock_path = self.path + ".lock"
-        self._mutex = threading.Lock()
-        self._closed = threading.Event()
-        self._watchers: list[Watcher] = []
-        self._thread: threading.Thread | None = None
+        self._file = PrivateJsonFile(data_dir, FILE_NAME, decode=_decode_file, encode=_encode_file, empty=dict,
+                                     what="credential", log=log, thread_name="castle-credentials-watch")
+        self.path = self._file.path
 
     # ------------------------------------------------------------------ reads
     def all(self) -> Credentials:
-        return {user: dict(mechanisms) for user, mechanisms in self._read().items() if mechanisms}
-
-    def _read(self) -> Credentials:
-        try:
-            with open(self.path, "rb") as handle:
-                data = handle.read()
-        except FileNotFoundError:
-            return {}
-        try:
-            doc = orjson.loads(data)
-        except orjson.JSONDecodeError as exc:
-            raise ValueError(f"{self.path}: not JSON: {data[:200]!r}") from exc
-        users = doc.get("users") if isinstance(doc, dict) else None
-        if not isinstance(users, dict):
-            raise ValueError(f"{self.path}: expected {{\"version\":1,\"users\":{{...}}}}, got {data[:200]!r}")
-        out: Credentials = {}
-        for user, mechanisms in users.items():
-            if not isinstance(mechanisms, dict):
-                raise ValueError(f"{self.path}: user {user!r}: expected an object of mechanisms")
-            out[user] = _scram_only(mechanisms)
-        return out
+        return {user: dict(mechanisms) for user, mechanisms in self._file.read().items() if mechanisms}
 
     # ------------------------------------------------------------------ writes
     def set(self, user: str, mechanism: str, credential: str) -> None:
@@ -432,7 +310,7 @@ class LocalCredentials:
             users.setdefault(user, {})[mechanism] = credential
             return True
 
-        self._change(change)
+        self._file.update(change)
 
     def delete(self, user: str, mechanism: str) -> bool:
         _check(user, mechanism)
@@ -445,87 +323,14 @@ class LocalCredentials:
                 del users[user]  # the file holds nothing else of a user's
             return True
 
-        return self._change(change)
-
-    def _change(self, change: Callable[[Credentials], bool]) -> bool:
-        os.makedirs(self.data_dir, exist_ok=True)
-        with self._mutex:
-            fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX)  # released by the close below
-                users = self._read()
-                if not change(users):
-                    return False
-                self._write(users)
-                return True
-            finally:
-                os.close(fd)
-
-    def _write(self, users: Credentials) -> None:
-        data = orjson.dumps({"version": FILE_VERSION, "users": {u: users[u] for u in sorted(users) if users[u]}},
-                            option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
-        tmp = f"{self.path}.{os.getpid()}.{threading.get_ident()}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, FILE_MODE)
-        try:
-            try:
-                os.fchmod(fd, FILE_MODE)  # whatever the umask, and a stale tmp file's mode
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view):]
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(tmp, self.path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except FileNotFoundError:
-                pass
-            raise
-        files.fsync_dir(self.data_dir)
+        return self._file.update(change)
 
     # ------------------------------------------------------------------ watches
     def watch(self, fn: Watcher) -> None:
         """``fn()`` now, then within 250 ms of each change of the file (its inode, mtime or
         size), from the store's one daemon thread."""
-        with self._mutex:
-            if self._closed.is_set():
-                raise RuntimeError("the credential store is closed")
-            self._watchers.append(fn)
-            if self._thread is None:
-                baseline = self._stamp()
-                self._thread = threading.Thread(target=self._poll, args=(baseline,), name="castle-credentials-watch",
-                                                daemon=True)
-                self._thread.start()
-        _notify(fn)
-
-    def _stamp(self) -> tuple[int, int, int]:
-        """(mtime_ns, size, inode) of the file; zeros while it does not exist."""
-        try:
-            st = os.stat(self.path)
-        except FileNotFoundError:
-            return 0, 0, 0
-        return st.st_mtime_ns, st.st_size, st.st_ino
-
-    def _poll(self, last: tuple[int, int, int]) -> None:
-        while not self._closed.wait(WATCH_INTERVAL):
-            try:
-                now = self._stamp()
-            except OSError as exc:
-                log.warning("credential watch: %s: %s", self.path, exc)
-                continue
-            if now == last:
-                continue
-            last = now
-            with self._mutex:
-                watchers = list(self._watchers)
-            for fn in watchers:
-                _notify(fn)
+        self._file.watch(fn)
 
     def close(self) -> None:
         """Stop the watch thread (waits for it, unless called from a watcher)."""
-        with self._mutex:
-            self._closed.set()
-            thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout=5.0)
+        self._file.close()

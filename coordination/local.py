@@ -216,54 +216,11 @@ class LocalBackend:
     def broker_secret(self) -> bytes:
         """One machine, one broker: a 0600 file, made once (only this broker's processes read it)."""
         path = os.path.join(self.data_dir, BROKER_SECRET_NAME)
-        data = read_bytes_if_exists(path)
-        if data is None:
-            tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
-            try:
-                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-                with os.fdopen(fd, "wb") as handle:
-                    handle.write(BrokerSecretZNode.encode(os.urandom(32)))
-                    handle.flush()
-                    os.fsync(handle.fileno())
-                try:
-                    os.link(tmp, path)  # the first one wins; nobody sees a half-written file
-                except FileExistsError:
-                    pass
-            finally:
-                try:
-                    os.unlink(tmp)
-                except FileNotFoundError:
-                    pass
-            data = read_bytes_if_exists(path)
-            assert data is not None
-        return BrokerSecretZNode.decode(data)
+        return BrokerSecretZNode.decode(_create_once(path, lambda: BrokerSecretZNode.encode(os.urandom(32)), 0o600))
 
     def cluster_id(self, proposed: str) -> str:
         path = os.path.join(self.data_dir, CLUSTER_ID_NAME)
-        data = read_bytes_if_exists(path)
-        if data is None:
-            # Create-if-absent with the whole content at once: write a private tmp file,
-            # then link(2) it into place, which fails if the name exists; the first
-            # proposal wins and nobody ever sees a half-written file.
-            tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
-            try:
-                with open(tmp, "wb") as handle:
-                    handle.write(ClusterIdZNode.encode(proposed))
-                    handle.flush()
-                    os.fsync(handle.fileno())
-                try:
-                    os.link(tmp, path)
-                    files.fsync_dir(self.data_dir)
-                except FileExistsError:
-                    pass
-            finally:
-                try:
-                    os.unlink(tmp)
-                except FileNotFoundError:
-                    pass
-            data = read_bytes_if_exists(path)
-            assert data is not None
-        return ClusterIdZNode.decode(data)
+        return ClusterIdZNode.decode(_create_once(path, lambda: ClusterIdZNode.encode(proposed), 0o644))
 
     def check_log_dirs(self, node_id: int, directory_ids: list[str],
                        unclean_allowed: Callable[[Mapping[str, str]], bool]) -> bool:
@@ -486,6 +443,35 @@ class LocalBackend:
         except FileNotFoundError:
             return
         files.fsync_dir(os.path.join(self.data_dir, GROUPS_DIR))
+
+
+def _create_once(path: str, make: Callable[[], bytes], mode: int) -> bytes:
+    """The file's content, writing ``make()`` first if it does not exist. Create-if-absent
+    with the whole content at once: a private tmp file is written, then link(2)ed into place,
+    which fails if the name exists; the first writer wins and nobody sees a half-written file."""
+    data = read_bytes_if_exists(path)
+    if data is not None:
+        return data
+    tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, mode)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(make())
+            handle.flush()
+            os.fsync(handle.fileno())
+        try:
+            os.link(tmp, path)
+            files.fsync_dir(os.path.dirname(path))
+        except FileExistsError:
+            pass
+    finally:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+    data = read_bytes_if_exists(path)
+    assert data is not None
+    return data
 
 
 def _file_stamp(path: str) -> tuple[int, int]:

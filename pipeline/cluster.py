@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from typing import Any, Iterable
 
 from pipeline.offsets import PartitionOffsets, TopicPartition
@@ -33,9 +34,12 @@ class Cluster:
         self.client_config = dict(client_config)
         self.timeout = timeout
         self._admin: Any = None
+        # librdkafka reports why it cannot connect (a refused login, a refused certificate)
+        # only through error_cb; the request itself just fails with a transport error.
+        self._errors: list[Any] = []
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"client_config": self.client_config, "timeout": self.timeout, "_admin": None}
+        return {"client_config": self.client_config, "timeout": self.timeout, "_admin": None, "_errors": []}
 
     @property
     def bootstrap(self) -> str:
@@ -49,11 +53,19 @@ class Cluster:
             # librdkafka's own log lines (connection refused, …) go through Python logging
             # instead of raw stderr; the error that matters is raised as a PlanError.
             try:
-                settings: dict[str, Any] = {**self.client_config, "logger": logging.getLogger("pipeline.castle.client")}
+                settings: dict[str, Any] = {**self.client_config, "logger": logging.getLogger("pipeline.castle.client"),
+                                            "error_cb": self._errors.append}
                 self._admin = AdminClient(settings)
             except KafkaException as exc:
                 raise PlanError(f"a kafka.* option is not a valid client setting: {kafka_error_text(exc)}") from None
         return self._admin
+
+    def _raise_authentication_error(self) -> None:
+        from confluent_kafka import KafkaError
+
+        for error in self._errors:
+            if error.code() == KafkaError._AUTHENTICATION:
+                raise PlanError(f"authentication to the brokers at {self.bootstrap} failed: {kafka_error_text(error)}")
 
     def close(self) -> None:
         self._admin = None  # AdminClient has no close(); dropping it destroys the handle
@@ -63,11 +75,18 @@ class Cluster:
         """Topic → partition count of every topic the brokers report (not internal)."""
         from confluent_kafka import KafkaException
 
-        try:
-            metadata = self.admin().list_topics(timeout=self.timeout)
-        except KafkaException as exc:
-            raise PlanError(f"cannot reach the brokers at {self.bootstrap} within {self.timeout:g} s: "
-                            f"{kafka_error_text(exc)}") from None
+        admin = self.admin()
+        deadline = time.monotonic() + self.timeout
+        while True:  # short tries, so that a refused login ends the wait at once with its reason
+            try:
+                metadata = admin.list_topics(timeout=min(1.0, max(0.1, deadline - time.monotonic())))
+                break
+            except KafkaException as exc:
+                admin.poll(0)  # delivers error_cb
+                self._raise_authentication_error()
+                if time.monotonic() >= deadline:
+                    raise PlanError(f"cannot reach the brokers at {self.bootstrap} within {self.timeout:g} s: "
+                                    f"{kafka_error_text(exc)}") from None
         return {name: len(topic.partitions) for name, topic in metadata.topics.items()
                 if topic.error is None and not name.startswith("__")}
 

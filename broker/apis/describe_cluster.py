@@ -2,8 +2,9 @@
 
 Behaviour: the brokers listed are the ones Metadata lists (every live broker, one node
 each), at their advertised hosts and ports, no rack, never fenced; this broker is named as the controller.
-There is no authorizer, so cluster_authorized_operations is always -2147483648
-("not provided"), even when the client asks for it. Asking for controller endpoints
+Any principal may ask (Kafka checks DESCRIBE on the cluster only to fill in
+cluster_authorized_operations, which Castle does not compute: always -2147483648, "not
+provided"). Asking for controller endpoints
 (endpoint_type 2) is MISMATCHED_ENDPOINT_TYPE, as a Kafka broker answers; any other
 type but 1 (brokers) is UNSUPPORTED_ENDPOINT_TYPE.
 
@@ -16,14 +17,12 @@ from __future__ import annotations
 from typing import Any
 
 from broker.apis.metadata import advertised_nodes
-from broker.authorization import on_cluster
 from broker.context import RequestContext, Response
 from broker.dispatch import api
 from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
 from broker.protocol.requests import DescribeClusterRequest
-from coordination.acls import Operation
 
 KEY = 60
 
@@ -50,7 +49,7 @@ def _error(request: Any, version: int, code: int) -> Any:
     return _answer(version, code, None, "", -1, [])
 
 
-@api(KEY, "DescribeCluster", 0, 2, error_response=_error, authorize=on_cluster(Operation.DESCRIBE))
+@api(KEY, "DescribeCluster", 0, 2, error_response=_error)
 def handle_describe_cluster(ctx: RequestContext, request: DescribeClusterRequest) -> Response:
     node = ctx.node
     endpoint_type = getattr(request, "endpoint_type", ENDPOINT_BROKER)  # the field exists from v1

@@ -32,7 +32,10 @@ MESSAGES = {80: "The preferred leader is not alive or not in the ISR.", 83: "No 
 
 
 def _error(request: Any, version: int, code: int) -> Any:
-    return build(codec.response_class(KEY, version), {"throttle_time": 0, "error_code": code, "replica_election_results": []})
+    """Every partition asked for fails with ``code`` (v0 has no top-level error), as Kafka's getErrorResponse."""
+    results = [{"topic": t.topic, "partition_result": [{"partition_id": p, "error_code": code, "error_message": None}
+                                                       for p in t.partitions]} for t in request.topic_partitions or ()]
+    return build(codec.response_class(KEY, version), {"throttle_time": 0, "error_code": code, "replica_election_results": results})
 
 
 @api(KEY, "ElectLeaders", 0, 2, error_response=_error, authorize=on_cluster(Operation.ALTER))

@@ -74,7 +74,7 @@ def _resolve(ctx: RequestContext, request: FetchRequest) -> tuple[list[tuple[str
     # CLUSTER_ACTION); else every partition is refused, as Kafka refuses an unauthorized follower.
     refused = 0
     if replica_id >= 0 and (replica_id not in node.cluster.live_brokers()
-                            or not node.security.is_broker(ctx.connection.auth.principal)):
+                            or not node.security.is_broker(ctx.connection.auth.principal, ctx.connection.host)):
         refused = ErrorCode.topic_authorization_failed
     check_topics = node.security.authorizer_on and replica_id < 0  # a consumer: READ on each topic
     topics: list[tuple[str, uuid.UUID]] = []

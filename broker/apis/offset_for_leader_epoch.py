@@ -45,7 +45,7 @@ async def handle_offset_for_leader_epoch(ctx: RequestContext, request: OffsetFor
     pending: list[dict[str, Any]] = []
     # Kafka's checks: a replica (replica_id >= 0, v3+) needs CLUSTER_ACTION, a client DESCRIBE on the topic.
     replica = int(getattr(request, "replica_id", -1)) >= 0
-    replica_refused = replica and not ctx.node.security.is_broker(ctx.connection.auth.principal)
+    replica_refused = replica and not ctx.node.security.is_broker(ctx.connection.auth.principal, ctx.connection.host)
     for topic in request.topics:
         info = node.topic(topic.topic)
         partitions = []

@@ -124,7 +124,8 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Respon
             entries.extend((index, refused) for index, _records in topic.partition_data)
             continue
         is_internal = name in INTERNAL_TOPICS
-        if authorizing and not is_internal and not topic_allowed(ctx, Operation.WRITE, name):
+        if authorizing and not topic_allowed(ctx, Operation.WRITE, name) and not (
+                is_internal and node.security.is_broker(ctx.connection.auth.principal, ctx.connection.host)):
             entries.extend((index, TOPIC_REFUSED) for index, _records in topic.partition_data)  # Kafka: WRITE on the topic
             continue
         known = node.topic(name)
@@ -132,7 +133,7 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Respon
             # Only a broker's coordinator (proven: broker/security/broker_proof.py) writes here;
             # its client id names its epoch, which the owner fences. A client id alone grants nothing.
             coordinator_epoch = (epoch_from_client_id(ctx.client_id)
-                                 if node.security.is_broker(ctx.connection.auth.principal) else None)
+                                 if node.security.is_broker(ctx.connection.auth.principal, ctx.connection.host) else None)
         for index, records in topic.partition_data:
             if version < 3 and records:
                 try:

@@ -29,9 +29,12 @@ ALTER_KEY, LIST_KEY = 45, 46
 
 
 def _alter_error(request: Any, version: int, code: int) -> Any:
+    """The error at the top and for every partition asked for, as Kafka's getErrorResponse."""
     return build(codec.response_class(ALTER_KEY, version), {
         "throttle_time": 0, "allow_replication_factor_change": True, "error_code": code, "error_message": None,
-        "responses": []})
+        "responses": [{"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": code,
+                                                       "error_message": None} for p in t.partitions]}
+                      for t in request.topics]})
 
 
 def _list_error(request: Any, version: int, code: int) -> Any:

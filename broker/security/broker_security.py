@@ -136,13 +136,13 @@ class BrokerSecurity:
         self.broker_secret = secret
         self._broker_principals = frozenset({f"User:{inter_broker_user}"} if inter_broker_user else ())
 
-    def is_broker(self, principal: str) -> bool:
+    def is_broker(self, principal: str, host: str) -> bool:
         """May this principal do what only brokers do (append to __consumer_offsets, fetch as a
         follower)? A proven CASTLE-BROKER, the configured inter-broker SASL user, or with an
         authorizer whoever it grants CLUSTER_ACTION (Kafka's rule)."""
         if principal.startswith(PRINCIPAL_PREFIX) or principal in self._broker_principals:
             return True
-        return self.authorizer_on and self.authorize(principal, "*", Operation.CLUSTER_ACTION, ResourceType.CLUSTER,
+        return self.authorizer_on and self.authorize(principal, host, Operation.CLUSTER_ACTION, ResourceType.CLUSTER,
                                                      CLUSTER_NAME)
 
     # ------------------------------------------------------------------ ACLs

@@ -17,7 +17,7 @@ import re
 import stat
 import threading
 from pathlib import Path
-from typing import Any, Callable, Iterator, TypeVar
+from typing import Any, Callable, TypeVar
 
 import orjson
 import pytest
@@ -25,15 +25,13 @@ from kazoo.client import KazooClient
 
 from coordination.acl_store import FILE_NAME, AclStore, LocalAcls, ZooKeeperAcls
 from coordination.acls import AclBinding, Operation, PatternType, Permission, ResourceType, decode_change_notification
-from coordination.zookeeper import split_connect
+from tests.unit.coordination.store_helpers import WAIT, MakeClient, next_call, queued, run_in_threads, znode_json
 
 pytestmark = pytest.mark.timeout(60)
 
-WAIT = 10.0
 LITERAL_CHANGES = "/kafka-acl-changes"
 EXTENDED_CHANGES = "/kafka-acl-extended-changes"
 
-MakeClient = Callable[[], KazooClient]
 T = TypeVar("T")
 
 L, P = PatternType.LITERAL, PatternType.PREFIXED
@@ -60,39 +58,6 @@ SAMPLES: list[tuple[AclBinding, str]] = [
 BINDINGS = [binding for binding, _ in SAMPLES]
 
 
-@pytest.fixture
-def make_client(zk_connect: str) -> Iterator[MakeClient]:
-    """Started kazoo clients inside the test's chroot, each its own session."""
-    hosts, chroot = split_connect(zk_connect)
-    bare = KazooClient(hosts=hosts)
-    bare.start(WAIT)
-    try:
-        bare.ensure_path(chroot)
-    finally:
-        bare.stop()
-        bare.close()
-    made: list[KazooClient] = []
-
-    def make() -> KazooClient:
-        client = KazooClient(hosts=zk_connect)
-        made.append(client)
-        client.start(WAIT)
-        return client
-
-    yield make
-    for client in made:
-        try:
-            client.stop()
-            client.close()
-        except Exception:
-            pass
-
-
-def znode_json(client: KazooClient, path: str) -> Any:
-    data, _ = client.get(path)
-    return orjson.loads(data)
-
-
 def entries(client: KazooClient, path: str) -> list[dict[str, str]]:
     doc = znode_json(client, path)
     assert doc["version"] == 1 and set(doc) == {"version", "acls"}
@@ -101,23 +66,6 @@ def entries(client: KazooClient, path: str) -> list[dict[str, str]]:
 
 def changes(client: KazooClient, root: str) -> list[tuple[str, bytes]]:
     return [(name, client.get(f"{root}/{name}")[0]) for name in sorted(client.get_children(root))]
-
-
-def next_call(calls: queue.Queue[str], timeout: float = WAIT) -> str:
-    try:
-        return calls.get(timeout=timeout)
-    except queue.Empty:
-        raise AssertionError(f"the watch did not fire within {timeout} s") from None
-
-
-def queued(calls: queue.Queue[str]) -> int:
-    count = 0
-    while True:
-        try:
-            calls.get_nowait()
-        except queue.Empty:
-            return count
-        count += 1
 
 
 # ----------------------------------------------------------------------------- ZooKeeper
@@ -336,26 +284,17 @@ def client_exists(client: KazooClient, path: str) -> bool:
 def test_zookeeper_concurrent_adds_to_one_resource_lose_nothing(make_client: MakeClient) -> None:
     stores = [ZooKeeperAcls(make_client()), ZooKeeperAcls(make_client())]
     rounds = 15
-    errors: list[BaseException] = []
     start = threading.Barrier(len(stores))
 
     def mine(i: int, n: int) -> AclBinding:
         return acl(ResourceType.GROUP, "shared", L, f"User:writer-{i}-{n}", Operation.READ)
 
     def run(i: int) -> None:
-        try:
-            start.wait(WAIT)
-            for n in range(rounds):
-                assert stores[i].add([mine(i, n)]) == [mine(i, n)]
-        except BaseException as exc:
-            errors.append(exc)
+        start.wait(WAIT)
+        for n in range(rounds):
+            assert stores[i].add([mine(i, n)]) == [mine(i, n)]
 
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(stores))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(WAIT * 3)
-        assert not thread.is_alive()
+    errors = run_in_threads(run, range(len(stores)))  # each thread ended in time
     assert errors == []
     assert stores[0].all() == sorted(mine(i, n) for i in range(len(stores)) for n in range(rounds))
     assert len(changes(make_client(), LITERAL_CHANGES)) == rounds * len(stores)  # each write committed once
@@ -407,22 +346,12 @@ def test_local_file_is_private_and_replaced_atomically(tmp_path: Path) -> None:
 
 
 def test_local_concurrent_writers_lose_nothing(tmp_path: Path) -> None:
-    errors: list[BaseException] = []
-
     def run(prefix: str) -> None:
         store = LocalAcls(str(tmp_path))  # one store each: the flock, not the mutex, must serialize
-        try:
-            for i in range(15):
-                store.add([acl(ResourceType.TOPIC, "t", L, f"User:{prefix}-{i}", Operation.READ)])
-        except BaseException as exc:
-            errors.append(exc)
+        for i in range(15):
+            store.add([acl(ResourceType.TOPIC, "t", L, f"User:{prefix}-{i}", Operation.READ)])
 
-    threads = [threading.Thread(target=run, args=(p,)) for p in "abc"]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(WAIT * 3)
-        assert not thread.is_alive()
+    errors = run_in_threads(run, "abc")  # each thread ended in time
     assert errors == []
     assert len(LocalAcls(str(tmp_path)).all()) == 45
 
@@ -441,7 +370,7 @@ def test_local_watch_fires_on_change_and_close_stops_it(tmp_path: Path) -> None:
     next_call(calls)
     assert watched.all() == []
 
-    thread = watched._thread
+    thread = watched._file.thread
     assert thread is not None and thread.is_alive() and thread.daemon
     watched.close()
     assert not thread.is_alive()

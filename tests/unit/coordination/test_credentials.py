@@ -15,7 +15,7 @@ import re
 import stat
 import threading
 from pathlib import Path
-from typing import Any, Callable, Iterator, TypeVar
+from typing import Any, Callable, TypeVar
 
 import orjson
 import pytest
@@ -31,73 +31,21 @@ from coordination.credentials import (
     desanitize,
     sanitize,
 )
-from coordination.zookeeper import split_connect
+from tests.unit.coordination.store_helpers import WAIT, MakeClient, next_call, queued, run_in_threads, znode_json
 
 pytestmark = pytest.mark.timeout(60)
 
-WAIT = 10.0
 CRED_256 = "salt=c2FsdDI1Ng==,stored_key=c3RvcmVkMjU2,server_key=c2VydmVyMjU2,iterations=4096"
 CRED_512 = "salt=c2FsdDUxMg==,stored_key=c3RvcmVkNTEy,server_key=c2VydmVyNTEy,iterations=4096"
 ALICE = "alice@EXAMPLE.COM"
 ALICE_ZNODE = "alice%40EXAMPLE.COM"
 
-MakeClient = Callable[[], KazooClient]
 T = TypeVar("T")
-
-
-@pytest.fixture
-def make_client(zk_connect: str) -> Iterator[MakeClient]:
-    """Started kazoo clients inside the test's chroot, each its own session."""
-    hosts, chroot = split_connect(zk_connect)
-    bare = KazooClient(hosts=hosts)
-    bare.start(WAIT)
-    try:
-        bare.ensure_path(chroot)
-    finally:
-        bare.stop()
-        bare.close()
-    made: list[KazooClient] = []
-
-    def make() -> KazooClient:
-        client = KazooClient(hosts=zk_connect)
-        made.append(client)
-        client.start(WAIT)
-        return client
-
-    yield make
-    for client in made:
-        try:
-            client.stop()
-            client.close()
-        except Exception:
-            pass
-
-
-def znode_json(client: KazooClient, path: str) -> object:
-    data, _ = client.get(path)
-    return orjson.loads(data)
 
 
 def notifications(client: KazooClient) -> list[tuple[str, object]]:
     names = sorted(client.get_children(CHANGES_PATH))
     return [(name, znode_json(client, f"{CHANGES_PATH}/{name}")) for name in names]
-
-
-def next_call(calls: queue.Queue[str], timeout: float = WAIT) -> str:
-    try:
-        return calls.get(timeout=timeout)
-    except queue.Empty:
-        raise AssertionError(f"the watch did not fire within {timeout} s") from None
-
-
-def queued(calls: queue.Queue[str]) -> int:
-    count = 0
-    while True:
-        try:
-            calls.get_nowait()
-        except queue.Empty:
-            return count
-        count += 1
 
 
 # ----------------------------------------------------------------------------- names
@@ -257,23 +205,14 @@ def test_zookeeper_a_write_between_read_and_commit_is_not_lost(make_client: Make
 def test_zookeeper_concurrent_writers_lose_nothing(make_client: MakeClient) -> None:
     stores = {"SCRAM-SHA-256": ZooKeeperCredentials(make_client()), "SCRAM-SHA-512": ZooKeeperCredentials(make_client())}
     rounds = 25
-    errors: list[BaseException] = []
     start = threading.Barrier(len(stores))
 
     def run(mechanism: str) -> None:
-        try:
-            start.wait(WAIT)
-            for i in range(rounds):
-                stores[mechanism].set(ALICE, mechanism, f"{mechanism}-{i}")
-        except BaseException as exc:
-            errors.append(exc)
+        start.wait(WAIT)
+        for i in range(rounds):
+            stores[mechanism].set(ALICE, mechanism, f"{mechanism}-{i}")
 
-    threads = [threading.Thread(target=run, args=(m,)) for m in stores]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(WAIT * 3)
-        assert not thread.is_alive()
+    errors = run_in_threads(run, stores)  # each thread ended in time
     assert errors == []
     final = stores["SCRAM-SHA-256"].all()
     assert final == {ALICE: {m: f"{m}-{rounds - 1}" for m in stores}}
@@ -401,22 +340,12 @@ def test_local_writes_replace_the_file_atomically(tmp_path: Path) -> None:
 
 
 def test_local_concurrent_writers_lose_nothing(tmp_path: Path) -> None:
-    errors: list[BaseException] = []
-
     def run(prefix: str) -> None:
         store = LocalCredentials(str(tmp_path))  # one store each: the flock, not the mutex, must serialize
-        try:
-            for i in range(20):
-                store.set(f"{prefix}-{i}", "SCRAM-SHA-512", CRED_512)
-        except BaseException as exc:
-            errors.append(exc)
+        for i in range(20):
+            store.set(f"{prefix}-{i}", "SCRAM-SHA-512", CRED_512)
 
-    threads = [threading.Thread(target=run, args=(p,)) for p in ("a", "b", "c")]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(WAIT * 3)
-        assert not thread.is_alive()
+    errors = run_in_threads(run, ("a", "b", "c"))  # each thread ended in time
     assert errors == []
     assert sorted(LocalCredentials(str(tmp_path)).all()) == sorted(f"{p}-{i}" for p in "abc" for i in range(20))
 
@@ -435,11 +364,11 @@ def test_local_watch_fires_on_change_and_close_stops_it(tmp_path: Path) -> None:
     next_call(calls)
     assert watched.all() == {ALICE: {"SCRAM-SHA-256": CRED_512}}
 
-    thread = watched._thread
+    thread = watched._file.thread
     assert thread is not None and thread.is_alive() and thread.daemon
     second: queue.Queue[str] = queue.Queue()
     watched.watch(lambda: second.put("changed"))
-    assert watched._thread is thread  # one polling thread per store
+    assert watched._file.thread is thread  # one polling thread per store
     writer.delete(ALICE, "SCRAM-SHA-256")
     next_call(second)
 
