@@ -87,7 +87,15 @@ async def on_owners(router: Router, items: Sequence[ItemT], run: Callable[[Parti
         else:
             waiting.append((positions, answer))
     if waiting:
-        outcomes = await asyncio.gather(*(w for _positions, w in waiting), return_exceptions=True)
+        gathered = asyncio.gather(*(w for _positions, w in waiting), return_exceptions=True)
+        try:
+            outcomes = await gathered
+        except asyncio.CancelledError:
+            # The request was cancelled (its connection closed): the gather ends later with
+            # CancelledError, which nobody awaits any more; retrieve it so that asyncio does not
+            # log "_GatheringFuture exception was never retrieved".
+            gathered.add_done_callback(_retrieve)
+            raise
         for (positions, _w), outcome in zip(waiting, outcomes):
             if isinstance(outcome, BaseException):
                 if not isinstance(outcome, Exception):
@@ -96,3 +104,8 @@ async def on_owners(router: Router, items: Sequence[ItemT], run: Callable[[Parti
             else:
                 fill(positions, outcome)
     return cast(list[R], results)  # every position was filled above, once
+
+
+def _retrieve(future: "asyncio.Future[Any]") -> None:
+    if not future.cancelled():
+        future.exception()

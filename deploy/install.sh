@@ -45,7 +45,7 @@ die() { printf 'install.sh: %s\n' "$*" >&2; exit 1; }
 
 [ "$(id -u)" -eq 0 ] || die "run me as root (sudo $0)"
 [ -f "$repo/pyproject.toml" ] && [ -d "$repo/broker" ] || die "$repo is not a Castle source tree"
-for f in castle.service castle.properties castle.default castle-zookeeper.conf; do
+for f in castle.service castle.properties castle-secure.properties castle.default castle-zookeeper.conf; do
     [ -f "$deploy/$f" ] || die "missing $deploy/$f"
 done
 
@@ -88,6 +88,8 @@ say "installing Castle from $repo into $PREFIX/venv"
 
 # Configuration: the example always, the live files only when missing.
 install -m 0640 -o root -g "$USER_NAME" "$deploy/castle.properties" "$ETC/castle.properties.example"
+# The TLS + SCRAM variant, to copy over castle.properties by hand (deploy/README.md).
+install -m 0640 -o root -g "$USER_NAME" "$deploy/castle-secure.properties" "$ETC/castle-secure.properties.example"
 if [ -e "$ETC/castle.properties" ]; then
     say "keeping $ETC/castle.properties (the new example is $ETC/castle.properties.example)"
 else

@@ -102,3 +102,18 @@ def test_the_tls_and_scram_example_config_loads_and_its_security_builds(tmp_path
         inter_broker_security(load_config("deploy/castle-secure.properties", {
             "ssl.keystore.location": pki.server_keystore, "ssl.truststore.location": pki.ca,
             "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-256"}))
+
+
+def test_every_commented_setting_of_the_secure_example_loads_once_uncommented(tmp_path):
+    import re
+
+    from tests.certs import make_pki
+
+    pki = make_pki(str(tmp_path / "pki"), clients={})
+    with open("deploy/castle-secure.properties", encoding="utf-8") as handle:
+        commented = re.findall(r"(?m)^#([a-z][a-z0-9.]*)=(.*)$", handle.read())
+    assert {"authorizer.class.name", "super.users", "ssl.key.password"} <= {key for key, _value in commented}
+    for key, value in commented:
+        config = load_config("deploy/castle-secure.properties", {"ssl.keystore.location": pki.server_keystore,
+                                                                 "ssl.truststore.location": pki.ca, key: value})
+        assert str(config[key]).lower() == value.strip().lower(), key
