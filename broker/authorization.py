@@ -20,9 +20,24 @@ from typing import Any, Callable
 
 from broker.context import RequestContext
 from broker.protocol.errors import ErrorCode
-from coordination.acls import CLUSTER_NAME, Operation, ResourceType
+from coordination.acls import CLUSTER_NAME, SUPPORTED_OPERATIONS, Operation, ResourceType
 
 Check = Callable[[RequestContext, Any], int]
+NOT_PROVIDED = -(2**31)  # an authorized-operations field the client did not ask for
+
+
+def operations_field(allowed_on: Callable[[Operation], bool], resource_type: ResourceType) -> int:
+    """Kafka's authorized-operations bit field (AuthHelper.authorizedOperations): bit ``op.code``
+    for each operation the resource type supports that is allowed (all of them without an authorizer)."""
+    bits = 0
+    for operation in SUPPORTED_OPERATIONS[resource_type]:
+        if allowed_on(operation):
+            bits |= 1 << int(operation)
+    return bits
+
+
+def operations_on(ctx: RequestContext, resource_type: ResourceType, name: str) -> int:
+    return operations_field(lambda op: allowed(ctx, op, resource_type, name), resource_type)
 
 
 def allowed(ctx: RequestContext, operation: Operation, resource_type: ResourceType, name: str) -> bool:

@@ -3,8 +3,8 @@
 Behaviour: the brokers listed are the ones Metadata lists (every live broker, one node
 each), at their advertised hosts and ports, no rack, never fenced; this broker is named as the controller.
 Any principal may ask (Kafka checks DESCRIBE on the cluster only to fill in
-cluster_authorized_operations, which Castle does not compute: always -2147483648, "not
-provided"). Asking for controller endpoints
+cluster_authorized_operations: the bit field of what the principal may do on the cluster when
+asked for, -2147483648, "not provided", when not). Asking for controller endpoints
 (endpoint_type 2) is MISMATCHED_ENDPOINT_TYPE, as a Kafka broker answers; any other
 type but 1 (brokers) is UNSUPPORTED_ENDPOINT_TYPE.
 
@@ -17,12 +17,14 @@ from __future__ import annotations
 from typing import Any
 
 from broker.apis.metadata import advertised_nodes
+from broker.authorization import operations_on
 from broker.context import RequestContext, Response
 from broker.dispatch import api
 from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
 from broker.protocol.requests import DescribeClusterRequest
+from coordination.acls import CLUSTER_NAME, ResourceType
 
 KEY = 60
 
@@ -32,7 +34,7 @@ NO_AUTHORIZED_OPERATIONS = -2147483648
 
 
 def _answer(version: int, code: int, message: str | None, cluster_id: str, controller_id: int,
-            brokers: list[dict[str, Any]]) -> Any:
+            brokers: list[dict[str, Any]], operations: int = NO_AUTHORIZED_OPERATIONS) -> Any:
     return build(codec.response_class(KEY, version), {
         "throttle_time": 0,
         "error_code": code,
@@ -41,7 +43,7 @@ def _answer(version: int, code: int, message: str | None, cluster_id: str, contr
         "cluster_id": cluster_id,
         "controller_id": controller_id,
         "brokers": brokers,
-        "cluster_authorized_operations": NO_AUTHORIZED_OPERATIONS,
+        "cluster_authorized_operations": operations,
     })
 
 
@@ -62,4 +64,6 @@ def handle_describe_cluster(ctx: RequestContext, request: DescribeClusterRequest
                        f"Unsupported endpoint type {endpoint_type}", "", -1, [])
     brokers = [{"broker_id": node_id, "host": host, "port": port, "rack": None, "is_fenced": False}
                for node_id, (host, port) in sorted(advertised_nodes(node, ctx.connection.listener.name).items())]
-    return _answer(ctx.api_version, ErrorCode.none, None, node.cluster_id, node.node_id, brokers)
+    operations = (operations_on(ctx, ResourceType.CLUSTER, CLUSTER_NAME)
+                  if request.include_cluster_authorized_operations else NO_AUTHORIZED_OPERATIONS)
+    return _answer(ctx.api_version, ErrorCode.none, None, node.cluster_id, node.node_id, brokers, operations)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.authorization import operations_field
 from broker.context import CoordinatorContext, Response
 from broker.dispatch import coordinator_api
 from broker.protocol import codec
@@ -43,6 +44,13 @@ def _describe_entry(version: int, summary: Any) -> dict[str, Any]:
     }
 
 
+def _group_operations(ctx: CoordinatorContext, group: str) -> int:
+    def allowed_on(operation: Operation) -> bool:
+        return ctx.allowed(operation, ResourceType.GROUP, group)
+
+    return operations_field(allowed_on, ResourceType.GROUP)
+
+
 def _refused_entry(group: str) -> dict[str, Any]:
     return {"error_code": ErrorCode.group_authorization_failed, "error_message": None, "group_id": group, "group_state": "",
             "protocol_type": "", "protocol_data": "", "members": (), "authorized_operations": NO_OPERATIONS}
@@ -59,6 +67,10 @@ def serve_describe_groups(ctx: CoordinatorContext, request: DescribeGroupsReques
     version = ctx.api_version
     groups = [_describe_entry(version, ctx.coordinator.describe(g))
               if ctx.allowed(Operation.DESCRIBE, ResourceType.GROUP, g) else _refused_entry(g) for g in request.groups]
+    if getattr(request, "include_authorized_operations", False):  # v3+
+        for entry in groups:
+            if entry["error_code"] == 0:
+                entry["authorized_operations"] = _group_operations(ctx, entry["group_id"])
     return build(codec.response_class(DESCRIBE_GROUPS, version), {"throttle_time": 0, "groups": groups})
 
 

@@ -19,14 +19,14 @@ from __future__ import annotations
 import uuid
 from typing import Any, Iterable
 
-from broker.authorization import cluster_allowed, topic_allowed
+from broker.authorization import cluster_allowed, operations_on, topic_allowed
 from broker.context import RequestContext, Response
 from broker.dispatch import api
 from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
 from broker.protocol.requests import MetadataRequest
-from coordination.acls import Operation
+from coordination.acls import CLUSTER_NAME, Operation, ResourceType
 from coordination.local_topics import TopicInfo, TopicRegistryError, validate_topic_name
 
 KEY = 3
@@ -70,10 +70,10 @@ def _partition_entry(node: Any, topic: str, partition: int) -> dict[str, Any]:
     return entry
 
 
-def _topic_entry(node: Any, info: TopicInfo) -> dict[str, Any]:
+def _topic_entry(node: Any, info: TopicInfo, operations: int = NO_OPERATIONS) -> dict[str, Any]:
     return {
         "error_code": 0, "name": info.name, "topic_id": info.topic_id, "is_internal": info.name in INTERNAL_TOPICS,
-        "topic_authorized_operations": NO_OPERATIONS,
+        "topic_authorized_operations": operations,
         "partitions": [_partition_entry(node, info.name, p) for p in range(info.partitions)],
     }
 
@@ -139,6 +139,12 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> Resp
                 topics.append(await _auto_create(ctx, name))
             else:
                 topics.append(_error_entry(ErrorCode.unknown_topic_or_partition, name))
+    if getattr(request, "include_topic_authorized_operations", False):  # v8+
+        for entry in topics:
+            if entry["error_code"] == 0:
+                entry["topic_authorized_operations"] = operations_on(ctx, ResourceType.TOPIC, entry["name"])
+    cluster_operations = (operations_on(ctx, ResourceType.CLUSTER, CLUSTER_NAME)
+                          if getattr(request, "include_cluster_authorized_operations", False) else NO_OPERATIONS)
     nodes = advertised_nodes(node, ctx.connection.listener.name)
     return build(codec.response_class(KEY, version), {
         "throttle_time": 0,
@@ -146,5 +152,5 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> Resp
         "cluster_id": node.cluster_id,
         "controller_id": node.node_id,
         "topics": topics,
-        "cluster_authorized_operations": NO_OPERATIONS,
+        "cluster_authorized_operations": cluster_operations,
     })

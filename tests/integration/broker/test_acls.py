@@ -813,3 +813,29 @@ def test_without_an_authorizer_the_acl_apis_answer_security_disabled(broker: Bro
     assert kafka_error(admin.create_acls([binding], request_timeout=15)[binding]).code() == KafkaError.SECURITY_DISABLED
     everything = acl_filter()
     assert kafka_error(admin.delete_acls([everything], request_timeout=15)[everything]).code() == KafkaError.SECURITY_DISABLED
+
+
+def test_authorized_operations_are_reported_as_the_acls_allow(s: AclBroker, grants: Grants) -> None:
+    """Metadata, DescribeCluster and DescribeGroups fill in what the principal may do when the
+    client asks (Kafka's AuthHelper.authorizedOperations): WRITE implies DESCRIBE, READ on a
+    group implies DESCRIBE, and the super user may do everything the resource supports."""
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AclOperation
+
+    topic, group = unique("ops-"), unique("ops-g-")
+    create_topics(s, topic)
+    grants.add(acl("TOPIC", topic, "User:alice", "WRITE"), acl("GROUP", group, "User:alice", "READ"))
+
+    def topic_operations(user: str) -> set[Any]:
+        futures = admin_client(s, user).describe_topics(TopicCollection([topic]), include_authorized_operations=True)
+        return set(futures[topic].result(timeout=20).authorized_operations)
+
+    assert topic_operations("alice") == {AclOperation.WRITE, AclOperation.DESCRIBE}
+    assert AclOperation.ALTER_CONFIGS in topic_operations("admin") and AclOperation.READ in topic_operations("admin")
+    alice = admin_client(s, "alice")
+    assert set(alice.describe_cluster(include_authorized_operations=True).result(timeout=20).authorized_operations
+               or []) == set()
+    admin_cluster = admin_client(s).describe_cluster(include_authorized_operations=True).result(timeout=20)
+    assert AclOperation.CLUSTER_ACTION in set(admin_cluster.authorized_operations)
+    described = alice.describe_consumer_groups([group], include_authorized_operations=True)[group].result(timeout=20)
+    assert set(described.authorized_operations) == {AclOperation.READ, AclOperation.DESCRIBE}
