@@ -334,12 +334,18 @@ def test_clients_cannot_produce_to_consumer_offsets(broker: Any) -> None:
 
 
 def test_a_deposed_coordinators_offset_writes_are_fenced(broker: Any) -> None:
-    """Writes to __consumer_offsets carry the coordinator epoch in the client id; the
-    partition's owner refuses an epoch older than the current one (NOT_COORDINATOR)."""
+    """Writes to __consumer_offsets come from a proven broker (broker/security/broker_proof.py)
+    and carry the coordinator epoch in the client id; the partition's owner refuses an epoch
+    older than the current one (NOT_COORDINATOR). Without the proof the epoch is not even read."""
     import os
 
     from broker.remote_partition import coordinator_client_id
     from coordination.groups import offsets_schema as schema
+    from coordination.znodes import BrokerSecretZNode
+    from tests.integration.protocol.test_leader_epochs import _prove_broker
+
+    with open(os.path.join(broker.log_dir, "broker-secret.json"), "rb") as handle:
+        secret = BrokerSecretZNode.decode(handle.read())
 
     with KioClient(broker.bootstrap) as client:
         ensure_topic(client, "t")
@@ -351,8 +357,10 @@ def test_a_deposed_coordinators_offset_writes_are_fenced(broker: Any) -> None:
     record = (schema.encode_key(schema.OffsetKey("fenced", "t", 0)),
               schema.encode_offset_value(schema.OffsetValue(999, -1, "", int(time.time() * 1000))))
 
-    def write(client_id: str) -> int:
+    def write(client_id: str, proven: bool = True) -> int:
         with KioClient(broker.bootstrap, client_id=client_id) as writer:
+            if proven:
+                assert _prove_broker(writer, secret, 0) == 0
             answer = writer.call(0, 9, request(0, 9, transactional_id=None, acks=-1, timeout=5000, topic_data=[
                 {"name": "__consumer_offsets", "partition_data": [
                     {"index": partition, "records": schema.offsets_batch([record], int(time.time() * 1000))}]}]))
@@ -361,6 +369,7 @@ def test_a_deposed_coordinators_offset_writes_are_fenced(broker: Any) -> None:
     assert write(coordinator_client_id(epoch - 1)) == ErrorCode.not_coordinator
     assert write(coordinator_client_id(epoch)) == 0
     assert write("castle-coordinator/not-a-number") == ErrorCode.invalid_topic_exception
+    assert write(coordinator_client_id(epoch), proven=False) == ErrorCode.invalid_topic_exception
 
 
 def test_while_the_coordinator_process_is_down_group_requests_get_coordinator_not_available(broker: Any) -> None:
