@@ -71,6 +71,8 @@ def _partition_entry(node: Any, topic: str, partition: int) -> dict[str, Any]:
 
 
 def _topic_entry(node: Any, info: TopicInfo, operations: int = NO_OPERATIONS) -> dict[str, Any]:
+    if info.partitions <= 0:  # known, its partitions not loaded yet: as Kafka answers a topic being created
+        return _error_entry(ErrorCode.leader_not_available, info.name, info.topic_id)
     return {
         "error_code": 0, "name": info.name, "topic_id": info.topic_id, "is_internal": info.name in INTERNAL_TOPICS,
         "topic_authorized_operations": operations,

@@ -84,7 +84,8 @@ def test_topics_spread_over_brokers_and_metadata_names_every_leader(cluster: Any
     def settled(bootstrap: str) -> Any:
         found = metadata(bootstrap, "spread")
         known = {b.node_id for b in found.brokers} == node_ids({1, 2})
-        return found if known and all(p.error_code == 0 for p in found.topics[0].partitions) else None
+        partitions = found.topics[0].partitions
+        return found if known and len(partitions) == 4 and all(p.error_code == 0 for p in partitions) else None
 
     answer = wait_until(lambda: settled(two.bootstrap), 10, "both brokers listed, every partition led")
     assert {(b.node_id, b.port) for b in answer.brokers} == {(1, one.port), (2, two.port)}
