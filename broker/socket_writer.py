@@ -89,16 +89,7 @@ class SocketWriter:
             while out:
                 head = out[0]
                 if isinstance(head, FileChunk):
-                    sent = os.sendfile(self._fd, head.fd, head.position, head.length)
-                    if sent == 0:
-                        raise ConnectionError("file ended before the promised length")
-                    head.position += sent
-                    head.length -= sent
-                    self.out_bytes -= sent
-                    if head.length == 0:
-                        out.popleft()
-                        os.close(head.fd)
-                        self._out_files -= 1
+                    self._file_sent(head, os.sendfile(self._fd, head.fd, head.position, head.length))
                     continue
                 buffers: list[bytes | memoryview] = []
                 for item in out:
@@ -132,6 +123,19 @@ class SocketWriter:
             self._loop.remove_writer(self._fd)
             self._writing = False
         self._on_sent()
+
+    def _file_sent(self, head: FileChunk, count: int) -> None:
+        """``count`` more bytes of the queue's first piece, a file range, went out; the range
+        is dropped (its fd closed) once it is all sent."""
+        if count == 0:
+            raise ConnectionError("file ended before the promised length")
+        head.position += count
+        head.length -= count
+        self.out_bytes -= count
+        if head.length == 0:
+            self._out.popleft()
+            os.close(head.fd)
+            self._out_files -= 1
 
     def _uncork(self) -> None:
         try:

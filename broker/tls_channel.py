@@ -159,16 +159,9 @@ class TlsSocketWriter(SocketWriter):
         if isinstance(head, FileChunk):
             view = memoryview(self._chunk)[:min(FILE_CHUNK, head.length)]
             count = os.preadv(head.fd, [view], head.position)
-            if count == 0:
-                raise ConnectionError("file ended before the promised length")
-            self._channel.encrypt(view[:count])
-            head.position += count
-            head.length -= count
-            self.out_bytes -= count
-            if head.length == 0:
-                out.popleft()
-                os.close(head.fd)
-                self._out_files -= 1
+            if count:
+                self._channel.encrypt(view[:count])
+            self._file_sent(head, count)
             return
         pieces: list[bytes | memoryview] = []
         size = 0
