@@ -11,7 +11,7 @@ and prove they know it with a SASL exchange under a mechanism no client is offer
     client -> server   SaslHandshake(CASTLE-BROKER), then the node id, as decimal text
     server -> client   32 random bytes (the nonce)
     client -> server   HMAC-SHA256(secret, "castle-broker\\0" + nonce + node id)
-    server -> client   empty: the principal is User:castle-broker-<node id>
+    server -> client   empty: the principal is CastleBroker:<node id>
 
 The nonce makes a recorded answer useless on another connection; the answer is compared
 in constant time. With an authorizer, CLUSTER_ACTION granted to a principal works as in
@@ -28,7 +28,9 @@ import os
 from broker.security.sasl_server import SaslAuthenticationFailed, SaslStep
 
 MECHANISM = "CASTLE-BROKER"
-PRINCIPAL_PREFIX = "User:castle-broker-"
+# A principal type of its own: no SASL user ("User:<name>") or certificate ("User:CN=...") can
+# be named like it, so a user called "castle-broker-1" gets no broker's rights.
+PRINCIPAL_PREFIX = "CastleBroker:"
 _CONTEXT = b"castle-broker\0"
 NONCE_BYTES = 32
 
