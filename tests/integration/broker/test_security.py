@@ -616,6 +616,11 @@ def test_sasl_handshake_state_machine(secure: Secure) -> None:
         token = f"\0{ALICE}\0not-it".encode()
         raw.sock.sendall(struct.pack(">i", len(token)) + token)
         assert raw.closed()
+    # SaslHandshake v1 + SaslAuthenticate v0 (no session lifetime field), then Metadata.
+    with Raw(port) as raw:
+        answer = raw.plain(ALICE, ALICE_PASSWORD, authenticate_version=0)
+        assert answer.error_code == 0 and answer.auth_bytes == b""
+        assert raw.call(3, 1, {"topics": []}).brokers[0].port == port
     # SaslHandshake v1 + SaslAuthenticate v2 (flexible) + Metadata over SASL_SSL.
     with Raw(secure.ports["SASL_SSL"], tls_context(secure.pki)) as raw:
         answer = raw.plain(ALICE, ALICE_PASSWORD, authenticate_version=2)
