@@ -53,7 +53,7 @@ from broker.remote_partition import RemotePartitionClient, coordinator_client_id
 from broker.rings import SharedRings
 from broker.security.broker_security import BrokerSecurity
 from broker.security.connection_auth import ANONYMOUS
-from broker.security.inter_broker import ClientSecurity, inter_broker_security, inter_broker_user
+from broker.security.inter_broker import ClientSecurity, inter_broker_security
 from broker.segment_files import SegmentFiles
 from broker.session_file import forget_session, keep_session, read_session
 from coordination.backend import CoordinationBackend, TopicRegistry, open_broker_backend
@@ -411,8 +411,8 @@ class CoordinatorProcess:
         except Exception:
             log.exception("coordinator: cannot read the broker secret")
             return BOOT_ERROR
-        self.security.set_broker_secret(secret, inter_broker_user(self.config))
         self.offsets_log.security = inter_broker_security(self.config, secret)
+        self.security.set_broker_secret(secret, self.offsets_log.security)
         if self.security.authorizer_on:
             self.security.watch_acls(self.opened.acls())
         self.opened.add_state_listener(lambda state: loop.call_soon_threadsafe(self._on_session_state, state))

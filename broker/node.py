@@ -32,7 +32,7 @@ from broker.replica_fetcher import ReplicaFetcher
 from broker.replication import Replication
 from broker.rings import SharedRings
 from broker.security.broker_security import BrokerSecurity
-from broker.security.inter_broker import inter_broker_security, inter_broker_user
+from broker.security.inter_broker import inter_broker_security
 from broker.segment_files import SegmentFiles
 from coordination.backend import open_broker_backend
 from coordination.local_topics import TopicInfo
@@ -71,7 +71,8 @@ class WorkerNode:
         # TLS contexts, SASL mechanisms and the SCRAM credentials its connections check.
         self.security = BrokerSecurity(config)
         secret = self.cluster.broker_secret()
-        self.security.set_broker_secret(secret, inter_broker_user(config))
+        client_security = inter_broker_security(config, secret)  # how replica fetchers reach leaders
+        self.security.set_broker_secret(secret, client_security)
         if any(listener.sasl for listener in config.listeners.bound):
             self.security.watch_credentials(self.cluster.credentials())
         if self.security.authorizer_on:
@@ -84,7 +85,7 @@ class WorkerNode:
                            self._make_replication, self._owned_views, self._assigned_elsewhere)
         self.replica_fetcher = ReplicaFetcher(self.node_id, self.owner.replication, self.owner.log_for,
                                               self._topic_id, self._broker_address, lambda key: int(config[key]),
-                                              self._wake, inter_broker_security(config, secret))
+                                              self._wake, client_security)
         # The other processes of this broker, over the shared-memory rings: the workers'
         # partition ops, and the coordinator process (endpoint ``count``).
         self.mesh = Mesh(rings, index)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import ssl
 import threading
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Callable, Mapping
 
 from broker.config import SSL_KEYS, BrokerConfig
 from broker.security.broker_proof import PRINCIPAL_PREFIX
@@ -29,6 +29,7 @@ from broker.security.tls import build_server_context
 from coordination.acls import CLUSTER_NAME, AclRules, Operation, ResourceType
 
 if TYPE_CHECKING:
+    from broker.security.inter_broker import ClientSecurity
     from coordination.acl_store import AclStore
     from coordination.credentials import CredentialStore
 
@@ -72,14 +73,11 @@ class BrokerSecurity:
         self.max_receive_size = int(config["sasl.server.max.receive.size"])
         self._contexts: dict[str, ssl.SSLContext] = {}
         self._credentials: dict[str, dict[str, ScramCredential]] = {}
-        self._store: CredentialStore | None = None
-        self._wake = threading.Event()
+        self._wakes: list[threading.Event] = []  # the reader threads' (_follow)
         self.authorizer_on = bool(config["authorizer.class.name"])
         self._super_users = str(config["super.users"])
         self._everyone_if_no_acl = bool(config["allow.everyone.if.no.acl.found"])
         self._rules = AclRules((), self._super_users, self._everyone_if_no_acl)
-        self._acl_store: AclStore | None = None
-        self._acls_wake = threading.Event()
         self._closed = False
         self._mechanisms = {listener.name: tuple(m for m in str(config.for_listener(listener.name, "sasl.enabled.mechanisms"))
                                                   .split(",") if m)
@@ -113,28 +111,41 @@ class BrokerSecurity:
 
     def watch_credentials(self, store: "CredentialStore") -> None:
         """Keep the table fresh from ``store`` (a reader thread; the first read happens here)."""
-        self._store = store
-        self._credentials = parse_credentials(store.all())
-        threading.Thread(target=self._read_credentials, name="credentials", daemon=True).start()
-        store.watch(self._wake.set)
+        def load() -> None:
+            self._credentials = parse_credentials(store.all())
 
-    def _read_credentials(self) -> None:
-        while not self._closed:
-            self._wake.wait()
-            self._wake.clear()
-            if self._closed or self._store is None:
-                return
-            try:
-                self._credentials = parse_credentials(self._store.all())
-            except Exception as exc:
-                log.warning("cannot read the SCRAM credentials: %s", exc)
-                self._wake.set()
-                threading.Event().wait(0.5)
+        load()
+        store.watch(self._follow("credentials", load))
+
+    def _follow(self, what: str, load: Callable[[], None]) -> Callable[[], None]:
+        """A reader thread that runs ``load`` after each wake (a failure is retried after
+        0.5 s); the wake, for a store's watch, which must not block."""
+        wake = threading.Event()
+        self._wakes.append(wake)
+
+        def run() -> None:
+            while not self._closed:
+                wake.wait()
+                wake.clear()
+                if self._closed:
+                    return
+                try:
+                    load()
+                except Exception as exc:
+                    log.warning("cannot read the %s: %s", what, exc)
+                    wake.set()
+                    threading.Event().wait(0.5)
+
+        threading.Thread(target=run, name=what, daemon=True).start()
+        return wake.set
 
     # ------------------------------------------------------------------ brokers
-    def set_broker_secret(self, secret: bytes, inter_broker_user: str | None) -> None:
+    def set_broker_secret(self, secret: bytes, client: "ClientSecurity | None") -> None:
+        """The cluster's secret, and how this broker connects to others: the SASL user it
+        authenticates as is a broker's principal too."""
         self.broker_secret = secret
-        self._broker_principals = frozenset({f"User:{inter_broker_user}"} if inter_broker_user else ())
+        user = client.username if client is not None and client.mechanism is not None else ""
+        self._broker_principals = frozenset({f"User:{user}"} if user else ())
 
     def is_broker(self, principal: str, host: str) -> bool:
         """May this principal do what only brokers do (append to __consumer_offsets, fetch as a
@@ -158,25 +169,13 @@ class BrokerSecurity:
         return self._rules.authorize_any(principal, host, operation, resource_type)
 
     def watch_acls(self, store: "AclStore") -> None:
-        self._acl_store = store
-        self._rules = AclRules(store.all(), self._super_users, self._everyone_if_no_acl)
-        threading.Thread(target=self._read_acls, name="acls", daemon=True).start()
-        store.watch(self._acls_wake.set)
+        def load() -> None:
+            self._rules = AclRules(store.all(), self._super_users, self._everyone_if_no_acl)
 
-    def _read_acls(self) -> None:
-        while not self._closed:
-            self._acls_wake.wait()
-            self._acls_wake.clear()
-            if self._closed or self._acl_store is None:
-                return
-            try:
-                self._rules = AclRules(self._acl_store.all(), self._super_users, self._everyone_if_no_acl)
-            except Exception as exc:
-                log.warning("cannot read the ACLs: %s", exc)
-                self._acls_wake.set()
-                threading.Event().wait(0.5)
+        load()
+        store.watch(self._follow("ACLs", load))
 
     def close(self) -> None:
         self._closed = True
-        self._wake.set()
-        self._acls_wake.set()
+        for wake in self._wakes:
+            wake.set()

@@ -56,8 +56,3 @@ def inter_broker_security(config: BrokerConfig, secret: bytes | None = None) -> 
     username, password = parse_jaas_config(jaas, mechanism)
     return ClientSecurity(context, mechanism, username, password)
 
-
-def inter_broker_user(config: BrokerConfig) -> str | None:
-    """The SASL user this broker authenticates to others as (whom it then treats as a broker)."""
-    security = inter_broker_security(config)
-    return security.username if security is not None and security.mechanism is not None else None

@@ -8,6 +8,7 @@ import pytest
 from broker.config import load_config
 from broker.security.broker_proof import BrokerProofClient, BrokerProofServer
 from broker.security.broker_security import BrokerSecurity
+from broker.security.inter_broker import ClientSecurity
 from broker.security.sasl_server import SaslAuthenticationFailed
 
 SECRET = bytes(range(32))
@@ -61,6 +62,6 @@ def test_a_malformed_node_id_fails_before_any_nonce() -> None:
 
 def test_the_inter_broker_sasl_user_counts_as_a_broker() -> None:
     security = BrokerSecurity(load_config(None, {}))
-    security.set_broker_secret(SECRET, "broker")
+    security.set_broker_secret(SECRET, ClientSecurity(None, "SCRAM-SHA-512", "broker", "secret"))
     assert security.is_broker("User:broker", "10.0.0.1")
     assert not security.is_broker("User:alice", "10.0.0.1")
