@@ -257,13 +257,12 @@ class WorkerNode:
     async def to_coordinator(self, ctx: Any, request: Any, version: int) -> bytes:
         """Hand a group or offset request (a kio entity of ``version``) to the coordinator
         process; its encoded answer."""
-        host = ctx.connection.peer.rsplit(":", 1)[0]
         timeout = 60.0
         rebalance = getattr(request, "rebalance_timeout", None) or getattr(request, "session_timeout", None)
         if rebalance is not None and hasattr(rebalance, "total_seconds"):
             timeout += max(0.0, rebalance.total_seconds())  # a JoinGroup may wait a whole rebalance
         # The request travels as Kafka bytes (kio encodes what it decoded): no pickle.
-        parts = peer_codec.encode_serve(ctx.api_key, version, ctx.client_id, f"/{host}", ctx.connection.auth.principal,
+        parts = peer_codec.encode_serve(ctx.api_key, version, ctx.client_id, f"/{ctx.connection.host}", ctx.connection.auth.principal,
                                         codec.encode_request(request))
         try:
             body: bytes = await self.mesh.call(self.coordinator_endpoint, Op.SERVE, parts, bytes, timeout)

@@ -70,12 +70,12 @@ def _partition_entry(node: Any, topic: str, partition: int) -> dict[str, Any]:
     return entry
 
 
-def _topic_entry(node: Any, info: TopicInfo, operations: int = NO_OPERATIONS) -> dict[str, Any]:
+def _topic_entry(node: Any, info: TopicInfo) -> dict[str, Any]:
     if info.partitions <= 0:  # known, its partitions not loaded yet: as Kafka answers a topic being created
         return _error_entry(ErrorCode.leader_not_available, info.name, info.topic_id)
     return {
         "error_code": 0, "name": info.name, "topic_id": info.topic_id, "is_internal": info.name in INTERNAL_TOPICS,
-        "topic_authorized_operations": operations,
+        "topic_authorized_operations": NO_OPERATIONS,  # filled in below when the client asks
         "partitions": [_partition_entry(node, info.name, p) for p in range(info.partitions)],
     }
 
