@@ -3,11 +3,11 @@
 Two kinds, as in Kafka:
 * request-wide checks, declared with the API (``@api(..., authorize=on_cluster(ALTER))``): the
   connection runs them before the handler and answers the API's "everything failed with X"
-  response, e.g. CLUSTER_AUTHORIZATION_FAILED for ElectLeaders, GROUP_AUTHORIZATION_FAILED
-  for a JoinGroup of a group the principal may not READ;
+  response, e.g. CLUSTER_AUTHORIZATION_FAILED for ElectLeaders;
 * per-resource checks inside handlers (``topic_allowed``): a Produce answers
   TOPIC_AUTHORIZATION_FAILED for the partitions of a topic it may not WRITE and appends the
-  others; Metadata leaves out the topics the principal may not DESCRIBE.
+  others; Metadata leaves out the topics the principal may not DESCRIBE. Group and offset APIs
+  are checked in the coordinator process (CoordinatorContext.allowed), where the request is.
 
 Without ``authorizer.class.name`` everything is allowed, and these cost one attribute check.
 The principal is the connection's (``User:ANONYMOUS``, a certificate's DN, or the SASL user),
@@ -71,13 +71,6 @@ def on_cluster(operation: Operation) -> Check:
     """A request-wide check of ``operation`` on the cluster."""
     def check(ctx: RequestContext, _request: Any) -> int:
         return 0 if cluster_allowed(ctx, operation) else int(ErrorCode.cluster_authorization_failed)
-    return check
-
-
-def on_group(operation: Operation, group_of: Callable[[Any], str]) -> Check:
-    """A request-wide check of ``operation`` on the request's group."""
-    def check(ctx: RequestContext, request: Any) -> int:
-        return 0 if group_allowed(ctx, operation, group_of(request)) else int(ErrorCode.group_authorization_failed)
     return check
 
 

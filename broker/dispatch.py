@@ -95,7 +95,6 @@ COORDINATOR_HANDLERS: dict[int, Callable[..., Any]] = {}
 def coordinator_api(api_key: int, name: str, min_version: int, max_version: int,
                     error_response: Callable[[Any, int, int], Any],
                     legacy: Mapping[int, tuple[int, Callable[[int, bytes | bytearray, int], Entity]]] | None = None,
-                    authorize: Callable[[RequestContext, Any], int] | None = None,
                     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register ``serve(ctx, request)`` to run in the coordinator process, where ``ctx`` is
     a broker.coordinator_main.CoordinatorContext; workers forward to it.
@@ -122,7 +121,7 @@ def coordinator_api(api_key: int, name: str, min_version: int, max_version: int,
 
         forward.__name__ = f"forward_{serve.__name__}"
         low = min([min_version, *legacy])
-        api(api_key, name, low, max_version, error, decode if legacy else None, authorize)(forward)
+        api(api_key, name, low, max_version, error, decode if legacy else None)(forward)
         COORDINATOR_HANDLERS[api_key] = serve
         return serve
 

@@ -126,18 +126,3 @@ class ListenerSet:
         if chosen not in announced:
             raise ValueError(f"inter.broker.listener.name {chosen} is not an advertised listener ({', '.join(announced)})")
         return ListenerSet(tuple(bound), announced, mapping, chosen)
-
-    def named(self, name: str) -> Listener:
-        for listener in self.bound:
-            if listener.name == name:
-                return listener
-        raise KeyError(name)
-
-    @property
-    def first(self) -> Listener:
-        return self.bound[0]
-
-
-def endpoint_text(name: str, address: Address) -> str:
-    host, port = address
-    return f"{name}://{f'[{host}]' if ':' in host else host}:{port}"
