@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "serve":
         from broker.config import ConfigError, load_config, parse_overrides
-        from broker.supervisor import serve as run_serve
+        from broker.process.supervisor import serve as run_serve
 
         if rest:
             parser.error(f"unrecognized arguments: {' '.join(rest)}")

@@ -1,10 +1,10 @@
 """What an API handler gets and what it returns, typed; API modules import this, never the
-transport (broker/connection.py) or the worker (broker/node.py).
+transport (broker/network/connection.py) or the worker (broker/process/node.py).
 
 A handler is ``handle(ctx: RequestContext, request: <its request type>) -> Response`` (or
 a coroutine of one). ``ctx.node`` offers the worker's services through narrow interfaces
 (the anchor is Redpanda's request_context.h): topics, partition routing, fetch services,
-the coordinator process, and the broker's identity and counters. broker.node.WorkerNode
+the coordinator process, and the broker's identity and counters. broker.process.node.WorkerNode
 implements all of them; mypy checks that it does wherever a context is made.
 Coordinator-side API functions get a CoordinatorContext instead.
 """
@@ -17,18 +17,18 @@ from typing import TYPE_CHECKING, Callable, Protocol, TypeVar, Union
 
 from kio.static.protocol import Entity
 
-from broker.forwarding import Router
+from broker.links.forwarding import Router
 
 T = TypeVar("T")
 
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
-    from broker.listeners import Listener
-    from broker.metrics import WorkerMetrics
-    from broker.purgatory import FetchPurgatory
+    from broker.network.listeners import Listener
+    from broker.network.segment_files import SegmentFiles
+    from broker.partitions.purgatory import FetchPurgatory
+    from broker.process.metrics import WorkerMetrics
     from broker.security.broker_security import BrokerSecurity
     from broker.security.connection_auth import ConnectionAuth
-    from broker.segment_files import SegmentFiles
     from coordination.acls import Operation, ResourceType
     from coordination.backend import TopicRegistry
     from coordination.groups.coordinator import GroupCoordinator

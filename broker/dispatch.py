@@ -35,7 +35,7 @@ class HandlerSpec:
     is_async: bool
     error_response: Callable[[Any, int, int], Any] | None
     decode: Callable[[int, bytes | bytearray, int], Any] | None = None
-    # A request-wide authorization check (broker/authorization.py): an error code, 0 to go on.
+    # A request-wide authorization check (broker/security/authorization.py): an error code, 0 to go on.
     authorize: Callable[[RequestContext, Any], int] | None = None
 
 
@@ -85,8 +85,8 @@ def load_all() -> None:
 
 
 # ---------------------------------------------------------------------- coordinator APIs
-# Group and offset APIs are answered by the coordinator process (broker/coordinator_main.py).
-# A worker hands the request to the coordinator over the rings (broker/mesh.py, SERVE); it runs the API's serve
+# Group and offset APIs are answered by the coordinator process (broker/process/coordinator_main.py).
+# A worker hands the request to the coordinator over the rings (broker/links/mesh.py, SERVE); it runs the API's serve
 # function and sends back the encoded response body. One decorator registers both
 # halves, so the worker's table (and ApiVersions) and the coordinator's stay in step.
 COORDINATOR_HANDLERS: dict[int, Callable[..., Any]] = {}
@@ -97,7 +97,7 @@ def coordinator_api(api_key: int, name: str, min_version: int, max_version: int,
                     legacy: Mapping[int, tuple[int, Callable[[int, bytes | bytearray, int], Entity]]] | None = None,
                     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register ``serve(ctx, request)`` to run in the coordinator process, where ``ctx`` is
-    a broker.coordinator_main.CoordinatorContext; workers forward to it.
+    a broker.process.coordinator_main.CoordinatorContext; workers forward to it.
 
     ``legacy``: versions below ``min_version`` that kio lacks (Kafka 4.0 dropped them),
     each ``(as_version, decode)``: the worker reads the request into kio's ``as_version``

@@ -1,7 +1,7 @@
 """DeleteRecords (key 21), versions 0-2.
 
 Behaviour: each partition is answered by the worker that owns it (owner op
-``delete_records``, through broker.forwarding.on_owners), which moves the log start
+``delete_records``, through broker.links.forwarding.on_owners), which moves the log start
 offset up to the requested offset (-1: the high watermark) and answers the new low
 watermark (the log start offset). An offset above the high watermark, or negative other
 than -1, is OFFSET_OUT_OF_RANGE. An unknown topic or partition is
@@ -17,15 +17,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.authorization import topic_allowed
 from broker.context import RequestContext, Response
 from broker.dispatch import api
-from broker.forwarding import on_owners
-from broker.partition_ops import DeleteItem, OffsetResult
+from broker.links.forwarding import on_owners
+from broker.partitions.partition_ops import DeleteItem, OffsetResult
 from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
 from broker.protocol.requests import DeleteRecordsRequest
+from broker.security.authorization import topic_allowed
 from coordination.acls import Operation
 from storage.types import TopicPartition
 

@@ -6,7 +6,7 @@ by kio (a 1,000-partition request is decoded ~130 times a second).
 Behaviour: record bytes go from the segment file to the socket with os.sendfile and
 never enter Python: the owner of each partition (this worker, or another over the rings) says
 where the bytes lie (path, inode, position, length) and this worker sends that range
-(broker/segment_files.py opens it). Any worker answers any partition's fetch. With
+(broker/network/segment_files.py opens it). Any worker answers any partition's fetch. With
 min_bytes not reached and max_wait_ms > 0 the request parks in the purgatory until an
 append to one of its partitions (in any worker) or the deadline: no polling.
 Fetch sessions (KIP-227) are declined the way Kafka allows: we answer session_id 0, so
@@ -37,14 +37,14 @@ import time
 import uuid
 
 from broker.apis.metadata import current_leader, leader_endpoints
-from broker.authorization import topic_allowed
 from broker.context import FileChunk, RawResponse, RequestContext, WorkerServices
 from broker.dispatch import api
-from broker.forwarding import on_owners
-from broker.partition_ops import ReadItem, ReadResult
+from broker.links.forwarding import on_owners
+from broker.partitions.partition_ops import ReadItem, ReadResult
 from broker.protocol import fast, fetch_request
 from broker.protocol.errors import ErrorCode
 from broker.protocol.fetch_request import FetchRequest
+from broker.security.authorization import topic_allowed
 from coordination.acls import Operation
 from storage.errors import StorageError
 from storage.legacy_records import down_convert, fetch_magic

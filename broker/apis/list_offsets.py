@@ -1,7 +1,7 @@
 """ListOffsets (key 2), versions 0-8.
 
 Behaviour: each partition is answered by the worker that owns it (owner op
-``list_offsets``, through broker.forwarding.on_owners), all owners at once. Timestamp -1
+``list_offsets``, through broker.links.forwarding.on_owners), all owners at once. Timestamp -1
 is the latest offset (the high watermark), -2 the earliest (the log start offset), -3
 the offset of the record with the largest timestamp, -4 (earliest local) the same as -2
 since every segment is local; any other value is the first offset whose timestamp is at
@@ -28,18 +28,18 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from broker.authorization import topic_allowed
 from broker.context import RequestContext, Response
 from broker.dispatch import api
-from broker.forwarding import on_owners
-from broker.partition_ops import LOG_END as OWNER_LOG_END
-from broker.partition_ops import OffsetItem, OffsetResult
+from broker.links.forwarding import on_owners
+from broker.partitions.partition_ops import LOG_END as OWNER_LOG_END
+from broker.partitions.partition_ops import OffsetItem, OffsetResult
+from broker.partitions.replication import epoch_fence
 from broker.protocol import codec, list_offsets_v0
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
 from broker.protocol.list_offsets_v0 import ListOffsetsV0Request
 from broker.protocol.requests import ListOffsetsRequest
-from broker.replication import epoch_fence
+from broker.security.authorization import topic_allowed
 from coordination.acls import Operation
 from storage.types import TopicPartition
 

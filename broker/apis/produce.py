@@ -5,7 +5,7 @@ owner parses batch headers, checks CRC-32C, rewrites base offsets; records are
 re-encoded only for a topic whose compression.type differs from the batch's codec).
 Produce v0-v2 (Kafka 3.9 served them, 4.0 does not) carry message sets of magic 0 or 1:
 they are validated (CRC32, wrappers) and converted to one v2 batch here, as Kafka 3.x
-did (storage/legacy_records.py); a bad set answers CORRUPT_MESSAGE or INVALID_RECORD. Partitions owned by other workers are forwarded to their owner over the shared-memory rings (broker/mesh.py)
+did (storage/legacy_records.py); a bad set answers CORRUPT_MESSAGE or INVALID_RECORD. Partitions owned by other workers are forwarded to their owner over the shared-memory rings (broker/links/mesh.py)
 and the answers merged in request order. acks=all: NOT_ENOUGH_REPLICAS before the
 append when the ISR the cluster records is below min.insync.replicas; after it, the
 answer waits (at the owner, bounded by the request's timeout) until the high watermark
@@ -28,16 +28,16 @@ and node_endpoints (tagged; sent with NOT_LEADER_OR_FOLLOWER: KIP-951).
 from __future__ import annotations
 
 from broker.apis.metadata import INTERNAL_TOPICS, current_leader, leader_endpoints
-from broker.authorization import topic_allowed
 from broker.context import NO_RESPONSE, RequestContext, Response, WorkerServices
 from broker.dispatch import api
-from broker.forwarding import on_owners
-from broker.partition_ops import NO_FENCE, AppendItem, AppendResult, CommitItem
+from broker.links.forwarding import on_owners
+from broker.links.remote_partition import epoch_from_client_id
+from broker.partitions.partition_ops import NO_FENCE, AppendItem, AppendResult, CommitItem
 from broker.protocol import produce_request
 from broker.protocol.errors import ErrorCode
 from broker.protocol.fast import encode_produce_response
 from broker.protocol.produce_request import ProduceRequest
-from broker.remote_partition import epoch_from_client_id
+from broker.security.authorization import topic_allowed
 from coordination.acls import Operation
 from storage.errors import StorageError
 from storage.legacy_records import parse_message_set, peek_magic, up_convert

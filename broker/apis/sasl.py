@@ -4,7 +4,7 @@ Behaviour (Kafka's SaslServerAuthenticator): SaslHandshake names a mechanism of
 ``sasl.enabled.mechanisms`` and answers the enabled list (UNSUPPORTED_SASL_MECHANISM for
 another; ILLEGAL_SASL_STATE on a listener without SASL, during an exchange, or when a
 re-authentication changes mechanism). After v0 the tokens travel as bare frames
-(broker/connection.py handles them); after v1 each token is a SaslAuthenticate.
+(broker/network/connection.py handles them); after v1 each token is a SaslAuthenticate.
 SaslAuthenticate answers the mechanism's next token; a failure answers
 SASL_AUTHENTICATION_FAILED with a message that never tells whether the user exists, and
 the connection closes after that answer. v1 adds session_lifetime_ms (KIP-368:

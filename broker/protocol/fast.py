@@ -173,7 +173,7 @@ def _partition_tags(p: FetchPartitionOut) -> bytes:
 
 
 class Appended(Protocol):
-    """What a Produce answer says of one partition (broker.partition_ops.AppendResult has it)."""
+    """What a Produce answer says of one partition (broker.partitions.partition_ops.AppendResult has it)."""
 
     @property
     def error_code(self) -> int: ...

@@ -4,7 +4,7 @@ A connection starts with a principal: ``User:ANONYMOUS`` on PLAINTEXT, the clien
 certificate's distinguished name on SSL (set once the TLS handshake completes). On a SASL
 listener it is unauthenticated until SaslHandshake and SaslAuthenticate succeed; until then
 the connection serves only ApiVersions, SaslHandshake and SaslAuthenticate, and reads no
-frame larger than ``sasl.server.max.receive.size`` (broker/connection.py enforces both).
+frame larger than ``sasl.server.max.receive.size`` (broker/network/connection.py enforces both).
 
 SaslHandshake v0 means the tokens that follow travel as bare size-prefixed frames, without
 SaslAuthenticate around them (``raw_tokens``); v1 means SaslAuthenticate requests.
@@ -22,7 +22,7 @@ import asyncio
 import time
 from typing import Callable
 
-from broker.listeners import Listener
+from broker.network.listeners import Listener
 from broker.security.broker_proof import MECHANISM as BROKER_MECHANISM
 from broker.security.broker_proof import BrokerProofServer
 from broker.security.sasl_server import SaslAuthenticationFailed, SaslServer

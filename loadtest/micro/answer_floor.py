@@ -22,7 +22,7 @@ import struct
 import sys
 from typing import Any
 
-from broker.partition_ops import AppendResult
+from broker.partitions.partition_ops import AppendResult
 from broker.protocol import fast
 
 _SIZE = struct.Struct(">i")

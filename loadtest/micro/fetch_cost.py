@@ -13,7 +13,7 @@ This tool times, with timeit on one in-memory request (best of 5 repeats):
 * ``resolve``: broker/apis/fetch.py ``_resolve``, which turns the request into read
   items (a stand-in registry answers the topic lookup);
 * ``watch``: the long-poll watch of a fetch below min_bytes: register under every
-  partition, re-arm once after a wakeup, cancel (broker/purgatory.py).
+  partition, re-arm once after a wakeup, cancel (broker/partitions/purgatory.py).
 
 It prints each in µs per request and per partition. Reads and the answer's encoding are
 left out: they depend on the logs' state and are seen in the benchmark's profile
@@ -28,9 +28,9 @@ from typing import Any
 
 from broker.apis import fetch
 from broker.config import load_config
+from broker.partitions.purgatory import FetchPurgatory
 from broker.protocol import codec, fetch_request
 from broker.protocol.build import build
-from broker.purgatory import FetchPurgatory
 from broker.security.broker_security import BrokerSecurity
 from loadtest.micro import codec_cost
 from loadtest.micro.codec_cost import best_seconds

@@ -24,7 +24,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from broker.partition_ops import AppendResult
+from broker.partitions.partition_ops import AppendResult
 from broker.protocol import codec, fast, produce_request
 from broker.protocol.build import build
 from loadtest.micro import codec_cost

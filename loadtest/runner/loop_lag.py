@@ -1,7 +1,7 @@
 """How late a Castle's worker loops ran during a run's window, from its metrics endpoint.
 
 Castle's workers sample their own event loops ten times a second
-(``castle_worker_loop_lag_seconds``, broker/loop_lag.py): how long a request arriving at
+(``castle_worker_loop_lag_seconds``, broker/process/loop_lag.py): how long a request arriving at
 that moment waited before its worker could read it. The runner scrapes the histogram when
 the measurement window opens and when it closes, and reports the window's share: how many
 samples, the bucket bounds that hold the p50 and p99, and the share of samples over

@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import pytest
 
-from broker.placement import owner_index
+from broker.partitions.placement import owner_index
 from storage.types import TopicPartition
 from tests.integration.kio_client import read_frame
 from tests.zookeeper_server import free_port  # noqa: F401  (below the ephemeral range; re-exported to the tests)

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from broker.placement import owner_index
+from broker.partitions.placement import owner_index
 from storage.types import TopicPartition
 from tests.integration.clients import (
     assert_same,

@@ -1,4 +1,4 @@
-"""The Prometheus endpoint (broker/metrics.py), scraped over HTTP from a real broker:
+"""The Prometheus endpoint (broker/process/metrics.py), scraped over HTTP from a real broker:
 every worker's requests and bytes count, partition state and group lag are current,
 counters survive a worker restart, and the endpoint's settings are honoured."""
 

@@ -1,6 +1,6 @@
-"""SIGHUP reloads the dynamic settings (broker/reload.py) without dropping a connection;
+"""SIGHUP reloads the dynamic settings (broker/process/reload.py) without dropping a connection;
 a file that no longer loads changes nothing; log lines carry their process's role, as text
-or JSON (broker/logs.py), and DEBUG adds the request log."""
+or JSON (broker/process/logs.py), and DEBUG adds the request log."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""broker/remote_partition.py against a real broker process: produce, list offsets, fetch
+"""broker/links/remote_partition.py against a real broker process: produce, list offsets, fetch
 and read a whole partition back over the Kafka protocol, as the coordinator does towards
 a partition another broker holds; failures come back as error codes, never exceptions.
 
@@ -16,14 +16,14 @@ from typing import Any, Awaitable, Callable
 import pytest
 import uvloop
 
-from broker.protocol.build import build
-from broker.remote_partition import (
+from broker.links.remote_partition import (
     COORDINATOR_CLIENT_PREFIX,
     RemotePartitionClient,
     complete_batches,
     coordinator_client_id,
     epoch_from_client_id,
 )
+from broker.protocol.build import build
 from storage.records import Record, encode_batch, iter_batches
 from tests.integration.conftest import free_port
 from tests.integration.kio_client import KioClient

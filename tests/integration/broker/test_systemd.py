@@ -1,4 +1,4 @@
-"""Castle as a systemd service: the unit in deploy/, and the notify protocol (broker/sd_notify.py).
+"""Castle as a systemd service: the unit in deploy/, and the notify protocol (broker/process/sd_notify.py).
 
 No systemd runs here, so the tests play its part: they bind the AF_UNIX datagram socket
 that NOTIFY_SOCKET names (SO_PASSCRED on, so each datagram carries its sender's pid, as
@@ -29,7 +29,7 @@ from typing import Callable, Iterator
 import pytest
 
 from broker.config import BY_NAME, load_config, read_properties
-from broker.sd_notify import Notifier
+from broker.process.sd_notify import Notifier
 from tests.integration.conftest import Broker, castle_command, round_trip, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
@@ -181,7 +181,7 @@ def test_ready_only_when_every_worker_serves_then_stopping_on_sigterm(broker_fac
     at that moment the client port answers a round trip."""
     from confluent_kafka import Producer
 
-    from broker.placement import owner_index
+    from broker.partitions.placement import owner_index
     from storage.types import TopicPartition
 
     topic = "slow-start"
@@ -309,11 +309,11 @@ def test_without_notify_socket_everything_is_a_no_op():
 
 def test_a_missing_socket_warns_once_and_never_raises(caplog):
     notifier = Notifier("/nonexistent-castle-dir/notify")
-    with caplog.at_level(logging.WARNING, logger="broker.sd_notify"):
+    with caplog.at_level(logging.WARNING, logger="broker.process.sd_notify"):
         assert notifier.ready("serving") is False
         assert notifier.status("x") is False
         assert notifier.watchdog() is False
-    warnings = [r for r in caplog.records if r.name == "broker.sd_notify"]
+    warnings = [r for r in caplog.records if r.name == "broker.process.sd_notify"]
     assert len(warnings) == 1 and "cannot notify systemd" in warnings[0].getMessage()
     notifier.close()
 

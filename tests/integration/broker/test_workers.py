@@ -99,7 +99,7 @@ def test_pipelined_requests_keep_partition_order_across_owners(broker):
     are local-only, some forwarded, some mixed; each partition's log must still take the
     batches in request order, and each answer's base offset must say so."""
 
-    from broker.placement import owner_index
+    from broker.partitions.placement import owner_index
     from broker.protocol import codec
     from broker.protocol.build import build
     from storage.records import Record, encode_batch

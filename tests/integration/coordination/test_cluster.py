@@ -227,7 +227,7 @@ def test_group_carries_on_after_the_coordinator_process_is_killed(cluster: Any, 
         registration = client.get(f"/brokers/ids/{elected}")[1]
         subprocess.run(["kill", "-9", str(victim)], check=True)
         # The supervisor starts another coordinator process, which resumes the dead one's
-        # ZooKeeper session (broker/session_file.py) and wins again with a new epoch, at
+        # ZooKeeper session (broker/process/session_file.py) and wins again with a new epoch, at
         # once: the other broker never gets the election, which it would after the session
         # timeout, and the broker's registration never went away.
         wait_until(lambda: int(client.get("/consumers/coordinator_epoch")[0]) > epoch_at_kill, 40, "a new election")

@@ -1,5 +1,5 @@
 """Large Produce frames (64 KiB or more), received into a buffer of the frame's size
-(broker/connection.py) and decoded by broker/protocol/produce_request.py, against a real
+(broker/network/connection.py) and decoded by broker/protocol/produce_request.py, against a real
 broker: the records arrive intact whatever way the frame is cut on the wire, another
 producer's append while a frame is half received goes first and nothing mixes,
 pipelined frames are each read to their boundary and answered in order, and a client

@@ -1,4 +1,4 @@
-"""broker/eager.py: a handler coroutine stepped by hand finishes without a Task, and one
+"""broker/network/eager.py: a handler coroutine stepped by hand finishes without a Task, and one
 that waits is driven to the end by a Task with asyncio's own semantics (results,
 exceptions, a bare yield, cancellation) on a real uvloop loop."""
 
@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import uvloop
 
-from broker import eager
+from broker.network import eager
 
 
 def _run(scenario: Any) -> None:

@@ -1,4 +1,4 @@
-"""The sans-I/O frame reader and the response sequencer that broker/connection.py is built
+"""The sans-I/O frame reader and the response sequencer that broker/network/connection.py is built
 on: frames cut at any byte boundary come out whole, large frames are received into their
 own buffer, bad sizes are refused before anything is allocated, responses leave in request
 order."""
@@ -10,9 +10,9 @@ import struct
 
 import pytest
 
-from broker.frame_reader import LARGE_FRAME, FrameReader
+from broker.network.frame_reader import LARGE_FRAME, FrameReader
+from broker.network.sequencer import ResponseSequencer
 from broker.protocol.errors import ProtocolViolation
-from broker.sequencer import ResponseSequencer
 
 
 def _framed(body: bytes) -> bytes:

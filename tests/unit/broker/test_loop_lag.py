@@ -1,4 +1,4 @@
-"""The loop-lag probe (broker/loop_lag.py) on a real uvloop loop: on time while the loop
+"""The loop-lag probe (broker/process/loop_lag.py) on a real uvloop loop: on time while the loop
 is free, late by as long as a callback holds the loop, and silent once stopped."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import time
 
 import uvloop
 
-from broker.loop_lag import LoopLagProbe
+from broker.process.loop_lag import LoopLagProbe
 
 
 def test_a_callback_that_holds_the_loop_shows_as_one_late_sample():

@@ -1,7 +1,7 @@
-"""The mesh (broker/mesh.py) between two endpoints of real shared rings, on one uvloop
+"""The mesh (broker/links/mesh.py) between two endpoints of real shared rings, on one uvloop
 loop: calls are answered in order, large messages travel in fragments, a full ring waits
 in a backlog, and a peer that is down or dies fails calls with a retriable error instead
-of leaving them hanging. Also the codec's round trips (broker/peer_codec.py)."""
+of leaving them hanging. Also the codec's round trips (broker/links/peer_codec.py)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ import uuid
 
 import pytest
 
-from broker import peer_codec as codec
-from broker.mesh import Mesh, Op
-from broker.partition_ops import (
+from broker.links import peer_codec as codec
+from broker.links.mesh import Mesh, Op
+from broker.links.rings import SharedRings
+from broker.partitions.partition_ops import (
     AppendItem,
     AppendResult,
     CommitItem,
@@ -28,7 +29,6 @@ from broker.partition_ops import (
     ReadResult,
 )
 from broker.protocol.errors import ErrorCode, KafkaError
-from broker.rings import SharedRings
 from storage.types import TopicPartition
 
 RING = 64 * 1024

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from broker.purgatory import FetchPurgatory
+from broker.partitions.purgatory import FetchPurgatory
 from storage.types import TopicPartition
 
 A, B, C = TopicPartition("t", 0), TopicPartition("t", 1), TopicPartition("u", 0)

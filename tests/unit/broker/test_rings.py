@@ -1,4 +1,4 @@
-"""The shared-memory rings (broker/rings.py): records go in and come out whole and in
+"""The shared-memory rings (broker/links/rings.py): records go in and come out whole and in
 order, across the end of the data, and a full ring refuses rather than overwrites."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from broker.rings import MORE, RECORD, Ring, SharedRings, default_ring_bytes
+from broker.links.rings import MORE, RECORD, Ring, SharedRings, default_ring_bytes
 
 
 @pytest.fixture

@@ -1,11 +1,11 @@
-"""broker/segment_files.py: fds by (path, inode), an LRU bound, and the sweep that lets a
+"""broker/network/segment_files.py: fds by (path, inode), an LRU bound, and the sweep that lets a
 deleted file's blocks go."""
 
 from __future__ import annotations
 
 import os
 
-from broker.segment_files import SegmentFiles
+from broker.network.segment_files import SegmentFiles
 from storage.releaser import RELEASER
 
 

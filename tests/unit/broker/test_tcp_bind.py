@@ -8,8 +8,8 @@ import socket
 
 import pytest
 
-from broker.supervisor import reserve_shared_port
-from broker.tcp_bind import bind_exclusive
+from broker.network.tcp_bind import bind_exclusive
+from broker.process.supervisor import reserve_shared_port
 
 
 def test_a_reserved_shared_port_is_never_picked_for_another_socket() -> None:

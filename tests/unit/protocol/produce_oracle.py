@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime
 
-from broker.partition_ops import AppendResult
+from broker.partitions.partition_ops import AppendResult
 from broker.protocol import codec
 from broker.protocol.build import build
 

@@ -33,11 +33,11 @@ import broker.apis.list_offsets  # noqa: F401
 import broker.apis.topics  # noqa: F401
 from broker.config import load_config
 from broker.dispatch import REGISTRY
-from broker.node import WorkerNode
-from broker.partition_ops import AppendItem
+from broker.links.rings import SharedRings
+from broker.partitions.partition_ops import AppendItem
+from broker.process.node import WorkerNode
 from broker.protocol import codec
 from broker.protocol.build import build
-from broker.rings import SharedRings
 from storage.records import Record, encode_batch
 from storage.types import TopicPartition
 

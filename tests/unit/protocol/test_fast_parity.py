@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.partition_ops import AppendResult
+from broker.partitions.partition_ops import AppendResult
 from broker.protocol import codec, fast
 from broker.protocol.build import build
 from tests.unit.protocol.produce_oracle import kio_answer

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from kafka.protocol.metadata import ApiVersionsRequest as KafkaPythonApiVersionsRequest
 
 from broker import dispatch
-from broker.connection import decode_frame
+from broker.network.connection import decode_frame
 from broker.protocol import framing
 from broker.protocol.errors import ProtocolViolation
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from broker.partition_ops import AppendResult
+from broker.partitions.partition_ops import AppendResult
 from broker.protocol import codec, fast, fetch_request, list_offsets_v0, offsets_legacy, produce_request
 from broker.protocol.build import build
 

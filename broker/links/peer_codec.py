@@ -1,4 +1,4 @@
-"""The bytes of the messages between a broker's processes (broker/mesh.py carries them).
+"""The bytes of the messages between a broker's processes (broker/links/mesh.py carries them).
 
 No pickle: every op has a fixed layout, little-endian. Items are grouped in runs of the same
 topic (a request usually names few topics and many partitions), and each field of a run is
@@ -26,7 +26,7 @@ import functools
 import struct
 from typing import Any, Callable, Sequence, TypeVar
 
-from broker.partition_ops import (
+from broker.partitions.partition_ops import (
     AppendItem,
     AppendResult,
     CommitItem,

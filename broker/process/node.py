@@ -1,7 +1,7 @@
 """WorkerNode: the state one worker process serves from, and its peers and stats.
 
 Partition ownership is a pure function of (topic, partition, worker count): see
-broker/placement.py.
+broker/partitions/placement.py.
 """
 
 from __future__ import annotations
@@ -16,24 +16,24 @@ from typing import Any, Callable, Iterator, TypeVar
 
 import orjson
 
-from broker import peer_codec
 from broker.config import BrokerConfig
-from broker.mesh import Mesh, Op, Parts, PeerUnavailable
-from broker.metrics import WorkerMetrics
-from broker.owner import Owner
-from broker.partition_ops import PartitionOps
-from broker.placement import owner_index
+from broker.links import peer_codec
+from broker.links.mesh import Mesh, Op, Parts, PeerUnavailable
+from broker.links.remote_ops import RemotePartitionOps, serve_partition_ops
+from broker.links.rings import SharedRings
+from broker.network.segment_files import SegmentFiles
+from broker.partitions.owner import Owner
+from broker.partitions.partition_ops import PartitionOps
+from broker.partitions.placement import owner_index
+from broker.partitions.purgatory import FetchPurgatory
+from broker.partitions.replica_fetcher import ReplicaFetcher
+from broker.partitions.replication import Replication
+from broker.process.metrics import WorkerMetrics
+from broker.process.reload import apply_in_child
 from broker.protocol import codec
 from broker.protocol.errors import ErrorCode, KafkaError
-from broker.purgatory import FetchPurgatory
-from broker.reload import apply_in_child
-from broker.remote_ops import RemotePartitionOps, serve_partition_ops
-from broker.replica_fetcher import ReplicaFetcher
-from broker.replication import Replication
-from broker.rings import SharedRings
 from broker.security.broker_security import BrokerSecurity
 from broker.security.inter_broker import inter_broker_security
-from broker.segment_files import SegmentFiles
 from coordination.backend import open_broker_backend
 from coordination.local_topics import TopicInfo
 from coordination.snapshot import ClusterSnapshot, PartitionView
@@ -281,7 +281,7 @@ class WorkerNode:
         return self.cluster.current_epoch()
 
     def reload_settings(self) -> None:
-        """SIGHUP (broker/reload.py): take the supervisor's new dynamic settings."""
+        """SIGHUP (broker/process/reload.py): take the supervisor's new dynamic settings."""
         changed = apply_in_child(self.config, self.run_dir)
         self.security.reload_certificates()
         if set(changed) - {"log.level"}:
@@ -311,7 +311,7 @@ class WorkerNode:
             await asyncio.sleep(0.5)
 
     def write_stats(self, path: str) -> None:
-        # The partitions' state rides here for the metrics endpoint (broker/metrics.py):
+        # The partitions' state rides here for the metrics endpoint (broker/process/metrics.py):
         # [topic, partition, log start offset, log end offset, size in bytes].
         partitions = [[tp.topic, tp.partition, plog.log_start_offset, plog.log_end_offset, plog.size_in_bytes]
                       for tp, plog in list(self.logs.logs.items()) if self.owns(tp)]

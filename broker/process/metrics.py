@@ -13,7 +13,7 @@ Two kinds of figures, kept two ways:
   small Produce request. ``WorkerMetrics`` adds into plain dicts on the hot path and
   moves the sums into prometheus_client's values once a second (``flush``).
 * **State** (each partition's log start and end offsets and size, open connections) is
-  read at scrape time from the workers' stats files (broker/node.py writes them every
+  read at scrape time from the workers' stats files (broker/process/node.py writes them every
   0.5 s), so a deleted partition disappears from the next scrape, which prometheus_client's
   multiprocess gauges cannot do. Consumer-group lag joins those log end offsets with the
   committed offsets the coordinator holds, at scrape time too.
@@ -37,7 +37,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import orjson
 
-from broker.tcp_bind import bind_exclusive
+from broker.network.tcp_bind import bind_exclusive
 from storage.log import FlushTimes
 
 log = logging.getLogger(__name__)
@@ -48,7 +48,7 @@ MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
                    1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 FLUSH_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
-# How late a worker's loop ran its probe timer (broker/loop_lag.py): the timer's own
+# How late a worker's loop ran its probe timer (broker/process/loop_lag.py): the timer's own
 # resolution is 1 ms, so the first bucket holds "on time".
 LOOP_LAG_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
@@ -132,7 +132,7 @@ class WorkerMetrics:
         sums.total += seconds
 
     def loop_late(self, seconds: float) -> None:
-        """The loop-lag probe's sample (broker/loop_lag.py), ten a second."""
+        """The loop-lag probe's sample (broker/process/loop_lag.py), ten a second."""
         if not self.on:
             return
         lag = self.loop_lag

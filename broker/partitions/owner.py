@@ -1,8 +1,8 @@
 """What a worker does for the partitions it owns (it is their only writer, P6).
 
-Owner implements PartitionOps (broker/partition_ops.py) and answers at once: the worker's
+Owner implements PartitionOps (broker/partitions/partition_ops.py) and answers at once: the worker's
 own connections call it directly, and the other processes of the broker through the rings
-(broker/remote_ops.py). It is built from narrow collaborators (the log manager, a view of
+(broker/links/remote_ops.py). It is built from narrow collaborators (the log manager, a view of
 the topic registry, and callbacks) and knows nothing of the worker around it. Expected
 failures are error codes in the results, never exceptions (P3).
 """
@@ -14,7 +14,7 @@ import logging
 import os
 from typing import Any, Callable, Iterable, Protocol
 
-from broker.partition_ops import (
+from broker.partitions.partition_ops import (
     LOG_END,
     NO_FENCE,
     AppendItem,
@@ -29,8 +29,8 @@ from broker.partition_ops import (
     ReadItem,
     ReadResult,
 )
+from broker.partitions.replication import Replication, epoch_fence
 from broker.protocol.errors import ErrorCode, code_for_exception
-from broker.replication import Replication, epoch_fence
 from coordination.local_topics import TopicInfo
 from storage.batch import HEADER_SIZE, BatchHeader, check_producer_batch, parse_header, producer_id_at
 from storage.checkpoint import read_partition_metadata

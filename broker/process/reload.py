@@ -23,7 +23,7 @@ from typing import Any
 import orjson
 
 from broker.config import BrokerConfig, ConfigError, load_config
-from broker.logs import set_level
+from broker.process.logs import set_level
 from storage import files
 from storage.config import TOPIC_KEYS
 

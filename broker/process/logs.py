@@ -5,7 +5,7 @@ writes one JSON object per line (orjson) with the same fields, for journald or a
 shipper. The role ("supervisor", "worker 1", "coordinator") is set by each process after
 the fork, so lines from the processes of one broker interleaved on one stderr (or in one
 journal) say who wrote them. Messages themselves are written key=value where they carry
-figures (the request log at DEBUG: broker/connection.py).
+figures (the request log at DEBUG: broker/network/connection.py).
 """
 
 from __future__ import annotations

@@ -1,13 +1,13 @@
 """One client connection: reads request frames, runs their handlers, answers in order.
 
 The pieces, each in its own module:
-    broker/frame_reader.py    cutting frames out of the byte stream (sans-I/O)
-    broker/sequencer.py       responses in request order (P5)
-    broker/socket_writer.py   sendmsg and os.sendfile on the raw socket
+    broker/network/frame_reader.py    cutting frames out of the byte stream (sans-I/O)
+    broker/network/sequencer.py       responses in request order (P5)
+    broker/network/socket_writer.py   sendmsg and os.sendfile on the raw socket
     broker/context.py         what handlers get and return
 This module reads the socket (add_reader on the raw non-blocking fd), decodes each frame,
 starts its handler, and applies flow control. A connection stays on the worker the kernel
-gave it; partitions other workers own are reached over the rings (broker/mesh.py).
+gave it; partitions other workers own are reached over the rings (broker/links/mesh.py).
 
 Backpressure: reading pauses while ``queued.max.requests`` requests are unanswered, or
 their frames hold more than ``queued.max.request.bytes``, or more than OUTPUT_HIGH_WATER
@@ -19,7 +19,7 @@ A protocol violation (bad size, unknown API, unparseable body, unsupported versi
 anything but ApiVersions) closes this connection only.
 
 Security (broker/security/): on a TLS listener the socket's bytes pass through a
-TlsChannel (broker/tls_channel.py) both ways, and file ranges are encrypted in chunks
+TlsChannel (broker/network/tls_channel.py) both ways, and file ranges are encrypted in chunks
 instead of sent with sendfile. On a SASL listener, until the client authenticated, only
 ApiVersions, SaslHandshake and SaslAuthenticate are served (anything else closes the
 connection, as Kafka does) and no frame above ``sasl.server.max.receive.size`` is read;
@@ -37,21 +37,22 @@ import ssl
 import time
 from typing import TYPE_CHECKING, Any
 
-from broker import dispatch, eager
+from broker import dispatch
 from broker.context import NO_RESPONSE, FileChunk, RawResponse, RequestContext, Response
-from broker.frame_reader import FrameReader
-from broker.listeners import Listener
+from broker.network import eager
+from broker.network.frame_reader import FrameReader
+from broker.network.listeners import Listener
+from broker.network.sequencer import ResponseSequencer
+from broker.network.socket_writer import Chunk, SocketWriter
+from broker.network.tls_channel import TlsChannel, TlsSocketWriter
 from broker.protocol import codec, framing
 from broker.protocol.errors import ProtocolViolation, code_for_exception
 from broker.security.connection_auth import SASL_AUTHENTICATE, ConnectionAuth
 from broker.security.sasl_server import SaslAuthenticationFailed
 from broker.security.tls import principal_of_certificate
-from broker.sequencer import ResponseSequencer
-from broker.socket_writer import Chunk, SocketWriter
-from broker.tls_channel import TlsChannel, TlsSocketWriter
 
 if TYPE_CHECKING:
-    from broker.node import WorkerNode
+    from broker.process.node import WorkerNode
 
 log = logging.getLogger(__name__)
 request_log = logging.getLogger("castle.requests")

@@ -1,7 +1,7 @@
 """Split per-partition work by owning worker, run it there, and merge the answers.
 
 Each owner's share goes to its PartitionOps: this worker's Owner answers at once, another
-worker's proxy (broker/remote_ops.py) over the rings; all owners work concurrently.
+worker's proxy (broker/links/remote_ops.py) over the rings; all owners work concurrently.
 Results come back in the order of the items, whichever worker answered first. Partitions
 another broker holds answer NOT_LEADER_OR_FOLLOWER without being sent anywhere. A worker
 that cannot answer (restarting, timed out) fails only its own partitions, each with that
@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Callable, Protocol, Sequence, TypeVar, cast
 
-from broker.partition_ops import PartitionOps, Reply
+from broker.partitions.partition_ops import PartitionOps, Reply
 from broker.protocol.errors import ErrorCode, code_for_exception
 from storage.types import TopicPartition
 
@@ -23,7 +23,7 @@ R = TypeVar("R")
 
 
 class Router(Protocol):
-    """Who writes a partition (broker.node.WorkerNode)."""
+    """Who writes a partition (broker.process.node.WorkerNode)."""
 
     index: int
 

@@ -1,7 +1,7 @@
 """TLS on a connection's raw socket, in user space: ``ssl.SSLObject`` over two memory BIOs.
 
 Why not ``ssl.SSLSocket`` or an asyncio transport: a connection drives its raw
-non-blocking socket with add_reader/add_writer (broker/connection.py), and an SSLSocket
+non-blocking socket with add_reader/add_writer (broker/network/connection.py), and an SSLSocket
 would hide how many ciphertext bytes a read or a write needs. With memory BIOs the
 connection keeps doing the socket I/O itself: what arrives is fed in, plaintext is read
 out (large frames straight into their own buffers), and ciphertext waits in one pending
@@ -28,7 +28,7 @@ import time
 from typing import Callable
 
 from broker.context import FileChunk
-from broker.socket_writer import SocketWriter
+from broker.network.socket_writer import SocketWriter
 
 FILE_CHUNK = 256 * 1024  # bytes of a file range read and encrypted at a time
 PLAIN_BATCH = 256 * 1024  # small buffers encrypted together, at most this much at once

@@ -1,9 +1,9 @@
 """The operations on a partition that only its owning worker may run, as one typed interface.
 
-Two implementations: ``broker.owner.Owner`` runs them on the partitions this process writes
-and answers at once; ``broker.remote_ops.RemotePartitionOps`` sends them to the owning
+Two implementations: ``broker.partitions.owner.Owner`` runs them on the partitions this process writes
+and answers at once; ``broker.links.remote_ops.RemotePartitionOps`` sends them to the owning
 worker over the shared-memory rings and answers with a future. Handlers and the
-coordinator call them through ``broker.forwarding.on_owners`` and never need to know which.
+coordinator call them through ``broker.links.forwarding.on_owners`` and never need to know which.
 
 Every op takes a list of items for several partitions and answers one result per item, in
 order. Expected failures are error codes in the results, never exceptions.

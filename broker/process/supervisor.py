@@ -3,7 +3,7 @@
 Boring on purpose (P11), after gunicorn's arbiter: synchronous, no asyncio, never on the
 data path. Signal handlers only queue the signal and wake the main loop through a pipe;
 the loop dispatches. It opens nothing stateful before forking (P12): the log-dir locks,
-the shared-memory rings and their eventfd doorbells (broker/rings.py) are made once and
+the shared-memory rings and their eventfd doorbells (broker/links/rings.py) are made once and
 inherited by every child it forks, again after a death.
 
 Start:
@@ -17,7 +17,7 @@ Stop (SIGTERM/SIGINT):
     1. SIGTERM every worker (each stops accepting, finishes in-flight requests, closes logs)
     2. wait up to graceful.shutdown.timeout.ms (+5 s), then SIGKILL the stragglers; reap
     3. if every worker exited 0, write the clean-shutdown markers; release the locks; exit 0
-systemd (Type=notify, broker/sd_notify.py; a no-op without NOTIFY_SOCKET): READY=1 once every
+systemd (Type=notify, broker/process/sd_notify.py; a no-op without NOTIFY_SOCKET): READY=1 once every
     worker has reported on the ready pipe that its logs are open and it accepts; STATUS= on
     transitions; STOPPING=1 when the stop begins; WATCHDOG=1 from this loop (WatchdogSec/2).
 """
@@ -38,13 +38,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker import stop_signal
 from broker.config import BrokerConfig
-from broker.metrics import SupervisorMetrics, bind_metrics_listener, mark_process_dead, prepare_multiprocess_dir
-from broker.reload import reload_in_supervisor
-from broker.rings import SharedRings
-from broker.sd_notify import Notifier
-from broker.tcp_bind import bind_exclusive
+from broker.links.rings import SharedRings
+from broker.network.tcp_bind import bind_exclusive
+from broker.process import stop_signal
+from broker.process.metrics import SupervisorMetrics, bind_metrics_listener, mark_process_dead, prepare_multiprocess_dir
+from broker.process.reload import reload_in_supervisor
+from broker.process.sd_notify import Notifier
 from storage.manager import ClaimedDirs, ManagerConfig, claim_log_dirs, mark_clean_shutdown
 
 log = logging.getLogger(__name__)
@@ -78,7 +78,7 @@ class Supervisor:
         self.slots = [WorkerSlot(i) for i in range(self.count)]
         self.coordinator_slot = WorkerSlot(COORDINATOR)
         # The shared-memory rings and doorbells between the workers and the coordinator
-        # (broker/rings.py): made once, before the first fork, kept across restarts.
+        # (broker/links/rings.py): made once, before the first fork, kept across restarts.
         self.rings: SharedRings | None = None
         self.signals: list[int] = []
         self.stopping = False
@@ -274,14 +274,14 @@ class Supervisor:
                 assert self.rings is not None
                 if slot.index == COORDINATOR:
                     os.close(self._ready_w)
-                    from broker.coordinator_main import run_coordinator
+                    from broker.process.coordinator_main import run_coordinator
 
                     code = run_coordinator(self.config, self.count, self.run_dir, self.rings, heartbeat,
                                            self.claimed.cluster_id, self.metrics_listener)
                     return
                 if self.metrics_listener is not None:
                     self.metrics_listener.close()  # served by the coordinator only
-                from broker.worker import run_worker
+                from broker.process.worker import run_worker
 
                 code = run_worker(self.config, slot.index, self.count, self.run_dir, self.claimed.cluster_id,
                                   clean_shutdown, self.rings, heartbeat, ready_fd=self._ready_w)
@@ -378,7 +378,7 @@ class Supervisor:
         return max(0.0, min(0.5, self._next_watchdog - time.monotonic()))
 
     def _reload(self) -> None:
-        """SIGHUP: new dynamic settings for this process and every child (broker/reload.py)."""
+        """SIGHUP: new dynamic settings for this process and every child (broker/process/reload.py)."""
         if reload_in_supervisor(self.config, self.run_dir) is None:
             self.notifier.status("SIGHUP: the configuration does not load; kept the running settings")
             return
@@ -400,7 +400,7 @@ class Supervisor:
                     self._worker_exited(slot, status)
 
     def _worker_exited(self, slot: WorkerSlot, status: int) -> None:
-        from broker.worker import BOOT_ERROR
+        from broker.process.worker import BOOT_ERROR
 
         mark_process_dead(slot.pid)
         slot.pid = 0
@@ -519,7 +519,7 @@ class Supervisor:
 
 
 def serve(config: BrokerConfig) -> int:
-    from broker.logs import configure_logging
+    from broker.process.logs import configure_logging
 
     configure_logging(str(config["log.level"]), str(config["log.format"]))
     if sys.platform != "linux":

@@ -24,7 +24,7 @@ and the payload. A record never wraps: when it does not fit before the end of th
 the producer fills the rest with a PAD record and starts again at 0 (every gap is a multiple
 of 16, so a PAD header always fits). A message larger than ``max_record`` travels as
 several records, all flagged FRAGMENT, the first FIRST, all but the last MORE
-(broker/mesh.py reassembles them, and drops pieces whose beginning it never saw).
+(broker/links/mesh.py reassembles them, and drops pieces whose beginning it never saw).
 
 Ordering. The producer copies the payload, then publishes the new tail, then rings the
 consumer's doorbell (an eventfd write); the consumer reads its eventfd, then the tail, then
@@ -36,7 +36,7 @@ down, or not up yet (every endpoint starts at 1). The supervisor makes a dead en
 generation odd when it reaps it; the process that replaces it discards what waits in its
 inbound rings (requests to its predecessor, whose senders have failed them), then makes its
 generation even. A sender notices the change and fails its calls to the old generation with
-a retriable error (broker/mesh.py).
+a retriable error (broker/links/mesh.py).
 """
 
 from __future__ import annotations

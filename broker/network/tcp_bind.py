@@ -1,10 +1,10 @@
 """Exclusive TCP binds for the sockets the supervisor holds: the metrics port, and the
-shared client port while the metrics port is bound (broker/supervisor.py
+shared client port while the metrics port is bound (broker/process/supervisor.py
 reserve_shared_port), so that a metrics port the OS picks is never the client port.
 
 SO_REUSEADDR lets a restart bind over TIME_WAIT leftovers; no SO_REUSEPORT, so a port
 another process listens on is refused instead of shared (the shared client port itself
-is bound by each worker with SO_REUSEPORT: broker/worker.py).
+is bound by each worker with SO_REUSEPORT: broker/process/worker.py).
 """
 
 from __future__ import annotations

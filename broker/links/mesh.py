@@ -1,7 +1,7 @@
-"""This process's end of the rings (broker/rings.py): calls to the other processes of the
+"""This process's end of the rings (broker/links/rings.py): calls to the other processes of the
 broker, their answers, one-way notes, and the calls they make to us.
 
-A message is one MESSAGE header and an op's body (broker/peer_codec.py)::
+A message is one MESSAGE header and an op's body (broker/links/peer_codec.py)::
 
     kind     u8    CALL, REPLY, FAIL (an error code and a message), NOTE (no answer)
     op       u8    Op
@@ -38,8 +38,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Sequence, TypeVar
 
+from broker.links.rings import FIRST, FRAGMENT, MORE, Ring, SharedRings, clear_doorbell, ring_doorbell
 from broker.protocol.errors import ErrorCode, KafkaError, code_for_exception
-from broker.rings import FIRST, FRAGMENT, MORE, Ring, SharedRings, clear_doorbell, ring_doorbell
 
 log = logging.getLogger(__name__)
 

@@ -7,9 +7,9 @@ moves the high watermark to the smallest log end in the ISR (not while the ISR i
 min.insync.replicas), answers acks=all appends
 once it passes them, and shrinks or expands the ISR (written conditionally on the state
 znode's version, off the loop). As follower it only records whom to fetch from; the
-fetching is broker/replica_fetcher.py's.
+fetching is broker/partitions/replica_fetcher.py's.
 
-All of it runs on the worker's loop; the owner (broker/owner.py) calls in.
+All of it runs on the worker's loop; the owner (broker/partitions/owner.py) calls in.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Start (after fork, nothing inherited but plain fds, P12):
     1. name the process, create the uvloop loop, install signal handlers (flags only)
     2. open the logs of the partitions it owns (recovery happens here)
-    3. serve the other processes' calls on the rings (broker/mesh.py), then bind the
+    3. serve the other processes' calls on the rings (broker/links/mesh.py), then bind the
        client port with SO_REUSEPORT
     4. heartbeat from inside the loop (a wedged loop stops the heartbeat, P11)
     5. report "<index> <pid>" on the supervisor's ready pipe (READY=1 to systemd when all did)
@@ -25,15 +25,16 @@ import signal
 import socket
 import time
 
-from broker import dispatch, stop_signal
+from broker import dispatch
 from broker.config import BrokerConfig
-from broker.connection import Connection
-from broker.listeners import Listener
-from broker.logs import set_role
-from broker.loop_lag import LoopLagProbe
-from broker.memory import keep_freed_memory
-from broker.node import WorkerNode
-from broker.rings import SharedRings
+from broker.links.rings import SharedRings
+from broker.network.connection import Connection
+from broker.network.listeners import Listener
+from broker.process import stop_signal
+from broker.process.logs import set_role
+from broker.process.loop_lag import LoopLagProbe
+from broker.process.memory import keep_freed_memory
+from broker.process.node import WorkerNode
 
 ACCEPT_BACKOFF_MS = 100
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import asyncio
 from typing import Protocol
 
-from broker import peer_codec as codec
-from broker.mesh import Mesh, Op, Parts
-from broker.partition_ops import (
+from broker.links import peer_codec as codec
+from broker.links.mesh import Mesh, Op, Parts
+from broker.partitions.partition_ops import (
     NO_FENCE,
     AppendItem,
     AppendResult,
@@ -83,7 +83,7 @@ class RemotePartitionOps:
 
 
 class LocalPartitionOps(Protocol):
-    """What the owner's side needs: PartitionOps that answer at once (broker.owner.Owner)."""
+    """What the owner's side needs: PartitionOps that answer at once (broker.partitions.owner.Owner)."""
 
     def append(self, items: list[AppendItem], fence_epoch: int = NO_FENCE) -> list[AppendResult]: ...
 

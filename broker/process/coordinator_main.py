@@ -2,7 +2,7 @@
 
 Started (and restarted) by the supervisor on every broker, beside the workers; it has no
 client listener. It is the last endpoint of the broker's shared-memory rings
-(broker/mesh.py), and workers hand it group and offset requests there::
+(broker/links/mesh.py), and workers hand it group and offset requests there::
 
     worker ──SERVE(api key, version, client id, client host, request body)──▶ coordinator
            ◀── encoded response body ───────────────────────────────────────
@@ -38,24 +38,26 @@ from typing import Any, Awaitable, Callable, Coroutine
 
 import orjson
 
-from broker import dispatch, peer_codec, stop_signal
+from broker import dispatch
 from broker.config import BrokerConfig
 from broker.context import CoordinatorContext
-from broker.logs import set_role
-from broker.mesh import Mesh, Op, Parts
-from broker.partition_ops import AppendItem, CommitItem, ReadItem
-from broker.placement import owner_index
+from broker.links import peer_codec
+from broker.links.mesh import Mesh, Op, Parts
+from broker.links.remote_ops import RemotePartitionOps
+from broker.links.remote_partition import RemotePartitionClient, coordinator_client_id
+from broker.links.rings import SharedRings
+from broker.network.segment_files import SegmentFiles
+from broker.partitions.partition_ops import AppendItem, CommitItem, ReadItem
+from broker.partitions.placement import owner_index
+from broker.process import stop_signal
+from broker.process.logs import set_role
+from broker.process.reload import apply_in_child
+from broker.process.session_file import forget_session, keep_session, read_session
 from broker.protocol import codec
 from broker.protocol.errors import ErrorCode, KafkaError
-from broker.reload import apply_in_child
-from broker.remote_ops import RemotePartitionOps
-from broker.remote_partition import RemotePartitionClient, coordinator_client_id
-from broker.rings import SharedRings
 from broker.security.broker_security import BrokerSecurity
 from broker.security.connection_auth import ANONYMOUS
 from broker.security.inter_broker import ClientSecurity, inter_broker_security
-from broker.segment_files import SegmentFiles
-from broker.session_file import forget_session, keep_session, read_session
 from coordination.backend import CoordinationBackend, TopicRegistry, open_broker_backend
 from coordination.groups import offsets_schema as schema
 from coordination.groups.coordinator import CoordinatorSettings, GroupCoordinator
@@ -120,7 +122,7 @@ class WorkerOffsetsLog:
     """__consumer_offsets as the coordinator sees it. A partition this broker holds is
     written and read through its owning worker (the rings); a partition another broker holds,
     over the Kafka protocol like any client, with the epoch in the client id
-    (broker/remote_partition.py). Every append carries the coordinator epoch."""
+    (broker/links/remote_partition.py). Every append carries the coordinator epoch."""
 
     def __init__(self, mesh: Mesh, workers: int, partitions: int, node_id: int,
                  security: ClientSecurity | None = None) -> None:
@@ -714,7 +716,7 @@ def run_coordinator(config: BrokerConfig, workers: int, run_dir: str, rings: Sha
     asyncio.set_event_loop(loop)
     process = CoordinatorProcess(config, workers, run_dir, rings, heartbeat_path, cluster_id)
     if metrics_listener is not None:
-        from broker.metrics import CastleCollector, serve_metrics
+        from broker.process.metrics import CastleCollector, serve_metrics
 
         serve_metrics(metrics_listener, CastleCollector(run_dir, process.committed_offsets))
     try:
