@@ -15,7 +15,7 @@ import tomllib
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
-from broker.network.listeners import ListenerSet, parse_endpoints, parse_protocol_map
+from broker.listeners import ListenerSet, parse_endpoints, parse_protocol_map
 from storage.config import INT_MAX, TOPIC_KEYS, LogConfig, integer_in
 
 Parser = Callable[[str], Any]

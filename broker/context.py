@@ -23,7 +23,7 @@ T = TypeVar("T")
 
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
-    from broker.network.listeners import Listener
+    from broker.listeners import Listener
     from broker.network.segment_files import SegmentFiles
     from broker.partitions.purgatory import FetchPurgatory
     from broker.process.metrics import WorkerMetrics

@@ -35,7 +35,7 @@ class HandlerSpec:
     is_async: bool
     error_response: Callable[[Any, int, int], Any] | None
     decode: Callable[[int, bytes | bytearray, int], Any] | None = None
-    # A request-wide authorization check (broker/security/authorization.py): an error code, 0 to go on.
+    # A request-wide authorization check (broker/authorization.py): an error code, 0 to go on.
     authorize: Callable[[RequestContext, Any], int] | None = None
 
 
@@ -71,17 +71,6 @@ def api(api_key: int, name: str, min_version: int, max_version: int,
 def supported_ranges() -> list[tuple[int, int, int]]:
     """(api_key, min, max) for ApiVersions, ordered by key."""
     return [(s.api_key, s.min_version, s.max_version) for s in sorted(REGISTRY.values(), key=lambda s: s.api_key)]
-
-
-def load_all() -> None:
-    """Import every API module so that each registers itself."""
-    import importlib
-    import pkgutil
-
-    import broker.apis
-
-    for module in pkgutil.iter_modules(broker.apis.__path__):
-        importlib.import_module(f"broker.apis.{module.name}")
 
 
 # ---------------------------------------------------------------------- coordinator APIs

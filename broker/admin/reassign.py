@@ -3,7 +3,7 @@
 confluent-kafka's AdminClient has no AlterPartitionReassignments or
 ListPartitionReassignments (librdkafka lacks them), so these two go to the first
 bootstrap broker over the Kafka protocol with Castle's own small client
-(broker/links/remote_partition.py), kio encoding the bodies. Any Kafka broker would answer
+(broker/partitions/remote_partition.py), kio encoding the bodies. Any Kafka broker would answer
 them the same way; kafka-reassign-partitions.sh does the same job with its JSON files.
 """
 
@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 from broker.admin.output import Report, table
 from broker.admin.session import AdminError, Session
-from broker.links.remote_partition import RemotePartitionClient
+from broker.partitions.remote_partition import RemotePartitionClient
 from broker.protocol.errors import ErrorCode, KafkaError
 
 ALTER, LIST = 45, 46

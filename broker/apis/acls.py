@@ -32,12 +32,12 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
+from broker.authorization import acl_admin
 from broker.context import RequestContext, Response
 from broker.dispatch import api
 from broker.protocol import codec
 from broker.protocol.acl_requests import CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest
 from broker.protocol.build import build
-from broker.security.authorization import acl_admin
 from coordination.acls import (
     AclBinding,
     AclBindingFilter,

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable
 
+from broker.authorization import cluster_allowed, topic_allowed
 from broker.config import BY_NAME
 from broker.context import RequestContext, Response, WorkerServices
 from broker.dispatch import api
@@ -45,7 +46,6 @@ from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode, KafkaError
 from broker.protocol.requests import AlterConfigsRequest, DescribeConfigsRequest, IncrementalAlterConfigsRequest
-from broker.security.authorization import cluster_allowed, topic_allowed
 from coordination.acls import Operation
 from coordination.local_topics import TopicRegistryError
 from storage.config import TOPIC_KEYS, LogConfig

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.authorization import topic_allowed
 from broker.context import RequestContext, Response
 from broker.dispatch import api
 from broker.links.forwarding import on_owners
@@ -25,7 +26,6 @@ from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
 from broker.protocol.requests import DeleteRecordsRequest
-from broker.security.authorization import topic_allowed
 from coordination.acls import Operation
 from storage.types import TopicPartition
 

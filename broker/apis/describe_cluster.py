@@ -17,13 +17,13 @@ from __future__ import annotations
 from typing import Any
 
 from broker.apis.metadata import advertised_nodes
+from broker.authorization import operations_on
 from broker.context import RequestContext, Response
 from broker.dispatch import api
 from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
 from broker.protocol.requests import DescribeClusterRequest
-from broker.security.authorization import operations_on
 from coordination.acls import CLUSTER_NAME, ResourceType
 
 KEY = 60

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.authorization import on_cluster
 from broker.context import RequestContext, Response
 from broker.dispatch import api
 from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.requests import ElectLeadersRequest
-from broker.security.authorization import on_cluster
 from coordination.acls import Operation
 
 KEY = 43

@@ -37,6 +37,7 @@ import time
 import uuid
 
 from broker.apis.metadata import current_leader, leader_endpoints
+from broker.authorization import topic_allowed
 from broker.context import FileChunk, RawResponse, RequestContext, WorkerServices
 from broker.dispatch import api
 from broker.links.forwarding import on_owners
@@ -44,7 +45,6 @@ from broker.partitions.partition_ops import ReadItem, ReadResult
 from broker.protocol import fast, fetch_request
 from broker.protocol.errors import ErrorCode
 from broker.protocol.fetch_request import FetchRequest
-from broker.security.authorization import topic_allowed
 from coordination.acls import Operation
 from storage.errors import StorageError
 from storage.legacy_records import down_convert, fetch_magic

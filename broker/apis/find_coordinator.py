@@ -15,13 +15,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.authorization import group_allowed
 from broker.context import RequestContext, Response
 from broker.dispatch import api
 from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode, KafkaError
 from broker.protocol.requests import FindCoordinatorRequest
-from broker.security.authorization import group_allowed
 from coordination.acls import Operation
 
 KEY = 10

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.authorization import operations_field
 from broker.context import CoordinatorContext, Response
 from broker.dispatch import coordinator_api
 from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
 from broker.protocol.requests import DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest
-from broker.security.authorization import operations_field
 from coordination.acls import CLUSTER_NAME, Operation, ResourceType
 from coordination.groups.state import GroupState
 

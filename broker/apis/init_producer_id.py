@@ -18,13 +18,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.authorization import any_allowed, cluster_allowed
 from broker.context import RequestContext, Response
 from broker.dispatch import api
 from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
 from broker.protocol.requests import InitProducerIdRequest
-from broker.security.authorization import any_allowed, cluster_allowed
 from coordination.acls import Operation, ResourceType
 
 KEY = 22

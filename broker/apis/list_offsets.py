@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from broker.authorization import topic_allowed
 from broker.context import RequestContext, Response
 from broker.dispatch import api
 from broker.links.forwarding import on_owners
@@ -39,7 +40,6 @@ from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
 from broker.protocol.list_offsets_v0 import ListOffsetsV0Request
 from broker.protocol.requests import ListOffsetsRequest
-from broker.security.authorization import topic_allowed
 from coordination.acls import Operation
 from storage.types import TopicPartition
 

@@ -19,13 +19,13 @@ from __future__ import annotations
 import uuid
 from typing import Any, Iterable
 
+from broker.authorization import cluster_allowed, operations_on, topic_allowed
 from broker.context import RequestContext, Response
 from broker.dispatch import api
 from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
 from broker.protocol.requests import MetadataRequest
-from broker.security.authorization import cluster_allowed, operations_on, topic_allowed
 from coordination.acls import CLUSTER_NAME, Operation, ResourceType
 from coordination.local_topics import TopicInfo, TopicRegistryError, validate_topic_name
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.authorization import topic_allowed
 from broker.context import RequestContext, Response
 from broker.dispatch import api
 from broker.links.forwarding import on_owners
@@ -26,7 +27,6 @@ from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
 from broker.protocol.requests import OffsetForLeaderEpochRequest
-from broker.security.authorization import topic_allowed
 from coordination.acls import Operation
 from storage.types import TopicPartition
 

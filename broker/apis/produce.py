@@ -28,16 +28,16 @@ and node_endpoints (tagged; sent with NOT_LEADER_OR_FOLLOWER: KIP-951).
 from __future__ import annotations
 
 from broker.apis.metadata import INTERNAL_TOPICS, current_leader, leader_endpoints
+from broker.authorization import topic_allowed
 from broker.context import NO_RESPONSE, RequestContext, Response, WorkerServices
 from broker.dispatch import api
 from broker.links.forwarding import on_owners
-from broker.links.remote_partition import epoch_from_client_id
 from broker.partitions.partition_ops import NO_FENCE, AppendItem, AppendResult, CommitItem
+from broker.partitions.remote_partition import epoch_from_client_id
 from broker.protocol import produce_request
 from broker.protocol.errors import ErrorCode
 from broker.protocol.fast import encode_produce_response
 from broker.protocol.produce_request import ProduceRequest
-from broker.security.authorization import topic_allowed
 from coordination.acls import Operation
 from storage.errors import StorageError
 from storage.legacy_records import parse_message_set, peek_magic, up_convert

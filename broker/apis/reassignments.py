@@ -16,13 +16,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.authorization import on_cluster
 from broker.context import RequestContext, Response
 from broker.dispatch import api
 from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
 from broker.protocol.requests import AlterPartitionReassignmentsRequest, ListPartitionReassignmentsRequest
-from broker.security.authorization import on_cluster
 from coordination.acls import Operation
 
 ALTER_KEY, LIST_KEY = 45, 46

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.authorization import on_cluster
 from broker.context import RequestContext, Response
 from broker.dispatch import api
 from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
 from broker.protocol.requests import AlterUserScramCredentialsRequest, DescribeUserScramCredentialsRequest
-from broker.security.authorization import on_cluster
 from broker.security.scram_credentials import (
     MAX_ITERATIONS,
     MIN_ITERATIONS,

@@ -45,13 +45,13 @@ from collections import Counter
 from typing import Any
 
 from broker.apis.configs import check_overrides, topic_config_entries
+from broker.authorization import cluster_allowed, topic_allowed
 from broker.context import RequestContext, Response, WorkerServices
 from broker.dispatch import api
 from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode, KafkaError
 from broker.protocol.requests import CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest
-from broker.security.authorization import cluster_allowed, topic_allowed
 from coordination.acls import Operation
 from coordination.local_topics import TopicRegistryError, validate_topic_name
 

@@ -39,9 +39,9 @@ from typing import TYPE_CHECKING, Any
 
 from broker import dispatch
 from broker.context import NO_RESPONSE, FileChunk, RawResponse, RequestContext, Response
+from broker.listeners import Listener
 from broker.network import eager
 from broker.network.frame_reader import FrameReader
-from broker.network.listeners import Listener
 from broker.network.sequencer import ResponseSequencer
 from broker.network.socket_writer import Chunk, SocketWriter
 from broker.network.tls_channel import TlsChannel, TlsSocketWriter

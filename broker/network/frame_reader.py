@@ -5,7 +5,7 @@ buffer that the connection feeds with what ``recv`` returned. A frame of LARGE_F
 or more is received straight into a buffer of its own size (``big_space()`` is where the
 next bytes go, for ``recv_into``): a 1 MiB Produce request is then not re-copied as the
 input buffer grows, and the buffer itself is the frame (Produce keeps views of it until
-its records are in the log). That buffer is not zeroed (broker/process/memory.py): nothing reads
+its records are in the log). That buffer is not zeroed (broker/network/memory.py): nothing reads
 it before it is full.
 
 A size below 0 or above ``socket.request.max.bytes`` is a ProtocolViolation: the
@@ -14,7 +14,7 @@ connection closes, as Kafka's does, before anything of that size is allocated.
 
 from __future__ import annotations
 
-from broker.process.memory import receive_buffer
+from broker.network.memory import receive_buffer
 from broker.protocol.errors import ProtocolViolation
 
 LARGE_FRAME = 64 * 1024

@@ -1,7 +1,7 @@
 """A follower's side of replication: fetch from each leader, append what it sends as it is.
 
 Each worker fetches the partitions it owns and follows (``Replication.followed``), one
-loop per leader broker over one connection (broker/links/remote_partition.py), as Kafka's
+loop per leader broker over one connection (broker/partitions/remote_partition.py), as Kafka's
 ReplicaFetcherThread does per source broker. A round is one Fetch v15 naming each
 partition with the follower's log end (``fetch_offset``), the epoch of its last batch
 (``last_fetched_epoch``: the leader answers DivergingEpoch when the logs part there) and
@@ -25,7 +25,7 @@ import logging
 import uuid
 from typing import TYPE_CHECKING, Any, Callable
 
-from broker.links.remote_partition import RemotePartitionClient
+from broker.partitions.remote_partition import RemotePartitionClient
 from broker.partitions.replication import Followed, Replication
 from broker.protocol.errors import ErrorCode, KafkaError
 from storage.errors import StorageError

@@ -38,17 +38,17 @@ from typing import Any, Awaitable, Callable, Coroutine
 
 import orjson
 
-from broker import dispatch
+from broker import apis, dispatch
 from broker.config import BrokerConfig
 from broker.context import CoordinatorContext
 from broker.links import peer_codec
 from broker.links.mesh import Mesh, Op, Parts
 from broker.links.remote_ops import RemotePartitionOps
-from broker.links.remote_partition import RemotePartitionClient, coordinator_client_id
 from broker.links.rings import SharedRings
 from broker.network.segment_files import SegmentFiles
 from broker.partitions.partition_ops import AppendItem, CommitItem, ReadItem
 from broker.partitions.placement import owner_index
+from broker.partitions.remote_partition import RemotePartitionClient, coordinator_client_id
 from broker.process import stop_signal
 from broker.process.logs import set_role
 from broker.process.reload import apply_in_child
@@ -122,7 +122,7 @@ class WorkerOffsetsLog:
     """__consumer_offsets as the coordinator sees it. A partition this broker holds is
     written and read through its owning worker (the rings); a partition another broker holds,
     over the Kafka protocol like any client, with the epoch in the client id
-    (broker/links/remote_partition.py). Every append carries the coordinator epoch."""
+    (broker/partitions/remote_partition.py). Every append carries the coordinator epoch."""
 
     def __init__(self, mesh: Mesh, workers: int, partitions: int, node_id: int,
                  security: ClientSecurity | None = None) -> None:
@@ -398,7 +398,7 @@ class CoordinatorProcess:
         if stop_signal.requested:  # it came before the loop handled signals
             self.stopping.set()
         loop.add_signal_handler(signal.SIGHUP, lambda: apply_in_child(self.config, self.run_dir))
-        dispatch.load_all()
+        apis.load_all()
         self.mesh.start()
         try:
             self.backend = await loop.run_in_executor(None, open_broker_backend, self.config,

@@ -133,9 +133,9 @@ class Supervisor:
             for signum in HANDLED_SIGNALS:
                 signal.signal(signum, self._queue_signal)
             self.clean_start = self.claimed.clean_shutdown
-            from broker import dispatch
+            from broker import apis
 
-            dispatch.load_all()  # import the protocol once here: every fork starts faster
+            apis.load_all()  # import the protocol once here: every fork starts faster
             log.info("supervisor pid %d starting %d workers on %s (log dirs %s, %s start)", os.getpid(),
                      self.count, ",".join(str(listener) for listener in self.config.listeners.bound),
                      ",".join(self.claimed.paths), "clean" if self.clean_start else "recovering")

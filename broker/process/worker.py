@@ -25,15 +25,15 @@ import signal
 import socket
 import time
 
-from broker import dispatch
+from broker import apis
 from broker.config import BrokerConfig
 from broker.links.rings import SharedRings
+from broker.listeners import Listener
 from broker.network.connection import Connection
-from broker.network.listeners import Listener
+from broker.network.memory import keep_freed_memory
 from broker.process import stop_signal
 from broker.process.logs import set_role
 from broker.process.loop_lag import LoopLagProbe
-from broker.process.memory import keep_freed_memory
 from broker.process.node import WorkerNode
 
 ACCEPT_BACKOFF_MS = 100
@@ -84,7 +84,7 @@ class WorkerServer:
         if stop_signal.requested:  # it came before the loop handled signals
             self.stopping.set()
         loop.add_signal_handler(signal.SIGHUP, self.node.reload_settings)
-        dispatch.load_all()
+        apis.load_all()
         self.node.start()
         for listener in self.node.config.listeners.bound:
             try:

@@ -22,7 +22,7 @@ import asyncio
 import time
 from typing import Callable
 
-from broker.network.listeners import Listener
+from broker.listeners import Listener
 from broker.security.broker_proof import MECHANISM as BROKER_MECHANISM
 from broker.security.broker_proof import BrokerProofServer
 from broker.security.sasl_server import SaslAuthenticationFailed, SaslServer

@@ -18,7 +18,7 @@ import ssl
 from dataclasses import dataclass
 
 from broker.config import BrokerConfig
-from broker.network.listeners import SASL_PLAINTEXT, SASL_SSL, SSL
+from broker.listeners import SASL_PLAINTEXT, SASL_SSL, SSL
 from broker.security.broker_security import tls_settings
 from broker.security.sasl_client import parse_jaas_config
 from broker.security.tls import build_client_context

@@ -1,4 +1,4 @@
-"""broker/links/remote_partition.py against a real broker process: produce, list offsets, fetch
+"""broker/partitions/remote_partition.py against a real broker process: produce, list offsets, fetch
 and read a whole partition back over the Kafka protocol, as the coordinator does towards
 a partition another broker holds; failures come back as error codes, never exceptions.
 
@@ -16,7 +16,7 @@ from typing import Any, Awaitable, Callable
 import pytest
 import uvloop
 
-from broker.links.remote_partition import (
+from broker.partitions.remote_partition import (
     COORDINATOR_CLIENT_PREFIX,
     RemotePartitionClient,
     complete_batches,

@@ -339,7 +339,7 @@ def test_a_deposed_coordinators_offset_writes_are_fenced(broker: Any) -> None:
     older than the current one (NOT_COORDINATOR). Without the proof the epoch is not even read."""
     import os
 
-    from broker.links.remote_partition import coordinator_client_id
+    from broker.partitions.remote_partition import coordinator_client_id
     from coordination.groups import offsets_schema as schema
     from coordination.znodes import BrokerSecretZNode
     from tests.integration.protocol.test_leader_epochs import _prove_broker

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from broker import dispatch
+from broker import apis, dispatch
 from broker.protocol import codec
 from tests.integration.kio_client import KioClient, read_frame
 from tests.integration.protocol.test_protocol_raw import _batch, _create_topic, _produce
@@ -20,7 +20,7 @@ from tests.unit.protocol.test_admin_apis import REQUESTS, _error_codes, _kafka_p
 
 pytestmark = pytest.mark.integration
 
-dispatch.load_all()
+apis.load_all()
 
 
 def _call(client: KioClient, key: int, version: int, data: dict[str, Any]) -> Any:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from broker import dispatch
+from broker import apis, dispatch
 from broker.protocol import codec
 from broker.protocol.build import build
 from storage.compression import COMPRESSION_ZSTD
@@ -22,7 +22,7 @@ from tests.integration.kio_client import KioClient, decode_response, encode_requ
 
 pytestmark = pytest.mark.integration
 
-dispatch.load_all()
+apis.load_all()
 ADVERTISED = {key: (lo, hi) for key, lo, hi in dispatch.supported_ranges()}
 
 

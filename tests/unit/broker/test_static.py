@@ -54,6 +54,82 @@ def test_import_direction_is_broker_coordination_storage():
     assert not violations, violations
 
 
+# broker/'s packages by role, lowest first: a package imports at run time only from packages
+# below it (imports under TYPE_CHECKING name types and are free). The top-level modules are
+# split in two: the settings (config, listeners) sit low, the request-handling contract
+# (context, dispatch, authorization) sits between the links and the handlers.
+BROKER_LAYERS = [
+    {"broker.protocol"},
+    {"broker.config", "broker.listeners"},
+    {"broker.security"},
+    {"broker.partitions"},
+    {"broker.links"},
+    {"broker.context", "broker.dispatch", "broker.authorization"},
+    {"broker.apis", "broker.coordinator"},
+    {"broker.network"},
+    {"broker.process"},
+    {"broker.admin", "broker.cli", "broker.__main__"},
+]
+
+
+def _broker_unit(module: str) -> str | None:
+    """The layer unit of a dotted broker module name: its package, or the top-level module."""
+    parts = module.split(".")
+    if parts[0] != "broker" or len(parts) == 1:
+        return None
+    return ".".join(parts[:2])
+
+
+def _runtime_imports(tree: ast.Module) -> list[str]:
+    """Absolute module names imported outside ``if TYPE_CHECKING:`` blocks."""
+    found: list[str] = []
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            for child in node.orelse:
+                visit(child)
+            return
+        if isinstance(node, ast.Import):
+            found.extend(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.extend(f"{node.module}.{alias.name}" if node.module == "broker" else node.module for alias in node.names)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(tree)
+    return found
+
+
+def test_broker_packages_import_only_downward():
+    rank = {unit: level for level, units in enumerate(BROKER_LAYERS) for unit in units}
+    violations, unplaced = [], set()
+    for directory, _dirs, names in os.walk(os.path.join(ROOT, "broker")):
+        for name in names:
+            if not name.endswith(".py"):
+                continue
+            path = os.path.join(directory, name)
+            relative = os.path.relpath(path, ROOT)
+            module = relative[:-3].replace(os.sep, ".").removesuffix(".__init__")
+            source = _broker_unit(module)
+            if source is None:
+                continue
+            if source not in rank:
+                unplaced.add(source)
+                continue
+            with open(path, encoding="utf-8") as handle:
+                tree = ast.parse(handle.read(), path)
+            for imported in _runtime_imports(tree):
+                target = _broker_unit(imported)
+                if target is None or target == source:
+                    continue
+                if target not in rank:
+                    unplaced.add(target)
+                elif rank[target] > rank[source]:
+                    violations.append(f"{relative} imports {imported} (a higher layer)")
+    assert not unplaced, f"broker units in no layer of BROKER_LAYERS: {sorted(unplaced)}"
+    assert not violations, violations
+
+
 def test_only_loadtest_micro_imports_the_broker_storage_or_coordination():
     assert os.path.isdir(os.path.join(ROOT, LOADTEST_MICRO))
     violations = _import_violations("loadtest", LOADTEST_FORBIDDEN, exempt=LOADTEST_MICRO)
@@ -81,9 +157,9 @@ def test_handlers_take_a_typed_context_and_request():
     """No Any in an API handler's signature (broker/context.py, broker/protocol/requests.py)."""
     import inspect
 
-    from broker import dispatch
+    from broker import apis, dispatch
 
-    dispatch.load_all()
+    apis.load_all()
     untyped = []
     assert dispatch.REGISTRY
     for spec in dispatch.REGISTRY.values():

@@ -10,12 +10,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.protocol.metadata import ApiVersionsRequest as KafkaPythonApiVersionsRequest
 
-from broker import dispatch
+from broker import apis, dispatch
 from broker.network.connection import decode_frame
 from broker.protocol import framing
 from broker.protocol.errors import ProtocolViolation
 
-dispatch.load_all()
+apis.load_all()
 
 
 def _frame(api_key: int, version: int, correlation_id: int, client_id: bytes | None, rest: bytes, flexible: bool) -> bytes:

@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from broker import dispatch
+from broker import apis, dispatch
 from broker.protocol.build import build
 from broker.protocol.codec import decode_request, encode_body, request_class
 from broker.protocol.errors import ProtocolViolation
@@ -38,10 +38,10 @@ def test_absurd_lengths_are_protocol_violations(api_key: int, version: int, body
 
 FUZZ = """
 import random, sys
-from broker import dispatch
+from broker import apis, dispatch
 from broker.protocol.codec import decode_request
 from broker.protocol.errors import ProtocolViolation
-dispatch.load_all()
+apis.load_all()
 rng = random.Random(int(sys.argv[1]))
 specs = sorted(dispatch.REGISTRY.values(), key=lambda s: s.api_key)
 for _ in range(int(sys.argv[2])):
@@ -100,7 +100,7 @@ def _minimal(cls: type) -> object:
 
 
 def test_every_advertised_request_version_passes_the_guard() -> None:
-    dispatch.load_all()
+    apis.load_all()
     for spec in dispatch.REGISTRY.values():
         for version in range(spec.min_version, spec.max_version + 1):
             cls = request_class(spec.api_key, version)

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import typing
 
-from broker import dispatch
+from broker import apis, dispatch
 from broker.protocol import requests
 from broker.protocol.codec import request_class
 
 
 def test_each_union_covers_exactly_the_versions_served():
-    dispatch.load_all()
+    apis.load_all()
     hand_decoded = {0, 1}  # Produce and Fetch: broker/protocol/produce_request.py, fetch_request.py
     assert set(requests.BY_KEY) == set(dispatch.REGISTRY) - hand_decoded
     for key, union in requests.BY_KEY.items():
