@@ -251,7 +251,8 @@ class BrokerConfig:
     """Resolved settings, read through the accessor of their type: ``config.get_int("num.partitions")``.
     Each checks the name is declared and has that type, so a misspelt name or a wrong type fails
     on its first read (and in tests/unit/broker/test_setting_reads.py, which finds every read in
-    the tree), not as a silent default. There is no ``config["name"]``: mypy flags one."""
+    the tree), not as a KeyError in production. There is no ``config["name"]``: mypy flags one, and
+    that test one where mypy cannot see the type (a handler's ``node: Any``)."""
 
     def __init__(self, values: Mapping[str, Any], source: tuple[str | None, dict[str, str]] = (None, {}),
                  explicit: frozenset[str] = frozenset(), per_listener: Mapping[str, Mapping[str, str]] | None = None) -> None:
