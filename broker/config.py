@@ -84,6 +84,12 @@ class Setting:
     default: Any
     doc: str
 
+    @property
+    def value_type(self) -> type:
+        """What the setting's values are (bool, int, float or str): its default's type, which its
+        parser returns too (a unit test holds them together), so the type is declared once."""
+        return type(self.default)
+
 
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 # The class names operators set for Kafka's own authorizers; either turns on Castle's one.
@@ -213,10 +219,16 @@ for _topic_key, _spec in TOPIC_KEYS.items():
         SETTINGS.append(Setting(_spec.broker_key, _spec.parse, getattr(LogConfig(), _spec.field),
                                 f"Default for the topic setting {_topic_key}."))
 
+# The types the typed accessors (BrokerConfig.get_int…) read.
+VALUE_TYPES = (bool, int, float, str)
+
 BY_NAME: dict[str, Setting] = {}
 for _setting in SETTINGS:
     if _setting.name in BY_NAME:
         raise RuntimeError(f"setting {_setting.name} declared twice")
+    if _setting.value_type not in VALUE_TYPES:
+        raise RuntimeError(f"setting {_setting.name}'s default is a {_setting.value_type.__name__}, not one of "
+                           f"{', '.join(t.__name__ for t in VALUE_TYPES)}")
     BY_NAME[_setting.name] = _setting
 
 
@@ -224,8 +236,23 @@ class ConfigError(ValueError):
     pass
 
 
+def declared(name: str, value_type: type | None = None) -> Setting:
+    """The setting ``name``; KeyError when no setting has that name, TypeError when
+    ``value_type`` is given and is not the setting's type."""
+    setting = BY_NAME.get(name)
+    if setting is None:
+        raise KeyError(f"no setting is named {name!r}")
+    if value_type is not None and setting.value_type is not value_type:
+        raise TypeError(f"setting {name} is of type {setting.value_type.__name__}, not {value_type.__name__}")
+    return setting
+
+
 class BrokerConfig:
-    """Resolved settings. ``config["log.dirs"]`` gives the typed value."""
+    """Resolved settings, read through the accessor of their type: ``config.get_int("num.partitions")``.
+    Each checks the name is declared and has that type, so a misspelt name or a wrong type fails
+    on its first read (and in tests/unit/broker/test_setting_reads.py, which finds every read in
+    the tree), not as a KeyError in production. There is no ``config["name"]``: mypy flags one, and
+    that test one where mypy cannot see the type (a handler's ``node: Any``)."""
 
     def __init__(self, values: Mapping[str, Any], source: tuple[str | None, dict[str, str]] = (None, {}),
                  explicit: frozenset[str] = frozenset(), per_listener: Mapping[str, Mapping[str, str]] | None = None) -> None:
@@ -237,7 +264,26 @@ class BrokerConfig:
         # The settings the file or an override named; the others hold their defaults.
         self.explicit = explicit
 
-    def __getitem__(self, name: str) -> Any:
+    def get_int(self, name: str) -> int:
+        declared(name, int)
+        return self._values[name]
+
+    def get_float(self, name: str) -> float:
+        declared(name, float)
+        return self._values[name]
+
+    def get_str(self, name: str) -> str:
+        declared(name, str)
+        return self._values[name]
+
+    def get_bool(self, name: str) -> bool:
+        declared(name, bool)
+        return self._values[name]
+
+    def value(self, name: str) -> Any:
+        """Any setting's value, for code that handles settings by name whatever their type
+        (SIGHUP reload, DescribeConfigs)."""
+        declared(name)
         return self._values[name]
 
     def as_dict(self) -> dict[str, Any]:
@@ -252,16 +298,16 @@ class BrokerConfig:
 
     @property
     def node_id(self) -> int:
-        return int(self._values["node.id"])
+        return self.get_int("node.id")
 
     @property
     def log_dirs(self) -> list[str]:
-        return [os.path.abspath(d.strip()) for d in self._values["log.dirs"].split(",") if d.strip()]
+        return [os.path.abspath(d.strip()) for d in self.get_str("log.dirs").split(",") if d.strip()]
 
     @functools.cached_property
     def listeners(self) -> ListenerSet:
-        return ListenerSet.from_settings(self._values["listeners"], self._values["listener.security.protocol.map"],
-                                         self._values["advertised.listeners"], self._values["inter.broker.listener.name"])
+        return ListenerSet.from_settings(self.get_str("listeners"), self.get_str("listener.security.protocol.map"),
+                                         self.get_str("advertised.listeners"), self.get_str("inter.broker.listener.name"))
 
     def for_listener(self, listener: str, key: str) -> Any:
         """``listener.name.<listener>.<key>`` when set, else the broker-wide ``key``."""
@@ -274,7 +320,7 @@ class BrokerConfig:
 
     @property
     def workers(self) -> int:
-        count = int(self._values["workers"])
+        count = self.get_int("workers")
         return count if count > 0 else (os.cpu_count() or 1)
 
     def storage_settings(self) -> dict[str, Any]:
@@ -286,7 +332,7 @@ class BrokerConfig:
                      "log.cleaner.backoff.ms", "replica.high.watermark.checkpoint.interval.ms"):
             out[name] = self._values[name]
         out["log.dirs"] = self.log_dirs
-        out["log.cleaner.enable"] = "true" if self._values["log.cleaner.enable"] else "false"
+        out["log.cleaner.enable"] = "true" if self.get_bool("log.cleaner.enable") else "false"
         return out
 
 

@@ -38,7 +38,7 @@ and refuse an older one, so a deposed coordinator that has not noticed yet canno
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping, Protocol
+from typing import TYPE_CHECKING, Callable, Literal, Mapping, Protocol
 
 from coordination.local_topics import TopicInfo
 from coordination.znodes import Endpoints, PartitionState
@@ -197,7 +197,9 @@ class CoordinationBackend(Protocol):
 class BrokerSettings(Protocol):
     """What open_broker_backend reads of a broker config (broker.config.BrokerConfig)."""
 
-    def __getitem__(self, name: str) -> Any: ...  # a setting's typed value, which depends on the setting
+    def get_int(self, name: str) -> int: ...
+
+    def get_str(self, name: str) -> str: ...
 
     @property
     def node_id(self) -> int: ...
@@ -224,7 +226,7 @@ def open_backend(zookeeper_connect: str, data_dir: str, node_id: int, session_ti
 
 def open_broker_backend(config: BrokerSettings, resume: SessionCredentials | None = None) -> CoordinationBackend:
     """The started backend a broker's config names: its own session, for one process."""
-    backend = open_backend(str(config["zookeeper.connect"]), config.log_dirs[0], config.node_id,
-                           int(config["zookeeper.session.timeout.ms"]) / 1000, resume)
-    backend.start(int(config["zookeeper.connection.timeout.ms"]) / 1000)
+    backend = open_backend(config.get_str("zookeeper.connect"), config.log_dirs[0], config.node_id,
+                           config.get_int("zookeeper.session.timeout.ms") / 1000, resume)
+    backend.start(config.get_int("zookeeper.connection.timeout.ms") / 1000)
     return backend

@@ -90,10 +90,10 @@ def change_offline(config_path: str, overrides: list[str], user: str, mechanisms
         config = load_config(config_path, parse_overrides(overrides))
     except (ConfigError, OSError) as exc:
         raise UsageError(f"--broker-config {config_path}: {exc}") from None
-    backend = open_backend(str(config["zookeeper.connect"]), config.log_dirs[0], config.node_id,
-                           int(config["zookeeper.session.timeout.ms"]) / 1000)
+    backend = open_backend(config.get_str("zookeeper.connect"), config.log_dirs[0], config.node_id,
+                           config.get_int("zookeeper.session.timeout.ms") / 1000)
     try:
-        backend.start(int(config["zookeeper.connection.timeout.ms"]) / 1000)
+        backend.start(config.get_int("zookeeper.connection.timeout.ms") / 1000)
         store = backend.credentials()
         for mechanism in mechanisms:
             if password is not None:
@@ -104,7 +104,7 @@ def change_offline(config_path: str, overrides: list[str], user: str, mechanisms
         raise AdminError(f"cannot write the credentials: {exc}") from None
     finally:
         backend.close()
-    where = config["zookeeper.connect"] or config.log_dirs[0]
+    where = config.get_str("zookeeper.connect") or config.log_dirs[0]
     verb = "set" if password is not None else "deleted"
     return Report({"user": user, "mechanisms": mechanisms, "store": where},
                   f"{verb} {', '.join(mechanisms)} credentials of {user} in {where}")

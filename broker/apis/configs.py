@@ -108,7 +108,7 @@ def _config_type(name: str, value: Any) -> int:
 
 def _broker_setting_is_set(node: Any, name: str) -> bool:
     setting = BY_NAME.get(name)
-    return setting is not None and node.config[name] != setting.default
+    return setting is not None and node.config.value(name) != setting.default
 
 
 def topic_config_entries(node: Any, overrides: dict[str, str], keys: Iterable[str] | None = None,

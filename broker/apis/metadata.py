@@ -89,8 +89,8 @@ async def _auto_create(ctx: RequestContext, name: str) -> dict[str, Any]:
     node = ctx.node
     try:
         info = await node.run_admin(lambda: node.registry.create(
-            name, int(node.config["num.partitions"]), {},
-            replication_factor=int(node.config["default.replication.factor"])))
+            name, node.config.get_int("num.partitions"), {},
+            replication_factor=node.config.get_int("default.replication.factor")))
     except TopicRegistryError as exc:
         if exc.code != ErrorCode.topic_already_exists:
             return _error_entry(exc.code, name)
@@ -109,7 +109,7 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> Resp
     requested = request.topics
     if requested is not None and version == 0 and len(requested) == 0:
         requested = None  # v0: an empty list means every topic
-    allow_create = bool(getattr(request, "allow_auto_topic_creation", True)) and bool(node.config["auto.create.topics.enable"])
+    allow_create = bool(getattr(request, "allow_auto_topic_creation", True)) and node.config.get_bool("auto.create.topics.enable")
     topics: list[dict[str, Any]] = []
     # Kafka's checks: only topics the principal may DESCRIBE are listed; one named without
     # that right is TOPIC_AUTHORIZATION_FAILED; creating one takes CREATE (cluster or topic).

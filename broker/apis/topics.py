@@ -113,7 +113,7 @@ def _partition_count(node: Any, topic: Any) -> tuple[int, int]:
         for assignment in topic.assignments:
             _check_replicas(node, assignment.broker_ids, f"partition {assignment.partition_index}")
         return len(topic.assignments), len(topic.assignments[0].broker_ids)
-    count = int(node.config["num.partitions"]) if topic.num_partitions == NO_NUM_PARTITIONS else topic.num_partitions
+    count = node.config.get_int("num.partitions") if topic.num_partitions == NO_NUM_PARTITIONS else topic.num_partitions
     if count <= 0:
         raise KafkaError(ErrorCode.invalid_partitions, "Number of partitions was set to an invalid non-positive value.")
     factor = topic.replication_factor
@@ -121,7 +121,7 @@ def _partition_count(node: Any, topic: Any) -> tuple[int, int]:
         raise KafkaError(ErrorCode.invalid_replication_factor,
                          "Replication factor must be larger than 0, or -1 to use the default value.")
     if factor == NO_REPLICATION_FACTOR:
-        factor = int(node.config["default.replication.factor"])
+        factor = node.config.get_int("default.replication.factor")
     live = len(node.cluster.live_brokers())
     if factor > live:
         raise KafkaError(ErrorCode.invalid_replication_factor,
@@ -215,7 +215,7 @@ async def handle_delete_topics(ctx: RequestContext, request: DeleteTopicsRequest
     node = ctx.node
     entries = _delete_entries(request)
     response_class = codec.response_class(DELETE_KEY, ctx.api_version)
-    if not node.config["delete.topic.enable"]:
+    if not node.config.get_bool("delete.topic.enable"):
         code = ErrorCode.topic_deletion_disabled if ctx.api_version >= DELETION_DISABLED_SINCE else ErrorCode.invalid_request
         return build(response_class, {"throttle_time": 0, "responses": [
             _deleted(name, topic_id, code, "Topic deletion is disabled.") for name, topic_id in entries]})

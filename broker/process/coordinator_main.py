@@ -94,19 +94,19 @@ async def _committed_to(marks: Callable[[], Awaitable[tuple[int, int, int]]], pa
 def offsets_topic_configs(config: BrokerConfig) -> dict[str, str]:
     """__consumer_offsets is compacted, as in Kafka; its segments preallocate 1 MiB at a
     time instead of the default window, because most of its 50 partitions stay tiny."""
-    return {"cleanup.policy": "compact", "segment.bytes": str(config["offsets.topic.segment.bytes"]),
+    return {"cleanup.policy": "compact", "segment.bytes": str(config.get_int("offsets.topic.segment.bytes")),
             "preallocate.window.bytes": str(1 << 20)}
 
 
 def settings_from(config: BrokerConfig) -> CoordinatorSettings:
     return CoordinatorSettings(
-        min_session_timeout_ms=int(config["group.min.session.timeout.ms"]),
-        max_session_timeout_ms=int(config["group.max.session.timeout.ms"]),
-        initial_rebalance_delay_ms=int(config["group.initial.rebalance.delay.ms"]),
-        max_group_size=int(config["group.max.size"]),
-        offset_metadata_max_bytes=int(config["offset.metadata.max.bytes"]),
-        offsets_retention_ms=int(config["offsets.retention.minutes"]) * 60_000,
-        offsets_retention_check_interval_ms=int(config["offsets.retention.check.interval.ms"]),
+        min_session_timeout_ms=config.get_int("group.min.session.timeout.ms"),
+        max_session_timeout_ms=config.get_int("group.max.session.timeout.ms"),
+        initial_rebalance_delay_ms=config.get_int("group.initial.rebalance.delay.ms"),
+        max_group_size=config.get_int("group.max.size"),
+        offset_metadata_max_bytes=config.get_int("offset.metadata.max.bytes"),
+        offsets_retention_ms=config.get_int("offsets.retention.minutes") * 60_000,
+        offsets_retention_check_interval_ms=config.get_int("offsets.retention.check.interval.ms"),
     )
 
 
@@ -279,12 +279,12 @@ class CoordinatorProcess:
         self.node_id = config.node_id
         self.run_dir = run_dir
         self.cluster_id = cluster_id
-        self.zookeeper = bool(config["zookeeper.connect"])
+        self.zookeeper = bool(config.get_str("zookeeper.connect"))
         self.heartbeat_path = heartbeat_path
         self.mesh = Mesh(rings, rings.coordinator)
         self.mesh.handlers[Op.SERVE] = self._serve_call
         self.mesh.handlers[Op.FIND] = lambda _body: peer_codec.encode_found(*self.find())
-        self.offsets_log = WorkerOffsetsLog(self.mesh, workers, int(config["offsets.topic.num.partitions"]), self.node_id)
+        self.offsets_log = WorkerOffsetsLog(self.mesh, workers, config.get_int("offsets.topic.num.partitions"), self.node_id)
         self.offsets_log.locate = self.locate_offsets_partition
         # The ACLs the group and offset APIs check (the workers check the others).
         self.security = BrokerSecurity(config)
@@ -483,7 +483,7 @@ class CoordinatorProcess:
             raise RuntimeError(f"ZooKeeper holds cluster id {stored}, the log dirs belong to cluster {self.cluster_id}")
         listeners = self.config.listeners
         self.opened.register_broker(self.node_id, listeners.advertised, listeners.protocol_map,
-                                     wait_for_stale=int(self.config["zookeeper.session.timeout.ms"]) / 1000)
+                                     wait_for_stale=self.config.get_int("zookeeper.session.timeout.ms") / 1000)
         self.brokers = dict(self.opened.live_brokers())
         self.elected = self.opened.coordinator()
 
@@ -520,10 +520,10 @@ class CoordinatorProcess:
         defaults = LogConfig.from_broker_config(self.config.storage_settings())
         controller = Controller(registry, lambda: set(self.opened.live_brokers()),
                                 lambda configs: defaults.with_overrides(configs).unclean_leader_election_enable,
-                                (OFFSETS_TOPIC, int(self.config["offsets.topic.replication.factor"])),
-                                (float(self.config["leader.imbalance.check.interval.seconds"]),
-                                 int(self.config["leader.imbalance.per.broker.percentage"]))
-                                if self.config["auto.leader.rebalance.enable"] else None)
+                                (OFFSETS_TOPIC, self.config.get_int("offsets.topic.replication.factor")),
+                                (float(self.config.get_int("leader.imbalance.check.interval.seconds")),
+                                 self.config.get_int("leader.imbalance.per.broker.percentage"))
+                                if self.config.get_bool("auto.leader.rebalance.enable") else None)
         while True:
             if self.elected_epoch >= 0 and not self.suspended:
                 try:
@@ -647,7 +647,7 @@ class CoordinatorProcess:
             try:
                 # offsets.topic.replication.factor, or as many brokers as are alive when it
                 # is created (a cluster is usable from its first broker; Kafka would wait).
-                wanted = int(self.config["offsets.topic.replication.factor"])
+                wanted = self.config.get_int("offsets.topic.replication.factor")
                 factor = max(1, min(wanted, len(self.opened.live_brokers()))) if self.zookeeper else 1
                 if factor < wanted:
                     log.warning("coordinator: creating %s with replication factor %d: only %d brokers are alive "

@@ -84,7 +84,7 @@ class WorkerNode:
         self.owner = Owner(index, self.logs, self.registry, self.owns, self._appended, self.fence_epoch,
                            self._make_replication, self._owned_views, self._assigned_elsewhere)
         self.replica_fetcher = ReplicaFetcher(self.node_id, self.owner.replication, self.owner.log_for,
-                                              self._topic_id, self._broker_address, lambda key: int(config[key]),
+                                              self._topic_id, self._broker_address, config.get_int,
                                               self._wake, client_security)
         # The other processes of this broker, over the shared-memory rings: the workers'
         # partition ops, and the coordinator process (endpoint ``count``).
@@ -123,7 +123,7 @@ class WorkerNode:
     # ------------------------------------------------------------------ replication
     def _make_replication(self, owner: Owner) -> Replication:
         return Replication(self.node_id, owner.log_for, self._write_isr, self._wake,
-                           lambda: int(self.config["replica.lag.time.max.ms"]))
+                           lambda: self.config.get_int("replica.lag.time.max.ms"))
 
     def _owned_views(self) -> Iterator[tuple[TopicPartition, PartitionView]]:
         """The partitions this worker owns, with what the cluster records of each."""
@@ -248,7 +248,7 @@ class WorkerNode:
     async def next_producer_id(self) -> int:
         for producer_id in self._producer_ids:
             return producer_id
-        block = int(self.config["producer.id.block.size"])
+        block = self.config.get_int("producer.id.block.size")
         first = await self.run_admin(lambda: self.registry.allocate_producer_ids(block))
         self._producer_ids = iter(range(first, first + block))
         return next(self._producer_ids)

@@ -54,8 +54,8 @@ def reload_in_supervisor(config: BrokerConfig, run_dir: str) -> dict[str, Any] |
     if static:
         log.warning("SIGHUP: %s changed; that takes a restart", ", ".join(static))
     config.update(dynamic)
-    set_level(str(config["log.level"]))
-    files.replace_file(reload_path(run_dir), orjson.dumps({key: config[key] for key in DYNAMIC}))
+    set_level(config.get_str("log.level"))
+    files.replace_file(reload_path(run_dir), orjson.dumps({key: config.value(key) for key in DYNAMIC}))
     log.info("SIGHUP: reloaded%s", "".join(f" {k}={v}" for k, v in sorted(dynamic.items())) or " (no dynamic change)")
     return dynamic
 
@@ -70,7 +70,7 @@ def apply_in_child(config: BrokerConfig, run_dir: str) -> dict[str, Any]:
         log.error("SIGHUP: cannot read %s: %s", reload_path(run_dir), exc)
         return {}
     values = {key: value for key, value in values.items() if key in DYNAMIC}
-    changed = {key: value for key, value in values.items() if config[key] != value}
+    changed = {key: value for key, value in values.items() if config.value(key) != value}
     config.update(values)
-    set_level(str(config["log.level"]))
+    set_level(config.get_str("log.level"))
     return changed

@@ -105,8 +105,8 @@ class Supervisor:
 
         setproctitle(f"castle[{self.config.node_id}]: supervisor")
         settings = self.config.storage_settings()
-        if self.config["cluster.id"]:
-            settings["cluster.id"] = self.config["cluster.id"]
+        if self.config.get_str("cluster.id"):
+            settings["cluster.id"] = self.config.get_str("cluster.id")
         try:
             # The client port stays held while the metrics port is bound, so that a metrics
             # port the OS picks (port 0) cannot be the client port. Released before the
@@ -118,10 +118,10 @@ class Supervisor:
                 for shared_port in held:
                     if shared_port is not None:
                         shared_port.close()
-            if self.config["zookeeper.connect"]:
-                settings["cluster.id"] = self._cluster_id_from_zookeeper(str(self.config["cluster.id"]))
+            if self.config.get_str("zookeeper.connect"):
+                settings["cluster.id"] = self._cluster_id_from_zookeeper(self.config.get_str("cluster.id"))
             self.claimed = claim_log_dirs(ManagerConfig.from_broker_config(settings))
-            if self.config["zookeeper.connect"]:
+            if self.config.get_str("zookeeper.connect"):
                 self._check_log_dirs(settings)
         except Exception as exc:
             log.error("cannot start: %s", exc)
@@ -153,7 +153,7 @@ class Supervisor:
         """The Prometheus endpoint's socket. A port named in the config must be ours; the
         default one may belong to another broker on this host (Kafka brokers on one host
         need only their own node.id, listeners and log.dirs): then this one serves none."""
-        address = str(self.config["metrics.listener"])
+        address = self.config.get_str("metrics.listener")
         try:
             return bind_metrics_listener(address)
         except OSError as exc:
@@ -208,7 +208,7 @@ class Supervisor:
         from storage.types import TopicPartition
 
         assert self.claimed is not None
-        if self.config["zookeeper.connect"]:
+        if self.config.get_str("zookeeper.connect"):
             return  # the cluster's topics are in ZooKeeper
         registry = LocalTopicRegistry(self.claimed.paths[0])
         if registry.exists():
@@ -231,13 +231,13 @@ class Supervisor:
             registry.allocate_producer_ids(0)  # creates the file
 
     def _make_run_dir(self) -> None:
-        if self.config["run.dir"]:
-            self.run_dir = os.path.abspath(self.config["run.dir"])
+        if self.config.get_str("run.dir"):
+            self.run_dir = os.path.abspath(self.config.get_str("run.dir"))
             os.makedirs(self.run_dir, mode=0o700, exist_ok=True)
         else:
             self.run_dir = tempfile.mkdtemp(prefix=f"castle-{self.config.node_id}-")
             self._own_run_dir = True
-        self.rings = SharedRings(self.count, int(self.config["worker.ring.bytes"]))
+        self.rings = SharedRings(self.count, self.config.get_int("worker.ring.bytes"))
         if self.metrics_listener is not None:
             # Before any fork: every process then writes its counters under <run.dir>/metrics.
             prepare_multiprocess_dir(self.run_dir)
@@ -382,7 +382,7 @@ class Supervisor:
         if reload_in_supervisor(self.config, self.run_dir) is None:
             self.notifier.status("SIGHUP: the configuration does not load; kept the running settings")
             return
-        self.notifier.status(f"SIGHUP: reloaded; log.level={self.config['log.level']}")
+        self.notifier.status(f"SIGHUP: reloaded; log.level={self.config.get_str('log.level')}")
         for slot in self.all_slots:
             if slot.pid:
                 self._kill(slot.pid, signal.SIGHUP)
@@ -419,9 +419,9 @@ class Supervisor:
             self.stopping = True
             return
         now = time.monotonic()
-        window = int(self.config["worker.restart.window.ms"]) / 1000
+        window = self.config.get_int("worker.restart.window.ms") / 1000
         slot.deaths = [t for t in slot.deaths if now - t < window] + [now]
-        if len(slot.deaths) > int(self.config["worker.restart.max"]):
+        if len(slot.deaths) > self.config.get_int("worker.restart.max"):
             log.error("%s died %d times within %.0f s: crash loop, stopping the broker",
                       slot.name, len(slot.deaths), window)
             self.notifier.status(f"{slot.name} died {len(slot.deaths)} times within {window:.0f} s: stopping")
@@ -445,8 +445,8 @@ class Supervisor:
         for slot in self.all_slots:
             if not slot.pid:
                 continue
-            key = "coordinator.heartbeat.timeout.ms" if slot.index == COORDINATOR else "worker.heartbeat.timeout.ms"
-            timeout = int(self.config[key]) / 1000
+            timeout = (self.config.get_int("coordinator.heartbeat.timeout.ms") if slot.index == COORDINATOR
+                       else self.config.get_int("worker.heartbeat.timeout.ms")) / 1000
             if slot.aborted_at:
                 # SIGABRT does not end a stopped process, nor one that handles or blocks it.
                 if time.monotonic() - slot.aborted_at > ABORT_GRACE:
@@ -479,7 +479,7 @@ class Supervisor:
         for slot in self.all_slots:
             if slot.pid:
                 self._kill(slot.pid, signal.SIGTERM)
-        deadline = time.monotonic() + int(self.config["graceful.shutdown.timeout.ms"]) / 1000 + 5
+        deadline = time.monotonic() + self.config.get_int("graceful.shutdown.timeout.ms") / 1000 + 5
         alive = {slot.pid: slot for slot in self.all_slots if slot.pid}
         while alive and time.monotonic() < deadline:
             try:
@@ -521,7 +521,7 @@ class Supervisor:
 def serve(config: BrokerConfig) -> int:
     from broker.process.logs import configure_logging
 
-    configure_logging(str(config["log.level"]), str(config["log.format"]))
+    configure_logging(config.get_str("log.level"), config.get_str("log.format"))
     if sys.platform != "linux":
         log.error("castle serve needs Linux (SO_REUSEPORT load balancing, sendfile)")
         return 1

@@ -132,7 +132,7 @@ class WorkerServer:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         sock.bind((host, port))
-        sock.listen(int(self.node.config["socket.listen.backlog.size"]))
+        sock.listen(self.node.config.get_int("socket.listen.backlog.size"))
         sock.setblocking(False)
         return sock
 
@@ -155,8 +155,8 @@ class WorkerServer:
                 return
             client.setblocking(False)
             client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            for option, key in ((socket.SO_SNDBUF, "socket.send.buffer.bytes"), (socket.SO_RCVBUF, "socket.receive.buffer.bytes")):
-                size = int(config[key])
+            for option, size in ((socket.SO_SNDBUF, config.get_int("socket.send.buffer.bytes")),
+                                 (socket.SO_RCVBUF, config.get_int("socket.receive.buffer.bytes"))):
                 if size > 0:
                     client.setsockopt(socket.SOL_SOCKET, option, size)
             self.node.stats["connections"] += 1
@@ -169,7 +169,7 @@ class WorkerServer:
     async def _close_idle_connections(self) -> None:
         """Close connections with nothing in flight and no traffic for
         connections.max.idle.ms, as Kafka does (negative: never)."""
-        limit_ms = int(self.node.config["connections.max.idle.ms"])
+        limit_ms = self.node.config.get_int("connections.max.idle.ms")
         if limit_ms < 0:
             return
         limit = limit_ms / 1000
@@ -202,7 +202,7 @@ class WorkerServer:
         for connection in list(self.connections):
             connection.drain()
         self.node.purgatory.wake_all()
-        deadline = time.monotonic() + int(self.node.config["graceful.shutdown.timeout.ms"]) / 1000
+        deadline = time.monotonic() + self.node.config.get_int("graceful.shutdown.timeout.ms") / 1000
         while time.monotonic() < deadline and not all(c.idle for c in self.connections):
             self.node.purgatory.wake_all()
             await asyncio.sleep(0.01)

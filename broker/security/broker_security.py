@@ -66,17 +66,17 @@ def parse_credentials(raw: Mapping[str, Mapping[str, str]]) -> dict[str, dict[st
 class BrokerSecurity:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
-        self.reauth_ms = int(config["connections.max.reauth.ms"])
+        self.reauth_ms = config.get_int("connections.max.reauth.ms")
         self.broker_secret: bytes | None = None  # set by whoever opened the backend (set_broker_secret)
         # Principals that are brokers' own: CASTLE-BROKER's, and the inter-broker SASL user of this config.
         self._broker_principals: frozenset[str] = frozenset()
-        self.max_receive_size = int(config["sasl.server.max.receive.size"])
+        self.max_receive_size = config.get_int("sasl.server.max.receive.size")
         self._contexts: dict[str, ssl.SSLContext] = {}
         self._credentials: dict[str, dict[str, ScramCredential]] = {}
         self._wakes: list[threading.Event] = []  # the reader threads' (_follow)
-        self.authorizer_on = bool(config["authorizer.class.name"])
-        self._super_users = str(config["super.users"])
-        self._everyone_if_no_acl = bool(config["allow.everyone.if.no.acl.found"])
+        self.authorizer_on = bool(config.get_str("authorizer.class.name"))
+        self._super_users = config.get_str("super.users")
+        self._everyone_if_no_acl = config.get_bool("allow.everyone.if.no.acl.found")
         self._rules = AclRules((), self._super_users, self._everyone_if_no_acl)
         self._closed = False
         self._mechanisms = {listener.name: tuple(m for m in str(config.for_listener(listener.name, "sasl.enabled.mechanisms"))

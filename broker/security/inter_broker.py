@@ -46,7 +46,7 @@ def inter_broker_security(config: BrokerConfig, secret: bytes | None = None) -> 
     if protocol not in (SASL_PLAINTEXT, SASL_SSL):
         return ClientSecurity(context, None, proof=proof) if context is not None or proof is not None else None
     enabled = [m for m in str(config.for_listener(name, "sasl.enabled.mechanisms")).split(",") if m]
-    mechanism = str(config["sasl.mechanism.inter.broker.protocol"]) or (enabled[0] if enabled else "")
+    mechanism = config.get_str("sasl.mechanism.inter.broker.protocol") or (enabled[0] if enabled else "")
     if mechanism not in enabled:
         raise ValueError(f"sasl.mechanism.inter.broker.protocol {mechanism or '(none)'} is not enabled on listener {name}")
     jaas = config.jaas_config(name, mechanism)

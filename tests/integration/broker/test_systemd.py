@@ -419,9 +419,9 @@ def test_the_unit_has_the_required_directives():
 
     config = load_config(PROPERTIES)
     # The data and run dirs of the example config are the ones the sandbox lets it write.
-    assert config.log_dirs == ["/var/lib/castle"] and config["run.dir"] == "/run/" + one("RuntimeDirectory")
+    assert config.log_dirs == ["/var/lib/castle"] and config.get_str("run.dir") == "/run/" + one("RuntimeDirectory")
     # Stop: workers get graceful.shutdown.timeout.ms, the supervisor 5 s more before SIGKILL.
-    graceful = int(config["graceful.shutdown.timeout.ms"]) / 1000
+    graceful = config.get_int("graceful.shutdown.timeout.ms") / 1000
     assert seconds(one("TimeoutStopSec")) > graceful + 5
     assert seconds(one("TimeoutStartSec")) >= 600, "recovery of a large log needs time"
     watchdog = seconds(one("WatchdogSec"))
