@@ -3,7 +3,9 @@
 The benchmark tools run each client (producer, group member, consumer) in a process of
 its own, so one client's GIL never slows another and a client can be SIGKILLed alone.
 A child writes one JSON object per line with ``emit``; the parent's ``ChildProcess``
-collects them in a list that the parent reads with ``snapshot``.
+collects them in a list that the parent reads with ``snapshot``. The integration tests
+run their group members with the same pair (tests/integration/group_member.py): one
+copy, here, since loadtest/ may not import tests/.
 """
 
 from __future__ import annotations

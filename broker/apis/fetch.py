@@ -59,12 +59,15 @@ ZERO_UUID = uuid.UUID(int=0)
 # One requested partition: (topic index, partition, error code, read item or None); None
 # when the partition is answered with the error alone. Plain tuples, and ReadItems made by
 # tuple.__new__ (one C call, not the NamedTuple's Python constructor): at 1,000 partitions
-# per Fetch an object per partition was a measurable share of _resolve.
+# per Fetch an object per partition was a measurable share of resolve.
 Wanted = tuple[int, int, int, "ReadItem | None"]
 _read_item = functools.partial(tuple.__new__, ReadItem)
 
 
-def _resolve(ctx: RequestContext, request: FetchRequest) -> tuple[list[tuple[str, uuid.UUID]], list[Wanted]]:
+def resolve(ctx: RequestContext, request: FetchRequest) -> tuple[list[tuple[str, uuid.UUID]], list[Wanted]]:
+    """The request's topics as (name, topic id), and one Wanted per requested partition in
+    request order: a read item for each partition to read, an error code for the others
+    (unknown topic or partition, or refused by authorization). Reads nothing yet."""
     node = ctx.node
     version = ctx.api_version
     refuse_zstd = version < 10
@@ -139,7 +142,7 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> RawRespons
     session_error = _session_error(ctx, request)
     if session_error:
         return _respond(ctx, session_error, [], [], [])
-    topics, wanted = _resolve(ctx, request)
+    topics, wanted = resolve(ctx, request)
     items = [w[3] for w in wanted if w[3] is not None]
     tps = [item[0] for item in items]
     max_wait = request.max_wait_ms / 1000

@@ -41,6 +41,9 @@ class SocketWriter:
         self._out: deque[bytes | FileChunk | memoryview] = deque()
         self.out_bytes = 0
         self._out_files = 0  # FileChunks queued: two or more are sent corked
+        # TCP_CORK is TCP's: on another socket (a Unix socketpair) setting it fails, and
+        # that failure would close the connection.
+        self._can_cork = sock.family in (socket.AF_INET, socket.AF_INET6)
         self._writing = False  # waiting for writability
         self._flush_scheduled = False
         self._closed = False
@@ -82,7 +85,7 @@ class SocketWriter:
         out = self._out
         if out:
             self.last_active = time.monotonic()
-        corked = self._out_files > 1
+        corked = self._out_files > 1 and self._can_cork
         try:
             if corked:
                 self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 1)

@@ -315,6 +315,10 @@ class Owner:
             if partition_log is None:
                 results.append(OffsetResult(ErrorCode.unknown_topic_or_partition))
                 continue
+            if self.replication.leader_epoch(tp) < 0:
+                # The leader moves the log start; its followers learn it from their fetches.
+                results.append(OffsetResult(ErrorCode.not_leader_or_follower))
+                continue
             target = partition_log.high_watermark if offset == -1 else offset
             try:
                 partition_log.delete_records_before(target)

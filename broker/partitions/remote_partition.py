@@ -50,14 +50,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import re
 import ssl
 import struct
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-
-from kio.serial import entity_reader
 
 from broker.protocol import codec
 from broker.protocol.build import build
@@ -114,11 +111,6 @@ def epoch_from_client_id(client_id: str | None) -> int | None:
 
 
 # ---------------------------------------------------------------------- framing
-@functools.cache
-def _reader(cls: type) -> Any:
-    return entity_reader(cls)
-
-
 def encode_request(api_key: int, version: int, correlation_id: int, client_id: str, body: Any) -> bytes:
     """One whole request frame, size prefix included."""
     client = client_id.encode()
@@ -195,7 +187,7 @@ class _Connection:
                 if pending.future.done():
                     continue
                 try:
-                    entity, _size = _reader(pending.response_class)(frame, pending.header_size)
+                    entity, _size = codec.reader_for(pending.response_class)(frame, pending.header_size)
                 except Exception as exc:  # kio raises several types on malformed input
                     raise ProtocolViolation(f"cannot decode {pending.response_class.__name__}: {exc!r}") from None
                 pending.future.set_result(entity)

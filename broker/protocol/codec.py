@@ -34,7 +34,10 @@ def response_class(api_key: int, version: int) -> Any:
 
 
 @functools.cache
-def _reader(cls: type) -> Any:
+def reader_for(cls: type) -> Any:
+    """kio's native decoder of entity class ``cls``, built once per class: called as
+    ``reader(buffer, offset)``, it answers ``(entity, size)``. It trusts the lengths it
+    reads; decode_request runs the guard first (broker/protocol/guard.py)."""
     return entity_reader(cls)
 
 
@@ -59,7 +62,7 @@ def decode_request(api_key: int, version: int, frame: bytes | memoryview, offset
         raise ProtocolViolation(f"no schema for api {api_key} v{version}")
     check_request(cls, frame, offset)  # kio's reader aborts the process on absurd lengths
     try:
-        entity, _size = _reader(cls)(frame, offset)
+        entity, _size = reader_for(cls)(frame, offset)
     except Exception as exc:  # kio raises several types on malformed input
         raise ProtocolViolation(f"cannot decode api {api_key} v{version}: {exc!r}") from None
     return entity

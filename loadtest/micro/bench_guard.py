@@ -14,7 +14,7 @@ import time
 from typing import Any, Callable
 
 from broker.protocol.build import build
-from broker.protocol.codec import _reader, encode_body, request_class
+from broker.protocol.codec import encode_body, reader_for, request_class
 from broker.protocol.guard import check_request
 
 
@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     for name, cls, body in cases():
         guard = _per_call(lambda: check_request(cls, body, 0), args.rounds)
-        reader = _reader(cls)
+        reader = reader_for(cls)
         decode = _per_call(lambda: reader(body, 0), args.rounds)
         print(f"{name:32s} guard {guard:6.2f} us   kio decode {decode:6.2f} us")
     return 0

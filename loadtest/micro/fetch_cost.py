@@ -10,7 +10,7 @@ This tool times, with timeit on one in-memory request (best of 5 repeats):
 * ``decode``: broker/protocol/fetch_request.py's decode of the request body, which the
   connection does before the handler runs; ``kio_decode``: kio's decode of the same
   body, which it replaced (for comparison);
-* ``resolve``: broker/apis/fetch.py ``_resolve``, which turns the request into read
+* ``resolve``: broker/apis/fetch.py ``resolve``, which turns the request into read
   items (a stand-in registry answers the topic lookup);
 * ``watch``: the long-poll watch of a fetch below min_bytes: register under every
   partition, re-arm once after a wakeup, cancel (broker/partitions/purgatory.py).
@@ -39,7 +39,7 @@ TOPIC = "fetch-cost"
 
 
 class _Topic:
-    """What fetch._resolve reads of a coordination.local_topics.TopicInfo."""
+    """What fetch.resolve reads of a coordination.local_topics.TopicInfo."""
 
     def __init__(self, partitions: int) -> None:
         self.name = TOPIC
@@ -62,7 +62,7 @@ class _Node:
     def __init__(self, info: _Topic) -> None:
         self._info = info
         self.registry = _Registry(info)
-        # No authorizer (the default): the checks _resolve makes cost one attribute read.
+        # No authorizer (the default): the checks resolve makes cost one attribute read.
         self.security = BrokerSecurity(load_config(None, {}))
 
     def topic(self, _name: str) -> _Topic:
@@ -106,12 +106,12 @@ def measure(partitions: int, version: int, rounds: int) -> dict[str, float]:
     body = codec.encode_body(request)
     decoded = fetch_request.decode(version, body, 0)
     context = _Context(_Node(info), version)
-    items = [w[3] for w in fetch._resolve(context, decoded)[1]]
+    items = [w[3] for w in fetch.resolve(context, decoded)[1]]
     assert len(items) == partitions, "every partition resolves to a read"
     return {
         "decode": best_seconds(lambda: fetch_request.decode(version, body, 0), rounds),
         "kio_decode": best_seconds(lambda: codec.decode_request(1, version, body, 0), rounds),
-        "resolve": best_seconds(lambda: fetch._resolve(context, decoded), rounds),
+        "resolve": best_seconds(lambda: fetch.resolve(context, decoded), rounds),
         "watch": asyncio.run(_watch_cost([item[0] for item in items], rounds)),
     }
 

@@ -20,13 +20,14 @@ CASTLE_MEMBER_LOG_LEVEL).
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import signal
 import sys
 import time
 from typing import Any
+
+from loadtest.children import emit  # the child's side of loadtest.children.ChildProcess
 
 SESSION_TIMEOUT_MS = 6000
 HEARTBEAT_MS = 500
@@ -37,11 +38,6 @@ stop = False
 def _on_term(_signum: int, _frame: Any) -> None:
     global stop
     stop = True
-
-
-def emit(**fields: Any) -> None:
-    sys.stdout.write(json.dumps(fields) + "\n")
-    sys.stdout.flush()
 
 
 def report(batches: dict[Any, list[Any]], assignment: list[int], last_assignment: list[int] | None) -> dict[Any, int]:

@@ -10,8 +10,8 @@ import time
 
 import pytest
 
+from loadtest.common import proc_cpu_ticks
 from tests.integration.conftest import round_trip, wait_until
-from tests.integration.procs import proc_cpu_ticks
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
+from loadtest.children import ChildProcess
 from tests.integration.conftest import wait_until
-from tests.integration.procs import ChildProcess
 
 ROOT_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 

@@ -8,9 +8,9 @@ import os
 
 import pytest
 
+from loadtest.common import process_tree
 from tests.integration.clients import confluent_consume, confluent_produce, make_records
 from tests.integration.conftest import wait_until
-from tests.integration.procs import process_tree
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

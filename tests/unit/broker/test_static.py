@@ -136,6 +136,69 @@ def test_only_loadtest_micro_imports_the_broker_storage_or_coordination():
     assert not violations, violations
 
 
+def _private_uses(source: str, path: str, packages: set[str]) -> list[str]:
+    """Underscore names of ``packages`` that ``source`` imports (``from broker.x import _y``,
+    ``from broker._x import y``) or reaches through an imported module or name (``codec._y``,
+    ``broker.protocol.codec._y``). Dunders (``__doc__``) are public."""
+    tree = ast.parse(source, path)
+
+    def private(name: str) -> bool:
+        return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+    found = []
+    bound: set[str] = set()  # local names that stand for something of ``packages``
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 \
+                and node.module.split(".")[0] in packages:
+            if any(private(part) for part in node.module.split(".")):
+                found.append(f"{path}:{node.lineno} imports from {node.module}")
+            for alias in node.names:
+                if private(alias.name):
+                    found.append(f"{path}:{node.lineno} imports {node.module}.{alias.name}")
+                bound.add(alias.asname or alias.name)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] in packages:
+                    if any(private(part) for part in alias.name.split(".")):
+                        found.append(f"{path}:{node.lineno} imports {alias.name}")
+                    bound.add(alias.asname or alias.name.split(".")[0])
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and private(node.attr):
+            root: ast.expr = node.value
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            if isinstance(root, ast.Name) and root.id in bound:
+                found.append(f"{path}:{node.lineno} uses {ast.unparse(node)}")
+    return found
+
+
+def test_the_private_names_check_finds_each_kind_of_use():
+    source = ("from broker.protocol.codec import _reader, encode_body\n"
+              "from broker.apis import fetch\n"
+              "import broker.protocol.codec\n"
+              "from storage._hidden import thing\n"
+              "fetch._resolve(1)\n"
+              "broker.protocol.codec._writer\n"
+              "fetch.__doc__, encode_body, self._mine\n")
+    found = _private_uses(source, "x.py", LOADTEST_FORBIDDEN)
+    assert sorted(found) == ["x.py:1 imports broker.protocol.codec._reader", "x.py:4 imports from storage._hidden",
+                     "x.py:5 uses fetch._resolve", "x.py:6 uses broker.protocol.codec._writer"], found
+
+
+def test_loadtest_uses_only_public_names_of_broker_storage_and_coordination():
+    """The micro-benchmarks time the product through names it keeps: a private name may
+    change under them without notice (and a benchmark that reaches into one measures a
+    detail, not the API)."""
+    violations = []
+    for directory, _dirs, names in os.walk(os.path.join(ROOT, "loadtest")):
+        for name in names:
+            if name.endswith(".py"):
+                path = os.path.join(directory, name)
+                with open(path, encoding="utf-8") as handle:
+                    violations += _private_uses(handle.read(), os.path.relpath(path, ROOT), LOADTEST_FORBIDDEN)
+    assert not violations, violations
+
+
 # The load tools are typed: all of loadtest/ but micro/, which imports the broker (not typed as a whole).
 TYPED_LOADTEST = ["loadtest/runner", "loadtest/brokers.py", "loadtest/children.py", "loadtest/common.py",
                   "loadtest/ingest_limit.py", "loadtest/locustfile.py", "loadtest/loopback_limit.py", "loadtest/machine.py",

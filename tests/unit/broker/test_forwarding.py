@@ -1,0 +1,209 @@
+"""on_owners (broker/links/forwarding.py) with two real owners in one process: worker 0's
+Owner called directly, and worker 1's Owner reached through a real RemotePartitionOps over
+real shared rings (two Mesh endpoints on one uvloop loop), each over its own real logs.
+Requests are split by owner and the answers merged back in request order; partitions of
+another broker are refused without being sent; an owner that fails fails only its items."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from broker.links.forwarding import on_owners
+from broker.links.mesh import Mesh, Op
+from broker.links.remote_ops import RemotePartitionOps, serve_partition_ops
+from broker.links.rings import SharedRings
+from broker.partitions.partition_ops import (
+    AppendItem,
+    AppendResult,
+    PartitionOps,
+    ReadItem,
+    ReadResult,
+)
+from broker.protocol.errors import ErrorCode
+from storage.errors import LogDirOfflineError
+from storage.types import TopicPartition
+from tests.unit.broker.partition_world import World, batch, values_at
+
+RING = 256 * 1024
+TOPIC = "split"
+PARTITIONS = 6
+ELSEWHERE = TopicPartition("another-brokers", 0)
+
+
+def run(coroutine: Any) -> Any:
+    import uvloop
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return runner.run(coroutine)
+
+
+class TwoWorkers:
+    """The Router of worker 0: even partitions are its own, odd ones worker 1's."""
+
+    index = 0
+
+    def __init__(self, base: str) -> None:
+        tps = [TopicPartition(TOPIC, p) for p in range(PARTITIONS)]
+        self.worlds = [World(f"{base}/w{w}", owned={tp for tp in tps if self.owner_of(tp) == w}, index=w)
+                       for w in (0, 1)]
+        for world in self.worlds:
+            world.topic(TOPIC, PARTITIONS)
+        self.rings = SharedRings(2, ring_bytes=RING, coordinator_ring_bytes=RING)
+        self.meshes: list[Mesh] = []
+        self.remote: PartitionOps | None = None
+
+    def start(self, serve: bool = True, timeout: float = 5) -> None:
+        """On the loop: worker 1 serves its Owner over the rings (unless it is down)."""
+        ours = Mesh(self.rings, 0)
+        ours.start()
+        self.meshes.append(ours)
+        if serve:
+            theirs = Mesh(self.rings, 1)
+            serve_partition_ops(theirs, self.worlds[1].owner)
+            theirs.start()
+            self.meshes.append(theirs)
+        self.remote = RemotePartitionOps(ours, 1, timeout=timeout)
+
+    def holds(self, tp: TopicPartition) -> bool:
+        return tp.topic == TOPIC
+
+    def owner_of(self, tp: TopicPartition) -> int:
+        return tp.partition % 2
+
+    def ops_for(self, worker: int) -> PartitionOps:
+        if worker == 0:
+            return self.worlds[0].owner
+        assert self.remote is not None
+        return self.remote
+
+    def close(self) -> None:
+        for mesh in self.meshes:
+            mesh.close()
+        self.rings.close()
+        for world in self.worlds:
+            world.close()
+
+
+@pytest.fixture
+def workers(tmp_path):
+    built = TwoWorkers(str(tmp_path))
+    yield built
+    built.close()
+
+
+def tp(partition: int) -> TopicPartition:
+    return TopicPartition(TOPIC, partition)
+
+
+async def append(router: TwoWorkers, items: list[AppendItem]) -> list[AppendResult]:
+    return await asyncio.wait_for(on_owners(router, items, lambda ops, part: ops.append(part), AppendResult), 5)
+
+
+def test_items_are_split_by_owner_and_answered_in_request_order(workers):
+    async def scenario() -> None:
+        workers.start()
+        # Interleaved owners, one partition twice, and one another broker holds.
+        order = [1, 0, 3, 2, 1, 5, 4]
+        items = [AppendItem(tp(p), batch(i + 1, f"r{i}-".encode()), 9) for i, p in enumerate(order)]
+        items.insert(3, AppendItem(ELSEWHERE, batch(), 9))
+        results = await append(workers, items)
+        codes = [r.error_code for r in results]
+        assert codes == [0, 0, 0, ErrorCode.not_leader_or_follower, 0, 0, 0, 0]
+        # Partition 1 got two appends, in request order: 1 record, then 5.
+        assert [(r.base_offset, r.record_count) for r in results] == [
+            (0, 1), (0, 2), (0, 3), (-1, 0), (0, 4), (1, 5), (0, 6), (0, 7)]
+        # Each landed in its owner's logs, and only there.
+        for p in range(PARTITIONS):
+            owner, other = workers.worlds[p % 2], workers.worlds[1 - p % 2]
+            assert owner.logs.get_log(tp(p)) is not None and other.logs.get_log(tp(p)) is None
+
+        reads = [ReadItem(tp(p), 0, 1 << 20, False) for p in (5, 0, 1)] + [ReadItem(ELSEWHERE, 0, 100, False)]
+        answers = await asyncio.wait_for(
+            on_owners(workers, reads, lambda ops, part: ops.read(part, 0), ReadResult), 5)
+        assert [a.error_code for a in answers] == [0, 0, 0, ErrorCode.not_leader_or_follower]
+        assert values_at(answers[0].path, answers[0].position, answers[0].length)[0] == (0, b"r5-0")
+        assert values_at(answers[1].path, answers[1].position, answers[1].length)[0] == (0, b"r1-0")
+        assert [v for _o, v in values_at(answers[2].path, answers[2].position, answers[2].length)] == [
+            b"r0-0", b"r4-0", b"r4-1", b"r4-2", b"r4-3", b"r4-4"]
+        assert answers[2].path.startswith(workers.worlds[1].logs.config.log_dirs[0])
+        # Worker 1's owner noted worker 0 waiting on its partitions (a long poll's wakeup).
+        assert workers.worlds[1].owner.remote_watchers == {tp(5): {0}, tp(1): {0}}
+
+    run(scenario())
+
+
+def test_pipelined_requests_reach_an_owner_in_request_order(workers):
+    async def scenario() -> None:
+        workers.start()
+        # Started together: each call is sent before the first await, so the second
+        # request's append to partition 1 cannot overtake the first's.
+        first = asyncio.ensure_future(append(workers, [AppendItem(tp(0), batch(1), 9),
+                                                       AppendItem(tp(1), batch(1, b"first"), 9)]))
+        second = asyncio.ensure_future(append(workers, [AppendItem(tp(1), batch(1, b"second"), 9)]))
+        one, two = await asyncio.gather(first, second)
+        assert (one[1].base_offset, two[0].base_offset) == (0, 1)
+
+    run(scenario())
+
+
+def test_all_local_items_take_one_call_and_a_failure_there_fails_them_all(workers):
+    async def scenario() -> None:
+        workers.start(serve=False)  # worker 1 is down, and not needed
+        results = await append(workers, [AppendItem(tp(2), batch(2), 9), AppendItem(tp(4), batch(1), 9)])
+        assert [(r.error_code, r.base_offset) for r in results] == [(0, 0), (0, 0)]
+        calls: list[int] = []
+
+        def broken(ops: PartitionOps, part: list[AppendItem]) -> Any:
+            calls.append(len(part))
+            raise LogDirOfflineError("the disk went away")
+
+        failed = await on_owners(workers, [AppendItem(tp(0), batch(), 9), AppendItem(tp(2), batch(), 9)],
+                                 broken, AppendResult)
+        assert calls == [2], "one call for every item"
+        assert [r.error_code for r in failed] == [ErrorCode.kafka_storage_error] * 2
+
+    run(scenario())
+
+
+def test_an_owner_that_is_down_fails_only_its_own_partitions(workers):
+    async def scenario() -> None:
+        workers.start(serve=False)  # worker 1 is restarting
+        items = [AppendItem(tp(p), batch(), 9) for p in (0, 1, 2, 3)]
+        results = await append(workers, items)
+        assert [r.error_code for r in results] == [0, ErrorCode.not_leader_or_follower,
+                                                   0, ErrorCode.not_leader_or_follower]
+        assert workers.worlds[0].logs.get_log(tp(0)).log_end_offset == 1
+        assert workers.worlds[1].logs.get_log(tp(1)).log_end_offset == 0
+
+    run(scenario())
+
+
+def test_an_owner_whose_call_fails_fails_only_its_own_partitions(workers):
+    async def scenario() -> None:
+        workers.start()
+
+        def remote_refuses(ops: PartitionOps, part: list[AppendItem]) -> Any:
+            if ops is workers.remote:
+                raise ValueError("cannot encode")
+            return ops.append(part)
+
+        results = await on_owners(workers, [AppendItem(tp(1), batch(), 9), AppendItem(tp(0), batch(), 9)],
+                                  remote_refuses, AppendResult)
+        assert [r.error_code for r in results] == [ErrorCode.unknown_server_error, 0]
+
+    run(scenario())
+
+
+def test_an_owner_that_does_not_answer_in_time_fails_only_its_own_partitions(workers):
+    async def scenario() -> None:
+        workers.start(timeout=0.3)
+        loop = asyncio.get_running_loop()
+        workers.meshes[1].handlers[Op.APPEND] = lambda _body: loop.create_future()  # stuck
+        items = [AppendItem(tp(0), batch(), 9), AppendItem(tp(3), batch(), 9), AppendItem(tp(2), batch(), 9)]
+        results = await append(workers, items)
+        assert [r.error_code for r in results] == [0, ErrorCode.request_timed_out, 0]
+
+    run(scenario())
