@@ -63,7 +63,8 @@ def test_only_loadtest_micro_imports_the_broker_storage_or_coordination():
 # The load tools are typed: all of loadtest/ but micro/, which imports the broker (not typed as a whole).
 TYPED_LOADTEST = ["loadtest/runner", "loadtest/brokers.py", "loadtest/children.py", "loadtest/common.py",
                   "loadtest/ingest_limit.py", "loadtest/locustfile.py", "loadtest/loopback_limit.py", "loadtest/machine.py",
-                  "loadtest/mock_broker.py", "loadtest/bench_groups.py", "loadtest/bench_replication.py",
+                  "loadtest/mock_broker.py", "loadtest/kafka_peer.py", "loadtest/maven_jars.py", "loadtest/bench_groups.py",
+                  "loadtest/bench_replication.py",
                   "loadtest/bench_security.py"]
 
 
