@@ -4,8 +4,20 @@
     .venv/bin/python -m loadtest.runner loadtest/workloads/max-throughput-100b.toml \\
         --start-castle --compare mock --repeat 3
 
+    # against Apache Kafka 4.4 itself (KRaft, one node; jars fetched once with Maven:
+    # loadtest/kafka_peer.py), started for the run and stopped at its end; one uncounted
+    # warm-up round of each workload against both brokers first (a JVM compiles its hot paths
+    # in its first minutes), then 3 counted rounds
+    .venv/bin/python -m loadtest.runner loadtest/workloads/max-throughput-100b.toml \\
+        --start-castle --compare kafka --repeat 3
+
     # a broker already running (its supervisor PID gives CPU and memory of all its processes)
     .venv/bin/python -m loadtest.runner loadtest/workloads/*.toml --bootstrap 127.0.0.1:9092 --broker-pid PID
+
+Warm-up: every run produces for the workload's warmup_s before its window counts; with
+--warmup-rounds N (default 1 with --compare kafka, else 0) every workload also runs N whole
+rounds against every broker started once for the whole run (not the mock, started per run)
+before the counted rounds, and those rounds count nowhere.
 
 Results go to --out (default bench-results/runner-<UTC time>/): one JSON per run,
 summary.json (medians, ratios and the verdicts on the workloads' goals: goals.py),
@@ -26,6 +38,9 @@ import orjson
 
 from loadtest.brokers import OwnBroker
 from loadtest.common import info, parse_key_values
+from loadtest.kafka_peer import DEFAULT_VERSION as DEFAULT_KAFKA_VERSION
+from loadtest.kafka_peer import MODES as KAFKA_MODES
+from loadtest.kafka_peer import KafkaPeer
 from loadtest.machine import git_state, machine_info
 from loadtest.runner.figures import medians, ratios
 from loadtest.runner.goals import evaluate_goals, goal_lines
@@ -48,10 +63,21 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="a Castle's metrics.listener: report how late its workers' loops ran in each window")
     parser.add_argument("--castle-override", action="append", default=[], metavar="KEY=VALUE",
                         help="a setting for --start-castle (repeatable)")
-    parser.add_argument("--compare", metavar="ADDRESS|mock",
-                        help="also run every workload against this broker, alternating; 'mock' starts librdkafka's mock cluster per run")
-    parser.add_argument("--compare-name", default=None, help="its name in the report (default mock or the address)")
-    parser.add_argument("--compare-pid", type=int, help="the compared broker's root PID (not needed for mock)")
+    parser.add_argument("--compare", metavar="ADDRESS|mock|kafka",
+                        help="also run every workload against this broker, alternating; 'mock' starts librdkafka's mock "
+                             "cluster per run; 'kafka' starts Apache Kafka (one node) for the whole run (loadtest/kafka_peer.py)")
+    parser.add_argument("--compare-name", default=None,
+                        help="its name in the report (default mock, kafka-<version> or the address)")
+    parser.add_argument("--compare-pid", type=int, help="the compared broker's root PID (not needed for mock or kafka)")
+    parser.add_argument("--kafka-version", default=DEFAULT_KAFKA_VERSION,
+                        help=f"the Apache Kafka of --compare kafka (default {DEFAULT_KAFKA_VERSION}; from Maven Central)")
+    parser.add_argument("--kafka-mode", choices=KAFKA_MODES, default="kraft",
+                        help="kraft (default), or zookeeper for a 3.x version (e.g. --kafka-version 3.9.1)")
+    parser.add_argument("--kafka-override", action="append", default=[], metavar="KEY=VALUE",
+                        help="a server.properties setting for --compare kafka (repeatable)")
+    parser.add_argument("--warmup-rounds", type=int, default=None,
+                        help="uncounted rounds of each workload against every broker before the counted ones "
+                             "(default 1 with --compare kafka, else 0)")
     parser.add_argument("--repeat", type=int, default=1, help="rounds per workload; the report shows medians")
     parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                         help="override a workload field for every workload, e.g. --set duration_s=20 (repeatable)")
@@ -102,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     os.makedirs(out_dir, exist_ok=True)
     progress = sys.stderr.isatty() if args.progress is None else args.progress
     own: OwnBroker | None = None
+    kafka: KafkaPeer | None = None
+    warmup_rounds = args.warmup_rounds if args.warmup_rounds is not None else (1 if args.compare == "kafka" else 0)
     try:
         if args.start_castle:
             overrides = parse_key_values(args.castle_override, "--castle-override")
@@ -116,12 +144,18 @@ def main(argv: list[str] | None = None) -> int:
         targets = [primary]
         if args.compare == "mock":
             targets.append(Target(args.compare_name or "mock"))
+        elif args.compare == "kafka":
+            kafka = start_kafka(args, workloads, out_dir)
+            targets.append(kafka_target(kafka, args.compare_name))
         elif args.compare:
             targets.append(Target(args.compare_name or args.compare, args.compare, root_pid=args.compare_pid))
         limits = None if args.no_limits else LimitPlan(args.limit_dir or (own.log_dir if own else "/var/tmp"),
                                                        args.limit_settle_s)
-        summary = run_all(workloads, targets, args.repeat, out_dir, progress, limits)
+        summary = run_all(workloads, targets, args.repeat, out_dir, progress, limits, warmup_rounds)
     finally:
+        if kafka is not None:
+            code = kafka.stop()
+            info(f"Kafka {kafka.version} exited with {code}")
         if own is not None:
             code = own.stop()
             info(f"castle serve exited with {code}")
@@ -137,14 +171,42 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if not summary["failures"] else 1
 
 
+def start_kafka(args: argparse.Namespace, workloads: list[Workload], out_dir: str) -> KafkaPeer:
+    """Apache Kafka for the whole run: its data beside the started Castle's (the same
+    filesystem), its log in the results folder."""
+    log = os.path.join(out_dir, f"kafka-{args.kafka_version}.log")
+    info(f"starting Kafka {args.kafka_version} ({args.kafka_mode}); its log: {log}")
+    peer = KafkaPeer(log, args.kafka_version, args.kafka_mode, max(w.partitions_per_topic for w in workloads),
+                     parse_key_values(args.kafka_override, "--kafka-override"), base_dir=out_dir)
+    try:
+        peer.wait_ready()
+    except BaseException:
+        peer.stop()
+        raise
+    info(f"started Kafka {args.kafka_version} (pid {', '.join(map(str, peer.pids))}) on {peer.bootstrap}")
+    return peer
+
+
+def kafka_target(peer: KafkaPeer, name: str | None) -> Target:
+    """One JVM is a tree root as Castle's supervisor is; with ZooKeeper, the two JVMs by PID."""
+    name = name or f"kafka-{peer.version}"
+    if len(peer.pids) == 1:
+        return Target(name, peer.bootstrap, root_pid=peer.pid)
+    return Target(name, peer.bootstrap, pids=peer.pids)
+
+
 def run_all(workloads: list[Workload], targets: list[Target], repeat: int, out_dir: str, progress: bool,
-            limits: LimitPlan | None = None) -> dict[str, Any]:
+            limits: LimitPlan | None = None, warmup_rounds: int = 0) -> dict[str, Any]:
     """Every workload against every target, repeat rounds; the targets take turns going
-    first from one round to the next, so neither always runs on a warmer machine."""
-    summary: dict[str, Any] = {"workloads": {}, "failures": [], "targets": [t.name for t in targets]}
+    first from one round to the next, so neither always runs on a warmer machine. Before
+    them, warmup_rounds rounds of the workload against every target but the mock, counted
+    nowhere (their results are written, labelled -warmupN)."""
+    summary: dict[str, Any] = {"workloads": {}, "failures": [], "warmup_failures": [],
+                               "targets": [t.name for t in targets], "warmup_rounds": warmup_rounds}
     for w in workloads:
         runs: dict[str, list[dict[str, Any]]] = {t.name: [] for t in targets}
         skipped = [t.name for t in targets[1:] if t.is_mock and not w.compare]
+        warm_up(w, [t for t in targets if not t.is_mock], warmup_rounds, out_dir, progress, summary)
         for rnd in range(repeat):
             order = targets if rnd % 2 == 0 else targets[::-1]
             for target in order:
@@ -169,6 +231,23 @@ def run_all(workloads: list[Workload], targets: list[Target], repeat: int, out_d
         entry["goals"] = evaluate_goals(entry, targets[0].name)
         summary["workloads"][w.name] = entry
     return summary
+
+
+def warm_up(w: Workload, targets: list[Target], rounds: int, out_dir: str, progress: bool,
+            summary: dict[str, Any]) -> None:
+    """Whole runs of w that count nowhere: a JVM broker compiles its hot paths in its
+    first minutes, and every broker gets the same rounds (no limits measured)."""
+    for rnd in range(rounds):
+        for target in targets:
+            label = f"{w.name}-{target.name.replace(':', '_')}-warmup{rnd + 1}"
+            info(f"== {label} (warm-up, not counted)")
+            try:
+                result = run_workload(w, target, out_dir, label, progress=progress)
+            except Exception as exc:  # the counted rounds say whether the broker works
+                info(f"{label} FAILED: {exc}")
+                summary["warmup_failures"].append({"label": label, "error": str(exc)})
+                continue
+            info(_one_line(result))
 
 
 def _one_line(result: dict[str, Any]) -> str:

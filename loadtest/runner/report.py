@@ -146,6 +146,9 @@ def write_report(summary: dict[str, Any], out_dir: str) -> str:
         parts += [f"Machine: {machine.get('nproc')} CPUs ({machine.get('cpu_model')}), "
                   f"{(machine.get('mem_total_bytes') or 0) / 2**30:.0f} GiB, kernel {machine.get('kernel')}, "
                   f"{machine.get('python')}, librdkafka {machine.get('librdkafka')}", ""]
+    if summary.get("warmup_rounds"):
+        parts += [f"Warm-up: {summary['warmup_rounds']} uncounted round(s) of each workload against every broker "
+                  "started for the whole run, before the counted rounds (their results: *-warmupN.json).", ""]
     for name, entry in summary["workloads"].items():
         w = entry["workload"]
         parts += [f"## {name}", "", w.get("description") or "", ""]

@@ -202,7 +202,8 @@ def test_loadtest_uses_only_public_names_of_broker_storage_and_coordination():
 # The load tools are typed: all of loadtest/ but micro/, which imports the broker (not typed as a whole).
 TYPED_LOADTEST = ["loadtest/runner", "loadtest/brokers.py", "loadtest/children.py", "loadtest/common.py",
                   "loadtest/ingest_limit.py", "loadtest/locustfile.py", "loadtest/loopback_limit.py", "loadtest/machine.py",
-                  "loadtest/mock_broker.py", "loadtest/bench_groups.py", "loadtest/bench_replication.py",
+                  "loadtest/mock_broker.py", "loadtest/kafka_peer.py", "loadtest/maven_jars.py", "loadtest/bench_groups.py",
+                  "loadtest/bench_replication.py",
                   "loadtest/bench_security.py"]
 
 

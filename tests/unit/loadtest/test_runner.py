@@ -280,9 +280,10 @@ def test_the_report_has_a_table_with_ratios_and_both_charts(tmp_path):
              "runs": {name: [r["label"] for r in rs] for name, rs in runs.items()}}
     entry["ratios"] = ratios(entry["medians"]["castle"], entry["medians"]["mock"])
     path = write_report({"workloads": {"w": entry}, "failures": [{"label": "x-r1", "error": "boom"}],
-                         "command": "python -m loadtest.runner w.toml"}, str(tmp_path))
+                         "command": "python -m loadtest.runner w.toml", "warmup_rounds": 1}, str(tmp_path))
     text = open(path).read()
     assert "| castle / mock | 0.90x |" in text
+    assert "Warm-up: 1 uncounted round(s)" in text
     assert "a test workload" in text and "x-r1: boom" in text
     for png in ("w-throughput.png", "w-latency.png"):
         with open(tmp_path / png, "rb") as handle:
