@@ -32,8 +32,8 @@ if TYPE_CHECKING:
     from coordination.acls import Operation, ResourceType
     from coordination.backend import TopicRegistry
     from coordination.groups.coordinator import GroupCoordinator
-    from coordination.local_topics import TopicInfo
     from coordination.snapshot import ClusterSnapshot
+    from coordination.topics import TopicInfo
     from storage.manager import LogManager
 
 

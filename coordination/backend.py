@@ -40,7 +40,7 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Callable, Literal, Mapping, Protocol
 
-from coordination.local_topics import TopicInfo
+from coordination.topics import TopicInfo
 from coordination.znodes import Endpoints, PartitionState
 
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ class TopicRegistry(Protocol):
     """What brokers need of a topic registry; LocalTopicRegistry's interface, plus
     ``replicas`` and a placement on ``create`` (``assignment``: partition -> replicas;
     ``brokers``: the brokers it may go to). Changes raise
-    local_topics.TopicRegistryError(code, message)."""
+    coordination.topics.TopicRegistryError(code, message)."""
 
     @property
     def snapshot_generation(self) -> int:

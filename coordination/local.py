@@ -50,7 +50,8 @@ from coordination.backend import (
     Watcher,
 )
 from coordination.credentials import LocalCredentials
-from coordination.local_topics import LocalTopicRegistry, TopicInfo, TopicRegistryError
+from coordination.local_topics import LocalTopicRegistry
+from coordination.topics import TopicInfo, TopicRegistryError
 from coordination.znodes import (
     BrokerSecretZNode,
     ClusterIdZNode,

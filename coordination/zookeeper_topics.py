@@ -51,7 +51,7 @@ from kazoo.retry import KazooRetry, RetryFailedError
 from kio.schema.errors import ErrorCode
 
 from coordination.backend import CoordinationUnavailable
-from coordination.local_topics import TopicInfo, TopicRegistryError, validate_topic_name
+from coordination.topics import TopicInfo, TopicRegistryError, validate_topic_name
 from coordination.znodes import (
     BrokerIdsZNode,
     CoordinatorEpochZNode,

@@ -47,7 +47,7 @@ from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode, KafkaError
 from broker.protocol.requests import AlterConfigsRequest, DescribeConfigsRequest, IncrementalAlterConfigsRequest
 from coordination.acls import Operation
-from coordination.local_topics import TopicRegistryError
+from coordination.topics import TopicRegistryError
 from storage.config import TOPIC_KEYS, LogConfig
 
 DESCRIBE_KEY = 32

@@ -27,7 +27,7 @@ from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
 from broker.protocol.requests import MetadataRequest
 from coordination.acls import CLUSTER_NAME, Operation, ResourceType
-from coordination.local_topics import TopicInfo, TopicRegistryError, validate_topic_name
+from coordination.topics import TopicInfo, TopicRegistryError, validate_topic_name
 
 KEY = 3
 INTERNAL_TOPICS = frozenset({"__consumer_offsets"})

@@ -640,7 +640,7 @@ class CoordinatorProcess:
             await self._refresh_caches()
 
     async def _ensure_offsets_topic(self) -> None:
-        from coordination.local_topics import TopicRegistryError
+        from coordination.topics import TopicRegistryError
 
         self.registry.refresh()
         if self.registry.get(OFFSETS_TOPIC) is None:

@@ -23,7 +23,7 @@ from kio.schema.errors import ErrorCode
 
 from coordination.backend import CoordinationUnavailable, NotCoordinator, open_backend
 from coordination.local import LocalBackend
-from coordination.local_topics import TopicRegistryError
+from coordination.topics import TopicRegistryError
 from coordination.znodes import new_cluster_id
 
 pytestmark = pytest.mark.timeout(60)
