@@ -30,7 +30,7 @@ from typing import Any, Callable, Generic, Iterable, Protocol, TypeVar
 from kazoo.client import KazooClient, TransactionRequest
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
-from coordination.zookeeper_topics import failure
+from coordination.zk_calls import failure
 
 T = TypeVar("T")
 R = TypeVar("R")
