@@ -56,7 +56,7 @@ import orjson
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-from coordination.acls import (
+from coordination.acls.authorizer import (
     ZK_EXTENDED_CHANGES,
     ZK_LITERAL_CHANGES,
     AclBinding,

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from broker.admin.output import Report, table
-from coordination.acls import (
+from coordination.acls.authorizer import (
     CLUSTER_NAME,
     SUPPORTED_OPERATIONS,
     WILDCARD_HOST,

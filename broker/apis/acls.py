@@ -38,7 +38,7 @@ from broker.dispatch import api
 from broker.protocol import codec
 from broker.protocol.acl_requests import CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest
 from broker.protocol.build import build
-from coordination.acls import (
+from coordination.acls.authorizer import (
     AclBinding,
     AclBindingFilter,
     AclRules,

@@ -26,7 +26,7 @@ from broker.config import SSL_KEYS, BrokerConfig
 from broker.security.broker_proof import PRINCIPAL_PREFIX
 from broker.security.scram_credentials import ScramCredential, from_kafka_string
 from broker.security.tls import build_server_context
-from coordination.acls import CLUSTER_NAME, AclRules, Operation, ResourceType
+from coordination.acls.authorizer import CLUSTER_NAME, AclRules, Operation, ResourceType
 
 if TYPE_CHECKING:
     from broker.security.inter_broker import ClientSecurity

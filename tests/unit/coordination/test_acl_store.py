@@ -24,7 +24,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from coordination.acl_store import FILE_NAME, AclStore, LocalAcls, ZooKeeperAcls
-from coordination.acls import AclBinding, Operation, PatternType, Permission, ResourceType, decode_change_notification
+from coordination.acls.authorizer import AclBinding, Operation, PatternType, Permission, ResourceType, decode_change_notification
 from tests.unit.coordination.store_helpers import WAIT, MakeClient, next_call, queued, run_in_threads, znode_json
 
 pytestmark = pytest.mark.timeout(60)

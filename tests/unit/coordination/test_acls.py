@@ -6,7 +6,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from coordination.acls import (
+from coordination.acls.authorizer import (
     ANY_FILTER,
     AccessControlEntry,
     AclBinding,

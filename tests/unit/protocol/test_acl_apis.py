@@ -22,7 +22,7 @@ from broker.admin.session import UsageError
 from broker.dispatch import REGISTRY
 from broker.protocol import codec
 from broker.protocol.build import build
-from coordination.acls import AclBinding, AclBindingFilter, Operation, PatternType, Permission, ResourceType
+from coordination.acls.authorizer import AclBinding, AclBindingFilter, Operation, PatternType, Permission, ResourceType
 from tests.unit.protocol.test_admin_apis import Broker, check_decodes_independently, kio_request
 
 DESCRIBE, CREATE, DELETE = 29, 30, 31
