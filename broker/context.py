@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from broker.process.metrics import WorkerMetrics
     from broker.security.broker_security import BrokerSecurity
     from broker.security.connection_auth import ConnectionAuth
-    from coordination.acls.authorizer import Operation, ResourceType
+    from coordination.acls.model import Operation, ResourceType
     from coordination.backend import TopicRegistry
     from coordination.groups.coordinator import GroupCoordinator
     from coordination.snapshot import ClusterSnapshot

@@ -45,7 +45,7 @@ from coordination.topics import TopicInfo
 from coordination.znodes import Endpoints, PartitionState
 
 if TYPE_CHECKING:
-    from coordination.acl_store import AclStore
+    from coordination.acls.store import AclStore
     from coordination.credentials import CredentialStore
 
 SessionState = Literal["CONNECTED", "SUSPENDED", "LOST"]

@@ -41,7 +41,7 @@ from typing import Any, Callable, Mapping
 import orjson
 from kio.schema.errors import ErrorCode
 
-from coordination.acl_store import LocalAcls
+from coordination.acls.store import LocalAcls
 from coordination.backend import (
     CONNECTED,
     CoordinationUnavailable,

@@ -28,7 +28,7 @@ import time
 import uuid
 from typing import Callable, Mapping, NamedTuple
 
-from coordination.acl_store import AclStore
+from coordination.acls.store import AclStore
 from coordination.backend import CoordinationBackend, TopicRegistry
 from coordination.credentials import CredentialStore
 from coordination.topics import TopicInfo

@@ -49,7 +49,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from kazoo.retry import KazooRetry
 
-from coordination.acl_store import ZooKeeperAcls
+from coordination.acls.store import ZooKeeperAcls
 from coordination.backend import (
     CONNECTED,
     LOST,

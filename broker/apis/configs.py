@@ -46,7 +46,7 @@ from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode, KafkaError
 from broker.protocol.requests import AlterConfigsRequest, DescribeConfigsRequest, IncrementalAlterConfigsRequest
-from coordination.acls.authorizer import Operation
+from coordination.acls.model import Operation
 from coordination.topics import TopicRegistryError
 from storage.config import TOPIC_KEYS, LogConfig
 

@@ -26,7 +26,7 @@ from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
 from broker.protocol.requests import MetadataRequest
-from coordination.acls.authorizer import CLUSTER_NAME, Operation, ResourceType
+from coordination.acls.model import CLUSTER_NAME, Operation, ResourceType
 from coordination.topics import TopicInfo, TopicRegistryError, validate_topic_name
 
 KEY = 3

@@ -52,7 +52,7 @@ from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode, KafkaError
 from broker.protocol.requests import CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest
-from coordination.acls.authorizer import Operation
+from coordination.acls.model import Operation
 from coordination.topics import TopicRegistryError, validate_topic_name
 
 CREATE_KEY = 19
