@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 from broker.context import RequestContext
 from broker.protocol.errors import ErrorCode
-from coordination.acls import CLUSTER_NAME, SUPPORTED_OPERATIONS, Operation, ResourceType
+from coordination.acls.model import CLUSTER_NAME, SUPPORTED_OPERATIONS, Operation, ResourceType
 
 Check = Callable[[RequestContext, Any], int]
 NOT_PROVIDED = -(2**31)  # an authorized-operations field the client did not ask for

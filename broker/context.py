@@ -29,11 +29,11 @@ if TYPE_CHECKING:
     from broker.process.metrics import WorkerMetrics
     from broker.security.broker_security import BrokerSecurity
     from broker.security.connection_auth import ConnectionAuth
-    from coordination.acls import Operation, ResourceType
+    from coordination.acls.model import Operation, ResourceType
     from coordination.backend import TopicRegistry
     from coordination.groups.coordinator import GroupCoordinator
-    from coordination.local_topics import TopicInfo
     from coordination.snapshot import ClusterSnapshot
+    from coordination.topics import TopicInfo
     from storage.manager import LogManager
 
 

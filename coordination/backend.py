@@ -1,4 +1,5 @@
-"""The coordination backend interface, and ``open_backend`` which picks one.
+"""The coordination backend interface, its errors and session states; which backend a
+broker opens is coordination/open_backend.py's choice.
 
 One interface for every process of a broker. The coordinator process registers the
 broker, campaigns and mirrors groups through it; each worker opens its own backend and
@@ -40,11 +41,11 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Callable, Literal, Mapping, Protocol
 
-from coordination.local_topics import TopicInfo
+from coordination.topics import TopicInfo
 from coordination.znodes import Endpoints, PartitionState
 
 if TYPE_CHECKING:
-    from coordination.acl_store import AclStore
+    from coordination.acls.store import AclStore
     from coordination.credentials import CredentialStore
 
 SessionState = Literal["CONNECTED", "SUSPENDED", "LOST"]
@@ -78,7 +79,7 @@ class TopicRegistry(Protocol):
     """What brokers need of a topic registry; LocalTopicRegistry's interface, plus
     ``replicas`` and a placement on ``create`` (``assignment``: partition -> replicas;
     ``brokers``: the brokers it may go to). Changes raise
-    local_topics.TopicRegistryError(code, message)."""
+    coordination.topics.TopicRegistryError(code, message)."""
 
     @property
     def snapshot_generation(self) -> int:
@@ -192,41 +193,3 @@ class CoordinationBackend(Protocol):
 
     def delete_group(self, group: str) -> None:
         """Remove the group's mirror. Coordinator only."""
-
-
-class BrokerSettings(Protocol):
-    """What open_broker_backend reads of a broker config (broker.config.BrokerConfig)."""
-
-    def get_int(self, name: str) -> int: ...
-
-    def get_str(self, name: str) -> str: ...
-
-    @property
-    def node_id(self) -> int: ...
-
-    @property
-    def log_dirs(self) -> list[str]: ...
-
-
-def open_backend(zookeeper_connect: str, data_dir: str, node_id: int, session_timeout: float | None = None,
-                 resume: SessionCredentials | None = None) -> CoordinationBackend:
-    """``ZooKeeperBackend`` when ``zookeeper_connect`` ("host:port[,host:port][/chroot]")
-    is non-empty, else ``LocalBackend`` over ``data_dir`` (the first log dir). Not started.
-    ``resume``: a session to take over (ZooKeeper only; the local backend has none)."""
-    if zookeeper_connect.strip():
-        # Imported here so a single-machine broker never loads kazoo.
-        from coordination.zookeeper import DEFAULT_SESSION_TIMEOUT, ZooKeeperBackend
-
-        return ZooKeeperBackend(zookeeper_connect.strip(), node_id,
-                                session_timeout=session_timeout or DEFAULT_SESSION_TIMEOUT, resume=resume)
-    from coordination.local import LocalBackend
-
-    return LocalBackend(data_dir, node_id)
-
-
-def open_broker_backend(config: BrokerSettings, resume: SessionCredentials | None = None) -> CoordinationBackend:
-    """The started backend a broker's config names: its own session, for one process."""
-    backend = open_backend(config.get_str("zookeeper.connect"), config.log_dirs[0], config.node_id,
-                           config.get_int("zookeeper.session.timeout.ms") / 1000, resume)
-    backend.start(config.get_int("zookeeper.connection.timeout.ms") / 1000)
-    return backend

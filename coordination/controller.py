@@ -21,7 +21,7 @@ import logging
 import time
 from typing import Callable, Mapping, Protocol
 
-from coordination.local_topics import TopicInfo
+from coordination.topics import TopicInfo
 from coordination.znodes import PartitionState
 
 log = logging.getLogger(__name__)

@@ -41,7 +41,7 @@ from typing import Any, Callable, Mapping
 import orjson
 from kio.schema.errors import ErrorCode
 
-from coordination.acl_store import LocalAcls
+from coordination.acls.store import LocalAcls
 from coordination.backend import (
     CONNECTED,
     CoordinationUnavailable,
@@ -50,7 +50,8 @@ from coordination.backend import (
     Watcher,
 )
 from coordination.credentials import LocalCredentials
-from coordination.local_topics import LocalTopicRegistry, TopicInfo, TopicRegistryError
+from coordination.local_topics import LocalTopicRegistry
+from coordination.topics import TopicInfo, TopicRegistryError
 from coordination.znodes import (
     BrokerSecretZNode,
     ClusterIdZNode,

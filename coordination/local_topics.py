@@ -9,22 +9,22 @@ Any broker process may change it: a change is read-modify-write under an exclusi
 flock on ``cluster-metadata.lock`` and lands with tmp -> fsync -> rename, so readers see
 the old file or the new one. Readers reload when the file's (inode, mtime) changed.
 The ZooKeeper backend (groups issue) keeps the same facts under /brokers/topics and
-/config/topics.
+/config/topics. What a topic is (``TopicInfo``) and the errors are coordination/topics.py's.
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
-import re
 import threading
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Mapping, TypeVar
 
 import orjson
 from kio.schema.errors import ErrorCode
 
+from coordination.topics import TopicInfo, TopicRegistryError, validate_topic_name
 from storage.checkpoint import write_bytes_atomically
 
 T = TypeVar("T")
@@ -32,40 +32,6 @@ T = TypeVar("T")
 FILE_NAME = "cluster-metadata.json"
 LOCK_NAME = "cluster-metadata.lock"
 FORMAT_VERSION = 1
-MAX_TOPIC_NAME = 249
-_LEGAL_NAME = re.compile(r"^[a-zA-Z0-9._-]+$")
-
-
-class TopicRegistryError(Exception):
-    """A registry change that cannot be made; ``code`` is the Kafka error code."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-def validate_topic_name(name: str) -> str | None:
-    """Kafka's Topic.validate rules; returns why the name is invalid, or None."""
-    if not name:
-        return "topic name is empty"
-    if name in (".", ".."):
-        return "topic name cannot be '.' or '..'"
-    if len(name) > MAX_TOPIC_NAME:
-        return f"topic name is longer than {MAX_TOPIC_NAME} characters"
-    if not _LEGAL_NAME.match(name):
-        return f"topic name {name!r} has characters other than ASCII alphanumerics, '.', '_' and '-'"
-    return None
-
-
-@dataclass(frozen=True, slots=True)
-class TopicInfo:
-    name: str
-    topic_id: uuid.UUID
-    partitions: int
-    configs: Mapping[str, str] = field(default_factory=dict)
-
-    def has_partition(self, partition: int) -> bool:
-        return 0 <= partition < self.partitions
 
 
 @dataclass

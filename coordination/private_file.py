@@ -1,7 +1,7 @@
 """A JSON file private to the broker: locked read-modify-write, atomic 0600 replace, a polling watch.
 
 Why a module: the single-machine credential store (coordination/credentials.py, salted SCRAM
-keys) and ACL store (coordination/acl_store.py) each keep one small JSON document in the data
+keys) and ACL store (coordination/acls/store.py) each keep one small JSON document in the data
 directory, written by brokers and by ``castle`` commands in other processes, and need the same
 guarantees; they differ only in what the document holds, which they pass in as ``decode``,
 ``encode`` and ``empty``. The file side is here once::

@@ -28,10 +28,10 @@ import time
 import uuid
 from typing import Callable, Mapping, NamedTuple
 
-from coordination.acl_store import AclStore
+from coordination.acls.store import AclStore
 from coordination.backend import CoordinationBackend, TopicRegistry
 from coordination.credentials import CredentialStore
-from coordination.local_topics import TopicInfo
+from coordination.topics import TopicInfo
 from coordination.znodes import Endpoints, PartitionState
 
 log = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
 """The callbacks a store tells that something may have changed, and telling them safely.
 
-Why a module: both stores (coordination/credentials.py, coordination/acl_store.py) have two
+Why a module: both stores (coordination/credentials.py, coordination/acls/store.py) have two
 ways of noticing changes, a ZooKeeper watch (coordination/zk_watch.py) and a polling thread
 over a local file (coordination/private_file.py), and all four kept the same list of
 callbacks with the same rules. Those rules live here, once:

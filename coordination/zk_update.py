@@ -1,7 +1,7 @@
 """Changing one znode as Kafka does: read it, write it back conditionally, announce it, retry lost races.
 
 Why a module: the ZooKeeper credential store (coordination/credentials.py, a user's
-/config/users znode announced under /config/changes) and ACL store (coordination/acl_store.py,
+/config/users znode announced under /config/changes) and ACL store (coordination/acls/store.py,
 a resource's /kafka-acl* znode announced under /kafka-acl*-changes) change their znodes the
 same way and must get the same concurrency right; only what they read and write differs,
 which they pass in as a ``plan``. The shared part:
@@ -30,7 +30,7 @@ from typing import Any, Callable, Generic, Iterable, Protocol, TypeVar
 from kazoo.client import KazooClient, TransactionRequest
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
-from coordination.zookeeper_topics import failure
+from coordination.zk_calls import failure
 
 T = TypeVar("T")
 R = TypeVar("R")

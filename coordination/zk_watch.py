@@ -1,7 +1,7 @@
 """Hearing of changes in ZooKeeper: children watches on a few znodes, and a lost session's return.
 
 Why a module: the ZooKeeper credential store (coordination/credentials.py) and ACL store
-(coordination/acl_store.py) learn of changes the same way, only over different znodes (Kafka's
+(coordination/acls/store.py) learn of changes the same way, only over different znodes (Kafka's
 change roots, where every write leaves a sequential notification, and for credentials also
 /config/users). The semantics, kept here once:
 

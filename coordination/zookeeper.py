@@ -49,7 +49,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from kazoo.retry import KazooRetry
 
-from coordination.acl_store import ZooKeeperAcls
+from coordination.acls.store import ZooKeeperAcls
 from coordination.backend import (
     CONNECTED,
     LOST,
@@ -63,6 +63,7 @@ from coordination.backend import (
     Watcher,
 )
 from coordination.credentials import ZooKeeperCredentials
+from coordination.zk_calls import failure, retrying, transact
 from coordination.znodes import (
     PERSISTENT_ROOTS,
     Address,
@@ -80,7 +81,7 @@ from coordination.znodes import (
     LogDirsZNode,
     znode_name,
 )
-from coordination.zookeeper_topics import ZooKeeperTopicRegistry, failure, retrying, transact
+from coordination.zookeeper_topics import ZooKeeperTopicRegistry
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -21,9 +21,9 @@ over on BadVersion; multi-znode changes are one ZooKeeper transaction. Errors ar
 ``TopicRegistryError(code, message)`` with Kafka's codes, like the local registry's;
 ZooKeeper being unreachable past the retry deadline is ``CoordinationUnavailable``.
 
-Placement: partitions are spread over the brokers round robin from a random first broker,
-the second and later replicas shifted, which is Kafka's rack-unaware assignment; adding
-partitions continues the rotation where partition 0 started it, as Kafka does.
+Placement: coordination/replica_assignment.py (Kafka's rack-unaware assignment), from a
+random first broker; adding partitions continues the rotation where partition 0 started it.
+Every request goes through coordination/zk_calls.py (retries, transactions).
 """
 
 from __future__ import annotations
@@ -34,24 +34,23 @@ import random
 import threading
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, ParamSpec, TypeVar
+from typing import Callable, Mapping, ParamSpec, TypeVar
 
 from kazoo.client import KazooClient, TransactionRequest
 from kazoo.exceptions import (
     BadVersionError,
-    ConnectionClosedError,
     NodeExistsError,
     NoNodeError,
     NotEmptyError,
-    RolledBackError,
-    RuntimeInconsistency,
 )
 from kazoo.protocol.states import EventType, WatchedEvent
-from kazoo.retry import KazooRetry, RetryFailedError
+from kazoo.retry import KazooRetry
 from kio.schema.errors import ErrorCode
 
 from coordination.backend import CoordinationUnavailable
-from coordination.local_topics import TopicInfo, TopicRegistryError, validate_topic_name
+from coordination.replica_assignment import assign_replicas
+from coordination.topics import TopicInfo, TopicRegistryError, validate_topic_name
+from coordination.zk_calls import default_retry, failure, retrying, transact
 from coordination.znodes import (
     BrokerIdsZNode,
     CoordinatorEpochZNode,
@@ -71,64 +70,6 @@ P = ParamSpec("P")
 
 # Optimistic changes give up after this many lost races in a row (a livelock, not load).
 MAX_RACES = 20
-
-
-# ----------------------------------------------------------------------------- kazoo helpers
-def default_retry(deadline: float = 30.0) -> KazooRetry:
-    """Retry a call through connection losses (and session expiry) for ``deadline`` s."""
-    return KazooRetry(max_tries=-1, delay=0.05, backoff=2, max_delay=1.0, deadline=deadline)
-
-
-def retrying(retry: KazooRetry, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-    """``fn(*args, **kwargs)`` under a private copy of ``retry`` (a KazooRetry keeps its
-    attempt count in itself, so one shared by threads would mix their counts)."""
-    try:
-        return retry.copy()(fn, *args, **kwargs)
-    except (RetryFailedError, ConnectionClosedError, InterruptedError) as exc:
-        raise CoordinationUnavailable(f"ZooKeeper did not answer: {exc!r}") from exc
-
-
-def transact(client: KazooClient, retry: KazooRetry, build: Callable[[TransactionRequest], None]) -> list[Any]:
-    """Commit the transaction ``build(tx)`` fills in; returns kazoo's per-op results, where
-    a failed op is an exception instance. A retried commit (after a lost connection) may
-    find its own earlier success: callers read back before reporting a conflict."""
-
-    def once() -> list[Any]:
-        tx = client.transaction()
-        build(tx)
-        return list(tx.commit())
-
-    return retrying(retry, once)
-
-
-def failure(results: Iterable[object]) -> tuple[int, Exception] | None:
-    """The op that made a transaction fail (the others report RolledBack/RuntimeInconsistency)."""
-    for index, result in enumerate(results):
-        if isinstance(result, Exception) and not isinstance(result, (RolledBackError, RuntimeInconsistency)):
-            return index, result
-    return None
-
-
-# ----------------------------------------------------------------------------- placement
-def assign_replicas(brokers: list[int], first_partition: int, count: int, replication_factor: int,
-                    start_index: int, shift: int) -> dict[int, list[int]]:
-    """Kafka's rack-unaware assignment. Partition p's leader is broker
-    ``(p + start_index) mod n``; follower j sits ``1 + (shift + j) mod (n - 1)`` places after
-    it, ``shift`` growing by one each full round so followers do not pile up together."""
-    n = len(brokers)
-    if replication_factor > n:
-        raise TopicRegistryError(ErrorCode.invalid_replication_factor,
-                                 f"Replication factor: {replication_factor} larger than available brokers: {n}.")
-    placed: dict[int, list[int]] = {}
-    for partition in range(first_partition, first_partition + count):
-        if partition > 0 and partition % n == 0:
-            shift += 1
-        first = (partition + start_index) % n
-        replicas = [brokers[first]]
-        for j in range(replication_factor - 1):
-            replicas.append(brokers[(first + 1 + (shift + j) % (n - 1)) % n])
-        placed[partition] = replicas
-    return placed
 
 
 @dataclass(frozen=True, slots=True)

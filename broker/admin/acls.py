@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from broker.admin.output import Report, table
-from coordination.acls import (
+from coordination.acls.model import (
     CLUSTER_NAME,
     SUPPORTED_OPERATIONS,
     WILDCARD_HOST,
@@ -42,8 +42,8 @@ from coordination.acls import (
     PatternType,
     Permission,
     ResourceType,
-    pascal_case,
 )
+from coordination.acls.parsing import pascal_case
 
 if TYPE_CHECKING:
     from confluent_kafka.admin import AclBinding as ClientBinding

@@ -84,7 +84,7 @@ def change_offline(config_path: str, overrides: list[str], user: str, mechanisms
     """Write (password given) or delete the credentials in the store of the broker's config."""
     from broker.config import ConfigError, load_config, parse_overrides
     from broker.security.scram_credentials import from_password, to_kafka_string
-    from coordination.backend import open_backend
+    from coordination.open_backend import open_backend
 
     try:
         config = load_config(config_path, parse_overrides(overrides))

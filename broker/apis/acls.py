@@ -1,7 +1,7 @@
 """DescribeAcls (key 29), CreateAcls (key 30) and DeleteAcls (key 31), versions 1-3.
 
 Behaviour: Kafka's KafkaApis over its ZooKeeper-mode AclAuthorizer, with the rules of
-coordination/acls.py (validate_binding, validate_filter, AclRules):
+coordination/acls/ (validate_binding, validate_filter, AclRules):
 
 * CreateAcls checks each creation on its own (unknown codes, ANY/MATCH, a CLUSTER name other
   than ``kafka-cluster``, an empty name or one a znode cannot hold, a principal without
@@ -38,18 +38,9 @@ from broker.dispatch import api
 from broker.protocol import codec
 from broker.protocol.acl_requests import CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest
 from broker.protocol.build import build
-from coordination.acls import (
-    AclBinding,
-    AclBindingFilter,
-    AclRules,
-    Operation,
-    PatternType,
-    Permission,
-    ResourceType,
-    filter_for_version,
-    validate_binding,
-    validate_filter,
-)
+from coordination.acls.authorizer import AclRules
+from coordination.acls.model import AclBinding, AclBindingFilter, Operation, PatternType, Permission, ResourceType
+from coordination.acls.validation import filter_for_version, validate_binding, validate_filter
 
 DESCRIBE_KEY = 29
 CREATE_KEY = 30

@@ -46,8 +46,8 @@ from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode, KafkaError
 from broker.protocol.requests import AlterConfigsRequest, DescribeConfigsRequest, IncrementalAlterConfigsRequest
-from coordination.acls import Operation
-from coordination.local_topics import TopicRegistryError
+from coordination.acls.model import Operation
+from coordination.topics import TopicRegistryError
 from storage.config import TOPIC_KEYS, LogConfig
 
 DESCRIBE_KEY = 32

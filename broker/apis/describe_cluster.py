@@ -24,7 +24,7 @@ from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
 from broker.protocol.requests import DescribeClusterRequest
-from coordination.acls import CLUSTER_NAME, ResourceType
+from coordination.acls.model import CLUSTER_NAME, ResourceType
 
 KEY = 60
 

@@ -24,7 +24,7 @@ from broker.dispatch import api
 from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.requests import ElectLeadersRequest
-from coordination.acls import Operation
+from coordination.acls.model import Operation
 
 KEY = 43
 MESSAGES = {80: "The preferred leader is not alive or not in the ISR.", 83: "No live replica can lead.",

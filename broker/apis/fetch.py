@@ -45,7 +45,7 @@ from broker.partitions.partition_ops import ReadItem, ReadResult
 from broker.protocol import fast, fetch_request
 from broker.protocol.errors import ErrorCode
 from broker.protocol.fetch_request import FetchRequest
-from coordination.acls import Operation
+from coordination.acls.model import Operation
 from storage.errors import StorageError
 from storage.legacy_records import down_convert, fetch_magic
 from storage.types import TopicPartition, partitions_of

@@ -22,7 +22,7 @@ from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode, KafkaError
 from broker.protocol.requests import FindCoordinatorRequest
-from coordination.acls import Operation
+from coordination.acls.model import Operation
 
 KEY = 10
 GROUP = 0

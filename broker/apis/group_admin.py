@@ -20,7 +20,7 @@ from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
 from broker.protocol.requests import DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest
-from coordination.acls import CLUSTER_NAME, Operation, ResourceType
+from coordination.acls.model import CLUSTER_NAME, Operation, ResourceType
 from coordination.groups.state import GroupState
 
 NO_OPERATIONS = -(2**31)

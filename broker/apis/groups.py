@@ -23,7 +23,7 @@ from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
 from broker.protocol.requests import HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, SyncGroupRequest
-from coordination.acls import Operation, ResourceType
+from coordination.acls.model import Operation, ResourceType
 
 
 def _ms(value: Any, default: int = -1) -> int:

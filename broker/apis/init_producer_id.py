@@ -25,7 +25,7 @@ from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
 from broker.protocol.requests import InitProducerIdRequest
-from coordination.acls import Operation, ResourceType
+from coordination.acls.model import Operation, ResourceType
 
 KEY = 22
 

@@ -40,7 +40,7 @@ from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
 from broker.protocol.list_offsets_v0 import ListOffsetsV0Request
 from broker.protocol.requests import ListOffsetsRequest
-from coordination.acls import Operation
+from coordination.acls.model import Operation
 from storage.types import TopicPartition
 
 KEY = 2

@@ -26,8 +26,8 @@ from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
 from broker.protocol.requests import MetadataRequest
-from coordination.acls import CLUSTER_NAME, Operation, ResourceType
-from coordination.local_topics import TopicInfo, TopicRegistryError, validate_topic_name
+from coordination.acls.model import CLUSTER_NAME, Operation, ResourceType
+from coordination.topics import TopicInfo, TopicRegistryError, validate_topic_name
 
 KEY = 3
 INTERNAL_TOPICS = frozenset({"__consumer_offsets"})

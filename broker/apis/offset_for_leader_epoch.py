@@ -27,7 +27,7 @@ from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
 from broker.protocol.requests import OffsetForLeaderEpochRequest
-from coordination.acls import Operation
+from coordination.acls.model import Operation
 from storage.types import TopicPartition
 
 KEY = 23

@@ -36,7 +36,7 @@ from broker.protocol import codec, offsets_legacy
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
 from broker.protocol.requests import OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest
-from coordination.acls import Operation, ResourceType
+from coordination.acls.model import Operation, ResourceType
 
 # ---------------------------------------------------------------------- OffsetCommit
 OFFSET_COMMIT = 8

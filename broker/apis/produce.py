@@ -38,7 +38,7 @@ from broker.protocol import produce_request
 from broker.protocol.errors import ErrorCode
 from broker.protocol.fast import encode_produce_response
 from broker.protocol.produce_request import ProduceRequest
-from coordination.acls import Operation
+from coordination.acls.model import Operation
 from storage.errors import StorageError
 from storage.legacy_records import parse_message_set, peek_magic, up_convert
 from storage.types import TopicPartition

@@ -23,7 +23,7 @@ from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
 from broker.protocol.requests import AlterPartitionReassignmentsRequest, ListPartitionReassignmentsRequest
-from coordination.acls import Operation
+from coordination.acls.model import Operation
 
 ALTER_KEY, LIST_KEY = 45, 46
 

@@ -33,7 +33,7 @@ from broker.security.scram_credentials import (
     from_salted_password,
     to_kafka_string,
 )
-from coordination.acls import Operation
+from coordination.acls.model import Operation
 
 DESCRIBE_KEY = 50
 ALTER_KEY = 51

@@ -52,8 +52,8 @@ from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode, KafkaError
 from broker.protocol.requests import CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest
-from coordination.acls import Operation
-from coordination.local_topics import TopicRegistryError, validate_topic_name
+from coordination.acls.model import Operation
+from coordination.topics import TopicRegistryError, validate_topic_name
 
 CREATE_KEY = 19
 DELETE_KEY = 20

@@ -31,7 +31,7 @@ from broker.partitions.partition_ops import (
 )
 from broker.partitions.replication import Replication, epoch_fence
 from broker.protocol.errors import ErrorCode, code_for_exception
-from coordination.local_topics import TopicInfo
+from coordination.topics import TopicInfo
 from storage.batch import HEADER_SIZE, BatchHeader, check_producer_batch, parse_header, producer_id_at
 from storage.checkpoint import read_partition_metadata
 from storage.errors import StorageError

@@ -58,11 +58,12 @@ from broker.protocol.errors import ErrorCode, KafkaError
 from broker.security.broker_security import BrokerSecurity
 from broker.security.connection_auth import ANONYMOUS
 from broker.security.inter_broker import ClientSecurity, inter_broker_security
-from coordination.backend import CoordinationBackend, TopicRegistry, open_broker_backend
+from coordination.backend import CoordinationBackend, TopicRegistry
 from coordination.groups import offsets_schema as schema
 from coordination.groups.coordinator import CoordinatorSettings, GroupCoordinator
 from coordination.groups.group import CONSUMER_PROTOCOL_TYPE, Group, parse_assignment_partitions
 from coordination.groups.state import GroupState
+from coordination.open_backend import open_broker_backend
 from coordination.znodes import Endpoints
 from storage.config import LogConfig
 from storage.records import iter_batches
@@ -640,7 +641,7 @@ class CoordinatorProcess:
             await self._refresh_caches()
 
     async def _ensure_offsets_topic(self) -> None:
-        from coordination.local_topics import TopicRegistryError
+        from coordination.topics import TopicRegistryError
 
         self.registry.refresh()
         if self.registry.get(OFFSETS_TOPIC) is None:

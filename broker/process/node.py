@@ -34,9 +34,9 @@ from broker.protocol import codec
 from broker.protocol.errors import ErrorCode, KafkaError
 from broker.security.broker_security import BrokerSecurity
 from broker.security.inter_broker import inter_broker_security
-from coordination.backend import open_broker_backend
-from coordination.local_topics import TopicInfo
+from coordination.open_backend import open_broker_backend
 from coordination.snapshot import ClusterSnapshot, PartitionView
+from coordination.topics import TopicInfo
 from coordination.znodes import PartitionState
 from storage import files
 from storage.config import LogConfig

@@ -170,7 +170,7 @@ class Supervisor:
         import base64
         import uuid
 
-        from coordination.backend import open_broker_backend
+        from coordination.open_backend import open_broker_backend
         from storage.checkpoint import read_meta_properties
 
         proposed = configured
@@ -189,7 +189,7 @@ class Supervisor:
         """A broker back with empty or other log dirs (a lost disk) leaves every ISR before
         any worker serves: its empty logs must never lead while an in-sync replica lives.
         A short-lived session, closed before any fork (P12)."""
-        from coordination.backend import open_broker_backend
+        from coordination.open_backend import open_broker_backend
         from storage.config import LogConfig
 
         assert self.claimed is not None

@@ -10,7 +10,7 @@ Certificates reload on SIGHUP: ``reload_certificates`` builds each listener's co
 again from the same files; connections already open keep the session they have.
 
 ACLs (with ``authorizer.class.name`` set) are kept the same way: the ACL store's watch wakes
-a reader thread that builds a new AclRules (coordination/acls.py: Kafka's rules) and swaps it
+a reader thread that builds a new AclRules (coordination/acls/authorizer.py: Kafka's rules) and swaps it
 in; ``authorize`` reads whichever is current. Without an authorizer everything is allowed,
 as in Kafka.
 """
@@ -26,11 +26,12 @@ from broker.config import SSL_KEYS, BrokerConfig
 from broker.security.broker_proof import PRINCIPAL_PREFIX
 from broker.security.scram_credentials import ScramCredential, from_kafka_string
 from broker.security.tls import build_server_context
-from coordination.acls import CLUSTER_NAME, AclRules, Operation, ResourceType
+from coordination.acls.authorizer import AclRules
+from coordination.acls.model import CLUSTER_NAME, Operation, ResourceType
 
 if TYPE_CHECKING:
     from broker.security.inter_broker import ClientSecurity
-    from coordination.acl_store import AclStore
+    from coordination.acls.store import AclStore
     from coordination.credentials import CredentialStore
 
 log = logging.getLogger(__name__)

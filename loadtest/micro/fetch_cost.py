@@ -39,7 +39,7 @@ TOPIC = "fetch-cost"
 
 
 class _Topic:
-    """What fetch.resolve reads of a coordination.local_topics.TopicInfo."""
+    """What fetch.resolve reads of a coordination.topics.TopicInfo."""
 
     def __init__(self, partitions: int) -> None:
         self.name = TOPIC

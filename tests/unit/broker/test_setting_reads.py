@@ -100,7 +100,7 @@ def test_every_setting_read_in_the_tree_names_a_declared_setting_of_its_type():
     assert {("broker/partitions/replica_fetcher.py", "replica.fetch.backoff.ms"),  # self._get_int("…")
             ("broker/network/connection.py", "socket.request.max.bytes"),  # node.config.get_int("…")
             ("broker/process/supervisor.py", "worker.restart.max"),  # self.config.get_int("…")
-            ("coordination/backend.py", "zookeeper.connect"),  # config.get_str("…")
+            ("coordination/open_backend.py", "zookeeper.connect"),  # config.get_str("…")
             ("broker/config.py", "node.id")} <= seen  # self.get_int("…")
     assert len(reads) > 60
 

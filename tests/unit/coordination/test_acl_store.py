@@ -1,7 +1,7 @@
 """ACL stores: ZooKeeperAcls against a real ZooKeeper, LocalAcls on real files.
 
 The ZooKeeper tests check the znodes against what Apache Kafka's ZooKeeper-mode AclAuthorizer
-writes and reads, with the paths spelt out here rather than taken from coordination/acls.py:
+writes and reads, with the paths spelt out here rather than taken from coordination/acls/zk_layout.py:
 /kafka-acl/<Type>/<name> and /kafka-acl-extended/prefixed/<Type>/<name> holding
 {"version":1,"acls":[{"principal","permissionType","operation","host"}]}, and the notifications
 /kafka-acl-changes/acl_changes_<10 digits> ("TOPIC:orders") and
@@ -23,8 +23,9 @@ import orjson
 import pytest
 from kazoo.client import KazooClient
 
-from coordination.acl_store import FILE_NAME, AclStore, LocalAcls, ZooKeeperAcls
-from coordination.acls import AclBinding, Operation, PatternType, Permission, ResourceType, decode_change_notification
+from coordination.acls.model import AclBinding, Operation, PatternType, Permission, ResourceType
+from coordination.acls.store import FILE_NAME, AclStore, LocalAcls, ZooKeeperAcls
+from coordination.acls.zk_layout import decode_change_notification
 from tests.unit.coordination.store_helpers import WAIT, MakeClient, next_call, queued, run_in_threads, znode_json
 
 pytestmark = pytest.mark.timeout(60)

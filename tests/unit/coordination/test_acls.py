@@ -1,4 +1,4 @@
-"""Kafka's ACL model (coordination/acls.py): codes, filters, CreateAcls validation, AclAuthorizer's
+"""Kafka's ACL model (coordination/acls/): codes, filters, CreateAcls validation, AclAuthorizer's
 decisions (authorizeAction, authorizeByResourceType), Describe/DeleteAcls, and the ZooKeeper format."""
 
 from __future__ import annotations
@@ -6,28 +6,30 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from coordination.acls import (
+from coordination.acls.authorizer import AclRules
+from coordination.acls.model import (
     ANY_FILTER,
     AccessControlEntry,
     AclBinding,
     AclBindingFilter,
-    AclRules,
     Operation,
     PatternType,
     Permission,
     ResourceType,
-    change_notification,
-    decode_acl_node,
-    decode_change_notification,
-    encode_acl_node,
-    filter_for_version,
+)
+from coordination.acls.parsing import (
     operation_from_name,
     parse_principal,
     parse_super_users,
     permission_from_name,
     resource_type_from_name,
-    validate_binding,
-    validate_filter,
+)
+from coordination.acls.validation import filter_for_version, validate_binding, validate_filter
+from coordination.acls.zk_layout import (
+    change_notification,
+    decode_acl_node,
+    decode_change_notification,
+    encode_acl_node,
     zk_acl_paths,
     znode_path,
 )

@@ -13,7 +13,8 @@ from typing import Callable, Iterator
 
 import pytest
 
-from coordination.backend import CoordinationBackend, open_backend
+from coordination.backend import CoordinationBackend
+from coordination.open_backend import open_backend
 from coordination.snapshot import ClusterSnapshot
 
 WAIT = 10.0

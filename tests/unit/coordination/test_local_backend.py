@@ -21,9 +21,10 @@ import orjson
 import pytest
 from kio.schema.errors import ErrorCode
 
-from coordination.backend import CoordinationUnavailable, NotCoordinator, open_backend
+from coordination.backend import CoordinationUnavailable, NotCoordinator
 from coordination.local import LocalBackend
-from coordination.local_topics import TopicRegistryError
+from coordination.open_backend import open_backend
+from coordination.topics import TopicRegistryError
 from coordination.znodes import new_cluster_id
 
 pytestmark = pytest.mark.timeout(60)

@@ -19,8 +19,9 @@ import pytest
 from kazoo.client import KazooClient
 from kio.schema.errors import ErrorCode
 
-from coordination.backend import BrokerIdInUse, CoordinationUnavailable, NotCoordinator, open_backend
-from coordination.local_topics import TopicRegistryError
+from coordination.backend import BrokerIdInUse, CoordinationUnavailable, NotCoordinator
+from coordination.open_backend import open_backend
+from coordination.topics import TopicRegistryError
 from coordination.znodes import GroupMemberZNode, PartitionState, new_cluster_id
 from coordination.zookeeper import ZooKeeperBackend, split_connect
 from storage.checkpoint import uuid_to_base64url

@@ -4,7 +4,7 @@ As tests/unit/protocol/test_admin_apis.py: every response shape (and the "everyt
 answers) is encoded by kio and decoded by kafka-python, field by field; the handlers answer
 requests kafka-python encoded, on a real WorkerNode whose ACL store is the local backend's
 file, and their answers are decoded by kafka-python. The semantics are Kafka's ZooKeeper-mode
-AclAuthorizer's (coordination/acls.py holds the rules; tests/unit/coordination/test_acls.py
+AclAuthorizer's (coordination/acls/ holds the rules; tests/unit/coordination/test_acls.py
 checks them one by one). Also the pure part of ``castle acls``: which bindings and filters
 its options stand for.
 """
@@ -22,7 +22,7 @@ from broker.admin.session import UsageError
 from broker.dispatch import REGISTRY
 from broker.protocol import codec
 from broker.protocol.build import build
-from coordination.acls import AclBinding, AclBindingFilter, Operation, PatternType, Permission, ResourceType
+from coordination.acls.model import AclBinding, AclBindingFilter, Operation, PatternType, Permission, ResourceType
 from tests.unit.protocol.test_admin_apis import Broker, check_decodes_independently, kio_request
 
 DESCRIBE, CREATE, DELETE = 29, 30, 31

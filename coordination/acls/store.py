@@ -1,6 +1,7 @@
 """The store of ACLs: in ZooKeeper where Apache Kafka's AclAuthorizer keeps them, or in a file.
 
-The model and the byte formats are coordination/acls.py's; this module only reads and writes.
+The model and the ZooKeeper byte formats are this package's (model.py, zk_layout.py); this module
+only reads and writes.
 
 ZooKeeper, exactly as Kafka's ZooKeeper-mode AclAuthorizer (kafka.security.authorizer,
 2.0-3.x) and kafka.zk.ZkData lay them out, relative to the chroot::
@@ -56,22 +57,15 @@ import orjson
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-from coordination.acls import (
+from coordination.acls.model import AclBinding, Operation, PatternType, Permission, ResourceType
+from coordination.acls.parsing import operation_from_name, pascal_case, permission_from_name, resource_type_from_name
+from coordination.acls.validation import validate_binding
+from coordination.acls.zk_layout import (
     ZK_EXTENDED_CHANGES,
     ZK_LITERAL_CHANGES,
-    AclBinding,
-    Operation,
-    PatternType,
-    Permission,
-    ResourceType,
     change_notification,
     decode_acl_node,
     encode_acl_node,
-    operation_from_name,
-    pascal_case,
-    permission_from_name,
-    resource_type_from_name,
-    validate_binding,
     zk_acl_paths,
     zk_type_path,
     znode_path,
