@@ -13,8 +13,17 @@ Fetch sessions (KIP-227) are declined the way Kafka allows: we answer session_id
 clients keep sending full requests; an incremental request (epoch > 0) for a session
 we never gave answers FETCH_SESSION_ID_NOT_FOUND. No transactions yet: the last stable
 offset is the high watermark, aborted transactions null. zstd data is never sent below
-v10 (UNSUPPORTED_COMPRESSION_TYPE for that partition). The response's max_bytes is
-honoured by whole partitions, always giving the first partition with data (KIP-74).
+v10 (UNSUPPORTED_COMPRESSION_TYPE for that partition).
+
+Byte limits (KIP-74, as Kafka's ReplicaManager.readFromLog): partitions are filled in request
+order, each with at most min(partition_max_bytes, what is left of max_bytes) of whole
+batches; only the first partition with data may go over, by its first batch, so a consumer
+always progresses. The owners read each partition with min(partition_max_bytes, max_bytes)
+(they may be other workers, read in parallel); ResponseBudget then cuts the answers in
+order. A range that fits costs nothing more; one that does not is cut at a batch boundary
+found from the batches' length prefixes (storage/batch_cut.py): a few bytes read per batch
+up to the cut, the record bytes still leave by sendfile. Whole batches only: Kafka may end
+a partition with a partial batch, which clients drop, so the answers are the same records.
 
 Fetch v0-v3 (Kafka 3.9 served them, 4.0 does not): their clients read message sets of
 magic 0 (v0-1) or 1 (v2-3), so those answers are down-converted in memory
@@ -46,6 +55,8 @@ from broker.protocol import fast, fetch_request
 from broker.protocol.errors import ErrorCode
 from broker.protocol.fetch_request import FetchRequest
 from coordination.acls.model import Operation
+from storage.batch import HEADER_SIZE
+from storage.batch_cut import whole_batches_within
 from storage.errors import StorageError
 from storage.legacy_records import down_convert, fetch_magic
 from storage.types import TopicPartition, partitions_of
@@ -80,6 +91,10 @@ def resolve(ctx: RequestContext, request: FetchRequest) -> tuple[list[tuple[str,
                             or not node.security.is_broker(ctx.connection.auth.principal, ctx.connection.host)):
         refused = ErrorCode.topic_authorization_failed
     check_topics = node.security.authorizer_on and replica_id < 0  # a consumer: READ on each topic
+    # No partition may send more than the whole response may (Kafka reads each with
+    # min(partition_max_bytes, what is left of max_bytes)): owners need not find the end
+    # of 20 MB of batches for a 1 MB response.
+    response_max = max(0, request.max_bytes)
     topics: list[tuple[str, uuid.UUID]] = []
     wanted: list[Wanted] = []
     add = wanted.append
@@ -105,7 +120,8 @@ def resolve(ctx: RequestContext, request: FetchRequest) -> tuple[list[tuple[str,
         tps = partitions_of(info.name, count)
         for partition, fetch_offset, max_bytes, leader_epoch, last_fetched_epoch in topic.partitions:
             if 0 <= partition < count:
-                add((index, partition, 0, _read_item((tps[partition], fetch_offset, max_bytes if max_bytes > 0 else 0,
+                limit = (max_bytes if max_bytes < response_max else response_max) if max_bytes > 0 else 0
+                add((index, partition, 0, _read_item((tps[partition], fetch_offset, limit,
                                                       refuse_zstd, replica_id, leader_epoch, last_fetched_epoch))))
             else:
                 add((index, partition, ErrorCode.unknown_topic_or_partition, None))
@@ -178,7 +194,7 @@ def _respond(ctx: RequestContext, error_code: int, topics: list[tuple[str, uuid.
     out_topics = [fast.FetchTopicOut(name, topic_id, []) for name, topic_id in topics]
     chunks: list[FileChunk | bytes] = []
     legacy_magic = fetch_magic(ctx.api_version) if ctx.api_version < 4 else None
-    budget = max_bytes if legacy_magic is None else min(max_bytes, LEGACY_FETCH_MAX_BYTES)
+    budget = ResponseBudget(max_bytes if legacy_magic is None else min(max_bytes, LEGACY_FETCH_MAX_BYTES))
     result_iter = iter(results)
     for topic_index, partition, error, item in wanted:
         if item is None:
@@ -187,20 +203,25 @@ def _respond(ctx: RequestContext, error_code: int, topics: list[tuple[str, uuid.
         r = next(result_iter)
         code = r.error_code
         length = r.length
-        if length and chunks and length > budget:
-            length = 0  # over the response's max_bytes: this partition waits for the next fetch
+        partition_max = item[2]
+        if length and budget.exhausted(partition_max):
+            length = 0  # not one batch fits what is left: this partition waits for the next fetch
         fd = node.segment_files.dup_fd(r.path, r.inode) if length else None
+        if fd is not None:
+            length = budget.take(fd, r.position, length, partition_max)
+            if not length:
+                os.close(fd)
+                fd = None
         if fd is None:
             length = 0
         elif legacy_magic is not None:
-            converted, code = _down_converted(fd, r.position, min(length, budget), legacy_magic, item.offset)
+            converted, code = _down_converted(fd, r.position, length, legacy_magic, item.offset)
             if converted:
                 chunks.append(converted)
             length = len(converted)
         else:
             chunks.append(FileChunk(fd, r.position, length))
         if length:
-            budget -= length
             node.metrics.sent(topics[topic_index][0], length)
         leader, leader_epoch = _leader_hint(node, code, item[0]) if code and ctx.api_version >= 12 else (-1, -1)
         out_topics[topic_index].partitions.append(
@@ -218,6 +239,35 @@ def _respond(ctx: RequestContext, error_code: int, topics: list[tuple[str, uuid.
         body.append(piece)
         size += (chunk.length if isinstance(chunk, FileChunk) else len(chunk)) + len(piece)
     return RawResponse(body, size)
+
+
+class ResponseBudget:
+    """What is left of a Fetch response's max_bytes, spent partition by partition in
+    request order (Kafka's readFromLog): each partition sends whole batches within
+    min(its partition_max_bytes, what is left); the first partition with data sends at
+    least its first batch, however large."""
+
+    __slots__ = ("left", "first")
+
+    def __init__(self, max_bytes: int) -> None:
+        self.left = max(0, max_bytes)
+        self.first = True  # no partition has sent data yet
+
+    def exhausted(self, partition_max: int) -> bool:
+        """Nothing can fit, known without reading: saves opening the file of every
+        partition after the response is full."""
+        return not self.first and min(partition_max, self.left) < HEADER_SIZE
+
+    def take(self, fd: int, position: int, length: int, partition_max: int) -> int:
+        """How much of the owner's range (whole batches at ``position``) goes, and spend it.
+        A range that fits costs no syscall; a cut reads the batches' length prefixes."""
+        limit = min(partition_max, self.left)
+        if length > limit:
+            length = whole_batches_within(fd, position, length, limit, at_least_one=self.first)
+        if length:
+            self.left = max(0, self.left - length)
+            self.first = False
+        return length
 
 
 def _leader_hint(node: WorkerServices, code: int, tp: TopicPartition) -> tuple[int, int]:
