@@ -4,8 +4,8 @@ Started (and restarted) by the supervisor on every broker, beside the workers; i
 client listener. It is the last endpoint of the broker's shared-memory rings
 (broker/links/mesh.py), and workers hand it group and offset requests there::
 
-    worker ──SERVE(api key, version, client id, client host, request body)──▶ coordinator
-           ◀── encoded response body ───────────────────────────────────────
+    worker ──SERVE(api key, version, client id, host, principal, listener, request body)──▶ coordinator
+           ◀── encoded response body ───────────────────────────────────────────────────
     worker ──FIND──▶ (error code, node id, host, port) of the elected coordinator
 
 It reads and writes __consumer_offsets through the owning workers' PartitionOps, over the
@@ -41,6 +41,8 @@ import orjson
 from broker import dispatch
 from broker.config import BrokerConfig
 from broker.context import CoordinatorContext
+from broker.coordinator.api import SERVED
+from broker.coordinator.forwarded import Forwarded
 from broker.links import peer_codec
 from broker.links.mesh import Mesh, Op, Parts
 from broker.links.remote_ops import RemotePartitionOps
@@ -53,10 +55,8 @@ from broker.process import stop_signal
 from broker.process.logs import set_role
 from broker.process.reload import apply_in_child
 from broker.process.session_file import forget_session, keep_session, read_session
-from broker.protocol import codec
 from broker.protocol.errors import ErrorCode, KafkaError
 from broker.security.broker_security import BrokerSecurity
-from broker.security.connection_auth import ANONYMOUS
 from broker.security.inter_broker import ClientSecurity, inter_broker_security
 from coordination.backend import CoordinationBackend, TopicRegistry, open_broker_backend
 from coordination.groups import offsets_schema as schema
@@ -308,35 +308,23 @@ class CoordinatorProcess:
 
     # ------------------------------------------------------------------ the workers' calls
     def _serve_call(self, body: memoryview) -> "asyncio.Future[Parts]":
-        """A group or offset request a worker hands over; the body is copied off the ring
-        before the handler waits on anything."""
-        api_key, api_version, client_id, client_host, principal, request_body = peer_codec.decode_serve(body)
-        request = codec.decode_request(api_key, api_version, bytes(request_body), 0)
+        """A group or offset request a worker hands over, its body as the client sent it
+        (copied off the ring before the handler waits on anything); decoded here, once."""
+        forwarded = Forwarded.of_message(body)
+        served = SERVED.get(forwarded.api_key)
+        if served is None:
+            raise KafkaError(ErrorCode.invalid_request, f"api {forwarded.api_key} is not a coordinator api")
 
         async def answer() -> Parts:
-            return [await self.serve_request(api_key, api_version, request, client_id, client_host, principal)]
+            return [await served.answer(forwarded, self._context_for)]
 
         return asyncio.ensure_future(answer())
 
-    async def serve_request(self, api_key: int, api_version: int, request: Any, client_id: str | None,
-                            client_host: str, principal: str = ANONYMOUS) -> bytes:
-        serve = dispatch.COORDINATOR_HANDLERS.get(api_key)
-        if serve is None:
-            raise KafkaError(ErrorCode.invalid_request, f"api {api_key} is not a coordinator api")
-        host = client_host.lstrip("/")
-        ctx = CoordinatorContext(self.coordinator, api_key, api_version, client_id, client_host, self.topic_exists,
-                                 lambda op, kind, name: self.security.authorize(principal, host, op, kind, name))
-        try:
-            result = serve(ctx, request)
-            if asyncio.iscoroutine(result):
-                result = await result
-        except Exception as exc:
-            spec = dispatch.REGISTRY[api_key]
-            from broker.protocol.errors import code_for_exception
-
-            assert spec.error_response is not None
-            result = spec.error_response(request, api_version, int(code_for_exception(exc)))
-        return codec.encode_body(result)
+    def _context_for(self, forwarded: Forwarded, version: int) -> CoordinatorContext:
+        principal, host = forwarded.principal, forwarded.client_host.lstrip("/")
+        return CoordinatorContext(self.coordinator, forwarded.api_key, version, forwarded.client_id,
+                                  forwarded.client_host, self.topic_exists,
+                                  lambda op, kind, name: self.security.authorize(principal, host, op, kind, name))
 
     def find(self) -> tuple[int, int, str, int]:
         """Where the elected coordinator is: (error, node id, host, port)."""

@@ -226,9 +226,11 @@ def test_read_offsets_states_serve_and_find_round_trip():
     ends = [EpochEndResult(0, 2, 140), EpochEndResult(ErrorCode.fenced_leader_epoch)]
     assert codec.decode_epoch_results(b"".join(codec.encode_epoch_results(ends))) == ends
     body = uuid.uuid4().bytes
-    served = codec.decode_serve(b"".join(codec.encode_serve(11, 9, None, "/127.0.0.1", "User:CN=alice,O=Castle", body)))
-    key, version, client_id, host, principal, rest = served
-    assert (key, version, client_id, host, principal, bytes(rest)) == (11, 9, None, "/127.0.0.1", "User:CN=alice,O=Castle", body)
+    served = codec.decode_serve(b"".join(codec.encode_serve(11, 9, None, "/127.0.0.1", "User:CN=alice,O=Castle",
+                                                            "CLIENT", body)))
+    key, version, client_id, host, principal, listener, rest = served
+    assert (key, version, client_id, host, principal, listener, bytes(rest)) == (
+        11, 9, None, "/127.0.0.1", "User:CN=alice,O=Castle", "CLIENT", body)
     assert codec.decode_found(b"".join(codec.encode_found(0, 3, "broker-3", 9092))) == (0, 3, "broker-3", 9092)
 
 
