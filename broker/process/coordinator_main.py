@@ -114,6 +114,7 @@ Locator = Callable[[int], tuple[int, str, int]]  # partition -> (holder broker, 
 
 
 CONTROL_INTERVAL = 1.0
+START_WAIT = 5.0  # how long a request waits for a starting coordinator to serve
 LOAD_WAIT, LOAD_WAITS = 0.05, 200  # a load waits up to 10 s for the high watermark to reach the log end
 COMMIT_TIMEOUT_MS = 5_000  # offsets.commit.timeout.ms's default
 
@@ -283,7 +284,7 @@ class CoordinatorProcess:
         self.heartbeat_path = heartbeat_path
         self.mesh = Mesh(rings, rings.coordinator)
         self.mesh.handlers[Op.SERVE] = self._serve_call
-        self.mesh.handlers[Op.FIND] = lambda _body: peer_codec.encode_found(*self.find())
+        self.mesh.handlers[Op.FIND] = self._find_call
         self.offsets_log = WorkerOffsetsLog(self.mesh, workers, int(config["offsets.topic.num.partitions"]), self.node_id)
         self.offsets_log.locate = self.locate_offsets_partition
         # The ACLs the group and offset APIs check (the workers check the others).
@@ -305,6 +306,8 @@ class CoordinatorProcess:
         self._session_lost = asyncio.Event()
         self.elected_epoch = -1
         self._control_wake = asyncio.Event()
+        # Set once the first campaign is decided and, if won, __consumer_offsets is loaded.
+        self.started = asyncio.Event()
 
     # ------------------------------------------------------------------ the workers' calls
     def _serve_call(self, body: memoryview) -> "asyncio.Future[Parts]":
@@ -316,9 +319,36 @@ class CoordinatorProcess:
             raise KafkaError(ErrorCode.invalid_request, f"api {forwarded.api_key} is not a coordinator api")
 
         async def answer() -> Parts:
+            await self._until_started()
             return [await served.answer(forwarded, self._context_for)]
 
         return asyncio.ensure_future(answer())
+
+    def _find_call(self, _body: memoryview) -> "Parts | asyncio.Future[Parts]":
+        if self.started.is_set():
+            return peer_codec.encode_found(*self.find())
+
+        async def answer() -> Parts:
+            await self._until_started()
+            return peer_codec.encode_found(*self.find())
+
+        return asyncio.ensure_future(answer())
+
+    async def _until_started(self) -> None:
+        """A process that replaces a coordinator that died (kill -9, a crash) resumes its
+        ZooKeeper session and is elected again at once: requests that come while it
+        campaigns and loads wait for it (bounded) rather than get NOT_COORDINATOR or
+        COORDINATOR_LOAD_IN_PROGRESS, which would send clients looking for the coordinator
+        again. Not when another broker is the coordinator: that answer is known now."""
+        deadline = asyncio.get_running_loop().time() + START_WAIT
+        while not self.started.is_set() and (self.elected is None or self.elected[0] == self.node_id):
+            left = deadline - asyncio.get_running_loop().time()
+            if left <= 0:
+                return
+            try:  # woken when started; looks again at who is elected (learned from ZooKeeper meanwhile)
+                await asyncio.wait_for(self.started.wait(), min(left, 0.1))
+            except TimeoutError:
+                pass
 
     def _context_for(self, forwarded: Forwarded, version: int) -> CoordinatorContext:
         principal, host = forwarded.principal, forwarded.client_host.lstrip("/")
@@ -560,8 +590,7 @@ class CoordinatorProcess:
             self.offsets_log.epoch = epoch
             # Before any write carrying it: the workers fence with it at once, whenever
             # their own watch reports it (a ring keeps the note before the writes).
-            for worker in range(self.workers):
-                self.mesh.note(worker, Op.EPOCH, peer_codec.encode_epoch(epoch))
+            self._tell_epoch()
             log.info("coordinator: elected with epoch %d", epoch)
             try:
                 await self._become_active()
@@ -569,6 +598,7 @@ class CoordinatorProcess:
                 log.exception("coordinator: loading __consumer_offsets failed; resigning")
                 self.coordinator.loading = False
                 self._session_lost.set()
+            self.started.set()
             await self._session_lost.wait()
             self.coordinator.deactivate()
             self.elected_epoch = -1
@@ -595,9 +625,16 @@ class CoordinatorProcess:
         threading.Thread(target=run, name=f"coordinator-{getattr(fn, '__name__', 'call')}", daemon=True).start()
         return await future
 
+    def _tell_epoch(self) -> None:
+        for worker in range(self.workers):
+            self.mesh.note(worker, Op.EPOCH, peer_codec.encode_epoch(self.elected_epoch))
+
     async def _become_active(self) -> None:
         self.coordinator.loading = True
         await self._ensure_offsets_topic()
+        # A note to a worker that is not up yet is dropped (a broker's start elects its
+        # coordinator while its workers boot); each has answered a call by now.
+        self._tell_epoch()
         groups_before = len(self.coordinator.groups)
         entries: list[tuple[Any, Any]] = []
         for partition in range(self.offsets_log.partitions):

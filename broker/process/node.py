@@ -53,6 +53,9 @@ T = TypeVar("T")
 JOIN_GROUP = 11
 COORDINATOR_CALL_TIMEOUT = 60.0
 JOIN_CALL_TIMEOUT = float(2**31 // 1000)  # a rebalance timeout is an int32 of milliseconds
+# How long a request waits for a coordinator process the supervisor is restarting (it is
+# respawned after 0.1 s, more after repeated deaths, and serves about half a second later).
+COORDINATOR_RESTART_WAIT = 5.0
 
 # Housekeeping runs every 0.5 s; cached segment fds of deleted files are closed every
 # 2 s (an fstat per cached file, up to 2,048).
@@ -269,6 +272,7 @@ class WorkerNode:
         forwarded = Forwarded(ctx.api_key, request.api_version, ctx.client_id, f"/{connection.host}",
                               connection.auth.principal, connection.listener.name, request.body)
         timeout = JOIN_CALL_TIMEOUT if ctx.api_key == JOIN_GROUP else COORDINATOR_CALL_TIMEOUT
+        await self._coordinator_restarted()
         try:
             body: bytes = await self.mesh.call(self.coordinator_endpoint, Op.SERVE, forwarded.parts(), bytes, timeout)
         except PeerUnavailable:
@@ -279,7 +283,17 @@ class WorkerNode:
             raise
         return body
 
+    async def _coordinator_restarted(self) -> None:
+        """A request that comes while the coordinator process is down (the supervisor reaped it
+        and starts another) waits a little for the successor rather than failing at once: an
+        error makes clients drop their coordinator connection and reconnect with a growing
+        backoff (librdkafka), and a consumer whose heartbeats fail for a session timeout
+        leaves the group. One still down after the wait fails as before (the call raises)."""
+        if not self.mesh.is_up(self.coordinator_endpoint):
+            await self.mesh.wait_up(self.coordinator_endpoint, COORDINATOR_RESTART_WAIT)
+
     async def find_coordinator(self) -> tuple[int, int, str, int]:
+        await self._coordinator_restarted()
         try:
             return await self.mesh.call(self.coordinator_endpoint, Op.FIND, [], peer_codec.decode_found, 10)
         except KafkaError:

@@ -241,3 +241,32 @@ def test_a_truncated_message_is_a_protocol_violation_not_a_crash():
     for cut in range(len(message)):
         with pytest.raises(ProtocolViolation):
             codec.decode_read(message[:cut])
+
+
+def test_waiting_for_a_peer_that_restarts(shared):
+    """wait_up: a caller waits for the successor of a process the supervisor reaped (down),
+    and is woken as soon as it serves; without a successor, it gives up at its timeout."""
+    async def scenario():
+        a = Mesh(shared, 0)
+        a.start()
+        try:
+            assert not a.is_up(1)
+            started = time.monotonic()
+            assert not await a.wait_up(1, 0.2)
+            assert 0.15 < time.monotonic() - started < 2
+            waiting = asyncio.ensure_future(a.wait_up(1, 5))
+            await asyncio.sleep(0.1)
+            assert not waiting.done()
+            b = Mesh(shared, 1)
+            b.handlers[Op.SERVE] = _echo
+            started = time.monotonic()
+            b.start()
+            assert await asyncio.wait_for(waiting, 5) is True
+            assert time.monotonic() - started < 1.0
+            assert a.is_up(1) and await a.wait_up(1, 0.01)
+            assert await a.call(1, Op.SERVE, [b"x"], _join) == b"echo:x"
+            b.close()
+        finally:
+            a.close()
+
+    run(scenario())
