@@ -181,7 +181,7 @@ class _SessionTimeouts(logging.Handler):
         message = record.getMessage()
         if "session timed out" in message and time.monotonic() >= self.member.watch_from:
             self.member.session_timeouts += 1
-            info(f"{self.member.name}: {message[:200]}")
+            info(f"{self.member.name}: {message[:400]}")
 
 
 def _group_round(brokers: dict[int, OwnBroker], members: list[Member], timeout: float) -> dict[str, Any]:

@@ -66,15 +66,19 @@ SERVED: dict[int, ServedApi] = {}
 
 
 def coordinator_api(api_key: int, name: str, min_version: int, max_version: int, error_response: ErrorResponse[Req],
-                    legacy: Legacy[Req] | None = None, unavailable: ErrorCode = ErrorCode.coordinator_not_available,
+                    legacy: Legacy[Req] | None = None, lost: ErrorCode = ErrorCode.coordinator_not_available,
                     ) -> Callable[[Serve[Req]], Serve[Req]]:
     """Register ``serve(ctx, request)`` to answer ``api_key`` v min..max (and the
     ``legacy`` versions below min) in the coordinator process.
 
-    ``unavailable``: the worker's answer while the coordinator process is down (restarting
-    after a crash), as Kafka's coordinator answers while it is not active. Clients take
-    COORDINATOR_NOT_AVAILABLE and NOT_COORDINATOR alike for the group APIs (librdkafka and
-    the Java client mark the coordinator unknown and ask FindCoordinator again at once)."""
+    ``lost``: the worker's answer when the coordinator process cannot take the request:
+    it died holding it (kill -9, a crash: answered as soon as the supervisor reaps it), or
+    it is down and no successor serves within the wait (WorkerNode.to_coordinator).
+    COORDINATOR_NOT_AVAILABLE by default, as Kafka's coordinator answers while it is not
+    active. An API a client sends every few milliseconds (commits) must not get it:
+    librdkafka marks the coordinator dead, drops its connection and reconnects, and requests
+    failing on the half-open connection mark it dead again, until the member's session
+    times out; those APIs answer what makes clients retry in place."""
     read = Reader(api_key, dict(legacy or {}))
     for version in range(min_version, max_version + 1):
         if codec.request_class(api_key, version) is None:
@@ -96,8 +100,8 @@ def coordinator_api(api_key: int, name: str, min_version: int, max_version: int,
         async def forward(ctx: RequestContext, request: RequestBody) -> bytes:
             try:
                 return await ctx.node.to_coordinator(ctx, request)
-            except PeerUnavailable as exc:
-                raise KafkaError(unavailable, f"the coordinator process is not serving: {exc}") from None
+            except PeerUnavailable:
+                return codec.encode_body(error(request, request.api_version, int(lost)))
 
         def error(request: RequestBody, version: int, code: int) -> Entity:
             typed, as_version = read(version, request.body)  # ProtocolViolation: the connection closes

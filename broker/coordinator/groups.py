@@ -112,7 +112,11 @@ def _heartbeat_error(request: HeartbeatRequest, version: int, code: int) -> Enti
     return _heartbeat_answer(version, code)
 
 
-@coordinator_api(HEARTBEAT, "Heartbeat", 0, 4, error_response=_heartbeat_error)
+# A heartbeat the coordinator process died holding is answered as Kafka's coordinator
+# answers heartbeats while it loads a group, "just blindly" with no error: the member's
+# session (librdkafka counts it from the last heartbeat answered without an error) lives on
+# while the successor loads the group, whose members' deadlines start afresh.
+@coordinator_api(HEARTBEAT, "Heartbeat", 0, 4, error_response=_heartbeat_error, lost=ErrorCode.none)
 def serve_heartbeat(ctx: CoordinatorContext, request: HeartbeatRequest) -> Entity:
     if not ctx.allowed(Operation.READ, ResourceType.GROUP, request.group_id):
         return _heartbeat_error(request, ctx.api_version, ErrorCode.group_authorization_failed)

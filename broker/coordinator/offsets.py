@@ -56,9 +56,12 @@ def _commit_error(request: OffsetCommitRequest, version: int, code: int) -> Enti
     return _commit_answer(version, request, [code] * count)
 
 
+# Lost with the coordinator process (see coordinator_api): "loading", which clients retry in
+# place (a commit is idempotent); the retry waits for the successor, which has loaded.
 @coordinator_api(OFFSET_COMMIT, "OffsetCommit", 2, 9, error_response=_commit_error,
                  legacy={v: (as_version, offsets_legacy.decode_offset_commit)
-                         for v, as_version in offsets_legacy.COMMIT_AS.items()})
+                         for v, as_version in offsets_legacy.COMMIT_AS.items()},
+                 lost=ErrorCode.coordinator_load_in_progress)
 async def serve_offset_commit(ctx: CoordinatorContext, request: OffsetCommitRequest) -> Entity:
     # Kafka's checks: READ on the group (else every partition fails), READ on each topic.
     if not ctx.allowed(Operation.READ, ResourceType.GROUP, request.group_id):
@@ -132,7 +135,8 @@ def _fetch_error(request: OffsetFetchRequest, version: int, code: int) -> Entity
 
 @coordinator_api(OFFSET_FETCH, "OffsetFetch", 1, 9, error_response=_fetch_error,
                  legacy={v: (as_version, offsets_legacy.decode_offset_fetch)
-                         for v, as_version in offsets_legacy.FETCH_AS.items()})
+                         for v, as_version in offsets_legacy.FETCH_AS.items()},
+                 lost=ErrorCode.coordinator_load_in_progress)
 def serve_offset_fetch(ctx: CoordinatorContext, request: OffsetFetchRequest) -> Entity:
     version = ctx.api_version
     if isinstance(request, (OffsetFetchV8, OffsetFetchV9)):  # v8 asks for several groups at once
