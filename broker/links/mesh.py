@@ -21,7 +21,8 @@ Failures, never hangs:
     a peer that dies (or restarts) with our calls in flight  NOT_LEADER_OR_FOLLOWER, as soon
         as its generation changes (the supervisor wakes everyone when it reaps a process)
     a peer that is down when we call                          the same at once, or, for calls
-        that may wait (the coordinator's start), sent when it is up again
+        that may wait (the coordinator's start), sent when it is up again; wait_up() lets a
+        caller wait for a restarting peer first, within its own bound
     no answer within the call's timeout                       REQUEST_TIMED_OUT
 A periodic sweep (every SWEEP_SECONDS) checks generations and deadlines as a backstop.
 """

@@ -20,6 +20,11 @@ Life:
        owning worker refuses an epoch older than the backend's current one (fencing)
     3. session SUSPENDED: stop serving (NOT_COORDINATOR) until CONNECTED again;
        LOST (or fenced): drop the groups, resign, campaign again
+A process that replaces one that died resumes its ZooKeeper session, so it is elected again
+at once: until its first campaign is decided and the offsets loaded, requests wait for it
+(bounded) instead of being told NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS; workers
+likewise hold requests while it is down (broker/process/node.py). Requests the dead process
+held are answered by the workers at once (broker/coordinator/api.py, per API).
 Deadlines (sessions, join and sync phases, offset retention) are checked by a tick
 every 100 ms on the loop; the heartbeat file is touched from the loop, so a wedged loop
 gets the process replaced by the supervisor.
