@@ -334,6 +334,7 @@ def test_a_group_commits_again_at_once_after_its_coordinator_process_is_killed(c
     committed: set[str] = set()
     after_kill: dict[str, float] = {}
     timed_out: list[str] = []
+    reassigned: list[str] = []  # assignment changes after the kill: a rebalance
     stop = threading.Event()
 
     class SessionTimeouts(logging.Handler):
@@ -350,7 +351,11 @@ def test_a_group_commits_again_at_once_after_its_coordinator_process_is_killed(c
     def member(name: str) -> None:
         consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "g-kept", "enable.auto.commit": False,
                              "session.timeout.ms": 6000, "client.id": name, "debug": "cgrp"}, logger=rdkafka_log)
-        consumer.subscribe(["kept"])
+        def on_assign(_consumer: Any, partitions: list[Any]) -> None:
+            if time.monotonic() >= killed_at[0]:
+                reassigned.append(f"{name}: {[p.partition for p in partitions]}")
+
+        consumer.subscribe(["kept"], on_assign=on_assign)
         try:
             while not stop.is_set():
                 consumer.poll(0.05)
@@ -389,6 +394,7 @@ def test_a_group_commits_again_at_once_after_its_coordinator_process_is_killed(c
         print(f"every member committed again within {slowest:.3f} s of the kill: {sorted(after_kill.values())}")
         assert slowest < 3.0, f"the group committed again {slowest:.2f} s after the kill ({tmp_path / 'rdkafka.log'})"
         assert not timed_out, timed_out
+        assert not reassigned, reassigned  # the successor loaded the group Stable: no rebalance
     finally:
         stop.set()
         for thread in threads:
