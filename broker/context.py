@@ -23,6 +23,7 @@ T = TypeVar("T")
 
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
+    from broker.coordinator.forwarded import RequestBody
     from broker.listeners import Listener
     from broker.network.segment_files import SegmentFiles
     from broker.partitions.purgatory import FetchPurgatory
@@ -115,7 +116,9 @@ class FetchServices(Protocol):
 
 
 class CoordinatorAccess(Protocol):
-    async def to_coordinator(self, ctx: "RequestContext", request: Entity, version: int) -> bytes: ...
+    async def to_coordinator(self, ctx: "RequestContext", request: "RequestBody") -> bytes:
+        """A coordinator API's request, undecoded, to the coordinator process: its encoded answer."""
+        ...
 
     async def find_coordinator(self) -> tuple[int, int, str, int]: ...
 

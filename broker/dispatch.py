@@ -10,19 +10,18 @@ body as bytes (Produce), a ``RawResponse`` (bytes and file ranges, for Fetch), o
 ``NO_RESPONSE`` (acks=0 Produce).
 ``error_response(request, version, code)`` builds the "everything failed with X" answer
 used when a handler raises something unexpected (P4). ``decode(version, frame, offset)``,
-when given, replaces kio's decode of the request body (Produce and Fetch: broker/protocol/).
+when given, replaces kio's decode of the request body (Produce and Fetch: broker/protocol/;
+the coordinator APIs keep it undecoded: broker/coordinator/api.py).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
-
-from kio.static.protocol import Entity
+from typing import Any, Callable
 
 from broker.context import NO_RESPONSE as NO_RESPONSE
 from broker.context import RequestContext
-from broker.protocol.codec import decode_request, request_class
+from broker.protocol.codec import request_class
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,8 +39,6 @@ class HandlerSpec:
 
 
 REGISTRY: dict[int, HandlerSpec] = {}
-
-
 
 
 def api(api_key: int, name: str, min_version: int, max_version: int,
@@ -73,45 +70,3 @@ def supported_ranges() -> list[tuple[int, int, int]]:
     return [(s.api_key, s.min_version, s.max_version) for s in sorted(REGISTRY.values(), key=lambda s: s.api_key)]
 
 
-# ---------------------------------------------------------------------- coordinator APIs
-# Group and offset APIs are answered by the coordinator process (broker/process/coordinator_main.py).
-# A worker hands the request to the coordinator over the rings (broker/links/mesh.py, SERVE); it runs the API's serve
-# function and sends back the encoded response body. One decorator registers both
-# halves, so the worker's table (and ApiVersions) and the coordinator's stay in step.
-COORDINATOR_HANDLERS: dict[int, Callable[..., Any]] = {}
-
-
-def coordinator_api(api_key: int, name: str, min_version: int, max_version: int,
-                    error_response: Callable[[Any, int, int], Any],
-                    legacy: Mapping[int, tuple[int, Callable[[int, bytes | bytearray, int], Entity]]] | None = None,
-                    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Register ``serve(ctx, request)`` to run in the coordinator process, where ``ctx`` is
-    a broker.process.coordinator_main.CoordinatorContext; workers forward to it.
-
-    ``legacy``: versions below ``min_version`` that kio lacks (Kafka 4.0 dropped them),
-    each ``(as_version, decode)``: the worker reads the request into kio's ``as_version``
-    entity and forwards that; the API's response must be the same bytes in both versions."""
-    legacy = dict(legacy or {})
-
-    def register(serve: Callable[..., Any]) -> Callable[..., Any]:
-        async def forward(ctx: RequestContext, request: Entity) -> bytes:
-            as_version = legacy[ctx.api_version][0] if ctx.api_version in legacy else ctx.api_version
-            return await ctx.node.to_coordinator(ctx, request, as_version)
-
-        def decode(version: int, frame: bytes | bytearray, offset: int) -> Entity:
-            if version in legacy:
-                return legacy[version][1](version, frame, offset)
-            # kio's entities keep bytes fields as slices of what they are given: give it bytes.
-            entity: Entity = decode_request(api_key, version, bytes(frame), offset)
-            return entity
-
-        def error(request: Any, version: int, code: int) -> Any:
-            return error_response(request, legacy[version][0] if version in legacy else version, code)
-
-        forward.__name__ = f"forward_{serve.__name__}"
-        low = min([min_version, *legacy])
-        api(api_key, name, low, max_version, error, decode if legacy else None)(forward)
-        COORDINATOR_HANDLERS[api_key] = serve
-        return serve
-
-    return register

@@ -21,7 +21,8 @@ Failures, never hangs:
     a peer that dies (or restarts) with our calls in flight  NOT_LEADER_OR_FOLLOWER, as soon
         as its generation changes (the supervisor wakes everyone when it reaps a process)
     a peer that is down when we call                          the same at once, or, for calls
-        that may wait (the coordinator's start), sent when it is up again
+        that may wait (the coordinator's start), sent when it is up again; wait_up() lets a
+        caller wait for a restarting peer first, within its own bound
     no answer within the call's timeout                       REQUEST_TIMED_OUT
 A periodic sweep (every SWEEP_SECONDS) checks generations and deadlines as a backstop.
 """
@@ -130,6 +131,7 @@ class Mesh:
         self._sweeper: asyncio.TimerHandle | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._up_waiters: dict[int, list[asyncio.Future[None]]] = {}
 
     # ------------------------------------------------------------------ life
     def start(self) -> None:
@@ -186,6 +188,27 @@ class Mesh:
         else:
             self._send(peer, outgoing)
         return future
+
+    def is_up(self, peer: int) -> bool:
+        return self._shared.generation(peer) % 2 == 0
+
+    async def wait_up(self, peer: int, timeout: float) -> bool:
+        """Wait until ``peer`` serves (a process the supervisor is restarting); False if it
+        does not within ``timeout``."""
+        if self.is_up(peer):
+            return True
+        assert self._loop is not None, "the mesh is started"
+        future: asyncio.Future[None] = self._loop.create_future()
+        waiters = self._up_waiters.setdefault(peer, [])
+        waiters.append(future)
+        try:
+            await asyncio.wait_for(future, timeout)
+            return True
+        except TimeoutError:
+            return self.is_up(peer)
+        finally:
+            if future in waiters:
+                waiters.remove(future)
 
     def note(self, peer: int, op: Op, parts: Parts) -> None:
         """A one-way message; dropped when the peer is down (it re-reads state at start)."""
@@ -370,6 +393,10 @@ class Mesh:
         for call_id, pending in list(self._pending.items()):
             if pending.peer == index and pending.generation % 2 == 0 and pending.generation != generation:
                 self._fail(call_id, PeerUnavailable(index, "it stopped while the call was in flight"))
+        if generation % 2 == 0:
+            for waiter in self._up_waiters.pop(index, []):
+                if not waiter.done():
+                    waiter.set_result(None)
         if generation % 2 == 0 and peer.parked:
             parked, peer.parked = peer.parked, []
             for outgoing in parked:

@@ -17,7 +17,8 @@ views of the ring itself, which the log copies into the segment.
     epochs    tps, i32[n] current leader epochs, i32[n] epochs; answered with u32 n, i16[n]
               error codes, i32[n] epochs, i64[n] end offsets
     offsets   tps, i64[n] timestamps (ListOffsets) or offsets (DeleteRecords)
-    serve     i16 api key, i16 version, string client id, string client host, request body
+    serve     i16 api key, i16 version, string client id, string client host, string principal,
+              string listener, request body (broker/coordinator/forwarded.py)
 """
 
 from __future__ import annotations
@@ -369,18 +370,20 @@ def decode_states(data: Buffer) -> list[PartitionState]:
 
 # ---------------------------------------------------------------------- the coordinator
 def encode_serve(api_key: int, api_version: int, client_id: str | None, client_host: str, principal: str,
-                 body: bytes) -> list[Buffer]:
-    return [_SERVE.pack(api_key, api_version), _string(client_id), _string(client_host), _string(principal), body]
+                 listener: str, body: bytes) -> list[Buffer]:
+    return [_SERVE.pack(api_key, api_version), _string(client_id), _string(client_host), _string(principal),
+            _string(listener), body]
 
 
-def decode_serve(data: Buffer) -> tuple[int, int, str | None, str, str, Buffer]:
-    """(api key, version, client id, client host, principal, request body)."""
+def decode_serve(data: Buffer) -> tuple[int, int, str | None, str, str, str, Buffer]:
+    """(api key, version, client id, client host, principal, listener, request body)."""
     reader = Reader(data)
     api_key, api_version = reader.unpack(_SERVE)
     client_id = reader.string()
     client_host = reader.text()
     principal = reader.text()
-    return api_key, api_version, client_id, client_host, principal, reader.rest()
+    listener = reader.text()
+    return api_key, api_version, client_id, client_host, principal, listener, reader.rest()
 
 
 def encode_found(error_code: int, node_id: int, host: str, port: int) -> list[bytes]:

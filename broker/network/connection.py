@@ -331,11 +331,18 @@ class Connection:
             self._finish(seq, ctx, task.result())
 
     def _error_answer(self, spec: dispatch.HandlerSpec, request: Any, version: int, exc: BaseException) -> Any:
+        if isinstance(exc, ProtocolViolation):  # a body only the coordinator process read
+            log.info("closing %s: %s v%d: %s", self.peer, spec.name, version, exc)
+            return _CLOSE
         code = code_for_exception(exc)
         if spec.error_response is None:
             log.error("closing %s: %s v%d failed", self.peer, spec.name, version, exc_info=exc)
             return _CLOSE
-        return spec.error_response(request, version, int(code))
+        try:
+            return spec.error_response(request, version, int(code))
+        except ProtocolViolation as violation:  # a coordinator API's body, decoded only now, is bad
+            log.info("closing %s: %s v%d: %s", self.peer, spec.name, version, violation)
+            return _CLOSE
 
     def _handle_raw_token(self, frame: bytes | bytearray) -> None:
         """After SaslHandshake v0 a frame is a bare SASL token, answered by a bare frame; a

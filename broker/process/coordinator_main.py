@@ -4,8 +4,8 @@ Started (and restarted) by the supervisor on every broker, beside the workers; i
 client listener. It is the last endpoint of the broker's shared-memory rings
 (broker/links/mesh.py), and workers hand it group and offset requests there::
 
-    worker ──SERVE(api key, version, client id, client host, request body)──▶ coordinator
-           ◀── encoded response body ───────────────────────────────────────
+    worker ──SERVE(api key, version, client id, host, principal, listener, request body)──▶ coordinator
+           ◀── encoded response body ───────────────────────────────────────────────────
     worker ──FIND──▶ (error code, node id, host, port) of the elected coordinator
 
 It reads and writes __consumer_offsets through the owning workers' PartitionOps, over the
@@ -20,6 +20,11 @@ Life:
        owning worker refuses an epoch older than the backend's current one (fencing)
     3. session SUSPENDED: stop serving (NOT_COORDINATOR) until CONNECTED again;
        LOST (or fenced): drop the groups, resign, campaign again
+A process that replaces one that died resumes its ZooKeeper session, so it is elected again
+at once: until its first campaign is decided and the offsets loaded, requests wait for it
+(bounded) instead of being told NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS; workers
+likewise hold requests while it is down (broker/process/node.py). Requests the dead process
+held are answered by the workers at once (broker/coordinator/api.py, per API).
 Deadlines (sessions, join and sync phases, offset retention) are checked by a tick
 every 100 ms on the loop; the heartbeat file is touched from the loop, so a wedged loop
 gets the process replaced by the supervisor.
@@ -38,9 +43,11 @@ from typing import Any, Awaitable, Callable, Coroutine
 
 import orjson
 
-from broker import apis, dispatch
+from broker import apis
 from broker.config import BrokerConfig
 from broker.context import CoordinatorContext
+from broker.coordinator.api import SERVED
+from broker.coordinator.forwarded import Forwarded
 from broker.links import peer_codec
 from broker.links.mesh import Mesh, Op, Parts
 from broker.links.remote_ops import RemotePartitionOps
@@ -53,10 +60,8 @@ from broker.process import stop_signal
 from broker.process.logs import set_role
 from broker.process.reload import apply_in_child
 from broker.process.session_file import forget_session, keep_session, read_session
-from broker.protocol import codec
 from broker.protocol.errors import ErrorCode, KafkaError
 from broker.security.broker_security import BrokerSecurity
-from broker.security.connection_auth import ANONYMOUS
 from broker.security.inter_broker import ClientSecurity, inter_broker_security
 from coordination.backend import CoordinationBackend, TopicRegistry
 from coordination.groups import offsets_schema as schema
@@ -115,6 +120,7 @@ Locator = Callable[[int], tuple[int, str, int]]  # partition -> (holder broker, 
 
 
 CONTROL_INTERVAL = 1.0
+START_WAIT = 5.0  # how long a request waits for a starting coordinator to serve
 LOAD_WAIT, LOAD_WAITS = 0.05, 200  # a load waits up to 10 s for the high watermark to reach the log end
 COMMIT_TIMEOUT_MS = 5_000  # offsets.commit.timeout.ms's default
 
@@ -284,7 +290,7 @@ class CoordinatorProcess:
         self.heartbeat_path = heartbeat_path
         self.mesh = Mesh(rings, rings.coordinator)
         self.mesh.handlers[Op.SERVE] = self._serve_call
-        self.mesh.handlers[Op.FIND] = lambda _body: peer_codec.encode_found(*self.find())
+        self.mesh.handlers[Op.FIND] = self._find_call
         self.offsets_log = WorkerOffsetsLog(self.mesh, workers, config.get_int("offsets.topic.num.partitions"), self.node_id)
         self.offsets_log.locate = self.locate_offsets_partition
         # The ACLs the group and offset APIs check (the workers check the others).
@@ -306,38 +312,55 @@ class CoordinatorProcess:
         self._session_lost = asyncio.Event()
         self.elected_epoch = -1
         self._control_wake = asyncio.Event()
+        # Set once the first campaign is decided and, if won, __consumer_offsets is loaded.
+        self.started = asyncio.Event()
 
     # ------------------------------------------------------------------ the workers' calls
     def _serve_call(self, body: memoryview) -> "asyncio.Future[Parts]":
-        """A group or offset request a worker hands over; the body is copied off the ring
-        before the handler waits on anything."""
-        api_key, api_version, client_id, client_host, principal, request_body = peer_codec.decode_serve(body)
-        request = codec.decode_request(api_key, api_version, bytes(request_body), 0)
+        """A group or offset request a worker hands over, its body as the client sent it
+        (copied off the ring before the handler waits on anything); decoded here, once."""
+        forwarded = Forwarded.of_message(body)
+        served = SERVED.get(forwarded.api_key)
+        if served is None:
+            raise KafkaError(ErrorCode.invalid_request, f"api {forwarded.api_key} is not a coordinator api")
 
         async def answer() -> Parts:
-            return [await self.serve_request(api_key, api_version, request, client_id, client_host, principal)]
+            await self._until_started()
+            return [await served.answer(forwarded, self._context_for)]
 
         return asyncio.ensure_future(answer())
 
-    async def serve_request(self, api_key: int, api_version: int, request: Any, client_id: str | None,
-                            client_host: str, principal: str = ANONYMOUS) -> bytes:
-        serve = dispatch.COORDINATOR_HANDLERS.get(api_key)
-        if serve is None:
-            raise KafkaError(ErrorCode.invalid_request, f"api {api_key} is not a coordinator api")
-        host = client_host.lstrip("/")
-        ctx = CoordinatorContext(self.coordinator, api_key, api_version, client_id, client_host, self.topic_exists,
-                                 lambda op, kind, name: self.security.authorize(principal, host, op, kind, name))
-        try:
-            result = serve(ctx, request)
-            if asyncio.iscoroutine(result):
-                result = await result
-        except Exception as exc:
-            spec = dispatch.REGISTRY[api_key]
-            from broker.protocol.errors import code_for_exception
+    def _find_call(self, _body: memoryview) -> "Parts | asyncio.Future[Parts]":
+        if self.started.is_set():
+            return peer_codec.encode_found(*self.find())
 
-            assert spec.error_response is not None
-            result = spec.error_response(request, api_version, int(code_for_exception(exc)))
-        return codec.encode_body(result)
+        async def answer() -> Parts:
+            await self._until_started()
+            return peer_codec.encode_found(*self.find())
+
+        return asyncio.ensure_future(answer())
+
+    async def _until_started(self) -> None:
+        """A process that replaces a coordinator that died (kill -9, a crash) resumes its
+        ZooKeeper session and is elected again at once: requests that come while it
+        campaigns and loads wait for it (bounded) rather than get NOT_COORDINATOR or
+        COORDINATOR_LOAD_IN_PROGRESS, which would send clients looking for the coordinator
+        again. Not when another broker is the coordinator: that answer is known now."""
+        deadline = asyncio.get_running_loop().time() + START_WAIT
+        while not self.started.is_set() and (self.elected is None or self.elected[0] == self.node_id):
+            left = deadline - asyncio.get_running_loop().time()
+            if left <= 0:
+                return
+            try:  # woken when started; looks again at who is elected (learned from ZooKeeper meanwhile)
+                await asyncio.wait_for(self.started.wait(), min(left, 0.1))
+            except TimeoutError:
+                pass
+
+    def _context_for(self, forwarded: Forwarded, version: int) -> CoordinatorContext:
+        principal, host = forwarded.principal, forwarded.client_host.lstrip("/")
+        return CoordinatorContext(self.coordinator, forwarded.api_key, version, forwarded.client_id,
+                                  forwarded.client_host, self.topic_exists,
+                                  lambda op, kind, name: self.security.authorize(principal, host, op, kind, name))
 
     def find(self) -> tuple[int, int, str, int]:
         """Where the elected coordinator is: (error, node id, host, port)."""
@@ -573,8 +596,7 @@ class CoordinatorProcess:
             self.offsets_log.epoch = epoch
             # Before any write carrying it: the workers fence with it at once, whenever
             # their own watch reports it (a ring keeps the note before the writes).
-            for worker in range(self.workers):
-                self.mesh.note(worker, Op.EPOCH, peer_codec.encode_epoch(epoch))
+            self._tell_epoch()
             log.info("coordinator: elected with epoch %d", epoch)
             try:
                 await self._become_active()
@@ -582,6 +604,7 @@ class CoordinatorProcess:
                 log.exception("coordinator: loading __consumer_offsets failed; resigning")
                 self.coordinator.loading = False
                 self._session_lost.set()
+            self.started.set()
             await self._session_lost.wait()
             self.coordinator.deactivate()
             self.elected_epoch = -1
@@ -608,9 +631,16 @@ class CoordinatorProcess:
         threading.Thread(target=run, name=f"coordinator-{getattr(fn, '__name__', 'call')}", daemon=True).start()
         return await future
 
+    def _tell_epoch(self) -> None:
+        for worker in range(self.workers):
+            self.mesh.note(worker, Op.EPOCH, peer_codec.encode_epoch(self.elected_epoch))
+
     async def _become_active(self) -> None:
         self.coordinator.loading = True
         await self._ensure_offsets_topic()
+        # A note to a worker that is not up yet is dropped (a broker's start elects its
+        # coordinator while its workers boot); each has answered a call by now.
+        self._tell_epoch()
         groups_before = len(self.coordinator.groups)
         entries: list[tuple[Any, Any]] = []
         for partition in range(self.offsets_log.partitions):

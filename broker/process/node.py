@@ -17,6 +17,8 @@ from typing import Any, Callable, Iterator, TypeVar
 import orjson
 
 from broker.config import BrokerConfig
+from broker.context import RequestContext
+from broker.coordinator.forwarded import Forwarded, RequestBody
 from broker.links import peer_codec
 from broker.links.mesh import Mesh, Op, Parts, PeerUnavailable
 from broker.links.remote_ops import RemotePartitionOps, serve_partition_ops
@@ -30,8 +32,7 @@ from broker.partitions.replica_fetcher import ReplicaFetcher
 from broker.partitions.replication import Replication
 from broker.process.metrics import WorkerMetrics
 from broker.process.reload import apply_in_child
-from broker.protocol import codec
-from broker.protocol.errors import ErrorCode, KafkaError
+from broker.protocol.errors import ErrorCode, KafkaError, ProtocolViolation
 from broker.security.broker_security import BrokerSecurity
 from broker.security.inter_broker import inter_broker_security
 from coordination.open_backend import open_broker_backend
@@ -48,6 +49,13 @@ from storage.types import TopicPartition
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+
+JOIN_GROUP = 11
+COORDINATOR_CALL_TIMEOUT = 60.0
+JOIN_CALL_TIMEOUT = float(2**31 // 1000)  # a rebalance timeout is an int32 of milliseconds
+# How long a request waits for a coordinator process the supervisor is restarting (it is
+# respawned after 0.1 s, more after repeated deaths, and serves about half a second later).
+COORDINATOR_RESTART_WAIT = 5.0
 
 # Housekeeping runs every 0.5 s; cached segment fds of deleted files are closed every
 # 2 s (an fstat per cached file, up to 2,048).
@@ -254,23 +262,38 @@ class WorkerNode:
         return next(self._producer_ids)
 
     # ------------------------------------------------------------------ coordinator
-    async def to_coordinator(self, ctx: Any, request: Any, version: int) -> bytes:
-        """Hand a group or offset request (a kio entity of ``version``) to the coordinator
-        process; its encoded answer."""
-        timeout = 60.0
-        rebalance = getattr(request, "rebalance_timeout", None) or getattr(request, "session_timeout", None)
-        if rebalance is not None and hasattr(rebalance, "total_seconds"):
-            timeout += max(0.0, rebalance.total_seconds())  # a JoinGroup may wait a whole rebalance
-        # The request travels as Kafka bytes (kio encodes what it decoded): no pickle.
-        parts = peer_codec.encode_serve(ctx.api_key, version, ctx.client_id, f"/{ctx.connection.host}", ctx.connection.auth.principal,
-                                        codec.encode_request(request))
+    async def to_coordinator(self, ctx: RequestContext, request: RequestBody) -> bytes:
+        """Hand a group or offset request, its body undecoded, to the coordinator process;
+        its encoded answer; PeerUnavailable at once if the coordinator process is down or
+        dies meanwhile (the supervisor marks its endpoint down when it reaps it). A JoinGroup
+        may wait a whole rebalance, as long as the member's rebalance timeout: the
+        coordinator bounds it."""
+        connection = ctx.connection
+        forwarded = Forwarded(ctx.api_key, request.api_version, ctx.client_id, f"/{connection.host}",
+                              connection.auth.principal, connection.listener.name, request.body)
+        timeout = JOIN_CALL_TIMEOUT if ctx.api_key == JOIN_GROUP else COORDINATOR_CALL_TIMEOUT
+        await self._coordinator_restarted()
         try:
-            body: bytes = await self.mesh.call(self.coordinator_endpoint, Op.SERVE, parts, bytes, timeout)
-        except PeerUnavailable as exc:  # the coordinator process is restarting
-            raise KafkaError(ErrorCode.coordinator_not_available, str(exc)) from None
+            body: bytes = await self.mesh.call(self.coordinator_endpoint, Op.SERVE, forwarded.parts(), bytes, timeout)
+        except PeerUnavailable:
+            raise  # the coordinator process is down or restarting: the API answers for itself
+        except KafkaError as exc:
+            if exc.code == ErrorCode.invalid_request:  # it could not read the body: close, as Kafka does
+                raise ProtocolViolation(str(exc)) from None
+            raise
         return body
 
+    async def _coordinator_restarted(self) -> None:
+        """A request that comes while the coordinator process is down (the supervisor reaped it
+        and starts another) waits a little for the successor rather than failing at once: an
+        error makes clients drop their coordinator connection and reconnect with a growing
+        backoff (librdkafka), and a consumer whose heartbeats fail for a session timeout
+        leaves the group. One still down after the wait fails as before (the call raises)."""
+        if not self.mesh.is_up(self.coordinator_endpoint):
+            await self.mesh.wait_up(self.coordinator_endpoint, COORDINATOR_RESTART_WAIT)
+
     async def find_coordinator(self) -> tuple[int, int, str, int]:
+        await self._coordinator_restarted()
         try:
             return await self.mesh.call(self.coordinator_endpoint, Op.FIND, [], peer_codec.decode_found, 10)
         except KafkaError:

@@ -402,11 +402,12 @@ class Supervisor:
     def _worker_exited(self, slot: WorkerSlot, status: int) -> None:
         from broker.process.worker import BOOT_ERROR
 
+        if self.rings is not None:
+            # Its peers fail their calls to it now (a retriable error), not at a timeout; and
+            # new calls wait for its successor (or fail) rather than go to a dead ring.
+            self.rings.mark_down(self.rings.coordinator if slot.index == COORDINATOR else slot.index)
         mark_process_dead(slot.pid)
         slot.pid = 0
-        if self.rings is not None:
-            # Its peers fail their calls to it now (a retriable error), not at a timeout.
-            self.rings.mark_down(self.rings.coordinator if slot.index == COORDINATOR else slot.index)
         code = os.waitstatus_to_exitcode(status)
         if self.stopping:
             return

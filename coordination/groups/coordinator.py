@@ -32,6 +32,7 @@ from kio.schema.errors import ErrorCode
 
 from coordination.groups import offsets_schema as schema
 from coordination.groups.group import Group, Member
+from coordination.groups.requests import JoiningMember
 from coordination.groups.state import GroupState
 
 log = logging.getLogger(__name__)
@@ -193,9 +194,11 @@ class GroupCoordinator:
         self.groups.clear()
 
     # ------------------------------------------------------------------ JoinGroup
-    async def join_group(self, group_id: str, member_id: str, group_instance_id: str | None, protocol_type: str,
-                         protocols: list[tuple[str, bytes]], session_timeout_ms: int, rebalance_timeout_ms: int,
-                         client_id: str, client_host: str, require_known_member_id: bool) -> JoinResult:
+    async def join_group(self, group_id: str, joining: JoiningMember, require_known_member_id: bool) -> JoinResult:
+        member_id, group_instance_id, protocol_type = joining.member_id, joining.group_instance_id, joining.protocol_type
+        protocols = list(joining.protocols)
+        session_timeout_ms, rebalance_timeout_ms = joining.session_timeout_ms, joining.rebalance_timeout_ms
+        client_id, client_host = joining.client_id, joining.client_host
         if not group_id:
             return JoinResult(int(E.invalid_group_id), member_id=member_id)
         code = self._unavailable()

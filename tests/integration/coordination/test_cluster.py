@@ -313,3 +313,91 @@ def test_coordinator_campaigns_again_after_its_session_is_lost(cluster: Any, zk_
         member.stop(timeout=15)
         client.stop()
         client.close()
+
+
+def test_a_group_commits_again_at_once_after_its_coordinator_process_is_killed(cluster: Any, zk_connect: str,
+                                                                               tmp_path: Any) -> None:
+    """Three confluent-kafka members (session.timeout.ms 6000, heartbeats every 3 s) commit
+    every 50 ms; the elected coordinator process is killed -9. Requests that come while it
+    is down wait for its successor, which resumes the ZooKeeper session, loads the group
+    Stable and serves within a second or so: every member commits again within 3 s of the
+    kill, and no member's session times out (no rebalance)."""
+    import logging
+    import threading
+
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+    brokers = {1: cluster(1), 2: cluster(2)}
+    bootstrap = ",".join(b.bootstrap for b in brokers.values())
+    create_topic(brokers[1].bootstrap, "kept", 4)
+    killed_at = [float("inf")]
+    committed: set[str] = set()
+    after_kill: dict[str, float] = {}
+    timed_out: list[str] = []
+    reassigned: list[str] = []  # assignment changes after the kill: a rebalance
+    stop = threading.Event()
+
+    class SessionTimeouts(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if "session timed out" in record.getMessage():
+                timed_out.append(record.getMessage())
+
+    rdkafka_log = logging.getLogger(f"rdkafka-{uuid.uuid4().hex[:6]}")
+    rdkafka_log.propagate = False
+    rdkafka_log.setLevel(logging.DEBUG)
+    rdkafka_log.addHandler(SessionTimeouts())
+    rdkafka_log.addHandler(logging.FileHandler(str(tmp_path / "rdkafka.log")))  # for a failure's post-mortem
+
+    def member(name: str) -> None:
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "g-kept", "enable.auto.commit": False,
+                             "session.timeout.ms": 6000, "client.id": name, "debug": "cgrp"}, logger=rdkafka_log)
+        def on_assign(_consumer: Any, partitions: list[Any]) -> None:
+            if time.monotonic() >= killed_at[0]:
+                reassigned.append(f"{name}: {[p.partition for p in partitions]}")
+
+        consumer.subscribe(["kept"], on_assign=on_assign)
+        try:
+            while not stop.is_set():
+                consumer.poll(0.05)
+                assignment = consumer.assignment()
+                if not assignment:
+                    continue
+                sent_at = time.monotonic()
+                try:
+                    consumer.commit(offsets=[TopicPartition("kept", tp.partition, 0) for tp in assignment],
+                                    asynchronous=False)
+                except KafkaException:
+                    continue
+                committed.add(name)
+                if sent_at >= killed_at[0]:
+                    after_kill.setdefault(name, time.monotonic() - killed_at[0])
+                time.sleep(0.05)
+        finally:
+            consumer.close()
+
+    names = [f"kept-{i}" for i in range(3)]
+    threads = [threading.Thread(target=member, args=(name,), daemon=True) for name in names]
+    for thread in threads:
+        thread.start()
+    client = zk(zk_connect)
+    try:
+        wait_until(lambda: committed == set(names), 60, "every member committing")
+        time.sleep(4)  # a heartbeat or two of each member in the stable group
+        elected = json.loads(client.get("/consumers/coordinator")[0])["brokerid"]
+        victim = brokers[elected].coordinator_pid()
+        assert victim is not None
+        killed_at[0] = time.monotonic()
+        os.kill(victim, 9)
+        wait_until(lambda: set(after_kill) == set(names), 15, "every member committing after the kill")
+        time.sleep(7)  # past a session timeout: a member whose heartbeats failed has said so by now
+        slowest = max(after_kill.values())
+        print(f"every member committed again within {slowest:.3f} s of the kill: {sorted(after_kill.values())}")
+        assert slowest < 3.0, f"the group committed again {slowest:.2f} s after the kill ({tmp_path / 'rdkafka.log'})"
+        assert not timed_out, timed_out
+        assert not reassigned, reassigned  # the successor loaded the group Stable: no rebalance
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(30)
+        client.stop()
+        client.close()

@@ -372,10 +372,11 @@ def test_a_deposed_coordinators_offset_writes_are_fenced(broker: Any) -> None:
     assert write(coordinator_client_id(epoch), proven=False) == ErrorCode.invalid_topic_exception
 
 
-def test_while_the_coordinator_process_is_down_group_requests_get_coordinator_not_available(broker: Any) -> None:
+def test_requests_that_come_while_the_coordinator_process_restarts_wait_for_its_successor(broker: Any) -> None:
     """Between a coordinator's kill -9 and its successor serving, FindCoordinator and group
-    requests are answered COORDINATOR_NOT_AVAILABLE (retriable), never a closed connection;
-    then the successor serves them again."""
+    requests wait for the successor (a few seconds at most) and get its answers: not
+    COORDINATOR_NOT_AVAILABLE, which makes clients drop their coordinator connection and
+    look for it again, nor a closed connection."""
     import os
     import signal
 
@@ -386,16 +387,89 @@ def test_while_the_coordinator_process_is_down_group_requests_get_coordinator_no
         return int(client.call(12, 4, request(12, 4, group_id="g-down", generation_id=1, member_id="m",
                                               group_instance_id=None)).error_code)
 
-    with KioClient(broker.bootstrap) as client:
+    def reaped(pid: int) -> bool:
+        try:
+            os.kill(pid, 0)  # a zombie until the supervisor reaps it (and marks its endpoint down)
+        except ProcessLookupError:
+            return True
+        return False
+
+    with KioClient(broker.bootstrap, timeout=20) as client:
         wait_until(lambda: find(client) == 0, 20, "the coordinator serving")
         victim = broker.coordinator_pid()
         assert victim is not None
         os.kill(victim, signal.SIGKILL)
-        # Sent at once: the supervisor restarts it no sooner than 0.1 s later, and a
-        # successor drops what its predecessor's rings held (its callers get the error).
-        assert find(client) == ErrorCode.coordinator_not_available
-        assert heartbeat(client) == ErrorCode.coordinator_not_available
-        wait_until(lambda: find(client) == 0, 30, "the successor found")
-        # COORDINATOR_LOAD_IN_PROGRESS while it reads __consumer_offsets, then served again.
-        wait_until(lambda: heartbeat(client) == ErrorCode.unknown_member_id, 30, "the successor serving")
+        wait_until(lambda: reaped(victim), 10, "the supervisor to reap the coordinator")
+        time.sleep(0.03)  # it marks the endpoint down right after the reap; a successor comes 0.1 s later
+        started = time.monotonic()
+        assert find(client) == 0
+        assert heartbeat(client) == ErrorCode.unknown_member_id  # the successor's answer: it serves
+        assert time.monotonic() - started < 10
+        assert broker.coordinator_pid() not in (None, victim)
+
+
+def test_requests_parked_in_a_coordinator_that_dies_are_answered_at_once(broker: Any) -> None:
+    """A JoinGroup waiting for a rebalance and a SyncGroup waiting for the leader are parked
+    in the coordinator process; kill -9 it and both are answered COORDINATOR_NOT_AVAILABLE
+    as soon as the supervisor reaps it (the rings fail calls to a dead endpoint), not at the
+    client's timeout; so is the heartbeat of a member that keeps heartbeating meanwhile."""
+    import os
+    import signal
+
+    from tests.integration.kio_client import decode_response, read_frame
+
+    def group_state(client: KioClient, group: str) -> str:
+        (described,) = client.call(DESCRIBE, 5, request(DESCRIBE, 5, groups=[group],
+                                                        include_authorized_operations=False)).groups
+        return str(described.group_state)
+
+    def answer_of(client: KioClient, api_key: int, version: int, correlation_id: int) -> Any:
+        got, entity = decode_response(api_key, version, read_frame(client.sock))
+        assert got == correlation_id
+        return entity
+
+    with KioClient(broker.bootstrap, timeout=20) as first, KioClient(broker.bootstrap, timeout=20) as second, \
+            KioClient(broker.bootstrap, timeout=20) as third, KioClient(broker.bootstrap, timeout=20) as beating:
+        ensure_topic(first, "t")
+        # Group "parked-sync": two members joined; the follower's SyncGroup waits for the leader's.
+        leader = join_until_member(first, 9, "parked-sync")
+        follower_id = join(second, 9, "parked-sync").member_id
+        second.send(JOIN, 9, request(JOIN, 9, group_id="parked-sync", session_timeout=10000, rebalance_timeout=10000,
+                                     member_id=follower_id, group_instance_id=None, protocol_type="consumer",
+                                     reason=None, protocols=[{"name": "range", "metadata": subscription("t")}]))
+        wait_until(lambda: group_state(first, "parked-sync") == "PreparingRebalance", 10, "the follower's join parked")
+        rejoined = join(first, 9, "parked-sync", member_id=leader.member_id)  # completes the rebalance
+        assert rejoined.error_code == 0 and rejoined.leader == leader.member_id
+        follower = answer_of(second, JOIN, 9, second._next)
+        assert follower.error_code == 0 and follower.generation_id == rejoined.generation_id
+        parked_sync = second.send(SYNC, 5, request(SYNC, 5, group_id="parked-sync", generation_id=follower.generation_id,
+                                                   member_id=follower.member_id, group_instance_id=None,
+                                                   protocol_type="consumer", protocol_name="range", assignments=[]))
+        # Group "parked-join": a Stable member, then a newcomer whose JoinGroup waits for it to rejoin.
+        member = join_until_member(beating, 9, "parked-join")
+        assert sync(beating, 5, "parked-join", member.generation_id, member.member_id, [(member.member_id, b"")],
+                    protocol_name="range").error_code == 0
+        newcomer_id = join(third, 9, "parked-join").member_id
+        parked_join = third.send(JOIN, 9, request(JOIN, 9, group_id="parked-join", session_timeout=10000,
+                                                  rebalance_timeout=10000, member_id=newcomer_id, group_instance_id=None,
+                                                  protocol_type="consumer", reason=None,
+                                                  protocols=[{"name": "range", "metadata": subscription("t")}]))
+        wait_until(lambda: group_state(first, "parked-join") == "PreparingRebalance", 10, "the newcomer's join parked")
+        victim = broker.coordinator_pid()
+        assert victim is not None
+        os.kill(victim, signal.SIGKILL)
+        killed_at = time.monotonic()
+        assert answer_of(third, JOIN, 9, parked_join).error_code == ErrorCode.coordinator_not_available
+        assert answer_of(second, SYNC, 5, parked_sync).error_code == ErrorCode.coordinator_not_available
+        answered_in = time.monotonic() - killed_at
+        assert answered_in < 2.0, f"parked requests answered {answered_in:.2f} s after the kill"
+        # A heartbeat during the gap, or already to the successor (loading, then knowing the member
+        # of the Stable group it restored from __consumer_offsets): never a wait for a timeout.
+        started = time.monotonic()
+        code = heartbeat(beating, 4, "parked-join", member.generation_id, member.member_id)
+        assert time.monotonic() - started < 2.0
+        assert code in (ErrorCode.coordinator_not_available, ErrorCode.coordinator_load_in_progress,
+                        ErrorCode.rebalance_in_progress, 0)
+        wait_until(lambda: heartbeat(beating, 4, "parked-join", member.generation_id, member.member_id) in (
+            0, ErrorCode.rebalance_in_progress), 30, "the successor serving the restored group")
         assert broker.coordinator_pid() not in (None, victim)

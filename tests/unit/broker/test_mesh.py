@@ -226,9 +226,11 @@ def test_read_offsets_states_serve_and_find_round_trip():
     ends = [EpochEndResult(0, 2, 140), EpochEndResult(ErrorCode.fenced_leader_epoch)]
     assert codec.decode_epoch_results(b"".join(codec.encode_epoch_results(ends))) == ends
     body = uuid.uuid4().bytes
-    served = codec.decode_serve(b"".join(codec.encode_serve(11, 9, None, "/127.0.0.1", "User:CN=alice,O=Castle", body)))
-    key, version, client_id, host, principal, rest = served
-    assert (key, version, client_id, host, principal, bytes(rest)) == (11, 9, None, "/127.0.0.1", "User:CN=alice,O=Castle", body)
+    served = codec.decode_serve(b"".join(codec.encode_serve(11, 9, None, "/127.0.0.1", "User:CN=alice,O=Castle",
+                                                            "CLIENT", body)))
+    key, version, client_id, host, principal, listener, rest = served
+    assert (key, version, client_id, host, principal, listener, bytes(rest)) == (
+        11, 9, None, "/127.0.0.1", "User:CN=alice,O=Castle", "CLIENT", body)
     assert codec.decode_found(b"".join(codec.encode_found(0, 3, "broker-3", 9092))) == (0, 3, "broker-3", 9092)
 
 
@@ -239,3 +241,32 @@ def test_a_truncated_message_is_a_protocol_violation_not_a_crash():
     for cut in range(len(message)):
         with pytest.raises(ProtocolViolation):
             codec.decode_read(message[:cut])
+
+
+def test_waiting_for_a_peer_that_restarts(shared):
+    """wait_up: a caller waits for the successor of a process the supervisor reaped (down),
+    and is woken as soon as it serves; without a successor, it gives up at its timeout."""
+    async def scenario():
+        a = Mesh(shared, 0)
+        a.start()
+        try:
+            assert not a.is_up(1)
+            started = time.monotonic()
+            assert not await a.wait_up(1, 0.2)
+            assert 0.15 < time.monotonic() - started < 2
+            waiting = asyncio.ensure_future(a.wait_up(1, 5))
+            await asyncio.sleep(0.1)
+            assert not waiting.done()
+            b = Mesh(shared, 1)
+            b.handlers[Op.SERVE] = _echo
+            started = time.monotonic()
+            b.start()
+            assert await asyncio.wait_for(waiting, 5) is True
+            assert time.monotonic() - started < 1.0
+            assert a.is_up(1) and await a.wait_up(1, 0.01)
+            assert await a.call(1, Op.SERVE, [b"x"], _join) == b"echo:x"
+            b.close()
+        finally:
+            a.close()
+
+    run(scenario())

@@ -222,18 +222,36 @@ def test_handlers_take_a_typed_context_and_request():
     import inspect
 
     from broker import apis, dispatch
+    from broker.coordinator import api as coordinator_apis
 
     apis.load_all()
     untyped = []
-    assert dispatch.REGISTRY
-    for spec in dispatch.REGISTRY.values():
-        handlers = [spec.handle]
-        handlers += [dispatch.COORDINATOR_HANDLERS[spec.api_key]] if spec.api_key in dispatch.COORDINATOR_HANDLERS else []
-        for handler in handlers:
-            for name, parameter in inspect.signature(handler).parameters.items():
-                if "Any" in str(parameter.annotation):
-                    untyped.append(f"{handler.__module__}.{handler.__name__}({name})")
+    assert dispatch.REGISTRY and coordinator_apis.SERVED
+    assert set(coordinator_apis.SERVED) <= set(dispatch.REGISTRY)  # advertised = implemented
+    handlers = [spec.handle for spec in dispatch.REGISTRY.values()]
+    # The coordinator process's handlers (broker/coordinator/): every function of those modules
+    # that takes a request or builds an answer from one.
+    for module in _coordinator_modules():
+        handlers += [f for name, f in inspect.getmembers(module, inspect.isfunction)
+                     if f.__module__ == module.__name__ and "request" in inspect.signature(f).parameters]
+    assert any(h.__name__ == "serve_join_group" for h in handlers)
+    for handler in handlers:
+        signature = inspect.signature(handler)
+        annotations = [(name, p.annotation) for name, p in signature.parameters.items()]
+        annotations.append(("return", signature.return_annotation))
+        for name, annotation in annotations:
+            if annotation is inspect.Parameter.empty or "Any" in str(annotation):
+                untyped.append(f"{handler.__module__}.{handler.__name__}({name})")
     assert not untyped, untyped
+
+
+def _coordinator_modules() -> list[object]:
+    import importlib
+    import pkgutil
+
+    import broker.coordinator
+
+    return [importlib.import_module(f"broker.coordinator.{m.name}") for m in pkgutil.iter_modules(broker.coordinator.__path__)]
 
 
 def test_mypy_passes_on_the_pipeline_and_the_load_tools():

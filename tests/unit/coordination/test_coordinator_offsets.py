@@ -14,6 +14,7 @@ from typing import Any
 
 from coordination.groups import offsets_schema as schema
 from coordination.groups.coordinator import CoordinatorSettings, GroupCoordinator
+from coordination.groups.requests import JoiningMember
 from coordination.groups.state import GroupState
 from storage.config import LogConfig
 from storage.log import PartitionLog
@@ -71,7 +72,8 @@ def test_commits_are_kafka_records_and_a_new_coordinator_loads_them(tmp_path: An
 
     async def run() -> None:
         first = coordinator(offsets_log)
-        joined = await first.join_group("g", "", None, "consumer", [("range", b"meta")], 10_000, 10_000, "c", "/h", False)
+        member = JoiningMember("", None, "consumer", (("range", b"meta"),), 10_000, 10_000, "c", "/h")
+        joined = await first.join_group("g", member, False)
         assert joined.error_code == 0
         synced = await first.sync_group("g", joined.generation, joined.member_id, None, None, None,
                                         [(joined.member_id, b"assigned")])
@@ -105,7 +107,8 @@ def test_offsets_of_an_empty_group_expire_and_the_group_goes(tmp_path: Any) -> N
     async def run() -> None:
         coord = coordinator(offsets_log, offsets_retention_ms=50)
         assert await coord.commit_offsets("old", -1, "", None, -1, [("t", 0, 1, -1, ""), ("t", 1, 2, -1, "")], known) == [0, 0]
-        joined = await coord.join_group("busy", "", None, "consumer", [("range", b"")], 10_000, 10_000, "c", "/h", False)
+        member = JoiningMember("", None, "consumer", (("range", b""),), 10_000, 10_000, "c", "/h")
+        joined = await coord.join_group("busy", member, False)
         # Until the assignment is in, a member's commit is refused (REBALANCE_IN_PROGRESS), as Kafka does.
         assert await coord.commit_offsets("busy", joined.generation, joined.member_id, None, -1, [("t", 0, 9, -1, "")],
                                           known) == [27]

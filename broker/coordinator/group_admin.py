@@ -11,16 +11,19 @@ and metadata. Authorized operations are not computed (-2147483648).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
+
+from kio.static.protocol import Entity
 
 from broker.authorization import operations_field
-from broker.context import CoordinatorContext, Response
-from broker.dispatch import coordinator_api
+from broker.context import CoordinatorContext
+from broker.coordinator.api import coordinator_api
 from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
 from broker.protocol.requests import DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest
 from coordination.acls.model import CLUSTER_NAME, Operation, ResourceType
+from coordination.groups.coordinator import GroupSummary
 from coordination.groups.state import GroupState
 
 NO_OPERATIONS = -(2**31)
@@ -30,7 +33,7 @@ CLASSIC = "classic"
 DESCRIBE_GROUPS = 15
 
 
-def _describe_entry(version: int, summary: Any) -> dict[str, Any]:
+def _describe_entry(version: int, summary: GroupSummary) -> dict[str, Any]:
     code = summary.error_code
     if code == ErrorCode.group_id_not_found and version < 6:
         code = 0  # before v6 an unknown group is simply "Dead"
@@ -56,14 +59,14 @@ def _refused_entry(group: str) -> dict[str, Any]:
             "protocol_type": "", "protocol_data": "", "members": (), "authorized_operations": NO_OPERATIONS}
 
 
-def _describe_error(request: Any, version: int, code: int) -> Any:
+def _describe_error(request: DescribeGroupsRequest, version: int, code: int) -> Entity:
     return build(codec.response_class(DESCRIBE_GROUPS, version), {"throttle_time": 0, "groups": [
         {"error_code": code, "error_message": None, "group_id": g, "group_state": "", "protocol_type": "",
          "protocol_data": "", "members": (), "authorized_operations": NO_OPERATIONS} for g in request.groups]})
 
 
 @coordinator_api(DESCRIBE_GROUPS, "DescribeGroups", 0, 6, error_response=_describe_error)
-def serve_describe_groups(ctx: CoordinatorContext, request: DescribeGroupsRequest) -> Response:
+def serve_describe_groups(ctx: CoordinatorContext, request: DescribeGroupsRequest) -> Entity:
     version = ctx.api_version
     groups = [_describe_entry(version, ctx.coordinator.describe(g))
               if ctx.allowed(Operation.DESCRIBE, ResourceType.GROUP, g) else _refused_entry(g) for g in request.groups]
@@ -78,12 +81,12 @@ def serve_describe_groups(ctx: CoordinatorContext, request: DescribeGroupsReques
 LIST_GROUPS = 16
 
 
-def _list_error(request: Any, version: int, code: int) -> Any:
+def _list_error(request: ListGroupsRequest, version: int, code: int) -> Entity:
     return build(codec.response_class(LIST_GROUPS, version), {"throttle_time": 0, "error_code": code, "groups": ()})
 
 
 @coordinator_api(LIST_GROUPS, "ListGroups", 0, 5, error_response=_list_error)
-def serve_list_groups(ctx: CoordinatorContext, request: ListGroupsRequest) -> Response:
+def serve_list_groups(ctx: CoordinatorContext, request: ListGroupsRequest) -> Entity:
     version = ctx.api_version
     states: set[GroupState] | None = None
     wanted_states = getattr(request, "states_filter", ())
@@ -104,17 +107,17 @@ def serve_list_groups(ctx: CoordinatorContext, request: ListGroupsRequest) -> Re
 DELETE_GROUPS = 42
 
 
-def _delete_answer(version: int, names: Any, codes: list[int]) -> Any:
+def _delete_answer(version: int, names: Sequence[str], codes: list[int]) -> Entity:
     return build(codec.response_class(DELETE_GROUPS, version), {
         "throttle_time": 0, "results": [{"group_id": g, "error_code": c} for g, c in zip(names, codes)]})
 
 
-def _delete_error(request: Any, version: int, code: int) -> Any:
+def _delete_error(request: DeleteGroupsRequest, version: int, code: int) -> Entity:
     return _delete_answer(version, request.groups_names, [code] * len(request.groups_names))
 
 
 @coordinator_api(DELETE_GROUPS, "DeleteGroups", 0, 2, error_response=_delete_error)
-async def serve_delete_groups(ctx: CoordinatorContext, request: DeleteGroupsRequest) -> Response:
+async def serve_delete_groups(ctx: CoordinatorContext, request: DeleteGroupsRequest) -> Entity:
     names = list(request.groups_names)
     permitted = [g for g in names if ctx.allowed(Operation.DELETE, ResourceType.GROUP, g)]
     deleted = dict(zip(permitted, await ctx.coordinator.delete_groups(permitted))) if permitted else {}

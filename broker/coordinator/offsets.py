@@ -12,7 +12,8 @@ partition without a committed offset. OffsetDelete refuses topics the group's me
 subscribe to (GROUP_SUBSCRIBED_TO_TOPIC).
 
 OffsetCommit v0-1 and OffsetFetch v0 (Kafka 4.0 dropped them) are read by hand as v2 and v1
-(broker/protocol/offsets_legacy.py), whose answers are theirs byte for byte.
+(broker/protocol/offsets_legacy.py), whose answers are theirs byte for byte; the coordinator
+process reads them (the worker forwards the body as it came).
 
 Version notes: OffsetCommit v2-4 retention_time (an explicit expiry), v3 throttle time,
 v6 committed_leader_epoch, v7 group_instance_id, v8 flexible, v9 = v8 (KIP-848 member
@@ -28,10 +29,11 @@ from typing import Any, Sequence
 
 from kio.schema.offset_fetch.v8.request import OffsetFetchRequest as OffsetFetchV8
 from kio.schema.offset_fetch.v9.request import OffsetFetchRequest as OffsetFetchV9
+from kio.static.protocol import Entity
 
-from broker.apis.groups import _ms
-from broker.context import CoordinatorContext, Response
-from broker.dispatch import coordinator_api
+from broker.context import CoordinatorContext
+from broker.coordinator.api import coordinator_api
+from broker.coordinator.groups import _ms
 from broker.protocol import codec, offsets_legacy
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
@@ -42,22 +44,25 @@ from coordination.acls.model import Operation, ResourceType
 OFFSET_COMMIT = 8
 
 
-def _commit_answer(version: int, request: Any, codes: list[int]) -> Any:
+def _commit_answer(version: int, request: OffsetCommitRequest, codes: list[int]) -> Entity:
     it = iter(codes)
     return build(codec.response_class(OFFSET_COMMIT, version), {"throttle_time": 0, "topics": [
         {"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": next(it)} for p in t.partitions]}
         for t in request.topics]})
 
 
-def _commit_error(request: Any, version: int, code: int) -> Any:
+def _commit_error(request: OffsetCommitRequest, version: int, code: int) -> Entity:
     count = sum(len(t.partitions) for t in request.topics)
     return _commit_answer(version, request, [code] * count)
 
 
+# Lost with the coordinator process (see coordinator_api): "loading", which clients retry in
+# place (a commit is idempotent); the retry waits for the successor, which has loaded.
 @coordinator_api(OFFSET_COMMIT, "OffsetCommit", 2, 9, error_response=_commit_error,
                  legacy={v: (as_version, offsets_legacy.decode_offset_commit)
-                         for v, as_version in offsets_legacy.COMMIT_AS.items()})
-async def serve_offset_commit(ctx: CoordinatorContext, request: OffsetCommitRequest) -> Response:
+                         for v, as_version in offsets_legacy.COMMIT_AS.items()},
+                 lost=ErrorCode.coordinator_load_in_progress)
+async def serve_offset_commit(ctx: CoordinatorContext, request: OffsetCommitRequest) -> Entity:
     # Kafka's checks: READ on the group (else every partition fails), READ on each topic.
     if not ctx.allowed(Operation.READ, ResourceType.GROUP, request.group_id):
         return _commit_error(request, ctx.api_version, ErrorCode.group_authorization_failed)
@@ -117,12 +122,12 @@ def _group_answer(ctx: CoordinatorContext, group_id: str, topics: Any) -> dict[s
             "topics": [{"name": t, "partitions": parts} for t, parts in by_topic.items()]}
 
 
-def _fetch_error(request: Any, version: int, code: int) -> Any:
+def _fetch_error(request: OffsetFetchRequest, version: int, code: int) -> Entity:
     groups = getattr(request, "groups", None)
     if groups is not None:
         return build(codec.response_class(OFFSET_FETCH, version), {"throttle_time": 0, "groups": [
             {"group_id": g.group_id, "error_code": code, "topics": ()} for g in groups]})
-    wanted = _wanted(request.topics) or []
+    wanted = _wanted(getattr(request, "topics", None)) or []
     return build(codec.response_class(OFFSET_FETCH, version), {"throttle_time": 0, "error_code": code, "topics": [
         {"name": t, "partitions": [{"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1,
                                     "metadata": "", "error_code": code}]} for t, p in wanted]})
@@ -130,8 +135,9 @@ def _fetch_error(request: Any, version: int, code: int) -> Any:
 
 @coordinator_api(OFFSET_FETCH, "OffsetFetch", 1, 9, error_response=_fetch_error,
                  legacy={v: (as_version, offsets_legacy.decode_offset_fetch)
-                         for v, as_version in offsets_legacy.FETCH_AS.items()})
-def serve_offset_fetch(ctx: CoordinatorContext, request: OffsetFetchRequest) -> Response:
+                         for v, as_version in offsets_legacy.FETCH_AS.items()},
+                 lost=ErrorCode.coordinator_load_in_progress)
+def serve_offset_fetch(ctx: CoordinatorContext, request: OffsetFetchRequest) -> Entity:
     version = ctx.api_version
     if isinstance(request, (OffsetFetchV8, OffsetFetchV9)):  # v8 asks for several groups at once
         groups = [_group_answer(ctx, g.group_id, g.topics) for g in request.groups]
@@ -144,7 +150,7 @@ def serve_offset_fetch(ctx: CoordinatorContext, request: OffsetFetchRequest) -> 
 OFFSET_DELETE = 47
 
 
-def _delete_answer(code: int, partitions: Sequence[tuple[str, int]], codes: list[int]) -> Any:
+def _delete_answer(code: int, partitions: Sequence[tuple[str, int]], codes: list[int]) -> Entity:
     by_topic: dict[str, list[dict[str, int]]] = {}
     for (topic, partition), c in zip(partitions, codes):
         by_topic.setdefault(topic, []).append({"partition_index": partition, "error_code": c})
@@ -152,12 +158,12 @@ def _delete_answer(code: int, partitions: Sequence[tuple[str, int]], codes: list
         {"name": t, "partitions": parts} for t, parts in by_topic.items()]})
 
 
-def _delete_error(request: Any, version: int, code: int) -> Any:
+def _delete_error(request: OffsetDeleteRequest, version: int, code: int) -> Entity:
     return _delete_answer(code, [], [])
 
 
 @coordinator_api(OFFSET_DELETE, "OffsetDelete", 0, 0, error_response=_delete_error)
-async def serve_offset_delete(ctx: CoordinatorContext, request: OffsetDeleteRequest) -> Response:
+async def serve_offset_delete(ctx: CoordinatorContext, request: OffsetDeleteRequest) -> Entity:
     # Kafka's checks: DELETE on the group, READ on each topic.
     if not ctx.allowed(Operation.DELETE, ResourceType.GROUP, request.group_id):
         return _delete_answer(ErrorCode.group_authorization_failed, [], [])
