@@ -29,7 +29,7 @@ from coordination.acls.model import Operation, ResourceType
 from coordination.groups.requests import JoiningMember
 
 
-def _ms(value: timedelta | int | None, default: int = -1) -> int:
+def milliseconds(value: timedelta | int | None, default: int = -1) -> int:
     """A kio i32Timedelta (or a plain int) in milliseconds."""
     if value is None:
         return default
@@ -66,7 +66,7 @@ async def serve_join_group(ctx: CoordinatorContext, request: JoinGroupRequest) -
     version = ctx.api_version
     joining = JoiningMember(request.member_id, getattr(request, "group_instance_id", None), request.protocol_type,
                             tuple((p.name, bytes(p.metadata)) for p in request.protocols),
-                            _ms(request.session_timeout), _ms(getattr(request, "rebalance_timeout", None)),
+                            milliseconds(request.session_timeout), milliseconds(getattr(request, "rebalance_timeout", None)),
                             ctx.client_id or "", ctx.client_host)
     result = await ctx.coordinator.join_group(request.group_id, joining, require_known_member_id=version >= 4)
     return _join_answer(version, result.error_code, result.generation, result.protocol_type, result.protocol_name,

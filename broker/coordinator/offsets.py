@@ -33,7 +33,7 @@ from kio.static.protocol import Entity
 
 from broker.context import CoordinatorContext
 from broker.coordinator.api import coordinator_api
-from broker.coordinator.groups import _ms
+from broker.coordinator.groups import milliseconds
 from broker.protocol import codec, offsets_legacy
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
@@ -69,7 +69,7 @@ async def serve_offset_commit(ctx: CoordinatorContext, request: OffsetCommitRequ
     readable = {t.name: ctx.allowed(Operation.READ, ResourceType.TOPIC, t.name) for t in request.topics}
     entries = [(t.name, int(p.partition_index), int(p.committed_offset), int(getattr(p, "committed_leader_epoch", -1)),
                 p.committed_metadata) for t in request.topics if readable[t.name] for p in t.partitions]
-    retention = _ms(getattr(request, "retention_time", None))
+    retention = milliseconds(getattr(request, "retention_time", None))
     committed = iter(await ctx.coordinator.commit_offsets(
         request.group_id, int(request.generation_id_or_member_epoch), request.member_id,
         getattr(request, "group_instance_id", None), retention, entries, ctx.topic_exists) if entries else [])
