@@ -6,6 +6,10 @@ dropped: e.g. ``log_start_offset`` does not exist in Produce v4) and converts pl
 values to kio's types (ints to ErrorCode and timedeltas, dicts to nested entities).
 That keeps "if version >= N" out of the handlers (STYLE anti-pattern 1): the version's
 schema decides which fields exist.
+
+Only a field of some version may be dropped: a key that no version of the message (or
+of the nested struct) has is a misspelling or a dead field, and is refused with a
+TypeError rather than vanishing from the response unnoticed.
 """
 
 from __future__ import annotations
@@ -13,10 +17,13 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import functools
+import importlib
+import re
 import typing
 from typing import Any
 
 from kio.schema.errors import ErrorCode
+from kio.schema.index import schema_name_map
 from kio.static.primitive import i32Timedelta, i64Timedelta
 
 
@@ -58,6 +65,54 @@ def _converter(hint: Any) -> Any:
     return None
 
 
+# kio generates one module per message, version and kind: kio.schema.<message>.v<N>.<kind>
+_VERSIONED_MODULE = re.compile(r"kio\.schema\.(\w+)\.v\d+\.(\w+)")
+
+
+def _init_fields(cls: type) -> set[str]:
+    return {f.name for f in dataclasses.fields(cls) if f.init}
+
+
+@functools.cache
+def _fields_of_any_version(message: str, kind: str, entity: str) -> frozenset[str]:
+    """The field names the entity so named has in any version of the message.
+
+    Imports every version's module (tens of milliseconds for a message with many
+    versions), so it runs once per entity, and only when a description carries keys
+    its version lacks: a client speaking the newest version never pays it.
+    """
+    names: set[str] = set()
+    for version in schema_name_map.get(message, {}):
+        try:
+            module = importlib.import_module(f"kio.schema.{message}.v{version}.{kind}")
+        except ModuleNotFoundError:  # this kind (e.g. a request) does not exist in that version
+            continue
+        other = getattr(module, entity, None)
+        if isinstance(other, type) and dataclasses.is_dataclass(other):
+            names |= _init_fields(other)
+    return frozenset(names)
+
+
+# Per class, the same sets: a plain dict lookup is the cheapest test build() can make.
+_KNOWN: dict[type, frozenset[str]] = {}
+
+
+def _known_fields(cls: type) -> frozenset[str]:
+    found = _VERSIONED_MODULE.fullmatch(cls.__module__)
+    own = frozenset(_init_fields(cls))
+    known = own | _fields_of_any_version(*found.groups(), cls.__qualname__) if found else own
+    _KNOWN[cls] = known
+    return known
+
+
+def _refuse_unknown(cls: type, data: dict[str, Any]) -> None:
+    unknown = sorted(data.keys() - _KNOWN[cls])
+    version = getattr(cls, "__version__", None)
+    where = f" v{version}" if version is not None else ""
+    raise TypeError(f"{cls.__module__}.{cls.__qualname__}{where}: no version of the message has field(s) "
+                    f"{', '.join(map(repr, unknown))} (misspelt, or a field Kafka does not have)")
+
+
 def build(cls: type, data: dict[str, Any]) -> Any:
     kwargs = {}
     for name, convert, required in _plan(cls):
@@ -66,4 +121,12 @@ def build(cls: type, data: dict[str, Any]) -> Any:
             kwargs[name] = convert(value) if convert is not None else value
         elif required:
             raise TypeError(f"{cls.__module__}.{cls.__qualname__} needs field {name!r}")
+    if len(kwargs) != len(data):
+        # Keys this version lacks are dropped only if another version has them. A
+        # description that fits its version exactly (the newest clients) skips this test.
+        known = _KNOWN.get(cls)
+        if known is None:
+            known = _known_fields(cls)
+        if not known.issuperset(data):
+            _refuse_unknown(cls, data)
     return cls(**kwargs)
