@@ -20,7 +20,7 @@ import functools
 import importlib
 import re
 import typing
-from typing import Any
+from typing import Any, NoReturn
 
 from kio.schema.errors import ErrorCode
 from kio.schema.index import schema_name_map
@@ -78,8 +78,8 @@ def _fields_of_any_version(message: str, kind: str, entity: str) -> frozenset[st
     """The field names the entity so named has in any version of the message.
 
     Imports every version's module (tens of milliseconds for a message with many
-    versions), so it runs once per entity, and only when a description carries keys
-    its version lacks: a client speaking the newest version never pays it.
+    versions), so it runs once per entity name, and only when a description carries
+    keys its version lacks: descriptions that fit their version never pay it.
     """
     names: set[str] = set()
     for version in schema_name_map.get(message, {}):
@@ -105,12 +105,24 @@ def _known_fields(cls: type) -> frozenset[str]:
     return known
 
 
-def _refuse_unknown(cls: type, data: dict[str, Any]) -> None:
-    unknown = sorted(data.keys() - _KNOWN[cls])
+def _unknown_keys(cls: type, data: dict[str, Any]) -> list[str]:
+    known = _KNOWN.get(cls)
+    if known is None:
+        known = _known_fields(cls)
+    return sorted(data.keys() - known)
+
+
+def _refuse(cls: type, data: dict[str, Any], missing: str | None = None) -> NoReturn:
     version = getattr(cls, "__version__", None)
+    problems = []
+    unknown = _unknown_keys(cls, data)
+    if unknown:
+        problems.append(f"no version of the message has field(s) {', '.join(map(repr, unknown))} "
+                        "(misspelt, or a field Kafka does not have)")
+    if missing is not None:
+        problems.append(f"needs field {missing!r}")
     where = f" v{version}" if version is not None else ""
-    raise TypeError(f"{cls.__module__}.{cls.__qualname__}{where}: no version of the message has field(s) "
-                    f"{', '.join(map(repr, unknown))} (misspelt, or a field Kafka does not have)")
+    raise TypeError(f"{cls.__module__}.{cls.__qualname__}{where}: {'; '.join(problems)}")
 
 
 def build(cls: type, data: dict[str, Any]) -> Any:
@@ -120,7 +132,7 @@ def build(cls: type, data: dict[str, Any]) -> Any:
             value = data[name]
             kwargs[name] = convert(value) if convert is not None else value
         elif required:
-            raise TypeError(f"{cls.__module__}.{cls.__qualname__} needs field {name!r}")
+            _refuse(cls, data, missing=name)
     if len(kwargs) != len(data):
         # Keys this version lacks are dropped only if another version has them. A
         # description that fits its version exactly (the newest clients) skips this test.
@@ -128,5 +140,5 @@ def build(cls: type, data: dict[str, Any]) -> Any:
         if known is None:
             known = _known_fields(cls)
         if not known.issuperset(data):
-            _refuse_unknown(cls, data)
+            _refuse(cls, data)
     return cls(**kwargs)
