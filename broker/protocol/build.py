@@ -7,9 +7,12 @@ values to kio's types (ints to ErrorCode and timedeltas, dicts to nested entitie
 That keeps "if version >= N" out of the handlers (STYLE anti-pattern 1): the version's
 schema decides which fields exist.
 
-Only a field of some version may be dropped: a key that no version of the message (or
-of the nested struct) has is a misspelling or a dead field, and is refused with a
-TypeError rather than vanishing from the response unnoticed.
+Only a field of some version may be dropped. A key that no version of that entity has
+(the message itself, or a nested struct of that name: a nested entry's field at the top
+level does not count) is a misspelling or a dead field, and is refused with a TypeError
+naming it rather than vanishing from the response unnoticed. The set of every version's
+fields is computed once per entity, and only when a description carries keys its version
+lacks, so a description that fits its version costs one length comparison more.
 """
 
 from __future__ import annotations
