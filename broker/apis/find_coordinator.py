@@ -35,7 +35,10 @@ def _entry(key: str, code: int, node_id: int = -1, host: str = "", port: int = -
 def _answer(version: int, entries: list[dict[str, Any]]) -> Any:
     if version >= 4:
         return build(codec.response_class(KEY, version), {"throttle_time": 0, "coordinators": entries})
-    return build(codec.response_class(KEY, version), {"throttle_time": 0, **entries[0]})
+    # Before v4 the one coordinator's fields are the response's own, without the key (it is
+    # the request's, and the response has no field for it).
+    single = {field: value for field, value in entries[0].items() if field != "key"}
+    return build(codec.response_class(KEY, version), {"throttle_time": 0, **single})
 
 
 def _keys(request: Any, version: int) -> list[str]:

@@ -101,6 +101,16 @@ def _collision(node: Any, name: str) -> str | None:
     return None
 
 
+# CreateTopics' CreatableTopicConfigs has these of DescribeConfigs' entry fields (no
+# synonyms, config type or documentation in any version).
+_CREATED_CONFIG_FIELDS = ("name", "value", "read_only", "config_source", "is_sensitive")
+
+
+def _created_configs(node: Any, overrides: dict[str, str]) -> list[dict[str, Any]]:
+    """The new topic's effective config, as CreateTopics v5+ answers it."""
+    return [{field: entry[field] for field in _CREATED_CONFIG_FIELDS} for entry in topic_config_entries(node, overrides)]
+
+
 def _partition_count(node: Any, topic: Any) -> tuple[int, int]:
     """(partitions, replication factor) the request asks for, checked."""
     if topic.assignments:
@@ -160,7 +170,7 @@ async def _create_one(node: WorkerServices, topic: Any, validate_only: bool) -> 
         "topic_config_error_code": 0,
         "num_partitions": partitions,
         "replication_factor": factor,
-        "configs": topic_config_entries(node, dict(info.configs)),
+        "configs": _created_configs(node, dict(info.configs)),
     }, not validate_only
 
 

@@ -143,6 +143,7 @@ def serve_offset_fetch(ctx: CoordinatorContext, request: OffsetFetchRequest) -> 
         groups = [_group_answer(ctx, g.group_id, g.topics) for g in request.groups]
         return build(codec.response_class(OFFSET_FETCH, version), {"throttle_time": 0, "groups": groups})
     answer = _group_answer(ctx, request.group_id, request.topics)
+    del answer["group_id"]  # before v8 the response is the one group's answer, and does not name it
     return build(codec.response_class(OFFSET_FETCH, version), {"throttle_time": 0, **answer})
 
 

@@ -6,6 +6,13 @@ dropped: e.g. ``log_start_offset`` does not exist in Produce v4) and converts pl
 values to kio's types (ints to ErrorCode and timedeltas, dicts to nested entities).
 That keeps "if version >= N" out of the handlers (STYLE anti-pattern 1): the version's
 schema decides which fields exist.
+
+Only a field of some version may be dropped. A key that no version of that entity has
+(the message itself, or a nested struct of that name: a nested entry's field at the top
+level does not count) is a misspelling or a dead field, and is refused with a TypeError
+naming it rather than vanishing from the response unnoticed. The set of every version's
+fields is computed once per entity, and only when a description carries keys its version
+lacks, so a description that fits its version costs one length comparison more.
 """
 
 from __future__ import annotations
@@ -13,10 +20,13 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import functools
+import importlib
+import re
 import typing
-from typing import Any
+from typing import Any, NoReturn
 
 from kio.schema.errors import ErrorCode
+from kio.schema.index import schema_name_map
 from kio.static.primitive import i32Timedelta, i64Timedelta
 
 
@@ -58,6 +68,66 @@ def _converter(hint: Any) -> Any:
     return None
 
 
+# kio generates one module per message, version and kind: kio.schema.<message>.v<N>.<kind>
+_VERSIONED_MODULE = re.compile(r"kio\.schema\.(\w+)\.v\d+\.(\w+)")
+
+
+def _init_fields(cls: type) -> set[str]:
+    return {f.name for f in dataclasses.fields(cls) if f.init}
+
+
+@functools.cache
+def _fields_of_any_version(message: str, kind: str, entity: str) -> frozenset[str]:
+    """The field names the entity so named has in any version of the message.
+
+    Imports every version's module (tens of milliseconds for a message with many
+    versions), so it runs once per entity name, and only when a description carries
+    keys its version lacks: descriptions that fit their version never pay it.
+    """
+    names: set[str] = set()
+    for version in schema_name_map.get(message, {}):
+        try:
+            module = importlib.import_module(f"kio.schema.{message}.v{version}.{kind}")
+        except ModuleNotFoundError:  # this kind (e.g. a request) does not exist in that version
+            continue
+        other = getattr(module, entity, None)
+        if isinstance(other, type) and dataclasses.is_dataclass(other):
+            names |= _init_fields(other)
+    return frozenset(names)
+
+
+# Per class, the same sets: a plain dict lookup is the cheapest test build() can make.
+_KNOWN: dict[type, frozenset[str]] = {}
+
+
+def _known_fields(cls: type) -> frozenset[str]:
+    found = _VERSIONED_MODULE.fullmatch(cls.__module__)
+    own = frozenset(_init_fields(cls))
+    known = own | _fields_of_any_version(*found.groups(), cls.__qualname__) if found else own
+    _KNOWN[cls] = known
+    return known
+
+
+def _unknown_keys(cls: type, data: dict[str, Any]) -> list[str]:
+    known = _KNOWN.get(cls)
+    if known is None:
+        known = _known_fields(cls)
+    return sorted(data.keys() - known)
+
+
+def _refuse(cls: type, data: dict[str, Any], missing: str | None = None) -> NoReturn:
+    version = getattr(cls, "__version__", None)
+    problems = []
+    unknown = _unknown_keys(cls, data)
+    if unknown:
+        problems.append(f"no version of the message has field(s) {', '.join(map(repr, unknown))} "
+                        "(misspelt, or a field Kafka does not have)")
+    if missing is not None:
+        problems.append(f"needs field {missing!r}")
+    where = f" v{version}" if version is not None else ""
+    raise TypeError(f"{cls.__module__}.{cls.__qualname__}{where}: {'; '.join(problems)}")
+
+
 def build(cls: type, data: dict[str, Any]) -> Any:
     kwargs = {}
     for name, convert, required in _plan(cls):
@@ -65,5 +135,13 @@ def build(cls: type, data: dict[str, Any]) -> Any:
             value = data[name]
             kwargs[name] = convert(value) if convert is not None else value
         elif required:
-            raise TypeError(f"{cls.__module__}.{cls.__qualname__} needs field {name!r}")
+            _refuse(cls, data, missing=name)
+    if len(kwargs) != len(data):
+        # Keys this version lacks are dropped only if another version has them. A
+        # description that fits its version exactly (the newest clients) skips this test.
+        known = _KNOWN.get(cls)
+        if known is None:
+            known = _known_fields(cls)
+        if not known.issuperset(data):
+            _refuse(cls, data)
     return cls(**kwargs)
