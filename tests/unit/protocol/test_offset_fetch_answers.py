@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from broker.apis.offsets import OFFSET_FETCH, serve_offset_fetch
 from broker.context import CoordinatorContext
+from broker.coordinator.offsets import OFFSET_FETCH, serve_offset_fetch
 from broker.protocol import codec
 from broker.protocol.build import build
 from coordination.groups import offsets_schema as schema
