@@ -19,14 +19,14 @@ Why this shape (DESIGN.md non-negotiable 3):
 * The next fallocate window is reserved on a background thread of the process,
   ``RESERVER``, when the writer is past half of the current one: fallocate reads block
   bitmaps from the disk, and those waits were the last ones left on the workers' event
-  loops (docs/BENCHMARKS.md, seventh round). The writer still reserves for itself
+  loops (seventh round, `git show 0858314:docs/BENCHMARKS.md`). The writer still reserves for itself
   whatever is not reserved when it gets there, so a full disk fails the append that
   needs the space as before.
 * Pages are pre-faulted on the writer's own thread. Populating them on another thread
   (through libc's madvise, which releases the GIL) halved the acknowledgement latency
   under 1 KiB load but cost the broker ~15% more CPU per record, the copy into pages
   zeroed on the other core among it, and lowered the rate on a machine the clients
-  already fill (docs/BENCHMARKS.md, ninth round).
+  already fill (ninth round, `git show 0858314:docs/BENCHMARKS.md`).
 
 Thread-safety: one writer (the partition's owner). ``flush`` may run on another thread.
 The reserver touches the fd only under ``_guard``, which whoever takes the map away
@@ -76,8 +76,8 @@ class MappedFile:
     ``write_with_pwrite``: appends go through os.pwrite into the same page cache the map
     shows (Linux's page cache is unified, so readers of the map see them at once) instead
     of through the map. For index files: their first write through a fresh 10 MiB map
-    cost ~2 ms on this VM against ~3 µs for a pwrite (docs/BENCHMARKS.md, many
-    partitions), and an index gets one small entry per 4 KiB of log. The log itself is
+    cost ~2 ms on this VM against ~3 µs for a pwrite (many partitions, in
+    `git show 0858314:docs/BENCHMARKS.md`), and an index gets one small entry per 4 KiB of log. The log itself is
     always written through the map (DESIGN.md non-negotiable 3).
     """
 

@@ -1,8 +1,8 @@
 """File work that may free disk blocks, done on a background thread of the process.
 
 Why: freeing blocks can wait on the disk. On a filesystem mounted with ``discard`` and
-without a journal (the root ext4 of the benchmark VM, docs/BENCHMARKS.md "Seventh
-round"), ext4 discards freed blocks synchronously inside the call that frees them, and
+without a journal (the root ext4 of the benchmark VM, seventh round in
+`git show 0858314:docs/BENCHMARKS.md`), ext4 discards freed blocks synchronously inside the call that frees them, and
 the device answers a discard after the writes queued ahead of it. Measured there: the
 ftruncate of a segment roll, which frees the blocks reserved past the data, held a
 worker's event loop for up to ~0.75 s under a 1 KiB max-throughput load (the

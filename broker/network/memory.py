@@ -18,7 +18,7 @@ Not glibc (musl, other libcs): nothing is changed; the broker works as before.
 ``receive_buffer`` is the other half: the buffer a large frame is received into, without
 the zero-fill ``bytearray(size)`` does. Every byte of it is overwritten by recv_into before
 anything reads it, and under 1 KiB produce load on warmed memory the zero-fill was 5.8%
-of the workers' samples (perf, docs/BENCHMARKS.md tenth round).
+of the workers' samples (perf, tenth round in `git show 0858314:docs/BENCHMARKS.md`).
 """
 
 from __future__ import annotations

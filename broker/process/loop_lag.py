@@ -5,7 +5,7 @@ busy with other callbacks, or the process is off the CPU (another process has it
 hypervisor took the vCPU), bytes that arrived wait in the socket, and no request latency
 the worker measures itself (from a frame being taken to its answer being queued) can see
 that wait. The benchmark runs on a 2-vCPU host found it was most of the fixed-rate
-workload's publish p99 (docs/BENCHMARKS.md, thirteenth round).
+workload's publish p99 (thirteenth round, `git show 0858314:docs/BENCHMARKS.md`).
 
 The probe is a timer due every ``PROBE_INTERVAL_S``: how late it fires is the wait a
 request arriving at that moment would have had. Timers fire at random moments with
