@@ -239,6 +239,9 @@ def _members_main(args: argparse.Namespace) -> int:
             wait_until(lambda: all(m.assigned.is_set() for m in members), 90, f"all {args.members} members assigned")
             time.sleep(args.consumer_session_timeout_ms / 1000)  # a few heartbeats in the stable group
             for member in members:
+                # Stop watching first: with the last round's kill time still set, a commit made
+                # now would count as this round's, timed from the last kill.
+                member.watch_from = float("inf")
                 member.first_commit, member.errors, member.rebalances, member.session_timeouts = None, {}, [], 0
             result = _group_round(brokers, members, timeout=args.consumer_session_timeout_ms / 1000 * 4 + 30)
             info(f"round {number + 1}: the group of {args.members} commits again {result['group_commits_again_s']} s "
