@@ -215,9 +215,9 @@ def _mypy(*arguments: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "mypy", *arguments], cwd=ROOT, capture_output=True, text=True, timeout=600)
 
 
-def test_mypy_passes_on_broker_storage_and_coordination_with_every_def_typed():
-    """All of the product's three packages, no exclusions: every function annotated."""
-    result = _mypy("--disallow-untyped-defs", "broker", "storage", "coordination")
+def test_mypy_passes_on_broker_storage_coordination_and_pipeline_with_every_def_typed():
+    """All of the product's packages, no exclusions: every function annotated."""
+    result = _mypy("--disallow-untyped-defs", "broker", "storage", "coordination", "pipeline")
     assert result.returncode == 0, result.stdout + result.stderr
 
 
