@@ -314,6 +314,10 @@ class BrokerConfig:
         value = self.per_listener.get(listener.upper(), {}).get(key)
         return value if value is not None else self._values.get(key, "")
 
+    def tls_settings(self, listener: str) -> dict[str, str]:
+        """The ssl.* settings of ``listener`` (its listener.name.<name>.ssl.* overrides first)."""
+        return {key: str(self.for_listener(listener, key)) for key in SSL_KEYS}
+
     def jaas_config(self, listener: str, mechanism: str) -> str:
         """``listener.name.<listener>.<mechanism>.sasl.jaas.config`` (Kafka's only broker form)."""
         return self.per_listener.get(listener.upper(), {}).get(mechanism.lower() + JAAS_SUFFIX, "")

@@ -22,7 +22,7 @@ import ssl
 import threading
 from typing import TYPE_CHECKING, Callable, Mapping
 
-from broker.config import SSL_KEYS, BrokerConfig
+from broker.config import BrokerConfig
 from broker.security.broker_proof import PRINCIPAL_PREFIX
 from broker.security.scram_credentials import ScramCredential, from_kafka_string
 from broker.security.tls import build_server_context
@@ -37,18 +37,13 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def tls_settings(config: BrokerConfig, listener: str) -> dict[str, str]:
-    """The ssl.* settings of ``listener`` (its listener.name.<name>.ssl.* overrides first)."""
-    return {key: str(config.for_listener(listener, key)) for key in SSL_KEYS}
-
-
 def check_tls_files(config: BrokerConfig) -> None:
     """Build every TLS listener's context once, before anything starts: a missing file or
     a wrong key password stops ``castle serve`` with the listener's name (ValueError)."""
     for listener in config.listeners.bound:
         if listener.tls:
             try:
-                build_server_context(tls_settings(config, listener.name))
+                build_server_context(config.tls_settings(listener.name))
             except (OSError, ValueError, ssl.SSLError) as exc:
                 raise ValueError(f"listener {listener.name}: {exc}") from None
 
@@ -96,7 +91,7 @@ class BrokerSecurity:
             if not listener.tls:
                 continue
             try:
-                self._contexts[listener.name] = build_server_context(tls_settings(self.config, listener.name))
+                self._contexts[listener.name] = build_server_context(self.config.tls_settings(listener.name))
             except (OSError, ValueError, ssl.SSLError) as exc:
                 if listener.name not in self._contexts:
                     raise

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 
 from broker.config import BrokerConfig
 from broker.listeners import SASL_PLAINTEXT, SASL_SSL, SSL
-from broker.security.broker_security import tls_settings
 from broker.security.sasl_client import parse_jaas_config
 from broker.security.tls import build_client_context
 
@@ -42,7 +41,7 @@ def inter_broker_security(config: BrokerConfig, secret: bytes | None = None) -> 
     name = listeners.inter_broker
     protocol = listeners.protocol_map[name]
     proof = (secret, config.node_id) if secret is not None else None
-    context = build_client_context(tls_settings(config, name)) if protocol in (SSL, SASL_SSL) else None
+    context = build_client_context(config.tls_settings(name)) if protocol in (SSL, SASL_SSL) else None
     if protocol not in (SASL_PLAINTEXT, SASL_SSL):
         return ClientSecurity(context, None, proof=proof) if context is not None or proof is not None else None
     enabled = [m for m in str(config.for_listener(name, "sasl.enabled.mechanisms")).split(",") if m]
