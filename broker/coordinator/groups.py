@@ -26,7 +26,7 @@ from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
 from broker.protocol.requests import HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, SyncGroupRequest
 from coordination.acls.model import Operation, ResourceType
-from coordination.groups.requests import JoiningMember
+from coordination.groups.requests import JoiningMember, MemberRef
 
 
 def milliseconds(value: timedelta | int | None, default: int = -1) -> int:
@@ -93,9 +93,9 @@ def _sync_error(request: SyncGroupRequest, version: int, code: int) -> Entity:
 async def serve_sync_group(ctx: CoordinatorContext, request: SyncGroupRequest) -> Entity:
     if not ctx.allowed(Operation.READ, ResourceType.GROUP, request.group_id):
         return _sync_error(request, ctx.api_version, ErrorCode.group_authorization_failed)
+    member = MemberRef(int(request.generation_id), request.member_id, getattr(request, "group_instance_id", None))
     result = await ctx.coordinator.sync_group(
-        request.group_id, int(request.generation_id), request.member_id, getattr(request, "group_instance_id", None),
-        getattr(request, "protocol_type", None), getattr(request, "protocol_name", None),
+        request.group_id, member, getattr(request, "protocol_type", None), getattr(request, "protocol_name", None),
         [(a.member_id, bytes(a.assignment)) for a in request.assignments])
     return _sync_answer(ctx.api_version, result.error_code, result.protocol_type, result.protocol_name, result.assignment)
 
@@ -120,8 +120,8 @@ def _heartbeat_error(request: HeartbeatRequest, version: int, code: int) -> Enti
 def serve_heartbeat(ctx: CoordinatorContext, request: HeartbeatRequest) -> Entity:
     if not ctx.allowed(Operation.READ, ResourceType.GROUP, request.group_id):
         return _heartbeat_error(request, ctx.api_version, ErrorCode.group_authorization_failed)
-    code = ctx.coordinator.heartbeat(request.group_id, int(request.generation_id), request.member_id,
-                                     getattr(request, "group_instance_id", None))
+    member = MemberRef(int(request.generation_id), request.member_id, getattr(request, "group_instance_id", None))
+    code = ctx.coordinator.heartbeat(request.group_id, member)
     return _heartbeat_answer(ctx.api_version, code)
 
 

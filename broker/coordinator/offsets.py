@@ -39,6 +39,7 @@ from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
 from broker.protocol.requests import OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest
 from coordination.acls.model import Operation, ResourceType
+from coordination.groups.requests import MemberRef
 
 # ---------------------------------------------------------------------- OffsetCommit
 OFFSET_COMMIT = 8
@@ -70,9 +71,10 @@ async def serve_offset_commit(ctx: CoordinatorContext, request: OffsetCommitRequ
     entries = [(t.name, int(p.partition_index), int(p.committed_offset), int(getattr(p, "committed_leader_epoch", -1)),
                 p.committed_metadata) for t in request.topics if readable[t.name] for p in t.partitions]
     retention = milliseconds(getattr(request, "retention_time", None))
-    committed = iter(await ctx.coordinator.commit_offsets(
-        request.group_id, int(request.generation_id_or_member_epoch), request.member_id,
-        getattr(request, "group_instance_id", None), retention, entries, ctx.topic_exists) if entries else [])
+    member = MemberRef(int(request.generation_id_or_member_epoch), request.member_id,
+                       getattr(request, "group_instance_id", None))
+    committed = iter(await ctx.coordinator.commit_offsets(request.group_id, member, retention, entries, ctx.topic_exists)
+                     if entries else [])
     codes = [next(committed) if readable[t.name] else ErrorCode.topic_authorization_failed
              for t in request.topics for _p in t.partitions]
     return _commit_answer(ctx.api_version, request, codes)

@@ -32,7 +32,7 @@ from kio.schema.errors import ErrorCode
 
 from coordination.groups import offsets_schema as schema
 from coordination.groups.group import Group, Member
-from coordination.groups.requests import JoiningMember
+from coordination.groups.requests import JoiningMember, MemberRef
 from coordination.groups.state import GroupState
 
 log = logging.getLogger(__name__)
@@ -406,9 +406,9 @@ class GroupCoordinator:
         return 0
 
     # ------------------------------------------------------------------ SyncGroup
-    async def sync_group(self, group_id: str, generation: int, member_id: str, group_instance_id: str | None,
-                         protocol_type: str | None, protocol_name: str | None,
+    async def sync_group(self, group_id: str, sender: MemberRef, protocol_type: str | None, protocol_name: str | None,
                          assignments: list[tuple[str, bytes]]) -> SyncResult:
+        generation, member_id, group_instance_id = sender.generation, sender.member_id, sender.group_instance_id
         code = self._unavailable()
         if code:
             return SyncResult(code)
@@ -463,7 +463,8 @@ class GroupCoordinator:
         self.on_group_change(group)
 
     # ------------------------------------------------------------------ Heartbeat
-    def heartbeat(self, group_id: str, generation: int, member_id: str, group_instance_id: str | None) -> int:
+    def heartbeat(self, group_id: str, sender: MemberRef) -> int:
+        generation, member_id, group_instance_id = sender.generation, sender.member_id, sender.group_instance_id
         code = self._unavailable()
         if code:
             return code
@@ -560,10 +561,11 @@ class GroupCoordinator:
             self._in_background(self.expire_offsets())
 
     # ------------------------------------------------------------------ offsets
-    async def commit_offsets(self, group_id: str, generation: int, member_id: str, group_instance_id: str | None,
-                             retention_ms: int, offsets: Sequence[tuple[str, int, int, int, str | None]],
+    async def commit_offsets(self, group_id: str, sender: MemberRef, retention_ms: int,
+                             offsets: Sequence[tuple[str, int, int, int, str | None]],
                              known_topic: Callable[[str, int], bool]) -> list[int]:
         """offsets: (topic, partition, offset, leader epoch, metadata). One code per entry."""
+        generation, member_id, group_instance_id = sender.generation, sender.member_id, sender.group_instance_id
         code = self._unavailable()
         if code:
             return [code] * len(offsets)

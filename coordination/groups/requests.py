@@ -20,3 +20,14 @@ class JoiningMember:
     rebalance_timeout_ms: int
     client_id: str
     client_host: str
+
+
+@dataclass(frozen=True, slots=True)
+class MemberRef:
+    """Who a SyncGroup, Heartbeat or OffsetCommit comes from: the generation it believes in
+    and its ids. Generation -1 with an empty member id is a commit from outside any
+    generation (a simple consumer, an admin tool)."""
+
+    generation: int
+    member_id: str
+    group_instance_id: str | None

@@ -14,7 +14,7 @@ from typing import Any
 
 from coordination.groups import offsets_schema as schema
 from coordination.groups.coordinator import CoordinatorSettings, GroupCoordinator
-from coordination.groups.requests import JoiningMember
+from coordination.groups.requests import JoiningMember, MemberRef
 from coordination.groups.state import GroupState
 from storage.config import LogConfig
 from storage.log import PartitionLog
@@ -75,12 +75,12 @@ def test_commits_are_kafka_records_and_a_new_coordinator_loads_them(tmp_path: An
         member = JoiningMember("", None, "consumer", (("range", b"meta"),), 10_000, 10_000, "c", "/h")
         joined = await first.join_group("g", member, False)
         assert joined.error_code == 0
-        synced = await first.sync_group("g", joined.generation, joined.member_id, None, None, None,
+        synced = await first.sync_group("g", MemberRef(joined.generation, joined.member_id, None), None, None,
                                         [(joined.member_id, b"assigned")])
         assert synced.error_code == 0
-        assert await first.commit_offsets("g", joined.generation, joined.member_id, None, -1,
+        assert await first.commit_offsets("g", MemberRef(joined.generation, joined.member_id, None), -1,
                                           [("t", 0, 42, 3, "m"), ("t", 1, 7, -1, None)], known) == [0, 0]
-        assert await first.commit_offsets("simple", -1, "", None, -1, [("u", 0, 5, -1, "")], known) == [0]
+        assert await first.commit_offsets("simple", MemberRef(-1, "", None), -1, [("u", 0, 5, -1, "")], known) == [0]
 
         second = coordinator(offsets_log)
         second.load(offsets_log.entries())
@@ -93,7 +93,7 @@ def test_commits_are_kafka_records_and_a_new_coordinator_loads_them(tmp_path: An
             ("t", 2, None)]
         assert second.groups["simple"].state is GroupState.EMPTY
         # The member keeps heartbeating to the new coordinator in the same generation.
-        assert second.heartbeat("g", joined.generation, joined.member_id, None) == 0
+        assert second.heartbeat("g", MemberRef(joined.generation, joined.member_id, None)) == 0
 
     try:
         asyncio.run(run())
@@ -106,14 +106,14 @@ def test_offsets_of_an_empty_group_expire_and_the_group_goes(tmp_path: Any) -> N
 
     async def run() -> None:
         coord = coordinator(offsets_log, offsets_retention_ms=50)
-        assert await coord.commit_offsets("old", -1, "", None, -1, [("t", 0, 1, -1, ""), ("t", 1, 2, -1, "")], known) == [0, 0]
+        assert await coord.commit_offsets("old", MemberRef(-1, "", None), -1, [("t", 0, 1, -1, ""), ("t", 1, 2, -1, "")], known) == [0, 0]
         member = JoiningMember("", None, "consumer", (("range", b""),), 10_000, 10_000, "c", "/h")
         joined = await coord.join_group("busy", member, False)
         # Until the assignment is in, a member's commit is refused (REBALANCE_IN_PROGRESS), as Kafka does.
-        assert await coord.commit_offsets("busy", joined.generation, joined.member_id, None, -1, [("t", 0, 9, -1, "")],
+        assert await coord.commit_offsets("busy", MemberRef(joined.generation, joined.member_id, None), -1, [("t", 0, 9, -1, "")],
                                           known) == [27]
-        await coord.sync_group("busy", joined.generation, joined.member_id, None, None, None, [(joined.member_id, b"")])
-        assert await coord.commit_offsets("busy", joined.generation, joined.member_id, None, -1, [("t", 0, 9, -1, "")],
+        await coord.sync_group("busy", MemberRef(joined.generation, joined.member_id, None), None, None, [(joined.member_id, b"")])
+        assert await coord.commit_offsets("busy", MemberRef(joined.generation, joined.member_id, None), -1, [("t", 0, 9, -1, "")],
                                           known) == [0]
         await asyncio.sleep(0.15)
         await coord.expire_offsets()
@@ -136,8 +136,8 @@ def test_an_explicit_retention_time_expires_offsets_at_that_time(tmp_path: Any) 
 
     async def run() -> None:
         coord = coordinator(offsets_log)  # the default retention is a week
-        assert await coord.commit_offsets("brief", -1, "", None, 30, [("t", 0, 1, -1, "")], known) == [0]
-        assert await coord.commit_offsets("brief", -1, "", None, -1, [("t", 1, 1, -1, "")], known) == [0]
+        assert await coord.commit_offsets("brief", MemberRef(-1, "", None), 30, [("t", 0, 1, -1, "")], known) == [0]
+        assert await coord.commit_offsets("brief", MemberRef(-1, "", None), -1, [("t", 1, 1, -1, "")], known) == [0]
         started = time.monotonic()
         while time.monotonic() - started < 0.1:
             await asyncio.sleep(0.01)
