@@ -5,12 +5,13 @@ imports its handlers: the handlers sit above it."""
 
 import importlib
 import pkgutil
+import sys
 
-from broker.coordinator import api as coordinator_apis
+from broker import coordinator
 
 
 def load_all() -> None:
-    """Import every API module so that each registers itself."""
-    for module in pkgutil.iter_modules(__path__):
-        importlib.import_module(f"{__name__}.{module.name}")
-    coordinator_apis.load_all()
+    """Import every API module of both handler packages so that each registers itself."""
+    for package in (sys.modules[__name__], coordinator):
+        for module in pkgutil.iter_modules(package.__path__):
+            importlib.import_module(f"{package.__name__}.{module.name}")

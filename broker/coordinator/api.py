@@ -111,21 +111,10 @@ def coordinator_api(api_key: int, name: str, min_version: int, max_version: int,
             return RequestBody.of_frame(api_key, version, frame, body_offset)
 
         forward.__name__ = f"forward_{serve.__name__}"
-        if api_key in SERVED:
-            raise RuntimeError(f"coordinator api key {api_key} registered twice ({SERVED[api_key].name}, {name})")
+        # api() refuses a key registered twice, before SERVED is touched.
         api(api_key, name, min([min_version, *read.legacy]), max_version, error, keep_body)(forward)
         SERVED[api_key] = ServedApi(api_key, name, answer)
         return serve
 
     return register
 
-
-def load_all() -> None:
-    """Import every module of this package so that each registers its APIs."""
-    import importlib
-    import pkgutil
-
-    import broker.coordinator
-
-    for module in pkgutil.iter_modules(broker.coordinator.__path__):
-        importlib.import_module(f"broker.coordinator.{module.name}")
