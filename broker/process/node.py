@@ -275,9 +275,9 @@ class WorkerNode:
         await self._coordinator_restarted()
         try:
             body: bytes = await self.mesh.call(self.coordinator_endpoint, Op.SERVE, forwarded.parts(), bytes, timeout)
-        except PeerUnavailable:
-            raise  # the coordinator process is down or restarting: the API answers for itself
         except KafkaError as exc:
+            # PeerUnavailable (the coordinator process is down or restarting) goes on up: the
+            # API answers for itself (broker/coordinator/api.py).
             if exc.code == ErrorCode.invalid_request:  # it could not read the body: close, as Kafka does
                 raise ProtocolViolation(str(exc)) from None
             raise
