@@ -108,11 +108,13 @@ def _known_fields(cls: type) -> frozenset[str]:
     return known
 
 
-def _unknown_keys(cls: type, data: dict[str, Any]) -> list[str]:
+def _known(cls: type) -> frozenset[str]:
     known = _KNOWN.get(cls)
-    if known is None:
-        known = _known_fields(cls)
-    return sorted(data.keys() - known)
+    return _known_fields(cls) if known is None else known
+
+
+def _unknown_keys(cls: type, data: dict[str, Any]) -> list[str]:
+    return sorted(data.keys() - _known(cls))
 
 
 def _refuse(cls: type, data: dict[str, Any], missing: str | None = None) -> NoReturn:
@@ -139,9 +141,6 @@ def build(cls: type, data: dict[str, Any]) -> Any:
     if len(kwargs) != len(data):
         # Keys this version lacks are dropped only if another version has them. A
         # description that fits its version exactly (the newest clients) skips this test.
-        known = _KNOWN.get(cls)
-        if known is None:
-            known = _known_fields(cls)
-        if not known.issuperset(data):
+        if not _known(cls).issuperset(data):
             _refuse(cls, data)
     return cls(**kwargs)
