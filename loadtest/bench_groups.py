@@ -206,28 +206,36 @@ def _group_round(brokers: dict[int, OwnBroker], members: list[Member], timeout: 
             "commit_errors": {m.name: m.errors for m in members if m.errors}}
 
 
-def _members_main(args: argparse.Namespace) -> int:
-    from confluent_kafka import Producer
+def _start_brokers(args: argparse.Namespace, chroot: str, brokers: dict[int, OwnBroker]) -> str:
+    """Two brokers on ``chroot`` of the ZooKeeper, put in ``brokers`` as they start (so the
+    caller stops whatever started), both registered, and the bench topic: their bootstrap."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    chroot = f"/bench-groups-{uuid.uuid4().hex[:8]}"
     base = tempfile.mkdtemp(prefix="castle-bench-groups-")
+    for node_id in (1, 2):
+        os.makedirs(os.path.join(base, f"b{node_id}"))
+        brokers[node_id] = OwnBroker(os.path.join(base, f"b{node_id}"), {
+            "node.id": str(node_id), "zookeeper.connect": args.zookeeper + chroot,
+            "zookeeper.session.timeout.ms": str(args.session_timeout_ms), "workers": "1",
+            "group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "4"})
+    for broker in brokers.values():
+        broker.wait_ready()
+    bootstrap = ",".join(b.bootstrap for b in brokers.values())
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    wait_until(lambda: len(admin.list_topics(timeout=5).brokers) == 2, 30, "both brokers registered")
+    admin.create_topics([NewTopic(TOPIC, 4, 1)])[TOPIC].result(30)
+    return bootstrap
+
+
+def _members_main(args: argparse.Namespace) -> int:
+    from confluent_kafka import Producer
+
+    chroot = f"/bench-groups-{uuid.uuid4().hex[:8]}"
     brokers: dict[int, OwnBroker] = {}
     members: list[Member] = []
     rounds: list[dict[str, Any]] = []
     try:
-        for node_id in (1, 2):
-            os.makedirs(os.path.join(base, f"b{node_id}"))
-            brokers[node_id] = OwnBroker(os.path.join(base, f"b{node_id}"), {
-                "node.id": str(node_id), "zookeeper.connect": args.zookeeper + chroot,
-                "zookeeper.session.timeout.ms": str(args.session_timeout_ms), "workers": "1",
-                "group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "4"})
-        for broker in brokers.values():
-            broker.wait_ready()
-        bootstrap = ",".join(b.bootstrap for b in brokers.values())
-        admin = AdminClient({"bootstrap.servers": bootstrap})
-        wait_until(lambda: len(admin.list_topics(timeout=5).brokers) == 2, 30, "both brokers registered")
-        admin.create_topics([NewTopic(TOPIC, 4, 1)])[TOPIC].result(30)
+        bootstrap = _start_brokers(args, chroot, brokers)
         producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
         for i in range(200):
             producer.produce(TOPIC, value=b"x" * 100, partition=i % 4)
@@ -281,28 +289,15 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("--members is for the in-place mode")
         return _members_main(args)
     from confluent_kafka import Consumer, Producer
-    from confluent_kafka.admin import AdminClient, NewTopic
     from kazoo.client import KazooClient
 
     chroot = f"/bench-groups-{uuid.uuid4().hex[:8]}"
     zookeeper = KazooClient(hosts=args.zookeeper + chroot)
-    base = tempfile.mkdtemp(prefix="castle-bench-groups-")
     brokers: dict[int, OwnBroker] = {}
     results: list[float] = []
     try:
-        for node_id in (1, 2):
-            os.makedirs(os.path.join(base, f"b{node_id}"))
-            brokers[node_id] = OwnBroker(os.path.join(base, f"b{node_id}"), {
-                "node.id": str(node_id), "zookeeper.connect": args.zookeeper + chroot,
-                "zookeeper.session.timeout.ms": str(args.session_timeout_ms), "workers": "1",
-                "group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "4"})
-        for broker in brokers.values():
-            broker.wait_ready()
+        bootstrap = _start_brokers(args, chroot, brokers)
         zookeeper.start(timeout=30)
-        bootstrap = ",".join(b.bootstrap for b in brokers.values())
-        admin = AdminClient({"bootstrap.servers": bootstrap})
-        wait_until(lambda: len(admin.list_topics(timeout=5).brokers) == 2, 30, "both brokers registered")
-        admin.create_topics([NewTopic(TOPIC, 4, 1)])[TOPIC].result(30)
         producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
         consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP, "enable.auto.commit": False,
                              "auto.offset.reset": "earliest", "session.timeout.ms": 45_000})
