@@ -1,0 +1,1 @@
+"""The transaction coordinator: Kafka transactions (transaction.version 1)."""
