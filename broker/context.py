@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from coordination.acls.model import Operation, ResourceType
     from coordination.backend import TopicRegistry
     from coordination.groups.coordinator import GroupCoordinator
+    from coordination.transactions.coordinator import TransactionCoordinator
     from coordination.snapshot import ClusterSnapshot
     from coordination.topics import TopicInfo
     from storage.manager import LogManager
@@ -177,3 +178,5 @@ class CoordinatorContext:
     topic_exists: Callable[[str, int], bool]
     # Kafka's authorizer for the requester (principal and host bound): always True without one.
     allowed: Callable[["Operation", "ResourceType", str], bool] = lambda _op, _type, _name: True
+    # The transaction coordinator (the same process serves groups and transactions).
+    transactions: "TransactionCoordinator | None" = None

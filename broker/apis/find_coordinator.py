@@ -3,9 +3,10 @@
 Behaviour: names the broker that hosts the elected group coordinator (its node id and
 client listener), so clients see an ordinary broker; the worker asks its broker's
 coordinator process, which knows the election (local backend or ZooKeeper). While no
-coordinator is elected the answer is COORDINATOR_NOT_AVAILABLE (retriable). Transaction
-coordinators (key type 1) are not offered until transactions land: such keys answer
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as InitProducerId does.
+coordinator is elected the answer is COORDINATOR_NOT_AVAILABLE (retriable). The same
+process is the transaction coordinator (key type 1) of every transactional id.
+ACLs as Kafka checks them: DESCRIBE on each group (GROUP_AUTHORIZATION_FAILED) or
+transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
 
 Version notes: v1 throttle time and error message; v3 flexible; v4 batches keys
 (coordinator_keys, one answer per key); v5-6 are v4 (new error codes clients accept).
@@ -15,17 +16,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.authorization import group_allowed
+from broker.authorization import allowed, group_allowed
 from broker.context import RequestContext, Response
 from broker.dispatch import api
 from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode, KafkaError
 from broker.protocol.requests import FindCoordinatorRequest
-from coordination.acls.model import Operation
+from coordination.acls.model import Operation, ResourceType
 
 KEY = 10
 GROUP = 0
+TRANSACTION = 1
 
 
 def _entry(key: str, code: int, node_id: int = -1, host: str = "", port: int = -1, message: str | None = None) -> dict[str, Any]:
@@ -54,9 +56,9 @@ async def handle_find_coordinator(ctx: RequestContext, request: FindCoordinatorR
     version = ctx.api_version
     keys = _keys(request, version)
     key_type = int(getattr(request, "key_type", GROUP))
-    if key_type != GROUP:
-        refusal = ErrorCode.transactional_id_authorization_failed if key_type == 1 else ErrorCode.invalid_request
-        return _answer(version, [_entry(k, refusal, message="only group coordinators are offered") for k in keys])
+    if key_type not in (GROUP, TRANSACTION):
+        return _answer(version, [_entry(k, ErrorCode.invalid_request, message=f"unknown key type {key_type}")
+                                 for k in keys])
     try:
         code, node_id, host, port = await ctx.node.find_coordinator()
     except KafkaError as exc:
@@ -70,7 +72,14 @@ async def handle_find_coordinator(ctx: RequestContext, request: FindCoordinatorR
         return _answer(version, [_entry(k, ErrorCode.coordinator_not_available, message="COORDINATOR_NOT_AVAILABLE")
                                  for k in keys])
     host, port = address
-    # Kafka's check: DESCRIBE on each group asked for.
-    return _answer(version, [_entry(k, 0, node_id, host, port) if group_allowed(ctx, Operation.DESCRIBE, k)
-                             else _entry(k, ErrorCode.group_authorization_failed, message="Authorization failed.")
-                             for k in keys])
+    # Kafka's check: DESCRIBE on each group or transactional id asked for.
+    if key_type == TRANSACTION:
+        def described(key: str) -> bool:
+            return allowed(ctx, Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key)
+        refusal = ErrorCode.transactional_id_authorization_failed
+    else:
+        def described(key: str) -> bool:
+            return group_allowed(ctx, Operation.DESCRIBE, key)
+        refusal = ErrorCode.group_authorization_failed
+    return _answer(version, [_entry(k, 0, node_id, host, port) if described(k)
+                             else _entry(k, refusal, message="Authorization failed.") for k in keys])

@@ -85,18 +85,6 @@ def coordinator_api(api_key: int, name: str, min_version: int, max_version: int,
             raise RuntimeError(f"{name} v{version}: no such version in Kafka's schemas")
 
     def register(serve: Serve[Req]) -> Serve[Req]:
-        async def answer(forwarded: Forwarded, context_for: ContextFor) -> bytes:
-            try:
-                request, version = read(forwarded.api_version, forwarded.body)
-            except ProtocolViolation as exc:  # the worker closes the client's connection, as Kafka does
-                raise KafkaError(ErrorCode.invalid_request, str(exc)) from None
-            try:
-                result = serve(context_for(forwarded, version), request)
-                response = await result if inspect.isawaitable(result) else result
-            except Exception as exc:
-                response = error_response(request, version, int(code_for_exception(exc)))
-            return codec.encode_body(response)
-
         async def forward(ctx: RequestContext, request: RequestBody) -> bytes:
             try:
                 return await ctx.node.to_coordinator(ctx, request)
@@ -113,6 +101,33 @@ def coordinator_api(api_key: int, name: str, min_version: int, max_version: int,
         forward.__name__ = f"forward_{serve.__name__}"
         # api() refuses a key registered twice, before SERVED is touched.
         api(api_key, name, min([min_version, *read.legacy]), max_version, error, keep_body)(forward)
+        return served_in_coordinator(api_key, name, error_response, legacy)(serve)
+
+    return register
+
+
+def served_in_coordinator(api_key: int, name: str, error_response: ErrorResponse[Req],
+                          legacy: Legacy[Req] | None = None) -> Callable[[Serve[Req]], Serve[Req]]:
+    """Register only the coordinator process's half of ``api_key``: for an API the worker
+    answers itself in part and forwards the rest (InitProducerId: a transactional id goes
+    to the transaction coordinator), with the body as the client sent it."""
+    read = Reader(api_key, dict(legacy or {}))
+
+    def register(serve: Serve[Req]) -> Serve[Req]:
+        async def answer(forwarded: Forwarded, context_for: ContextFor) -> bytes:
+            try:
+                request, version = read(forwarded.api_version, forwarded.body)
+            except ProtocolViolation as exc:  # the worker closes the client's connection, as Kafka does
+                raise KafkaError(ErrorCode.invalid_request, str(exc)) from None
+            try:
+                result = serve(context_for(forwarded, version), request)
+                response = await result if inspect.isawaitable(result) else result
+            except Exception as exc:
+                response = error_response(request, version, int(code_for_exception(exc)))
+            return codec.encode_body(response)
+
+        if api_key in SERVED:
+            raise RuntimeError(f"{name}: api key {api_key} is served twice in the coordinator")
         SERVED[api_key] = ServedApi(api_key, name, answer)
         return serve
 

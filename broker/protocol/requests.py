@@ -10,6 +10,15 @@ from __future__ import annotations
 
 from typing import Union
 
+from kio.schema.add_offsets_to_txn.v0.request import AddOffsetsToTxnRequest as _AddOffsetsToTxnRequestV0
+from kio.schema.add_offsets_to_txn.v1.request import AddOffsetsToTxnRequest as _AddOffsetsToTxnRequestV1
+from kio.schema.add_offsets_to_txn.v2.request import AddOffsetsToTxnRequest as _AddOffsetsToTxnRequestV2
+from kio.schema.add_offsets_to_txn.v3.request import AddOffsetsToTxnRequest as _AddOffsetsToTxnRequestV3
+from kio.schema.add_offsets_to_txn.v4.request import AddOffsetsToTxnRequest as _AddOffsetsToTxnRequestV4
+from kio.schema.add_partitions_to_txn.v0.request import AddPartitionsToTxnRequest as _AddPartitionsToTxnRequestV0
+from kio.schema.add_partitions_to_txn.v1.request import AddPartitionsToTxnRequest as _AddPartitionsToTxnRequestV1
+from kio.schema.add_partitions_to_txn.v2.request import AddPartitionsToTxnRequest as _AddPartitionsToTxnRequestV2
+from kio.schema.add_partitions_to_txn.v3.request import AddPartitionsToTxnRequest as _AddPartitionsToTxnRequestV3
 from kio.schema.alter_configs.v0.request import AlterConfigsRequest as _AlterConfigsRequestV0
 from kio.schema.alter_configs.v1.request import AlterConfigsRequest as _AlterConfigsRequestV1
 from kio.schema.alter_configs.v2.request import AlterConfigsRequest as _AlterConfigsRequestV2
@@ -69,6 +78,11 @@ from kio.schema.describe_user_scram_credentials.v0.request import (
 from kio.schema.elect_leaders.v0.request import ElectLeadersRequest as _ElectLeadersRequestV0
 from kio.schema.elect_leaders.v1.request import ElectLeadersRequest as _ElectLeadersRequestV1
 from kio.schema.elect_leaders.v2.request import ElectLeadersRequest as _ElectLeadersRequestV2
+from kio.schema.end_txn.v0.request import EndTxnRequest as _EndTxnRequestV0
+from kio.schema.end_txn.v1.request import EndTxnRequest as _EndTxnRequestV1
+from kio.schema.end_txn.v2.request import EndTxnRequest as _EndTxnRequestV2
+from kio.schema.end_txn.v3.request import EndTxnRequest as _EndTxnRequestV3
+from kio.schema.end_txn.v4.request import EndTxnRequest as _EndTxnRequestV4
 from kio.schema.find_coordinator.v0.request import FindCoordinatorRequest as _FindCoordinatorRequestV0
 from kio.schema.find_coordinator.v1.request import FindCoordinatorRequest as _FindCoordinatorRequestV1
 from kio.schema.find_coordinator.v2.request import FindCoordinatorRequest as _FindCoordinatorRequestV2
@@ -333,6 +347,29 @@ DeleteRecordsRequest = Union[
 ]
 
 # key 22
+AddPartitionsToTxnRequest = Union[
+    _AddPartitionsToTxnRequestV0,
+    _AddPartitionsToTxnRequestV1,
+    _AddPartitionsToTxnRequestV2,
+    _AddPartitionsToTxnRequestV3,
+]
+
+AddOffsetsToTxnRequest = Union[
+    _AddOffsetsToTxnRequestV0,
+    _AddOffsetsToTxnRequestV1,
+    _AddOffsetsToTxnRequestV2,
+    _AddOffsetsToTxnRequestV3,
+    _AddOffsetsToTxnRequestV4,
+]
+
+EndTxnRequest = Union[
+    _EndTxnRequestV0,
+    _EndTxnRequestV1,
+    _EndTxnRequestV2,
+    _EndTxnRequestV3,
+    _EndTxnRequestV4,
+]
+
 InitProducerIdRequest = Union[
     _InitProducerIdRequestV0,
     _InitProducerIdRequestV1,
@@ -447,6 +484,9 @@ BY_KEY: dict[int, object] = {
     20: DeleteTopicsRequest,
     21: DeleteRecordsRequest,
     22: InitProducerIdRequest,
+    24: AddPartitionsToTxnRequest,
+    25: AddOffsetsToTxnRequest,
+    26: EndTxnRequest,
     29: DescribeAclsRequest,
     30: CreateAclsRequest,
     31: DeleteAclsRequest,

@@ -698,7 +698,6 @@ def test_init_producer_id(broker, version):
     first, second = _init(broker, version), _init(broker, version)
     assert first[0] == second[0] == NONE and first[2] == second[2] == 0
     assert first[1] >= 0 and second[1] > first[1]
-    assert _init(broker, version, "txn") == (TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1, -1)
     if version >= 3:
         assert _init(broker, version, producer_id=first[1], epoch=4) == (NONE, first[1], 5)
         code, new_id, epoch = _init(broker, version, producer_id=first[1], epoch=32766)
