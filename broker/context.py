@@ -33,9 +33,9 @@ if TYPE_CHECKING:
     from coordination.acls.model import Operation, ResourceType
     from coordination.backend import TopicRegistry
     from coordination.groups.coordinator import GroupCoordinator
-    from coordination.transactions.coordinator import TransactionCoordinator
     from coordination.snapshot import ClusterSnapshot
     from coordination.topics import TopicInfo
+    from coordination.transactions.coordinator import TransactionCoordinator
     from storage.manager import LogManager
 
 

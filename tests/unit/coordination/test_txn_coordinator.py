@@ -19,7 +19,7 @@ from coordination.transactions.coordinator import OFFSETS_TOPIC, TransactionCoor
 from coordination.transactions.state import TransactionState
 from storage.config import LogConfig
 from storage.log import PartitionLog
-from storage.records import CONTROL_TYPE_ABORT, CONTROL_TYPE_COMMIT, encode_control_batch, iter_batches, parse_control_record
+from storage.records import Record, encode_batch, iter_batches, parse_control_record
 from storage.types import TopicPartition
 
 STATE_PARTITIONS = 3
@@ -85,13 +85,7 @@ class FileMarkerWriter:
             if pending_failures:
                 results[tp] = pending_failures.pop(0)
                 continue
-            log = self.log(tp)
-            if hasattr(log, "append_marker"):
-                log.append_marker(producer_id, producer_epoch, commit, coordinator_epoch, leader_epoch=0)
-            else:  # before storage knew markers: the same control batch, appended as is
-                log.append(encode_control_batch(CONTROL_TYPE_COMMIT if commit else CONTROL_TYPE_ABORT,
-                                                coordinator_epoch, producer_id=producer_id,
-                                                producer_epoch=producer_epoch, timestamp=0))
+            self.log(tp).append_marker(producer_id, producer_epoch, commit, coordinator_epoch, leader_epoch=0)
             self.written.append((tp, producer_id, producer_epoch, commit, coordinator_epoch))
             results[tp] = 0
         return results
@@ -193,12 +187,18 @@ def test_commit_writes_markers_to_every_partition_then_completes(tmp_path: Any) 
         ongoing = last_state(h, "tx")
         assert ongoing is not None and ongoing.status == S.ONGOING
         assert ongoing.partitions == {OFFSETS_TOPIC: (2,), "orders": (0, 1)}
+        # The producer's transactional records: the partition's LSO stays below them until the marker.
+        data = h.markers.log(T0)
+        data.append(encode_batch([Record(0, 1, b"k", b"v")], producer_id=pid, producer_epoch=0, base_sequence=0,
+                                 is_transactional=True))
+        assert data.last_stable_offset == 0
         assert await coord.end_txn("tx", pid, 0, True) == 0
         # Answered once PrepareCommit is written; markers and completion follow.
         assert await coord.end_txn("tx", pid, 0, False) in (48, 51)
         await coord.settled()
         for tp in (T0, T1, offsets_tp):
             assert h.markers.markers(tp) == [(pid, 0, True, 4)]
+        assert data.last_stable_offset == data.log_end_offset == 2, "the commit marker closed the transaction"
         assert h.completed == [(pid, True, 2)], "the group coordinator is told about its partition"
         statuses = [value.status for tid, value in h.state_log.entries() if tid == "tx" and value is not None]
         assert statuses == [S.EMPTY, S.ONGOING, S.ONGOING, S.PREPARE_COMMIT, S.COMPLETE_COMMIT]
