@@ -22,12 +22,15 @@ transaction.version 1, so it writes v0 and reads both.
 
 from __future__ import annotations
 
+import logging
 import struct
 from dataclasses import dataclass, field
 
-from coordination.groups.offsets_schema import Buffer, OffsetsSchemaError, _Reader
+from coordination.groups.offsets_schema import Buffer, OffsetsSchemaError
 from coordination.groups.offsets_schema import partition_for as _partition_for
-from storage.records import Record, encode_batch
+from storage.records import Record, encode_batch, iter_batches
+
+log = logging.getLogger(__name__)
 
 INT8 = struct.Struct(">b")
 INT16 = struct.Struct(">h")
@@ -48,7 +51,59 @@ _MAX_STRING_BYTES = 0x7FFF
 
 
 class TxnSchemaError(OffsetsSchemaError):
-    """A key or value that is not one of these schemas' versions."""
+    """A key or value that is not one of these schemas' versions, or bytes that are not one."""
+
+
+class _Reader:
+    """A cursor over one key or value; every read checks the bytes are there, so callers
+    see TxnSchemaError, never IndexError or struct.error."""
+
+    def __init__(self, data: Buffer, what: str) -> None:
+        self.data = bytes(data)
+        self.position = 0
+        self.what = what
+
+    def take(self, size: int, field: str) -> bytes:
+        start = self.position
+        if size < 0 or size > len(self.data) - start:
+            raise TxnSchemaError(f"{self.what}: {field} needs {size} bytes, {len(self.data) - start} left")
+        self.position = start + size
+        return self.data[start:start + size]
+
+    def fixed(self, fmt: struct.Struct, field: str) -> int:
+        value: int = fmt.unpack(self.take(fmt.size, field))[0]
+        return value
+
+    def uvarint(self, field: str) -> int:
+        result = 0
+        for index in range(5):
+            byte = self.take(1, field)[0]
+            result |= (byte & 0x7F) << (7 * index)
+            if byte < 0x80:
+                return result
+        raise TxnSchemaError(f"{self.what}: {field}: varint longer than 5 bytes")
+
+    def string(self, field: str, flexible: bool) -> str:
+        size = self.uvarint(field) - 1 if flexible else self.fixed(INT16, field)
+        if size < 0:
+            raise TxnSchemaError(f"{self.what}: non-nullable {field} is null")
+        try:
+            return self.take(size, field).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise TxnSchemaError(f"{self.what}: {field} is not UTF-8: {exc.reason}") from None
+
+    def array_count(self, field: str, flexible: bool) -> int:
+        """An array's element count; -1 for a null array."""
+        return self.uvarint(field) - 1 if flexible else self.fixed(INT32, field)
+
+    def skip_tagged_fields(self) -> None:
+        for _ in range(self.uvarint("tagged field count")):
+            self.uvarint("tag")
+            self.take(self.uvarint("tagged field size"), "tagged field")
+
+    def finish(self) -> None:
+        if self.position != len(self.data):
+            raise TxnSchemaError(f"{self.what}: {len(self.data) - self.position} bytes left after the last field")
 
 
 @dataclass(frozen=True)
@@ -133,7 +188,7 @@ def decode_key(data: Buffer) -> str | None:
     """The transactional id of a key; None for a key version Kafka does not know (its
     loader skips those)."""
     reader = _Reader(data, "TransactionLogKey")
-    version = reader.int16("version")
+    version = reader.fixed(INT16, "version")
     if version != KEY_VERSION:
         return None
     transactional_id = reader.string("transactionalId", False)
@@ -141,33 +196,31 @@ def decode_key(data: Buffer) -> str | None:
     return transactional_id
 
 
-def _int8(reader: _Reader, what: str) -> int:
-    value: int = INT8.unpack_from(reader.data, reader._take(1, what))[0]
-    return value
-
-
 def decode_value(data: Buffer) -> TxnLogValue:
     reader = _Reader(data, "TransactionLogValue")
-    version = reader.int16("version")
+    version = reader.fixed(INT16, "version")
     if version not in VALUE_VERSIONS:
         raise TxnSchemaError(f"TransactionLogValue version {version} is unknown")
     flexible = version >= FIRST_FLEXIBLE_VALUE_VERSION
-    producer_id = reader.int64("producerId")
-    producer_epoch = reader.int16("producerEpoch")
-    timeout_ms = reader.int32("transactionTimeoutMs")
-    status = _int8(reader, "transactionStatus")
-    count = reader.uvarint("partitions") - 1 if flexible else reader.int32("partitions")
+    producer_id = reader.fixed(INT64, "producerId")
+    producer_epoch = reader.fixed(INT16, "producerEpoch")
+    timeout_ms = reader.fixed(INT32, "transactionTimeoutMs")
+    status = reader.fixed(INT8, "transactionStatus")
+    count = reader.array_count("transactionPartitions", flexible)
     partitions: dict[str, tuple[int, ...]] | None = None
     if count >= 0:
         partitions = {}
         for _ in range(count):
             topic = reader.string("topic", flexible)
             ids = reader.array_count("partitionIds", flexible)
-            partitions[topic] = partitions.get(topic, ()) + tuple(reader.int32("partitionId") for _ in range(ids))
+            if ids < 0:
+                raise TxnSchemaError("TransactionLogValue: non-nullable partitionIds is null")
+            partitions[topic] = partitions.get(topic, ()) + tuple(reader.fixed(INT32, "partitionId")
+                                                                  for _ in range(ids))
             if flexible:
                 reader.skip_tagged_fields()
-    last_update_ms = reader.int64("transactionLastUpdateTimestampMs")
-    start_ms = reader.int64("transactionStartTimestampMs")
+    last_update_ms = reader.fixed(INT64, "transactionLastUpdateTimestampMs")
+    start_ms = reader.fixed(INT64, "transactionStartTimestampMs")
     tagged = {TAG_PREVIOUS_PRODUCER_ID: NO_PRODUCER_ID, TAG_NEXT_PRODUCER_ID: NO_PRODUCER_ID,
               TAG_CLIENT_TRANSACTION_VERSION: 0}
     unknown: list[tuple[int, bytes]] = []
@@ -175,8 +228,7 @@ def decode_value(data: Buffer) -> TxnLogValue:
         for _ in range(reader.uvarint("tagged field count")):
             tag = reader.uvarint("tag")
             size = reader.uvarint("tagged field size")
-            start = reader._take(size, "tagged field")
-            raw = reader.data[start:start + size]
+            raw = reader.take(size, "tagged field")
             if tag in (TAG_PREVIOUS_PRODUCER_ID, TAG_NEXT_PRODUCER_ID) and size == INT64.size:
                 tagged[tag] = INT64.unpack(raw)[0]
             elif tag == TAG_CLIENT_TRANSACTION_VERSION and size == INT16.size:
@@ -187,3 +239,30 @@ def decode_value(data: Buffer) -> TxnLogValue:
     return TxnLogValue(producer_id, producer_epoch, timeout_ms, status, partitions, last_update_ms, start_ms,
                        tagged[TAG_PREVIOUS_PRODUCER_ID], tagged[TAG_NEXT_PRODUCER_ID],
                        tagged[TAG_CLIENT_TRANSACTION_VERSION], tuple(unknown))
+
+
+Entry = tuple[str, TxnLogValue | None]
+
+
+def entries_of(data: bytes, from_offset: int) -> tuple[list[Entry], int]:
+    """(transactional id, value or None for a tombstone) of the records of the whole
+    batches in ``data`` at or after ``from_offset``, in log order, and the offset after the
+    last whole batch (``from_offset`` if there is none). Records of unknown key versions
+    are skipped, as Kafka's loader skips them; an unreadable value is skipped with a warning."""
+    entries: list[Entry] = []
+    next_offset = from_offset
+    for header, records in iter_batches(data):
+        next_offset = max(next_offset, header.next_offset)
+        if header.is_control:
+            continue
+        for record in records:
+            if record.offset < from_offset or record.key is None:
+                continue
+            try:
+                transactional_id = decode_key(record.key)
+                if transactional_id is None:
+                    continue
+                entries.append((transactional_id, None if record.value is None else decode_value(record.value)))
+            except OffsetsSchemaError as exc:
+                log.warning("skipping an unreadable __transaction_state record at offset %d: %s", record.offset, exc)
+    return entries, next_offset

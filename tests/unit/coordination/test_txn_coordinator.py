@@ -114,9 +114,11 @@ class Harness:
     async def allocate(self) -> int:
         return next(self.ids)
 
-    def coordinator(self, epoch: int = 1, clock: Callable[[], int] | None = None, **settings: Any) -> TransactionCoordinator:
+    def coordinator(self, epoch: int = 1, clock: Callable[[], int] | None = None,
+                    offsets_partition_for: Callable[[str], int] = lambda _group: 2,
+                    **settings: Any) -> TransactionCoordinator:
         made = TransactionCoordinator(TxnSettings(marker_retry_backoff_ms=10, **settings), self.state_log,
-                                      self.markers, self.allocate, lambda group: 2,
+                                      self.markers, self.allocate, offsets_partition_for,
                                       **({"clock": clock} if clock else {}))
         made.on_offsets_marker = lambda pid, committed, partition: self.completed.append((pid, committed, partition))
         made.load(self.state_log.entries(), epoch)
