@@ -176,7 +176,9 @@ class WorkerOffsetsLog:
         return int(code)
 
     async def read_partition(self, partition: int) -> list[LoadEntry]:
-        """Every (key, value) of one partition, in log order, up to its leader's log end.
+        """What the load replays of one partition (its records, with the producer of a
+        transactional batch, and its transaction markers), in log order, up to its leader's
+        log end.
 
         A new leader's high watermark can lag its log end by the last batches (it learns the
         old leader's from its last fetch), and those include commits already answered: the
@@ -202,7 +204,7 @@ class WorkerOffsetsLog:
             await _committed_to(remote_marks, partition, end)
             code, data = await client.read_all(OFFSETS_TOPIC, partition)
             check(code)
-            return _entries_of(data, 0)[0]
+            return load_entries(data, 0)[0]
         tp = TopicPartition(OFFSETS_TOPIC, partition)
         link = self._link(tp)
 
@@ -220,7 +222,7 @@ class WorkerOffsetsLog:
             if not result.length:
                 break
             data = self._read_range(result.path, result.inode, result.position, result.length)
-            found, next_offset = _entries_of(data, offset)
+            found, next_offset = load_entries(data, offset)
             entries.extend(found)
             if next_offset <= offset:
                 raise KafkaError(ErrorCode.corrupt_message, f"{tp}: no progress reading at {offset}")
@@ -241,13 +243,6 @@ class WorkerOffsetsLog:
         for client in self._remote.values():
             await client.close()
         self.files.close()
-
-
-def _entries_of(data: bytes, from_offset: int) -> tuple[list[LoadEntry], int]:
-    """What the load replays from the whole batches in ``data`` at or after ``from_offset``
-    (records with their producer when transactional, and transaction markers), and the
-    offset after the last whole batch (``from_offset`` if there is none)."""
-    return load_entries(data, from_offset)
 
 
 class CoordinatorProcess:

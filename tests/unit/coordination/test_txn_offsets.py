@@ -13,9 +13,17 @@ import pytest
 
 from coordination.groups import offsets_schema as schema
 from coordination.groups.coordinator import GroupCoordinator
+from coordination.groups.replay import TxnMarker, load_entries
 from coordination.groups.requests import JoiningMember, MemberRef
 from storage.log import PartitionLog
-from storage.records import CONTROL_TYPE_ABORT, CONTROL_TYPE_COMMIT, encode_control_batch, iter_batches
+from storage.records import (
+    CONTROL_TYPE_ABORT,
+    CONTROL_TYPE_COMMIT,
+    Record,
+    encode_batch,
+    encode_control_batch,
+    iter_batches,
+)
 from tests.unit.coordination.test_coordinator_offsets import PARTITIONS, FileOffsetsLog, coordinator, known
 
 UNSTABLE_OFFSET_COMMIT = 88
@@ -269,3 +277,23 @@ def test_pending_offsets_do_not_expire_and_deleting_them_writes_a_tombstone(tmp_
         assert offset_of(coord, "g", ("t", 0)) == (9, 0)
 
     run(offsets_log, scenario)
+
+
+def test_the_load_reads_producers_of_transactional_batches_and_markers_only(tmp_path: Any) -> None:
+    offsets_log = FileOffsetsLog(str(tmp_path))
+    try:
+        log = offsets_log.logs[0]
+        record = [(schema.encode_key(schema.OffsetKey("g", "t", 0)), schema.encode_offset_value(schema.OffsetValue(1, -1, "", 0)))]
+        log.append(schema.offsets_batch(record, 0))
+        log.append(encode_batch([Record(0, 0, *record[0])], producer_id=55, producer_epoch=0, base_sequence=0))  # idempotent only
+        log.append(schema.txn_offsets_batch(record, 0, PRODUCER, EPOCH))
+        write_marker(log, PRODUCER, False)
+        data = log.read_bytes(0, 1 << 20)
+        entries, next_offset = load_entries(data, 0)
+        assert next_offset == 4
+        assert [(type(e).__name__, e.offset, e.producer_id) for e in entries] == [
+            ("OffsetsRecord", 0, -1), ("OffsetsRecord", 1, -1), ("OffsetsRecord", 2, PRODUCER), ("TxnMarker", 3, PRODUCER)]
+        assert isinstance(entries[3], TxnMarker) and not entries[3].committed
+        assert [e.offset for e in load_entries(data, 3)[0]] == [3], "entries before the asked offset are left out"
+    finally:
+        offsets_log.close()
