@@ -66,7 +66,7 @@ from broker.security.inter_broker import ClientSecurity, inter_broker_security
 from coordination.backend import CoordinationBackend, TopicRegistry
 from coordination.groups.coordinator import CoordinatorSettings, GroupCoordinator
 from coordination.groups.group import CONSUMER_PROTOCOL_TYPE, Group, parse_assignment_partitions
-from coordination.groups.replay import LoadEntry, load_entries
+from coordination.groups.replay import load_entries
 from coordination.groups.state import GroupState
 from coordination.open_backend import open_broker_backend
 from coordination.znodes import Endpoints
@@ -175,10 +175,8 @@ class WorkerOffsetsLog:
             return int(exc.code)
         return int(code)
 
-    async def read_partition(self, partition: int) -> list[LoadEntry]:
-        """What the load replays of one partition (its records, with the producer of a
-        transactional batch, and its transaction markers), in log order, up to its leader's
-        log end.
+    async def read_partition(self, partition: int) -> list[tuple[Any, Any]]:
+        """Every (key, value) of one partition, in log order, up to its leader's log end.
 
         A new leader's high watermark can lag its log end by the last batches (it learns the
         old leader's from its last fetch), and those include commits already answered: the
@@ -204,7 +202,7 @@ class WorkerOffsetsLog:
             await _committed_to(remote_marks, partition, end)
             code, data = await client.read_all(OFFSETS_TOPIC, partition)
             check(code)
-            return load_entries(data, 0)[0]
+            return _entries_of(data, 0)[0]
         tp = TopicPartition(OFFSETS_TOPIC, partition)
         link = self._link(tp)
 
@@ -213,7 +211,7 @@ class WorkerOffsetsLog:
             return state
 
         log_start, high_watermark, _end = await _committed_to(local_marks, partition)
-        entries: list[LoadEntry] = []
+        entries: list[tuple[Any, Any]] = []
         offset = max(0, log_start)
         while offset < high_watermark:
             (result,) = await link.read([ReadItem(tp, offset, READ_CHUNK, False)], None)
@@ -222,7 +220,7 @@ class WorkerOffsetsLog:
             if not result.length:
                 break
             data = self._read_range(result.path, result.inode, result.position, result.length)
-            found, next_offset = load_entries(data, offset)
+            found, next_offset = _entries_of(data, offset)
             entries.extend(found)
             if next_offset <= offset:
                 raise KafkaError(ErrorCode.corrupt_message, f"{tp}: no progress reading at {offset}")
@@ -243,6 +241,14 @@ class WorkerOffsetsLog:
         for client in self._remote.values():
             await client.close()
         self.files.close()
+
+
+def _entries_of(data: bytes, from_offset: int) -> tuple[list[Any], int]:
+    """What the load replays (coordination/groups/replay.py's LoadEntry: records, with the
+    producer of a transactional batch, and transaction markers) from the whole batches in
+    ``data`` at or after ``from_offset``, and the offset after the last whole batch
+    (``from_offset`` if there is none)."""
+    return load_entries(data, from_offset)
 
 
 class CoordinatorProcess:
@@ -612,7 +618,7 @@ class CoordinatorProcess:
         groups_before = len(self.coordinator.groups)
         # Each partition's entries apart: a transaction marker ends its producer's
         # transaction in its own partition only.
-        loaded: list[tuple[int, list[LoadEntry]]] = []
+        loaded: list[tuple[int, list[Any]]] = []
         for partition in range(self.offsets_log.partitions):
             loaded.append((partition, await self._read_offsets_partition(partition)))
         self.coordinator.load(loaded)
@@ -621,7 +627,7 @@ class CoordinatorProcess:
         log.info("coordinator: loaded %d records, %d groups (had %d)", sum(len(entries) for _p, entries in loaded),
                  len(self.coordinator.groups), groups_before)
 
-    async def _read_offsets_partition(self, partition: int) -> list[LoadEntry]:
+    async def _read_offsets_partition(self, partition: int) -> list[tuple[Any, Any]]:
         """A partition's records; while its leader is down (this process, as controller,
         is electing another) or moving, try again rather than resign."""
         retriable = {ErrorCode.coordinator_not_available, ErrorCode.not_leader_or_follower,

@@ -149,11 +149,17 @@ class GroupCoordinator:
 
     @loading.setter
     def loading(self, value: bool) -> None:
-        if value and not self._loading:
+        was, self._loading = self._loading, value
+        if value and not was:
             # Completions kept by an earlier load that never finished are stale: this
             # load reads their markers from the log.
             self._completed_while_loading.clear()
-        self._loading = value
+        elif was and not value:
+            # The log may have been read before their markers: done now (a completion
+            # whose marker the load read finds nothing pending).
+            completed, self._completed_while_loading = self._completed_while_loading, []
+            for producer_id, committed, partition in completed:
+                self._complete(producer_id, committed, partition)
 
     # ------------------------------------------------------------------ availability
     def _unavailable(self) -> int:
@@ -174,7 +180,8 @@ class GroupCoordinator:
         keep heartbeating carry on without a rebalance. Transactional offsets wait for
         their producer's marker in the same partition: a COMMIT applies them, an ABORT
         drops them, and those with no marker yet stay pending (the transaction
-        coordinator completes them once it has loaded its own log)."""
+        coordinator completes them once it has loaded its own log). Completions told while
+        ``loading`` are applied when it ends."""
         self.groups.clear()
         self.pending.clear()
         for partition, entries in partitions:
@@ -187,9 +194,6 @@ class GroupCoordinator:
         for group_id in [g for g, group in self.groups.items() if not group.members and not group.offsets
                          and group.generation == 0 and not self.pending.has_group(g)]:
             del self.groups[group_id]
-        completed, self._completed_while_loading = self._completed_while_loading, []
-        for producer_id, committed, partition in completed:
-            self._complete(producer_id, committed, partition)
 
     def _replay(self, record: OffsetsRecord) -> None:
         key, value = record.key, record.value
@@ -735,8 +739,6 @@ class GroupCoordinator:
         marker to ``offsets_partition`` of __consumer_offsets: its pending offsets in the
         groups of that partition become the committed ones, or are dropped."""
         if self.loading:
-            # The load may have read the partition before the marker: done again after it
-            # (a second completion finds nothing pending).
             self._completed_while_loading.append((producer_id, committed, offsets_partition))
             return
         self._complete(producer_id, committed, offsets_partition)

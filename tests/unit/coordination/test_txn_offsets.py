@@ -16,14 +16,7 @@ from coordination.groups.coordinator import GroupCoordinator
 from coordination.groups.replay import TxnMarker, load_entries
 from coordination.groups.requests import JoiningMember, MemberRef
 from storage.log import PartitionLog
-from storage.records import (
-    CONTROL_TYPE_ABORT,
-    CONTROL_TYPE_COMMIT,
-    Record,
-    encode_batch,
-    encode_control_batch,
-    iter_batches,
-)
+from storage.records import Record, encode_batch, iter_batches
 from tests.unit.coordination.test_coordinator_offsets import PARTITIONS, FileOffsetsLog, coordinator, known
 
 UNSTABLE_OFFSET_COMMIT = 88
@@ -44,13 +37,8 @@ def groups_in_distinct_partitions() -> tuple[str, str]:
 
 
 def write_marker(log: PartitionLog, producer_id: int, commit: bool) -> None:
-    """The transaction coordinator's marker in the partition, as storage appends it."""
-    append_marker = getattr(log, "append_marker", None)  # storage's own marker append, once it has one
-    if append_marker is not None:
-        append_marker(producer_id, EPOCH, commit, 0, leader_epoch=0)
-        return
-    log.append(encode_control_batch(CONTROL_TYPE_COMMIT if commit else CONTROL_TYPE_ABORT, 0,
-                                    producer_id=producer_id, producer_epoch=EPOCH, timestamp=0))
+    """The transaction coordinator's marker in the partition (what WriteTxnMarkers appends)."""
+    log.append_marker(producer_id, EPOCH, commit, 0, leader_epoch=0)
 
 
 def offset_of(coord: GroupCoordinator, group: str, partition: tuple[str, int], stable: bool = False) -> tuple[int, int]:
