@@ -1,4 +1,5 @@
-"""Committed offsets: OffsetCommit (8) 0-9, OffsetFetch (9) 0-9, OffsetDelete (47) 0.
+"""Committed offsets: OffsetCommit (8) 0-9, OffsetFetch (9) 0-9, OffsetDelete (47) 0,
+TxnOffsetCommit (28) 0-4.
 
 Behaviour: answered by the coordinator process; commits are acknowledged once appended to
 the group's partition of __consumer_offsets (through its owning worker, fenced by the
@@ -11,6 +12,13 @@ offset.metadata.max.bytes OFFSET_METADATA_TOO_LARGE. OffsetFetch answers -1 for 
 partition without a committed offset. OffsetDelete refuses topics the group's members
 subscribe to (GROUP_SUBSCRIBED_TO_TOPIC).
 
+TxnOffsetCommit writes a transactional producer's offsets, which count once its
+transaction commits (coordination/groups/txn_offsets.py); until then OffsetFetch with
+require_stable answers UNSTABLE_OFFSET_COMMIT for those partitions. Checked as Kafka's
+KafkaApis checks it: WRITE on the transactional id, READ on the group, READ on each topic;
+then partitions that do not exist, then the sender as the group coordinator checks a
+transactional commit (v3+ carry generation, member id and instance id).
+
 OffsetCommit v0-1 and OffsetFetch v0 (Kafka 4.0 dropped them) are read by hand as v2 and v1
 (broker/protocol/offsets_legacy.py), whose answers are theirs byte for byte; the coordinator
 process reads them (the worker forwards the body as it came).
@@ -18,9 +26,12 @@ process reads them (the worker forwards the body as it came).
 Version notes: OffsetCommit v2-4 retention_time (an explicit expiry), v3 throttle time,
 v6 committed_leader_epoch, v7 group_instance_id, v8 flexible, v9 = v8 (KIP-848 member
 epochs are for the new protocol, not advertised). OffsetFetch v2 null topics = all and a
-top-level error, v5 committed_leader_epoch, v6 flexible, v7 require_stable (no
-transactions here, so every offset is stable), v8 several groups per request, v9 member
-id and epoch (new protocol; ignored for classic groups).
+top-level error, v5 committed_leader_epoch, v6 flexible, v7 require_stable, v8 several
+groups per request, v9 member id and epoch (new protocol; ignored for classic groups).
+TxnOffsetCommit v2 committed_leader_epoch, v3 flexible with generation, member id and
+instance id, v4 = v3 (a new error a client may get; none Castle gives). v5 is the
+transaction protocol v2's (KIP-890: the commit also adds the group to the transaction),
+which Castle does not offer, so clients do not send it.
 """
 
 from __future__ import annotations
@@ -37,7 +48,12 @@ from broker.coordinator.groups import milliseconds
 from broker.protocol import codec, offsets_legacy
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
-from broker.protocol.requests import OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest
+from broker.protocol.requests import (
+    OffsetCommitRequest,
+    OffsetDeleteRequest,
+    OffsetFetchRequest,
+    TxnOffsetCommitRequest,
+)
 from coordination.acls.model import Operation, ResourceType
 from coordination.groups.requests import MemberRef
 
@@ -90,7 +106,7 @@ def _wanted(topics: Any) -> list[tuple[str, int]] | None:
     return [(t.name, int(p)) for t in topics for p in t.partition_indexes]
 
 
-def _group_answer(ctx: CoordinatorContext, group_id: str, topics: Any) -> dict[str, Any]:
+def _group_answer(ctx: CoordinatorContext, group_id: str, topics: Any, require_stable: bool) -> dict[str, Any]:
     """One group's offsets in the shape every version shares (v8+ nests it in groups).
     Kafka's checks: DESCRIBE on the group (else the group's error), DESCRIBE on each topic
     named (else TOPIC_AUTHORIZATION_FAILED for it); asked for all, only describable topics."""
@@ -102,20 +118,20 @@ def _group_answer(ctx: CoordinatorContext, group_id: str, topics: Any) -> dict[s
         return ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, topic)
 
     asked = None if wanted is None else [(t, p) for t, p in wanted if describable(t)]
-    code, found = ctx.coordinator.fetch_offsets(group_id, asked) if asked is None or asked else (0, [])
+    code, found = ctx.coordinator.fetch_offsets(group_id, asked, require_stable) if asked is None or asked else (0, [])
     if code:
-        found = [(t, p, None) for t, p in asked or ()]
+        found = [(t, p, None, code) for t, p in asked or ()]
     if wanted is None:
         found = [entry for entry in found if describable(entry[0])]
     refused = [] if wanted is None else [(t, p) for t, p in wanted if (t, p) not in set(asked or ())]
     by_topic: dict[str, list[dict[str, Any]]] = {}
-    for topic, partition, value in found:
+    for topic, partition, value, partition_code in found:
         by_topic.setdefault(topic, []).append({
             "partition_index": partition,
             "committed_offset": value.offset if value is not None else -1,
             "committed_leader_epoch": value.leader_epoch if value is not None else -1,
             "metadata": value.metadata if value is not None else "",
-            "error_code": code})
+            "error_code": partition_code})
     for topic, partition in refused:
         by_topic.setdefault(topic, []).append({"partition_index": partition, "committed_offset": -1,
                                                "committed_leader_epoch": -1, "metadata": "",
@@ -142,9 +158,9 @@ def _fetch_error(request: OffsetFetchRequest, version: int, code: int) -> Entity
 def serve_offset_fetch(ctx: CoordinatorContext, request: OffsetFetchRequest) -> Entity:
     version = ctx.api_version
     if isinstance(request, (OffsetFetchV8, OffsetFetchV9)):  # v8 asks for several groups at once
-        groups = [_group_answer(ctx, g.group_id, g.topics) for g in request.groups]
+        groups = [_group_answer(ctx, g.group_id, g.topics, request.require_stable) for g in request.groups]
         return build(codec.response_class(OFFSET_FETCH, version), {"throttle_time": 0, "groups": groups})
-    answer = _group_answer(ctx, request.group_id, request.topics)
+    answer = _group_answer(ctx, request.group_id, request.topics, bool(getattr(request, "require_stable", False)))
     del answer["group_id"]  # before v8 the response is the one group's answer, and does not name it
     return build(codec.response_class(OFFSET_FETCH, version), {"throttle_time": 0, **answer})
 
@@ -177,3 +193,61 @@ async def serve_offset_delete(ctx: CoordinatorContext, request: OffsetDeleteRequ
         return _delete_answer(code, [], [])
     deleted = dict(zip(permitted, codes))
     return _delete_answer(0, partitions, [deleted.get(tp, ErrorCode.topic_authorization_failed) for tp in partitions])
+
+
+# ---------------------------------------------------------------------- TxnOffsetCommit
+TXN_OFFSET_COMMIT = 28
+
+
+def _txn_commit_code(version: int, code: int) -> int:
+    # Clients before v2 (Kafka 0.11 to 2.0) do not know COORDINATOR_LOAD_IN_PROGRESS
+    # here; Kafka answers them COORDINATOR_NOT_AVAILABLE, which they retry.
+    if version < 2 and code == ErrorCode.coordinator_load_in_progress:
+        return int(ErrorCode.coordinator_not_available)
+    return code
+
+
+def _txn_commit_answer(version: int, request: TxnOffsetCommitRequest, codes: list[int]) -> Entity:
+    it = iter(codes)
+    return build(codec.response_class(TXN_OFFSET_COMMIT, version), {"throttle_time": 0, "topics": [
+        {"name": t.name, "partitions": [{"partition_index": p.partition_index,
+                                         "error_code": _txn_commit_code(version, next(it))} for p in t.partitions]}
+        for t in request.topics]})
+
+
+def _txn_commit_error(request: TxnOffsetCommitRequest, version: int, code: int) -> Entity:
+    count = sum(len(t.partitions) for t in request.topics)
+    return _txn_commit_answer(version, request, [code] * count)
+
+
+@coordinator_api(TXN_OFFSET_COMMIT, "TxnOffsetCommit", 0, 4, error_response=_txn_commit_error,
+                 lost=ErrorCode.coordinator_load_in_progress)
+async def serve_txn_offset_commit(ctx: CoordinatorContext, request: TxnOffsetCommitRequest) -> Entity:
+    # Kafka's checks, in its order: WRITE on the transactional id (it implies the producer
+    # id), READ on the group (either refusal fails every partition), READ on each topic,
+    # then the partitions that do not exist.
+    version = ctx.api_version
+    if not ctx.allowed(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+        return _txn_commit_error(request, version, ErrorCode.transactional_id_authorization_failed)
+    if not ctx.allowed(Operation.READ, ResourceType.GROUP, request.group_id):
+        return _txn_commit_error(request, version, ErrorCode.group_authorization_failed)
+    codes: list[int] = []
+    entries: list[tuple[str, int, int, int, str | None]] = []
+    for topic in request.topics:
+        readable = ctx.allowed(Operation.READ, ResourceType.TOPIC, topic.name)
+        for p in topic.partitions:
+            if not readable:
+                codes.append(ErrorCode.topic_authorization_failed)
+            elif not ctx.topic_exists(topic.name, int(p.partition_index)):
+                codes.append(ErrorCode.unknown_topic_or_partition)
+            else:
+                codes.append(-1)  # the coordinator's answer, below
+                entries.append((topic.name, int(p.partition_index), int(p.committed_offset),
+                                int(getattr(p, "committed_leader_epoch", -1)), p.committed_metadata))
+    if entries:
+        sender = MemberRef(int(getattr(request, "generation_id", -1)), getattr(request, "member_id", ""),
+                           getattr(request, "group_instance_id", None))
+        answered = iter(await ctx.coordinator.txn_commit_offsets(
+            request.group_id, int(request.producer_id), int(request.producer_epoch), sender, entries))
+        codes = [next(answered) if code == -1 else code for code in codes]
+    return _txn_commit_answer(version, request, codes)

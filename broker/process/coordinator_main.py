@@ -64,14 +64,13 @@ from broker.protocol.errors import ErrorCode, KafkaError
 from broker.security.broker_security import BrokerSecurity
 from broker.security.inter_broker import ClientSecurity, inter_broker_security
 from coordination.backend import CoordinationBackend, TopicRegistry
-from coordination.groups import offsets_schema as schema
 from coordination.groups.coordinator import CoordinatorSettings, GroupCoordinator
 from coordination.groups.group import CONSUMER_PROTOCOL_TYPE, Group, parse_assignment_partitions
+from coordination.groups.replay import load_entries
 from coordination.groups.state import GroupState
 from coordination.open_backend import open_broker_backend
 from coordination.znodes import Endpoints
 from storage.config import LogConfig
-from storage.records import iter_batches
 from storage.types import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -244,37 +243,12 @@ class WorkerOffsetsLog:
         self.files.close()
 
 
-def _entries_of(data: bytes, from_offset: int) -> tuple[list[tuple[Any, Any]], int]:
-    """(key, value) of the records of whole batches in ``data`` at or after ``from_offset``,
-    and the offset after the last whole batch (``from_offset`` if there is none)."""
-    entries = []
-    next_offset = from_offset
-    for header, records in iter_batches(data):
-        next_offset = max(next_offset, header.next_offset)
-        if header.is_control:
-            continue
-        for record in records:
-            if record.offset < from_offset or record.key is None:
-                continue
-            entry = _decode_entry(record.key, record.value)
-            if entry is not None:
-                entries.append(entry)
-    return entries, next_offset
-
-
-def _decode_entry(key: bytes, value: bytes | None) -> tuple[Any, Any] | None:
-    try:
-        decoded_key = schema.decode_key(key)
-        if decoded_key is None:
-            return None
-        if value is None:
-            return decoded_key, None
-        if isinstance(decoded_key, schema.OffsetKey):
-            return decoded_key, schema.decode_offset_value(value)
-        return decoded_key, schema.decode_group_value(value)
-    except schema.OffsetsSchemaError as exc:
-        log.warning("skipping an unreadable __consumer_offsets record: %s", exc)
-        return None
+def _entries_of(data: bytes, from_offset: int) -> tuple[list[Any], int]:
+    """What the load replays (coordination/groups/replay.py's LoadEntry: records, with the
+    producer of a transactional batch, and transaction markers) from the whole batches in
+    ``data`` at or after ``from_offset``, and the offset after the last whole batch
+    (``from_offset`` if there is none)."""
+    return load_entries(data, from_offset)
 
 
 class CoordinatorProcess:
@@ -642,15 +616,16 @@ class CoordinatorProcess:
         # coordinator while its workers boot); each has answered a call by now.
         self._tell_epoch()
         groups_before = len(self.coordinator.groups)
-        entries: list[tuple[Any, Any]] = []
+        # Each partition's entries apart: a transaction marker ends its producer's
+        # transaction in its own partition only.
+        loaded: list[tuple[int, list[Any]]] = []
         for partition in range(self.offsets_log.partitions):
-            entries.extend(await self._read_offsets_partition(partition))
-        self.coordinator.groups.clear()
-        self.coordinator.load(entries)
+            loaded.append((partition, await self._read_offsets_partition(partition)))
+        self.coordinator.load(loaded)
         self.coordinator.loading = False
         self.coordinator.active = not self.suspended
-        log.info("coordinator: loaded %d records, %d groups (had %d)", len(entries), len(self.coordinator.groups),
-                 groups_before)
+        log.info("coordinator: loaded %d records, %d groups (had %d)", sum(len(entries) for _p, entries in loaded),
+                 len(self.coordinator.groups), groups_before)
 
     async def _read_offsets_partition(self, partition: int) -> list[tuple[Any, Any]]:
         """A partition's records; while its leader is down (this process, as controller,

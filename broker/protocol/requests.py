@@ -180,6 +180,11 @@ from kio.schema.sync_group.v2.request import SyncGroupRequest as _SyncGroupReque
 from kio.schema.sync_group.v3.request import SyncGroupRequest as _SyncGroupRequestV3
 from kio.schema.sync_group.v4.request import SyncGroupRequest as _SyncGroupRequestV4
 from kio.schema.sync_group.v5.request import SyncGroupRequest as _SyncGroupRequestV5
+from kio.schema.txn_offset_commit.v0.request import TxnOffsetCommitRequest as _TxnOffsetCommitRequestV0
+from kio.schema.txn_offset_commit.v1.request import TxnOffsetCommitRequest as _TxnOffsetCommitRequestV1
+from kio.schema.txn_offset_commit.v2.request import TxnOffsetCommitRequest as _TxnOffsetCommitRequestV2
+from kio.schema.txn_offset_commit.v3.request import TxnOffsetCommitRequest as _TxnOffsetCommitRequestV3
+from kio.schema.txn_offset_commit.v4.request import TxnOffsetCommitRequest as _TxnOffsetCommitRequestV4
 
 # key 2
 ListOffsetsRequest = Union[
@@ -414,6 +419,15 @@ IncrementalAlterConfigsRequest = Union[
     _IncrementalAlterConfigsRequestV1,
 ]
 
+# key 28
+TxnOffsetCommitRequest = Union[
+    _TxnOffsetCommitRequestV0,
+    _TxnOffsetCommitRequestV1,
+    _TxnOffsetCommitRequestV2,
+    _TxnOffsetCommitRequestV3,
+    _TxnOffsetCommitRequestV4,
+]
+
 # key 47
 OffsetDeleteRequest = Union[
     _OffsetDeleteRequestV0,
@@ -501,6 +515,7 @@ BY_KEY: dict[int, object] = {
     46: ListPartitionReassignmentsRequest,
     44: IncrementalAlterConfigsRequest,
     47: OffsetDeleteRequest,
+    28: TxnOffsetCommitRequest,
     50: DescribeUserScramCredentialsRequest,
     51: AlterUserScramCredentialsRequest,
     60: DescribeClusterRequest,

@@ -14,6 +14,10 @@ is acknowledged only after its records are appended; the in-memory cache changes
 the append succeeds. Group metadata is written when a generation becomes Stable or the
 group goes Empty, so a coordinator elected later knows the groups and their members.
 
+Transactional offsets (TxnOffsetCommit) are written at once in a transactional batch of
+the producer, and wait in ``pending`` (txn_offsets.py) until the transaction coordinator,
+in this process, tells ``complete_transaction`` that its marker is in the partition.
+
 Inputs are plain values (the protocol layer in broker/apis translates kio entities);
 results are ``(error code, …)`` tuples or small dataclasses. Expected failures are error
 codes, never exceptions (P3).
@@ -32,8 +36,11 @@ from kio.schema.errors import ErrorCode
 
 from coordination.groups import offsets_schema as schema
 from coordination.groups.group import Group, Member
+from coordination.groups.replay import LoadEntry, OffsetsRecord, TxnMarker
 from coordination.groups.requests import JoiningMember, MemberRef
 from coordination.groups.state import GroupState
+from coordination.groups.txn_offsets import OrderedOffset, PendingTxnOffsets
+from storage.types import NO_PRODUCER_ID
 
 log = logging.getLogger(__name__)
 
@@ -123,11 +130,36 @@ class GroupCoordinator:
         self._background: set[asyncio.Task[Any]] = set()
         self.groups: dict[str, Group] = {}
         self.active = False  # elected and loaded: serving
-        self.loading = False
+        self._loading = False
         # Told when a group becomes Stable, goes Empty, or is removed (state DEAD), so the
         # process can mirror it for operators (ZooKeeper /consumers/<group>). Must not block.
         self.on_group_change: Callable[[Group], None] = lambda _group: None
         self._last_expiry_check = time.monotonic()
+        self.pending = PendingTxnOffsets()
+        # The place in the log of the next record written: beyond every offset loaded
+        # (records are written in the order they are issued, one partition at a time).
+        self._next_order = 0
+        # Transactions completed while the log is being read: applied once it is loaded.
+        self._completed_while_loading: list[tuple[int, bool, int]] = []
+
+    @property
+    def loading(self) -> bool:
+        """Elected, reading __consumer_offsets: requests wait (COORDINATOR_LOAD_IN_PROGRESS)."""
+        return self._loading
+
+    @loading.setter
+    def loading(self, value: bool) -> None:
+        was, self._loading = self._loading, value
+        if value and not was:
+            # Completions kept by an earlier load that never finished are stale: this
+            # load reads their markers from the log.
+            self._completed_while_loading.clear()
+        elif was and not value:
+            # The log may have been read before their markers: done now (a completion
+            # whose marker the load read finds nothing pending).
+            completed, self._completed_while_loading = self._completed_while_loading, []
+            for producer_id, committed, partition in completed:
+                self._complete(producer_id, committed, partition)
 
     # ------------------------------------------------------------------ availability
     def _unavailable(self) -> int:
@@ -141,36 +173,56 @@ class GroupCoordinator:
         return schema.partition_for(group_id, self.log.partitions)
 
     # ------------------------------------------------------------------ loading
-    def load(self, entries: Iterable[tuple[schema.OffsetKey | schema.GroupKey, schema.OffsetValue | schema.GroupValue | None]]) -> None:
-        """Replay __consumer_offsets records in log order (later records win, tombstones
-        delete). Groups with members come back Stable with their members and assignment,
-        so consumers that keep heartbeating carry on without a rebalance."""
-        for key, value in entries:
-            if isinstance(key, schema.OffsetKey):
-                group = self.groups.get(key.group)
-                if value is None:
-                    if group is not None:
-                        group.offsets.pop((key.topic, key.partition), None)
-                    continue
-                assert isinstance(value, schema.OffsetValue)
-                if group is None:
-                    group = self.groups[key.group] = Group(key.group)
-                group.offsets[(key.topic, key.partition)] = value
-            else:
-                if value is None:
-                    group = self.groups.pop(key.group, None)
-                    continue
-                assert isinstance(value, schema.GroupValue)
-                self.groups[key.group] = self._restore_group(key.group, value, self.groups.get(key.group))
+    def load(self, partitions: Iterable[tuple[int, Iterable[LoadEntry]]]) -> None:
+        """Replace what this coordinator knows with a replay of __consumer_offsets: each
+        partition's records in log order (later records win, tombstones delete). Groups
+        with members come back Stable with their members and assignment, so consumers that
+        keep heartbeating carry on without a rebalance. Transactional offsets wait for
+        their producer's marker in the same partition: a COMMIT applies them, an ABORT
+        drops them, and those with no marker yet stay pending (the transaction
+        coordinator completes them once it has loaded its own log). Completions told while
+        ``loading`` are applied when it ends."""
+        self.groups.clear()
+        self.pending.clear()
+        for partition, entries in partitions:
+            for entry in entries:
+                self._next_order = max(self._next_order, entry.offset + 1)
+                if isinstance(entry, TxnMarker):
+                    self._complete(entry.producer_id, entry.committed, partition)
+                else:
+                    self._replay(entry)
         for group_id in [g for g, group in self.groups.items() if not group.members and not group.offsets
-                         and group.generation == 0]:
+                         and group.generation == 0 and not self.pending.has_group(g)]:
             del self.groups[group_id]
+
+    def _replay(self, record: OffsetsRecord) -> None:
+        key, value = record.key, record.value
+        if isinstance(key, schema.OffsetKey):
+            group = self.groups.get(key.group)
+            partition = (key.topic, key.partition)
+            if value is None:
+                if group is not None:
+                    group.drop_offset(partition)
+                self.pending.discard(key.group, partition)
+                return
+            assert isinstance(value, schema.OffsetValue)
+            if group is None:
+                group = self.groups[key.group] = Group(key.group)
+            if record.producer_id != NO_PRODUCER_ID:
+                self.pending.add(record.producer_id, key.group, partition, OrderedOffset(value, record.offset))
+            else:
+                group.set_offset(partition, value, record.offset)
+        elif value is None:
+            self.groups.pop(key.group, None)
+        else:
+            assert isinstance(value, schema.GroupValue)
+            self.groups[key.group] = self._restore_group(key.group, value, self.groups.get(key.group))
 
     def _restore_group(self, group_id: str, value: schema.GroupValue, previous: Group | None) -> Group:
         group = Group(group_id, generation=value.generation, protocol_type=value.protocol_type or None,
                       protocol_name=value.protocol, state_timestamp=value.current_state_timestamp)
         if previous is not None:
-            group.offsets = previous.offsets
+            group.offsets, group.offset_order = previous.offsets, previous.offset_order
         now = time.monotonic()
         for m in value.members:
             member = Member(m.member_id, m.group_instance_id, m.client_id, m.client_host, m.session_timeout,
@@ -192,6 +244,8 @@ class GroupCoordinator:
                 self._answer_join(member, JoinResult(int(E.not_coordinator)))
                 self._answer_sync(member, SyncResult(int(E.not_coordinator)))
         self.groups.clear()
+        self.pending.clear()
+        self._completed_while_loading.clear()
 
     # ------------------------------------------------------------------ JoinGroup
     async def join_group(self, group_id: str, joining: JoiningMember, require_known_member_id: bool) -> JoinResult:
@@ -605,24 +659,122 @@ class GroupCoordinator:
             accepted.append(((topic, partition), value))
             results.append(0)
         if records:
+            order = self._take_order()
             code = await self.log.append(self.partition_for(group_id), schema.offsets_batch(records, now_ms))
             if code:
                 code = _commit_error(code)
                 return [code if r == 0 else r for r in results]
             for key, value in accepted:
-                group.offsets[key] = value
+                group.set_offset(key, value, order)
         return results
 
-    def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None) -> tuple[int, list[tuple[str, int, schema.OffsetValue | None]]]:
-        """(group error, [(topic, partition, value or None)]); ``partitions`` None = all committed."""
+    def _take_order(self) -> int:
+        """The place in the log of a batch about to be written."""
+        order = self._next_order
+        self._next_order += 1
+        return order
+
+    # ------------------------------------------------------------------ transactional offsets
+    async def txn_commit_offsets(self, group_id: str, producer_id: int, producer_epoch: int, sender: MemberRef,
+                                 offsets: Sequence[tuple[str, int, int, int, str | None]]) -> list[int]:
+        """TxnOffsetCommit: offsets (topic, partition, offset, leader epoch, metadata) of
+        existing partitions, one code per entry. They are written as a transactional batch
+        of the producer (the log checks its epoch: a fenced producer gets its error) and
+        wait for ``complete_transaction``. The sender is checked as Kafka checks a
+        transactional commit: as OffsetCommit, except that a commit with no member and no
+        generation is always accepted (TxnOffsetCommit before v3 carries neither) and a
+        rebalance does not refuse it."""
+        code = self._unavailable()
+        if not code and not group_id:
+            code = int(E.invalid_group_id)
+        if code:
+            return [code] * len(offsets)
+        group = self.groups.get(group_id)
+        if group is None:
+            if sender.generation >= 0:
+                return [int(E.illegal_generation)] * len(offsets)
+            group = self.groups[group_id] = Group(group_id)  # a simple consumer's group
+        code = self._check_txn_sender(group, sender)
+        if code:
+            return [code] * len(offsets)
+        now_ms = int(time.time() * 1000)
+        results: list[int] = []
+        records: list[tuple[bytes, bytes | None]] = []
+        accepted: list[tuple[tuple[str, int], schema.OffsetValue]] = []
+        for topic, partition, offset, leader_epoch, metadata in offsets:
+            if metadata is not None and len(metadata.encode()) > self.settings.offset_metadata_max_bytes:
+                results.append(int(E.offset_metadata_too_large))
+                continue
+            value = schema.OffsetValue(offset, leader_epoch, metadata or "", now_ms)
+            records.append((schema.encode_key(schema.OffsetKey(group_id, topic, partition)), schema.encode_offset_value(value)))
+            accepted.append(((topic, partition), value))
+            results.append(0)
+        if records:
+            order = self._take_order()
+            batch = schema.txn_offsets_batch(records, now_ms, producer_id, producer_epoch)
+            code = await self.log.append(self.partition_for(group_id), batch)
+            if code:
+                code = _commit_error(code)
+                return [code if r == 0 else r for r in results]
+            if self.groups.get(group_id) is group:  # not resigned, nor the group deleted, meanwhile
+                for key, value in accepted:
+                    self.pending.add(producer_id, group_id, key, OrderedOffset(value, order))
+        return results
+
+    def _check_txn_sender(self, group: Group, sender: MemberRef) -> int:
+        if group.is_(GroupState.DEAD):
+            return int(E.coordinator_not_available)
+        if sender.generation < 0 and group.is_(GroupState.EMPTY):
+            return 0
+        if sender.generation >= 0 or sender.member_id or sender.group_instance_id is not None:
+            code = self._check_member(group, sender.member_id, sender.group_instance_id)
+            if code:
+                return code
+            if sender.generation != group.generation:
+                return int(E.illegal_generation)
+        return 0
+
+    def complete_transaction(self, producer_id: int, committed: bool, offsets_partition: int) -> None:
+        """The transaction coordinator wrote the producer's COMMIT (``committed``) or ABORT
+        marker to ``offsets_partition`` of __consumer_offsets: its pending offsets in the
+        groups of that partition become the committed ones, or are dropped."""
+        if self.loading:
+            self._completed_while_loading.append((producer_id, committed, offsets_partition))
+            return
+        self._complete(producer_id, committed, offsets_partition)
+
+    def _complete(self, producer_id: int, committed: bool, offsets_partition: int) -> None:
+        taken = self.pending.take(producer_id, lambda group_id: self.partition_for(group_id) == offsets_partition)
+        if not committed:
+            return
+        for group_id, offsets in taken.items():
+            group = self.groups.get(group_id)
+            if group is None:
+                group = self.groups[group_id] = Group(group_id)
+            for partition, pending in offsets.items():
+                # An offset committed without a transaction after this one was written wins.
+                if group.is_newer_than_committed(partition, pending.order):
+                    group.set_offset(partition, pending.value, pending.order)
+
+    def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None, require_stable: bool = False,
+                      ) -> tuple[int, list[tuple[str, int, schema.OffsetValue | None, int]]]:
+        """(group error, [(topic, partition, value or None, partition error)]); ``partitions``
+        None = all committed. With ``require_stable`` (OffsetFetch v7+) a partition with
+        transactional offsets pending answers UNSTABLE_OFFSET_COMMIT and no offset: the
+        client asks again once the transaction is over (KIP-447)."""
         code = self._unavailable()
         if code:
             return code, []
         group = self.groups.get(group_id)
         offsets = group.offsets if group is not None else {}
-        if partitions is None:
-            return 0, [(t, p, v) for (t, p), v in sorted(offsets.items())]
-        return 0, [(t, p, offsets.get((t, p))) for t, p in partitions]
+        wanted = sorted(offsets) if partitions is None else partitions
+        found: list[tuple[str, int, schema.OffsetValue | None, int]] = []
+        for topic, partition in wanted:
+            if require_stable and self.pending.has(group_id, (topic, partition)):
+                found.append((topic, partition, None, int(E.unstable_offset_commit)))
+            else:
+                found.append((topic, partition, offsets.get((topic, partition)), 0))
+        return 0, found
 
     async def delete_offsets(self, group_id: str, partitions: Sequence[tuple[str, int]]) -> tuple[int, list[int]]:
         """OffsetDelete: refused for topics the group's members subscribe to."""
@@ -645,7 +797,7 @@ class GroupCoordinator:
                 results.append(int(E.group_subscribed_to_topic))
                 continue
             results.append(0)
-            if (topic, partition) in group.offsets:
+            if (topic, partition) in group.offsets or self.pending.has(group_id, (topic, partition)):
                 tombstones.append((topic, partition))
         code = await self._write_tombstones(group, tombstones, include_group=False)
         if code:
@@ -663,7 +815,8 @@ class GroupCoordinator:
         if code:
             return _commit_error(code)
         for key in partitions:
-            group.offsets.pop(key, None)
+            group.drop_offset(key)
+            self.pending.discard(group.group_id, key)
         return 0
 
     async def expire_offsets(self) -> None:
@@ -676,12 +829,15 @@ class GroupCoordinator:
                 continue
             expired = []
             for key, value in group.offsets.items():
+                if self.pending.has(group.group_id, key):
+                    continue  # kept until its transaction ends
                 if value.expire_timestamp >= 0:
                     if now_ms >= value.expire_timestamp:
                         expired.append(key)
                 elif now_ms >= max(value.commit_timestamp, group.state_timestamp) + retention:
                     expired.append(key)
-            empty_now = len(expired) == len(group.offsets)
+            # A group with a transaction open on it stays (the transaction may commit offsets).
+            empty_now = len(expired) == len(group.offsets) and not self.pending.has_group(group.group_id)
             if not expired:
                 continue
             code = await self._write_tombstones(group, expired, include_group=empty_now and not group.members)
@@ -759,7 +915,9 @@ class GroupCoordinator:
             elif not code and group is not None and (group.members or not group.is_(GroupState.EMPTY)):
                 code = int(E.non_empty_group)
             if not code and group is not None:
-                code = await self._write_tombstones(group, list(group.offsets), include_group=True)
+                partitions = list(group.offsets)
+                partitions += sorted(self.pending.partitions_of(group_id) - set(partitions))
+                code = await self._write_tombstones(group, partitions, include_group=True)
                 if not code:
                     group.transition(GroupState.DEAD)
                     self.groups.pop(group_id, None)

@@ -72,6 +72,9 @@ class Group:
     static_members: dict[str, str] = field(default_factory=dict)  # group.instance.id -> member id
     pending_members: dict[str, float] = field(default_factory=dict)  # member id -> deadline (MEMBER_ID_REQUIRED)
     offsets: dict[tuple[str, int], OffsetValue] = field(default_factory=dict)
+    # Each committed offset's place in the log (see txn_offsets.py): a transaction that
+    # commits later replaces only offsets whose records came before its own.
+    offset_order: dict[tuple[str, int], int] = field(default_factory=dict)
     state_timestamp: int = field(default_factory=lambda: int(time.time() * 1000))
     # PreparingRebalance: when the join phase ends at the latest; the initial delay of a
     # group that was empty (group.initial.rebalance.delay.ms) ends no earlier than join_not_before.
@@ -130,6 +133,20 @@ class Group:
 
     def max_rebalance_timeout_ms(self) -> int:
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
+
+    # ------------------------------------------------------------------ offsets
+    def set_offset(self, partition: tuple[str, int], value: OffsetValue, order: int) -> None:
+        self.offsets[partition] = value
+        self.offset_order[partition] = order
+
+    def drop_offset(self, partition: tuple[str, int]) -> None:
+        self.offsets.pop(partition, None)
+        self.offset_order.pop(partition, None)
+
+    def is_newer_than_committed(self, partition: tuple[str, int], order: int) -> bool:
+        """Whether a record at ``order`` comes after the committed offset's record (or
+        there is none). An offset set without an order counts as the oldest."""
+        return partition not in self.offsets or order > self.offset_order.get(partition, -1)
 
     # ------------------------------------------------------------------ protocols
     def supports(self, protocol_type: str, protocols: list[tuple[str, bytes]]) -> bool:

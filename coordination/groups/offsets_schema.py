@@ -456,6 +456,19 @@ def offsets_batch(entries: list[tuple[bytes, bytes | None]], timestamp: int) -> 
     return encode_batch(records)
 
 
+def txn_offsets_batch(entries: list[tuple[bytes, bytes | None]], timestamp: int, producer_id: int,
+                      producer_epoch: int) -> bytes:
+    """``offsets_batch``'s records in a transactional batch of the producer (TxnOffsetCommit):
+    they count once the producer's COMMIT marker follows them in the partition. Base
+    sequence 0, as Kafka's coordinator writes it: the log takes the coordinator's own
+    appends without the idempotent producer's sequence checks."""
+    if not entries:
+        raise ValueError("an offsets batch needs at least one record")
+    records = [Record(index, timestamp, key, value) for index, (key, value) in enumerate(entries)]
+    return encode_batch(records, producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=0,
+                        is_transactional=True)
+
+
 def read_entries(data: Buffer) -> Iterator[Entry]:
     """(offset, key, value or None for a tombstone) of every record in the complete batches
     of ``data``, in log order.
@@ -464,9 +477,9 @@ def read_entries(data: Buffer) -> Iterator[Entry]:
     length no batch can have, such as the zeros past the end of a preallocated segment).
     A complete batch that fails its CRC or magic check raises. Control batches
     (transaction markers) and records of unknown types are skipped. Records of
-    transactional batches (Kafka's TxnOffsetCommit) come out like any other, committed
-    or aborted alike: Castle writes none, and telling them apart in a log Kafka wrote
-    would take the producer ids and markers, which this does not return.
+    transactional batches (TxnOffsetCommit) come out like any other, committed or
+    aborted alike: telling them apart takes the producer ids and markers, which this
+    does not return (the coordinator's load reads them: coordination/groups/replay.py).
     """
     view = memoryview(data)
     for position, header in iter_headers(view):

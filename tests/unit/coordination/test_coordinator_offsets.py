@@ -14,11 +14,11 @@ from typing import Any
 
 from coordination.groups import offsets_schema as schema
 from coordination.groups.coordinator import CoordinatorSettings, GroupCoordinator
+from coordination.groups.replay import LoadEntry, OffsetsRecord, load_entries
 from coordination.groups.requests import JoiningMember, MemberRef
 from coordination.groups.state import GroupState
 from storage.config import LogConfig
 from storage.log import PartitionLog
-from storage.records import iter_batches
 from storage.types import TopicPartition
 
 PARTITIONS = 3
@@ -36,20 +36,14 @@ class FileOffsetsLog:
         self.logs[partition].append(memoryview(batch))
         return 0
 
+    def loaded(self) -> list[tuple[int, list[LoadEntry]]]:
+        """What a coordinator's load reads: each partition's entries, decoded as the coordinator process does."""
+        return [(p, load_entries(log.read_bytes(0, 1 << 24) if log.log_end_offset else b"", 0)[0])
+                for p, log in enumerate(self.logs)]
+
     def entries(self) -> list[tuple[Any, Any]]:
-        out = []
-        for log in self.logs:
-            data = log.read_bytes(0, 1 << 24) if log.log_end_offset else b""
-            for header, records in iter_batches(data):
-                for record in records:
-                    key = schema.decode_key(record.key)
-                    if record.value is None:
-                        out.append((key, None))
-                    elif isinstance(key, schema.OffsetKey):
-                        out.append((key, schema.decode_offset_value(record.value)))
-                    else:
-                        out.append((key, schema.decode_group_value(record.value)))
-        return out
+        """(key, value) of every record, all partitions."""
+        return [(e.key, e.value) for _p, entries in self.loaded() for e in entries if isinstance(e, OffsetsRecord)]
 
     def close(self) -> None:
         for log in self.logs:
@@ -83,14 +77,14 @@ def test_commits_are_kafka_records_and_a_new_coordinator_loads_them(tmp_path: An
         assert await first.commit_offsets("simple", MemberRef(-1, "", None), -1, [("u", 0, 5, -1, "")], known) == [0]
 
         second = coordinator(offsets_log)
-        second.load(offsets_log.entries())
+        second.load(offsets_log.loaded())
         group = second.groups["g"]
         assert group.state is GroupState.STABLE and group.generation == joined.generation
         assert list(group.members) == [joined.member_id] and group.members[joined.member_id].assignment == b"assigned"
         assert second.fetch_offsets("g", [("t", 0), ("t", 1), ("t", 2)])[1] == [
-            ("t", 0, schema.OffsetValue(42, 3, "m", group.offsets[("t", 0)].commit_timestamp)),
-            ("t", 1, schema.OffsetValue(7, -1, "", group.offsets[("t", 1)].commit_timestamp)),
-            ("t", 2, None)]
+            ("t", 0, schema.OffsetValue(42, 3, "m", group.offsets[("t", 0)].commit_timestamp), 0),
+            ("t", 1, schema.OffsetValue(7, -1, "", group.offsets[("t", 1)].commit_timestamp), 0),
+            ("t", 2, None, 0)]
         assert second.groups["simple"].state is GroupState.EMPTY
         # The member keeps heartbeating to the new coordinator in the same generation.
         assert second.heartbeat("g", MemberRef(joined.generation, joined.member_id, None)) == 0
@@ -122,7 +116,7 @@ def test_offsets_of_an_empty_group_expire_and_the_group_goes(tmp_path: Any) -> N
         tombstones = [key for key, value in offsets_log.entries() if value is None]
         assert set(tombstones) == {schema.OffsetKey("old", "t", 0), schema.OffsetKey("old", "t", 1), schema.GroupKey("old")}
         reloaded = coordinator(offsets_log)
-        reloaded.load(offsets_log.entries())
+        reloaded.load(offsets_log.loaded())
         assert "old" not in reloaded.groups and "busy" in reloaded.groups
 
     try:
@@ -142,7 +136,7 @@ def test_an_explicit_retention_time_expires_offsets_at_that_time(tmp_path: Any) 
         while time.monotonic() - started < 0.1:
             await asyncio.sleep(0.01)
         await coord.expire_offsets()
-        assert [(t, p, v is not None) for t, p, v in coord.fetch_offsets("brief", [("t", 0), ("t", 1)])[1]] == [
+        assert [(t, p, v is not None) for t, p, v, _code in coord.fetch_offsets("brief", [("t", 0), ("t", 1)])[1]] == [
             ("t", 0, False), ("t", 1, True)]
 
     try:

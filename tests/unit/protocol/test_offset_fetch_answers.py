@@ -14,6 +14,7 @@ from broker.coordinator.offsets import OFFSET_FETCH, serve_offset_fetch
 from broker.protocol import codec
 from broker.protocol.build import build
 from coordination.groups import offsets_schema as schema
+from coordination.groups.replay import OffsetsRecord
 from tests.unit.coordination.test_coordinator_offsets import FileOffsetsLog, coordinator, known
 
 
@@ -22,7 +23,7 @@ def test_offset_fetch_answers_the_commit_in_every_version(tmp_path: Any, version
     offsets_log = FileOffsetsLog(str(tmp_path))
     try:
         served = coordinator(offsets_log)
-        served.load([(schema.OffsetKey("g", "t", 0), schema.OffsetValue(42, 3, "meta", 1000))])
+        served.load([(0, [OffsetsRecord(schema.OffsetKey("g", "t", 0), schema.OffsetValue(42, 3, "meta", 1000))])])
         topics = [{"name": "t", "partition_indexes": [0]}]
         described = ({"groups": [{"group_id": "g", "member_id": None, "member_epoch": -1, "topics": topics}]}
                      if version >= 8 else {"group_id": "g", "topics": topics})
