@@ -69,3 +69,15 @@ class OffsetOutOfRangeError(StorageError):
 
 class UnsupportedCompressionError(StorageError):
     kafka_error_code = 76  # UNSUPPORTED_COMPRESSION_TYPE
+
+
+class InvalidProducerEpochError(StorageError):
+    """A transaction marker carries an older producer epoch than the log has seen."""
+
+    kafka_error_code = 47  # INVALID_PRODUCER_EPOCH
+
+
+class TransactionCoordinatorFencedError(StorageError):
+    """A transaction marker comes from an older coordinator than the last one's."""
+
+    kafka_error_code = 52  # TRANSACTION_COORDINATOR_FENCED

@@ -31,21 +31,31 @@ import time
 from typing import Callable, Iterator, NamedTuple
 
 from storage import files
-from storage.batch import HEADER_SIZE, LOG_OVERHEAD, LOG_OVERHEAD_STRUCT, BatchHeader, check_batch_frame, check_producer_batch
+from storage.batch import (
+    CONTROL_MASK,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    LOG_OVERHEAD_STRUCT,
+    BatchHeader,
+    check_batch_frame,
+    check_producer_batch,
+)
 from storage.config import LogConfig
 from storage.errors import (
     CorruptRecordError,
+    InvalidProducerEpochError,
     InvalidRecordError,
     InvalidTimestampError,
     LogDirOfflineError,
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
     RecordTooLargeError,
+    TransactionCoordinatorFencedError,
 )
 from storage.leader_epochs import LeaderEpochCache
-from storage.producer_state import ProducerStateManager
+from storage.producer_state import INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED, ProducerStateManager
 from storage.recompress import needs_recompression, recompress
-from storage.records import decode_batch
+from storage.records import CONTROL_TYPE_ABORT, CONTROL_TYPE_COMMIT, decode_batch, encode_control_batch, read_control_record
 from storage.releaser import RELEASER
 from storage.segment import LogSegment
 from storage.segments import SegmentList
@@ -57,6 +67,9 @@ log = logging.getLogger(__name__)
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
+# Not a Kafka timestamp (a client never sends it): a READ_COMMITTED ListOffsets for -1,
+# which Kafka answers with the last stable offset.
+LATEST_STABLE = -101
 
 
 def now_ms() -> int:
@@ -107,6 +120,7 @@ class ReadInfo(NamedTuple):
     high_watermark: int
     log_start_offset: int
     log_end_offset: int
+    last_stable_offset: int = -1
 
 
 class PartitionLog:
@@ -145,6 +159,8 @@ class PartitionLog:
         # (hw, the segment list it was found in, segment base, position), for capped reads;
         # a roll, truncation or cleaning replaces the list, and with it the cache.
         self._hw_position: tuple[int, SegmentList, int, int] | None = None
+        self._lso_position: tuple[int, SegmentList, int, int] | None = None  # the same, for the LSO
+        self.producer_state.on_high_watermark(self._high_watermark)
         self.epochs = LeaderEpochCache(directory)
         self.epochs.truncate_from_end(self._log_end_offset)
         self.epochs.truncate_from_start(self.log_start_offset)
@@ -193,10 +209,30 @@ class PartitionLog:
         self.producer_state.delete_snapshots_after(self._log_end_offset)
         start = self.producer_state.load_latest_snapshot(self._log_end_offset)
         start = max(start, self.log_start_offset)
-        for header in self.iter_batch_headers(start):
-            if header.producer_id >= 0:
-                self.producer_state.update(header)
+        for segment in self._segments.from_offset(start):
+            found = segment.translate_offset(start)
+            if found is None:
+                continue
+            for position, header in segment.batches_from(found[0]):
+                if header.producer_id >= 0:
+                    if header.attributes & CONTROL_MASK:
+                        self._apply_control_batch(segment, position, header)
+                    else:
+                        self.producer_state.update(header)
         self.producer_state.update_map_end_offset(self._log_end_offset)
+
+    def _apply_control_batch(self, segment: LogSegment, position: int, header: BatchHeader) -> None:
+        """Producer state for a control batch ``segment`` holds at ``position``: the one
+        place for the leader's append, a follower's and the replay at load, so all
+        three end with the same state."""
+        try:
+            marker = read_control_record(segment.read_batch(position, header.size))
+        except CorruptRecordError as exc:
+            # Checked on the leader's append; a Kafka log may hold anything: the batch
+            # then ends no transaction, as a control record of an unknown type.
+            log.warning("%s: unreadable control batch at offset %d: %s", self.tp, header.base_offset, exc)
+            marker = None
+        self.producer_state.update(header, marker)
 
     def update_config(self, config: LogConfig) -> None:
         """Apply new topic settings; the active segment keeps its map size until it rolls."""
@@ -219,6 +255,7 @@ class PartitionLog:
         self.replicated = replicated
         if not replicated:
             self._high_watermark = self._log_end_offset
+            self.producer_state.on_high_watermark(self._high_watermark)
 
     def advance_high_watermark(self, offset: int) -> bool:
         """Move the high watermark forward to ``offset`` (never past the log end, never
@@ -227,7 +264,16 @@ class PartitionLog:
         if offset <= self._high_watermark:
             return False
         self._high_watermark = offset
+        self.producer_state.on_high_watermark(offset)
         return True
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The LSO: below it every transaction is decided and replicated (the first
+        unstable offset, capped at the high watermark)."""
+        first_unstable = self.producer_state.first_unstable
+        hw = self._high_watermark
+        return first_unstable if 0 <= first_unstable < hw else hw
 
     @property
     def segments(self) -> SegmentList:
@@ -258,6 +304,7 @@ class PartitionLog:
             first_offset = self._log_end_offset
             last_offset = first_offset + record_count - 1
             segment = self._maybe_roll(len(view), last_offset, now)
+            start = segment.size  # where the set lands in the segment
             if leader_epoch != self.epochs.latest_epoch:
                 self.epochs.assign(leader_epoch, first_offset)
             append_time = now if self.config.log_append_time else None
@@ -265,13 +312,17 @@ class PartitionLog:
             size = len(view)
         max_timestamp, offset_of_max = -1, first_offset
         offset = first_offset
-        for _position, header in headers:
+        for position, header in headers:
             last = offset + header.last_offset_delta
             timestamp = now if append_time is not None else header.max_timestamp
             if timestamp > max_timestamp:
                 max_timestamp, offset_of_max = timestamp, last
             if header.producer_id >= 0:
-                self.producer_state.update(header._replace(base_offset=offset, partition_leader_epoch=leader_epoch))
+                stamped = header._replace(base_offset=offset, partition_leader_epoch=leader_epoch)
+                if header.attributes & CONTROL_MASK:
+                    self._apply_control_batch(segment, start + position, stamped)
+                else:
+                    self.producer_state.update(stamped)
             offset = last + 1
         self.producer_state.update_map_end_offset(self._log_end_offset)
         self._after_append(record_count)
@@ -279,9 +330,34 @@ class PartitionLog:
                           now if append_time is not None else -1, self.log_start_offset,
                           record_count, len(headers), size)
 
+    def append_marker(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int, *,
+                      leader_epoch: int, now: int | None = None) -> AppendInfo:
+        """Append a COMMIT or ABORT marker (one control batch) for ``producer_id``'s
+        transaction, as the transaction coordinator asks through WriteTxnMarkers.
+
+        Refused (nothing written) with InvalidProducerEpochError when the producer has
+        written with a newer epoch, TransactionCoordinatorFencedError when a newer
+        coordinator already wrote a marker for it. A producer with no open transaction
+        here still gets its marker (Kafka's rule: harmless, and a retried marker must
+        not fail)."""
+        code = self.producer_state.check_marker(producer_id, producer_epoch, coordinator_epoch)
+        if code == INVALID_PRODUCER_EPOCH:
+            raise InvalidProducerEpochError(f"{self.tp}: marker of producer {producer_id} with epoch {producer_epoch}, "
+                                            f"older than {self.producer_state.entries[producer_id].producer_epoch}")
+        if code == TRANSACTION_COORDINATOR_FENCED:
+            raise TransactionCoordinatorFencedError(
+                f"{self.tp}: marker of producer {producer_id} from coordinator epoch {coordinator_epoch}, older than "
+                f"{self.producer_state.entries[producer_id].coordinator_epoch}")
+        now = now_ms() if now is None else now
+        batch = encode_control_batch(CONTROL_TYPE_COMMIT if commit else CONTROL_TYPE_ABORT, coordinator_epoch,
+                                     producer_id=producer_id, producer_epoch=producer_epoch, timestamp=now)
+        return self.append(batch, leader_epoch=leader_epoch, now=now)
+
     def _after_append(self, record_count: int) -> None:
         if not self.replicated:
             self._high_watermark = self._log_end_offset
+            if self.producer_state.unreplicated:
+                self.producer_state.on_high_watermark(self._high_watermark)
         self._appended_messages += record_count
         if self.unflushed_messages >= self.config.flush_messages:
             self.flush()
@@ -309,17 +385,21 @@ class PartitionLog:
             size = position
             first_offset, last_offset = headers[0][1].base_offset, expected - 1
             segment = self._maybe_roll(size, last_offset, now_ms())
+            start = segment.size
             for _position, header in headers:
                 if header.partition_leader_epoch != self.epochs.latest_epoch:
                     self.epochs.assign(header.partition_leader_epoch, header.base_offset)
             self._log_end_offset = segment.append_batches_as_they_are(view[:size], headers)
         max_timestamp, offset_of_max = -1, first_offset
         record_count = 0
-        for _position, header in headers:
+        for position, header in headers:
             if header.max_timestamp > max_timestamp:
                 max_timestamp, offset_of_max = header.max_timestamp, header.base_offset + header.last_offset_delta
             if header.producer_id >= 0:
-                self.producer_state.update(header)
+                if header.attributes & CONTROL_MASK:
+                    self._apply_control_batch(segment, start + position, header)
+                else:
+                    self.producer_state.update(header)
             record_count += header.record_count
         self.producer_state.update_map_end_offset(self._log_end_offset)
         self._after_append(record_count)
@@ -346,7 +426,9 @@ class PartitionLog:
             size = header.size
             if size > config.max_message_bytes:
                 raise RecordTooLargeError(f"batch of {size} bytes exceeds max.message.bytes {config.max_message_bytes}")
-            if compact and not header.is_control:
+            if header.attributes & CONTROL_MASK:
+                read_control_record(view, position)  # a marker that later replays the same way
+            elif compact:
                 _require_keys(view, position, header)
             if check_times:
                 if header.max_timestamp > latest_allowed:
@@ -379,17 +461,23 @@ class PartitionLog:
         return segment
 
     # ----------------------------------------------------------------- read
-    def read(self, offset: int, max_bytes: int, *, min_one_batch: bool = True, committed: bool = False) -> ReadInfo:
+    def read(self, offset: int, max_bytes: int, *, min_one_batch: bool = True, committed: bool = False,
+             read_committed: bool = False) -> ReadInfo:
         """Where the whole batches from ``offset`` lie (one segment's worth at most);
-        ``committed``: only below the high watermark (consumers; followers read to the end)."""
+        ``committed``: only below the high watermark (consumers; followers read to the end);
+        ``read_committed``: only below the last stable offset (isolation.level
+        read_committed consumers)."""
         segments = self._segments
         end = self._log_end_offset
         if offset < self.log_start_offset or offset > end:
             raise OffsetOutOfRangeError(f"{self.tp}: offset {offset} outside [{self.log_start_offset}, {end}]")
         file_range = None
-        limit_offset = self._high_watermark if committed else end
+        hw = self._high_watermark
+        first_unstable = self.producer_state.first_unstable
+        lso = first_unstable if 0 <= first_unstable < hw else hw
+        limit_offset = lso if read_committed else hw if committed else end
         if offset < limit_offset:
-            limit = self._hw_limit() if limit_offset < end else None
+            limit = self._position_limit(limit_offset, read_committed and lso < hw) if limit_offset < end else None
             for segment in segments.from_offset(offset):
                 max_position = limit[1] if limit is not None and segment.base_offset == limit[0] else None
                 if limit is not None and segment.base_offset > limit[0]:
@@ -399,20 +487,24 @@ class PartitionLog:
                 # (min_one_batch=False): moving on would skip that batch.
                 if file_range is not None or segment.next_offset > offset:
                     break
-        return ReadInfo(file_range, self.high_watermark, self.log_start_offset, end)
+        return ReadInfo(file_range, hw, self.log_start_offset, end, lso)
 
-    def _hw_limit(self) -> tuple[int, int]:
-        """(base offset of the segment holding the high watermark, its position there):
-        the high watermark is always a batch boundary (replicas append whole batches)."""
-        hw = self._high_watermark
+    def _position_limit(self, offset: int, is_lso: bool) -> tuple[int, int]:
+        """(base offset of the segment holding ``offset``, its position there), for the
+        high watermark or the LSO, each cached: both are batch boundaries (replicas
+        append whole batches; a transaction starts at its first batch)."""
         segments = self._segments
-        cached = self._hw_position
-        if cached is not None and cached[0] == hw and cached[1] is segments:
+        cached = self._lso_position if is_lso else self._hw_position
+        if cached is not None and cached[0] == offset and cached[1] is segments:
             return cached[2], cached[3]
-        segment = segments[max(0, segments.floor(hw))]
-        found = segment.translate_offset(hw)
+        segment = segments[max(0, segments.floor(offset))]
+        found = segment.translate_offset(offset)
         position = found[0] if found is not None else segment.size
-        self._hw_position = (hw, segments, segment.base_offset, position)
+        entry = (offset, segments, segment.base_offset, position)
+        if is_lso:
+            self._lso_position = entry
+        else:
+            self._hw_position = entry
         return segment.base_offset, position
 
     def read_bytes(self, offset: int, max_bytes: int) -> bytes:
@@ -437,6 +529,8 @@ class PartitionLog:
             return self.log_start_offset, -1
         if timestamp == LATEST_TIMESTAMP:
             return self._high_watermark, -1
+        if timestamp == LATEST_STABLE:
+            return self.last_stable_offset, -1
         segments = self._segments
         if timestamp == MAX_TIMESTAMP:
             best = max(segments, key=lambda s: s.max_timestamp)
@@ -509,9 +603,10 @@ class PartitionLog:
         self._log_end_offset = keep.next_offset
         self.recovery_point = min(self.recovery_point, self._log_end_offset)
         self._high_watermark = min(self._high_watermark, self._log_end_offset)
-        self._hw_position = None
+        self._hw_position = self._lso_position = None
         self.epochs.truncate_from_end(self._log_end_offset)
         self._rebuild_producer_state()
+        self.producer_state.on_high_watermark(self._high_watermark)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """A follower whose whole log lies before its leader's log start: drop it all and
@@ -523,10 +618,11 @@ class PartitionLog:
         self.log_start_offset = offset
         self.recovery_point = offset
         self._high_watermark = offset
-        self._hw_position = None
+        self._hw_position = self._lso_position = None
         self.epochs.clear()
         self.producer_state.truncate_and_reload(offset, offset)
         self._rebuild_producer_state()
+        self.producer_state.on_high_watermark(self._high_watermark)
 
     def delete_records_before(self, offset: int) -> int:
         """DeleteRecords: move the log start offset to ``offset``; return the new start."""

@@ -32,9 +32,18 @@ A snapshot keeps only each producer's *last* batch. In memory we keep the last
 ``BATCHES_TO_RETAIN`` (5, as Kafka) so a producer with 5 requests in flight can retry
 any of them and be recognised as a duplicate rather than rejected as out of order.
 
+Transactions: a producer's first transactional batch opens its transaction (the
+entry's currentTxnFirstOffset); its COMMIT or ABORT marker closes it. The manager keeps
+the open ones (``ongoing``, producer id -> first offset, in first-offset order since
+offsets only grow) and the closed ones whose marker is not yet below the high watermark
+(``unreplicated``, Kafka's unreplicatedTxns: were they dropped at the marker, the LSO
+would jump over a transaction a new leader may still see open, then move back). The
+first unstable offset, the smallest first offset of both, is cached in
+``first_unstable`` (-1: none) so the LSO costs two attribute reads on the fetch path.
+
 Not thread-safe: the owning partition log serialises calls under its append lock.
 Producer-id expiry (producer.id.expiration.ms) is left to the caller: drop entries
-from ``entries``.
+from ``entries`` (never one with an open transaction: Kafka keeps those).
 """
 
 from __future__ import annotations
@@ -53,6 +62,7 @@ from storage import files
 from storage.batch import BatchHeader
 from storage.checkpoint import TMP_SUFFIX, read_bytes_if_exists, write_bytes_atomically
 from storage.errors import LogDirOfflineError, StorageError
+from storage.records import ControlRecord
 from storage.releaser import RELEASER
 
 log = logging.getLogger(__name__)
@@ -88,10 +98,25 @@ NONE = 0
 OUT_OF_ORDER_SEQUENCE_NUMBER = 45
 DUPLICATE_SEQUENCE_NUMBER = 46
 INVALID_PRODUCER_EPOCH = 47
+TRANSACTION_COORDINATOR_FENCED = 52
 
 
 class CorruptSnapshotError(StorageError):
     """A snapshot file failed its CRC or layout check; it is deleted and an older one used."""
+
+
+class CompletedTxn(NamedTuple):
+    """A transaction closed by a marker: [first_offset, last_offset (the marker)].
+
+    ``last_stable_offset`` is the LSO once it completes, ignoring the high watermark
+    (Kafka's): the first offset of the next open transaction of another producer, or the
+    offset after the marker. It goes into the ``.txnindex`` entry of an aborted one."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    is_aborted: bool
+    last_stable_offset: int
 
 
 class RetainedBatch(NamedTuple):
@@ -195,6 +220,12 @@ class ProducerStateManager:
         self.entries: dict[int, ProducerEntry] = {}
         # Every batch below this offset has been applied to ``entries``.
         self.map_end_offset = 0
+        # Open transactions, producer id -> first offset; insertion order is first-offset
+        # order (a transaction opens at the log end), so the first value is the smallest.
+        self.ongoing: dict[int, int] = {}
+        # Closed transactions whose marker is at or above the high watermark, marker order.
+        self.unreplicated: deque[CompletedTxn] = deque()
+        self.first_unstable = -1
 
     # ----------------------------------------------------------------- validation
 
@@ -242,12 +273,31 @@ class ProducerStateManager:
 
     # ----------------------------------------------------------------- applying the log
 
-    def update(self, header: BatchHeader, coordinator_epoch: int | None = None) -> None:
+    def check_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int) -> int:
+        """Whether a COMMIT/ABORT marker may be written now; a Kafka error code (0: yes).
+
+        * 47 INVALID_PRODUCER_EPOCH: the producer has written with a newer epoch.
+        * 52 TRANSACTION_COORDINATOR_FENCED: a marker from a newer coordinator was
+          written for this producer (an older coordinator lost the transaction).
+        A producer unknown here, or with no open transaction, may get one: Kafka appends
+        it too (it is harmless)."""
+        entry = self.entries.get(producer_id)
+        if entry is None:
+            return NONE
+        if producer_epoch < entry.producer_epoch:
+            return INVALID_PRODUCER_EPOCH
+        if coordinator_epoch < entry.coordinator_epoch:
+            return TRANSACTION_COORDINATOR_FENCED
+        return NONE
+
+    def update(self, header: BatchHeader, marker: ControlRecord | None = None) -> CompletedTxn | None:
         """Apply one appended batch (producer_id >= 0), on the append path and on replay.
 
         ``header`` must carry its assigned offsets. No checks here: replay must accept
-        whatever the log holds. For a control batch (commit/abort marker) pass the
-        marker's coordinator epoch if known (it lives in the record, not the header).
+        whatever the log holds. For a control batch pass its ``marker`` (the record
+        holds the type and the coordinator epoch, the header does not); the transaction
+        it closes is returned, None when it closes none (a marker for a producer with
+        no open transaction, or a control record of another type).
         """
         if header.producer_id < 0:
             raise ValueError(f"update() needs an idempotent batch, got producer id {header.producer_id}")
@@ -256,11 +306,72 @@ class ProducerStateManager:
             entry = self.entries[header.producer_id] = _empty_entry(header.producer_id, header.producer_epoch)
         if header.producer_epoch != entry.producer_epoch:
             _start_epoch(entry, header.producer_epoch)
+        completed = None
         if header.is_control:
-            _apply_marker(entry, header, coordinator_epoch)
+            completed = self._apply_marker(entry, header, marker)
         else:
             _apply_data_batch(entry, header)
+            if entry.current_txn_first_offset >= 0 and entry.producer_id not in self.ongoing:
+                self.ongoing[entry.producer_id] = entry.current_txn_first_offset
+                if self.first_unstable < 0:
+                    self.first_unstable = entry.current_txn_first_offset
         self.map_end_offset = max(self.map_end_offset, header.next_offset)
+        return completed
+
+    def _apply_marker(self, entry: ProducerEntry, header: BatchHeader, marker: ControlRecord | None) -> CompletedTxn | None:
+        # A marker carries no sequence: the producer's sequence state is left as it was.
+        entry.last_timestamp = header.max_timestamp
+        if marker is None or not (marker.is_commit or marker.is_abort):
+            return None  # a control record that ends no transaction (KRaft's, say)
+        entry.coordinator_epoch = marker.coordinator_epoch
+        first = entry.current_txn_first_offset
+        if first < 0:
+            return None  # an empty transaction: nothing to show in the LSO or the index
+        entry.current_txn_first_offset = NO_TXN
+        producer_id = entry.producer_id
+        # Kafka's lastStableOffset(completedTxn): the next open transaction of another
+        # producer, taken while this one is still among the open ones.
+        next_open = next((offset for pid, offset in self.ongoing.items() if pid != producer_id), None)
+        marker_offset = header.base_offset
+        completed = CompletedTxn(producer_id, first, marker_offset, marker.is_abort,
+                                 marker_offset + 1 if next_open is None else next_open)
+        self.ongoing.pop(producer_id, None)
+        self.unreplicated.append(completed)
+        self._update_first_unstable()
+        return completed
+
+    def on_high_watermark(self, high_watermark: int) -> None:
+        """Forget completed transactions whose marker the high watermark passed."""
+        unreplicated = self.unreplicated
+        if not unreplicated:
+            return
+        removed = False
+        while unreplicated and unreplicated[0].last_offset < high_watermark:
+            unreplicated.popleft()
+            removed = True
+        if removed:
+            self._update_first_unstable()
+
+    def first_unstable_offset(self) -> int | None:
+        """The first offset a read_committed consumer may not see yet: the first offset of
+        the oldest open transaction, or of a completed one whose marker is not yet below
+        the high watermark; None when there is none."""
+        return self.first_unstable if self.first_unstable >= 0 else None
+
+    def _update_first_unstable(self) -> None:
+        lowest = next(iter(self.ongoing.values()), -1)
+        for txn in self.unreplicated:
+            if lowest < 0 or txn.first_offset < lowest:
+                lowest = txn.first_offset
+        self.first_unstable = lowest
+
+    def _reset_transactions(self) -> None:
+        """Rebuild ``ongoing`` from the entries (a snapshot was loaded, or none)."""
+        opened = sorted((e.current_txn_first_offset, e.producer_id) for e in self.entries.values()
+                        if e.current_txn_first_offset >= 0)
+        self.ongoing = {producer_id: first for first, producer_id in opened}
+        self.unreplicated = deque()
+        self._update_first_unstable()
 
     def update_map_end_offset(self, offset: int) -> None:
         """Record that the log up to ``offset`` has been applied (batches without producer ids advance it too)."""
@@ -313,6 +424,7 @@ class ProducerStateManager:
         self._remove_temp_files()
         self.entries = {}
         self.map_end_offset = 0
+        self._reset_transactions()
         for offset in reversed(self.snapshot_offsets()):
             if offset > max_offset:
                 continue
@@ -321,6 +433,7 @@ class ProducerStateManager:
                 continue
             self.entries = {e.producer_id: e for e in loaded}
             self.map_end_offset = offset
+            self._reset_transactions()
             return offset
         return 0
 
@@ -424,15 +537,6 @@ def _apply_data_batch(entry: ProducerEntry, header: BatchHeader) -> None:
     )
     if header.is_transactional and entry.current_txn_first_offset == NO_TXN:
         entry.current_txn_first_offset = header.base_offset  # the first batch opens the txn
-
-
-def _apply_marker(entry: ProducerEntry, header: BatchHeader, coordinator_epoch: int | None) -> None:
-    # A marker ends the open transaction. It carries no sequence, so the producer's
-    # sequence state (last batch) is left as it was.
-    entry.current_txn_first_offset = NO_TXN
-    entry.last_timestamp = header.max_timestamp
-    if coordinator_epoch is not None:
-        entry.coordinator_epoch = coordinator_epoch
 
 
 def _unlink_if_exists(path: str) -> None:

@@ -272,6 +272,15 @@ def encode_control_batch(
     )
 
 
+def read_control_record(buf: Buffer, position: int = 0) -> ControlRecord:
+    """The key and marker value of the control batch at ``position`` (one record, as
+    every writer makes them; the record's offset and timestamp do not matter)."""
+    header, records = decode_batch(buf, position)
+    if not header.is_control or not records:
+        raise CorruptRecordError(f"no control record in the batch at offset {header.base_offset}", position=position)
+    return parse_control_record(records[0])
+
+
 def make_records(
     values: Iterable[bytes | None],
     keys: Iterable[bytes | None] | None = None,

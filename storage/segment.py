@@ -198,6 +198,12 @@ class LogSegment:
                 return end
             end += header.size
 
+    def read_batch(self, position: int, size: int) -> bytes:
+        """The ``size`` bytes of the batch at ``position`` (a transaction marker's record)."""
+        if self._log is not None:
+            return self._log.map[position : position + size]
+        return os.pread(self._fd, size, position)
+
     def read_bytes(self, file_range: FileRange) -> bytes:
         """Copy a range into memory (tests, tools, compaction; never the fetch path)."""
         return os.pread(self._fd, file_range.length, file_range.position)

@@ -29,6 +29,7 @@ from storage.producer_state import (
     encode_snapshot,
     snapshot_file_name,
 )
+from storage.records import CONTROL_TYPE_ABORT, CONTROL_TYPE_COMMIT, ControlRecord
 
 PID = 7
 EPOCH = 3
@@ -171,7 +172,7 @@ def test_transaction_first_offset_set_by_first_batch_cleared_by_marker(tmp_path:
     m.update(batch(10, 0, 2, transactional=True))
     m.update(batch(12, 2, 2, transactional=True))
     assert m.entries[PID].current_txn_first_offset == 10
-    m.update(marker(14, epoch=EPOCH), coordinator_epoch=9)
+    m.update(marker(14, epoch=EPOCH), ControlRecord(0, CONTROL_TYPE_COMMIT, 9))
     entry = m.entries[PID]
     assert entry.current_txn_first_offset == -1
     assert entry.coordinator_epoch == 9
@@ -225,7 +226,7 @@ def test_snapshot_golden_bytes(tmp_path: Path) -> None:
     m = ProducerStateManager(tmp_path)
     m.update(batch(20, 7, 3, producer_id=1000, epoch=2, transactional=True, max_timestamp=1_700_000_000_123))
     m.update(batch(10, 0, 1, producer_id=5, epoch=0, max_timestamp=-1))
-    m.update(marker(23, epoch=2, producer_id=1000), coordinator_epoch=4)  # closes producer 1000's transaction
+    m.update(marker(23, epoch=2, producer_id=1000), ControlRecord(0, CONTROL_TYPE_ABORT, 4))  # closes producer 1000's transaction
     m.take_snapshot(24)
 
     body = (

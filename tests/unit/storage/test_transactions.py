@@ -1,0 +1,196 @@
+"""Transactions in a partition log: markers, the last stable offset, read_committed reads,
+marker fencing. Real logs on real files."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from storage.batch import iter_headers
+from storage.errors import InvalidProducerEpochError, StorageError, TransactionCoordinatorFencedError
+from storage.log import LATEST_STABLE, PartitionLog
+from storage.records import CONTROL_TYPE_ABORT, CONTROL_TYPE_COMMIT, Record, encode_batch, iter_batches, read_control_record
+from tests.unit.storage.helpers import batch, open_log
+
+BIG = 1 << 20
+
+
+def txn_batch(producer_id: int, sequence: int, count: int = 1, *, epoch: int = 0, value: bytes = b"v") -> bytes:
+    """A transactional producer's batch (offsets 0.., as a client sends it)."""
+    records = [Record(i, 1_000 + i, b"k", value) for i in range(count)]
+    return encode_batch(records, producer_id=producer_id, producer_epoch=epoch, base_sequence=sequence,
+                        is_transactional=True)
+
+
+def committed_offsets(log: PartitionLog, start: int = 0) -> list[int]:
+    """Offsets of the data records a read_committed read returns from ``start`` (one
+    read per segment, to the cap)."""
+    out: list[int] = []
+    offset = start
+    while True:
+        info = log.read(offset, BIG, read_committed=True)
+        if info.file_range is None:
+            return out
+        raw = os.pread(info.file_range.fd, info.file_range.length, info.file_range.position)
+        for header, records in iter_batches(raw):
+            if not header.is_control:
+                out.extend(r.offset for r in records)
+            offset = header.next_offset
+
+
+# ----------------------------------------------------------------- markers
+
+
+def test_append_marker_writes_one_control_batch_as_kafka_shapes_it(tmp_path):
+    log = open_log(tmp_path)
+    log.append(txn_batch(5, 0, 2, epoch=3), leader_epoch=7)
+    info = log.append_marker(5, 3, True, 11, leader_epoch=7, now=42_000)
+    assert (info.first_offset, info.last_offset, info.record_count) == (2, 2, 1)
+    raw = log.read_bytes(2, BIG)
+    (_position, header), = iter_headers(memoryview(raw))
+    assert header.is_control and header.is_transactional
+    assert (header.producer_id, header.producer_epoch, header.base_sequence) == (5, 3, -1)
+    assert (header.partition_leader_epoch, header.max_timestamp) == (7, 42_000)
+    marker = read_control_record(raw)
+    assert (marker.type, marker.coordinator_epoch) == (CONTROL_TYPE_COMMIT, 11)
+    log.append(txn_batch(5, 2, epoch=3), leader_epoch=7)
+    log.append_marker(5, 3, False, 11, leader_epoch=7)
+    assert read_control_record(log.read_bytes(4, BIG)).type == CONTROL_TYPE_ABORT
+    entry = log.producer_state.entries[5]
+    assert (entry.coordinator_epoch, entry.current_txn_first_offset) == (11, -1)
+
+
+def test_a_marker_for_a_producer_without_an_open_transaction_is_still_written(tmp_path):
+    log = open_log(tmp_path)
+    log.append(batch(count=3), leader_epoch=0)
+    info = log.append_marker(99, 0, False, 1, leader_epoch=0)
+    assert info.first_offset == 3 and log.log_end_offset == 4
+    assert log.last_stable_offset == 4
+    assert log.producer_state.entries[99].coordinator_epoch == 1
+
+
+def test_marker_with_an_old_producer_epoch_is_refused_with_invalid_producer_epoch(tmp_path):
+    log = open_log(tmp_path)
+    log.append(txn_batch(5, 0, epoch=4), leader_epoch=0)
+    with pytest.raises(InvalidProducerEpochError) as refused:
+        log.append_marker(5, 3, True, 0, leader_epoch=0)
+    assert refused.value.kafka_error_code == 47
+    assert isinstance(refused.value, StorageError)
+    assert log.log_end_offset == 1  # nothing written
+    assert log.last_stable_offset == 0  # the transaction is still open
+    # A newer epoch is fine: the coordinator bumps it when it aborts a timed-out txn.
+    log.append_marker(5, 5, False, 0, leader_epoch=0)
+    assert log.last_stable_offset == 2
+    assert log.producer_state.entries[5].producer_epoch == 5
+
+
+def test_marker_from_an_older_coordinator_epoch_is_refused_with_coordinator_fenced(tmp_path):
+    log = open_log(tmp_path)
+    log.append(txn_batch(5, 0), leader_epoch=0)
+    log.append_marker(5, 0, True, 6, leader_epoch=0)
+    log.append(txn_batch(5, 1), leader_epoch=0)
+    with pytest.raises(TransactionCoordinatorFencedError) as refused:
+        log.append_marker(5, 0, True, 5, leader_epoch=0)
+    assert refused.value.kafka_error_code == 52
+    assert log.log_end_offset == 3 and log.last_stable_offset == 2
+    log.append_marker(5, 0, True, 6, leader_epoch=0)  # the same coordinator epoch passes
+    assert log.last_stable_offset == 4
+
+
+def test_a_control_batch_with_an_unreadable_record_is_refused_before_it_is_written(tmp_path):
+    log = open_log(tmp_path)
+    bad = encode_batch([Record(0, 1, b"\x00", b"")], producer_id=5, producer_epoch=0, is_transactional=True,
+                       is_control=True)
+    with pytest.raises(StorageError):
+        log.append(bad, leader_epoch=0)
+    assert log.log_end_offset == 0
+
+
+# ----------------------------------------------------------------- the last stable offset
+
+
+def test_lso_stays_at_the_first_offset_of_an_open_transaction_and_moves_on_the_marker(tmp_path):
+    log = open_log(tmp_path)
+    log.append(batch(count=2), leader_epoch=0)  # offsets 0-1, not transactional
+    assert log.last_stable_offset == 2
+    log.append(txn_batch(5, 0, 3), leader_epoch=0)  # 2-4
+    log.append(batch(count=1), leader_epoch=0)  # 5: a plain write inside the txn's span
+    log.append(txn_batch(5, 3, 2), leader_epoch=0)  # 6-7
+    assert log.high_watermark == 8
+    assert log.last_stable_offset == 2
+    assert log.producer_state.first_unstable_offset() == 2
+    info = log.read(0, BIG, read_committed=True)
+    assert info.last_stable_offset == 2
+    assert committed_offsets(log) == [0, 1]
+    # A read_committed read at the LSO has nothing to return yet.
+    assert log.read(2, BIG, read_committed=True).file_range is None
+    # Uncommitted and committed (high watermark) reads still see everything.
+    assert log.read(2, BIG).file_range is not None
+    log.append_marker(5, 0, True, 0, leader_epoch=0)  # 8
+    assert log.last_stable_offset == 9 == log.log_end_offset
+    assert log.producer_state.first_unstable_offset() is None
+    assert committed_offsets(log) == [0, 1, 2, 3, 4, 5, 6, 7]
+    assert log.offset_for_timestamp(LATEST_STABLE) == (9, -1)
+
+
+def test_interleaved_producers_the_lso_follows_the_oldest_open_transaction(tmp_path):
+    log = open_log(tmp_path)
+    log.append(txn_batch(1, 0, 2), leader_epoch=0)  # 0-1 producer 1
+    log.append(txn_batch(2, 0, 2), leader_epoch=0)  # 2-3 producer 2
+    log.append(txn_batch(1, 2, 1), leader_epoch=0)  # 4 producer 1
+    log.append(txn_batch(3, 0, 1), leader_epoch=0)  # 5 producer 3
+    assert log.last_stable_offset == 0
+    log.append_marker(2, 0, False, 0, leader_epoch=0)  # 6: producer 2 aborts, 1 still open
+    assert log.last_stable_offset == 0
+    log.append_marker(1, 0, True, 0, leader_epoch=0)  # 7: now producer 3's txn is the oldest
+    assert log.last_stable_offset == 5
+    assert committed_offsets(log) == [0, 1, 2, 3, 4]  # aborted data is filtered by the consumer
+    log.append(txn_batch(2, 2, 1), leader_epoch=0)  # 8: producer 2's next transaction
+    assert log.last_stable_offset == 5
+    log.append_marker(3, 0, True, 0, leader_epoch=0)  # 9
+    assert log.last_stable_offset == 8
+    log.append_marker(2, 0, True, 0, leader_epoch=0)  # 10
+    assert log.last_stable_offset == 11
+    assert log.producer_state.ongoing == {}
+
+
+def test_lso_never_passes_the_high_watermark_on_a_replicated_log(tmp_path):
+    log = open_log(tmp_path)
+    log.set_replicated(True)
+    log.append(batch(count=2), leader_epoch=0)  # 0-1
+    assert log.high_watermark == 0 and log.last_stable_offset == 0
+    log.append(txn_batch(5, 0, 2), leader_epoch=0)  # 2-3
+    log.advance_high_watermark(1)
+    assert log.last_stable_offset == 1
+    log.advance_high_watermark(4)
+    assert log.last_stable_offset == 2  # the open transaction holds it
+    log.append_marker(5, 0, True, 0, leader_epoch=0)  # 4
+    # The marker is not replicated yet: a new leader may still see the txn open, so the
+    # LSO must not move past its first offset (nor past the high watermark).
+    assert log.last_stable_offset == 2
+    assert log.read(2, BIG, read_committed=True).file_range is None
+    log.advance_high_watermark(5)
+    assert log.last_stable_offset == 5
+    assert committed_offsets(log) == [0, 1, 2, 3]
+    log.append(batch(count=1), leader_epoch=0)  # 5
+    assert log.last_stable_offset == 5 == log.high_watermark
+
+
+def test_read_committed_stops_at_the_lso_inside_a_segment_and_across_segments(tmp_path):
+    from storage.config import LogConfig
+
+    log = open_log(tmp_path, LogConfig(segment_bytes=600))
+    for _ in range(6):
+        log.append(batch(count=1, value_size=150), leader_epoch=0)  # several segments
+    first_txn = log.log_end_offset
+    log.append(txn_batch(5, 0, 1), leader_epoch=0)
+    for _ in range(4):
+        log.append(batch(count=1, value_size=150), leader_epoch=0)
+    assert len(log.segments) > 2
+    assert log.last_stable_offset == first_txn
+    assert committed_offsets(log) == list(range(first_txn))
+    # The high-watermark read goes on to the end; its cache is not disturbed by the LSO's.
+    assert log.read(first_txn, BIG, committed=True).file_range is not None
+    log.append_marker(5, 0, False, 0, leader_epoch=0)
+    assert committed_offsets(log) == [o for o in range(log.log_end_offset - 1)]
