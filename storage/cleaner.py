@@ -31,14 +31,19 @@ Crash safety (Kafka's protocol; recovery is log.py ``_finish_interrupted_operati
 
     a. write <B>.log.cleaned, fsync it      crash: the .cleaned file is garbage, deleted
                                             on restart; the source is served
-    b. rename it to <B>.log.swap, fsync     the point of no return: on restart the .swap
-       the directory                        replaces <B>.log (and its indexes) whatever
-                                            else happened after
+    b. write <B>.txnindex.swap (the         cleaning keeps every marker and offset, so
+       source's aborted txns), then rename  the source's transaction index is the copy's;
+       <B>.log.cleaned to <B>.log.swap,     it goes first: a .txnindex.swap without a
+       fsync the directory                  .log.swap is garbage. The .log.swap is the
+                                            point of no return: on restart it replaces
+                                            <B>.log (and its indexes, the .txnindex by its
+                                            .swap) whatever else happened after
     c. owner thread, ``swap_in_cleaned_segment``:
        c1. rename the source's files to     frees the name <B>.log; the source keeps its
            .deleted                         open fd, so readers holding the old segment
                                             list snapshot (or a FileRange) keep working
-       c2. rename <B>.log.swap -> <B>.log
+       c2. rename <B>.txnindex.swap and
+           <B>.log.swap to their live names
        c3. open a sealed LogSegment on it   no index files exist under that name: the
                                             segment rebuilds them from the log
        c4. PartitionLog.replace_segments    one assignment of the copy-on-write list; the
@@ -78,10 +83,12 @@ from typing import Iterator, Sequence
 
 from storage import files
 from storage.batch import BatchHeader, iter_headers
+from storage.checkpoint import write_bytes_atomically
 from storage.errors import CorruptRecordError
 from storage.log import PartitionLog
 from storage.records import Record, decode_batch, parse_control_record, rebuild_batch
 from storage.segment import LogSegment
+from storage.txn_index import encode_entry
 
 logger = logging.getLogger(__name__)
 
@@ -323,7 +330,13 @@ def write_cleaned_segment(segment: LogSegment, offset_map: OffsetMap, *, now_ms:
 
 
 def promote_to_swap(cleaned: CleanedSegment) -> str:
-    """Step b, the point of no return: ``.log.cleaned`` -> ``.log.swap``, made durable."""
+    """Step b, the point of no return: ``.log.cleaned`` -> ``.log.swap``, made durable,
+    after the source's transaction index is copied to ``.txnindex.swap``."""
+    source = cleaned.source
+    entries = source.txn_index.entries
+    if entries:
+        txn_swap = files.txn_index_path(source.directory, source.base_offset) + files.SWAP_SUFFIX
+        write_bytes_atomically(txn_swap, b"".join(encode_entry(txn) for txn in entries))
     swap_path = cleaned.path[: -len(files.CLEANED_SUFFIX)] + files.SWAP_SUFFIX
     os.replace(cleaned.path, swap_path)
     files.fsync_dir(os.path.dirname(swap_path))
@@ -338,6 +351,9 @@ def swap_in_cleaned_segment(log: PartitionLog, source: LogSegment, swap_path: st
     # c1 before c2: the source's files must leave the name the cleaned copy takes.
     # Its fd and index maps stay open, so old snapshots and FileRanges still read.
     source.rename_with_suffix(files.DELETED_SUFFIX)
+    txn_index = files.txn_index_path(log.directory, source.base_offset)
+    if os.path.exists(txn_index + files.SWAP_SUFFIX):
+        os.replace(txn_index + files.SWAP_SUFFIX, txn_index)
     os.replace(swap_path, final_path)
     # No .index/.timeindex under this name any more: the segment rebuilds them.
     cleaned = LogSegment(log.directory, source.base_offset, log.config, active=False)

@@ -1,5 +1,7 @@
 """``python -m storage.dump PATH``: print the batches of a segment (or every segment of a
-partition dir) and verify each CRC-32C, like Kafka's kafka-dump-log. Offline tool: it
+partition dir) and verify each CRC-32C, like Kafka's kafka-dump-log. Transaction markers
+show their type (COMMIT/ABORT) and coordinator epoch; ``.txnindex`` files (given, or
+beside the segments of a dir) show their aborted-transaction entries. Offline tool: it
 opens files read-only and never changes them.
 """
 
@@ -16,13 +18,36 @@ import orjson
 from storage import files
 from storage.batch import check_batch_frame
 from storage.errors import CorruptRecordError
-from storage.records import decode_batch
+from storage.records import CONTROL_TYPE_ABORT, CONTROL_TYPE_COMMIT, decode_batch, read_control_record
+from storage.txn_index import ENTRY_SIZE, decode_entries
+
+MARKER_NAMES = {CONTROL_TYPE_ABORT: "ABORT", CONTROL_TYPE_COMMIT: "COMMIT"}
 
 
 def segment_paths(path: str) -> list[str]:
+    """The segment files and transaction indexes of a dir, by base offset (each .log
+    before its .txnindex), or ``path`` itself."""
     if os.path.isdir(path):
-        return [os.path.join(path, n) for n in sorted(os.listdir(path)) if files.is_segment_log(n)]
+        return [os.path.join(path, n) for n in sorted(os.listdir(path)) if files.is_segment_log(n) or _is_txn_index(n)]
     return [path]
+
+
+def _is_txn_index(name: str) -> bool:
+    prefix, _, suffix = name.partition(".")
+    return "." + suffix == files.TXN_INDEX_SUFFIX and len(prefix) == 20 and prefix.isdigit()
+
+
+def dump_txn_index(path: str) -> Iterator[dict]:
+    """One dict per AbortedTxn entry (Kafka's fields); a torn tail is an error."""
+    with open(path, "rb") as handle:
+        data = handle.read()
+    for position, txn in enumerate(decode_entries(data)):
+        yield {"position": position * ENTRY_SIZE, "version": 0, "producer_id": txn.producer_id,
+               "first_offset": txn.first_offset, "last_offset": txn.last_offset,
+               "last_stable_offset": txn.last_stable_offset}
+    if len(data) % ENTRY_SIZE:
+        yield {"position": len(data) - len(data) % ENTRY_SIZE,
+               "error": f"{len(data) % ENTRY_SIZE} bytes after the last whole {ENTRY_SIZE}-byte entry"}
 
 
 def dump_segment(path: str, *, records: bool = False) -> Iterator[dict]:
@@ -52,6 +77,13 @@ def dump_segment(path: str, *, records: bool = False) -> Iterator[dict]:
                     "partition_leader_epoch": header.partition_leader_epoch,
                     "transactional": header.is_transactional, "control": header.is_control,
                 }
+                if header.is_control:
+                    try:
+                        marker = read_control_record(view[position : position + header.size])
+                        entry["marker"] = MARKER_NAMES.get(marker.type, f"type {marker.type}")
+                        entry["coordinator_epoch"] = marker.coordinator_epoch
+                    except CorruptRecordError as exc:
+                        entry["marker"] = f"unreadable: {exc}"
                 if records:
                     _h, decoded = decode_batch(view[position : position + header.size])
                     entry["records"] = [
@@ -73,7 +105,8 @@ def print_dump(paths: list[str], *, records: bool, as_json: bool, out: TextIO) -
     for path in paths:
         if not as_json:
             print(f"Dumping {path}", file=out)
-        for entry in dump_segment(path, records=records):
+        entries = dump_txn_index(path) if path.endswith(files.TXN_INDEX_SUFFIX) else dump_segment(path, records=records)
+        for entry in entries:
             if "error" in entry:
                 status = 1
             if as_json:
@@ -91,7 +124,7 @@ def print_dump(paths: list[str], *, records: bool, as_json: bool, out: TextIO) -
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="castle log dump", description=__doc__)
-    parser.add_argument("path", help="a .log segment file or a <topic>-<partition> directory")
+    parser.add_argument("path", help="a .log segment file, a .txnindex file or a <topic>-<partition> directory")
     parser.add_argument("--records", action="store_true", help="decode and print every record")
     parser.add_argument("--json", action="store_true", help="one JSON object per line")
     args = parser.parse_args(argv)

@@ -5,6 +5,7 @@ A segment is named by its base offset, zero-padded to 20 digits::
     00000000000000368769.log         record batches
     00000000000000368769.index       sparse offset index
     00000000000000368769.timeindex   sparse time index
+    00000000000000368769.txnindex    aborted transactions whose markers the segment holds
     00000000000000368769.snapshot    producer-state snapshot taken at that offset
 
 Suffixes added to a name mark a file in transit: ``.deleted`` (waiting for
@@ -20,6 +21,7 @@ import os
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
+TXN_INDEX_SUFFIX = ".txnindex"
 SNAPSHOT_SUFFIX = ".snapshot"
 DELETED_SUFFIX = ".deleted"
 CLEANED_SUFFIX = ".cleaned"
@@ -50,6 +52,10 @@ def index_path(directory: str, base_offset: int) -> str:
 
 def time_index_path(directory: str, base_offset: int) -> str:
     return os.path.join(directory, filename_prefix(base_offset) + TIME_INDEX_SUFFIX)
+
+
+def txn_index_path(directory: str, base_offset: int) -> str:
+    return os.path.join(directory, filename_prefix(base_offset) + TXN_INDEX_SUFFIX)
 
 
 def snapshot_path(directory: str, offset: int) -> str:

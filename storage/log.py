@@ -59,6 +59,7 @@ from storage.records import CONTROL_TYPE_ABORT, CONTROL_TYPE_COMMIT, decode_batc
 from storage.releaser import RELEASER
 from storage.segment import LogSegment
 from storage.segments import SegmentList
+from storage.txn_index import AbortedTxn
 from storage.types import FileRange, TopicPartition
 
 log = logging.getLogger(__name__)
@@ -136,6 +137,9 @@ class PartitionLog:
         self._dir_dirty = False
         os.makedirs(directory, exist_ok=True)
         _finish_interrupted_operations(directory)
+        # The first segment whose .txnindex recovery emptied: the producer-state replay
+        # must start at or before it, to write its entries again.
+        self._replay_from: int | None = None
         self._segments = self._load_segments(recovery_point, clean_shutdown)
         self._log_end_offset = self._segments.active.next_offset
         if log_start_offset > self._log_end_offset:
@@ -183,6 +187,8 @@ class PartitionLog:
                 segment.close()
                 segment = LogSegment(self.directory, base, self.config, active=False, recover=True)
             segments.append(segment)
+            if segment.recovery is not None and self._replay_from is None:
+                self._replay_from = base
             if segment.recovery is not None and segment.recovery.cut_bytes and not last \
                     and not _only_an_untrimmed_tail(segment, next_base):
                 # Everything after the first invalid batch is gone, later segments too.
@@ -207,7 +213,9 @@ class PartitionLog:
         """Load the newest snapshot, then replay batch headers after it (no record decode)."""
         # Snapshots past the end describe batches that recovery or truncation removed.
         self.producer_state.delete_snapshots_after(self._log_end_offset)
-        start = self.producer_state.load_latest_snapshot(self._log_end_offset)
+        replay_from = self._log_end_offset if self._replay_from is None else min(self._replay_from, self._log_end_offset)
+        self._replay_from = None
+        start = self.producer_state.load_latest_snapshot(replay_from)
         start = max(start, self.log_start_offset)
         for segment in self._segments.from_offset(start):
             found = segment.translate_offset(start)
@@ -232,7 +240,22 @@ class PartitionLog:
             # then ends no transaction, as a control record of an unknown type.
             log.warning("%s: unreadable control batch at offset %d: %s", self.tp, header.base_offset, exc)
             marker = None
-        self.producer_state.update(header, marker)
+        completed = self.producer_state.update(header, marker)
+        if completed is not None and completed.is_aborted:
+            # Skipped when the index already has it: a replay over a segment that kept its index.
+            segment.txn_index.append(AbortedTxn(completed.producer_id, completed.first_offset,
+                                                completed.last_offset, completed.last_stable_offset))
+
+    def aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[tuple[int, int]]:
+        """(producer id, first offset) of every aborted transaction that overlaps
+        [start_offset, upper_bound_offset): what a read_committed consumer must drop from
+        a fetch starting at ``start_offset`` (Kafka's collectAbortedTransactions, reading
+        the .txnindex of the segments from the one holding ``start_offset``)."""
+        out: list[tuple[int, int]] = []
+        for segment in self._segments.from_offset(start_offset):
+            if segment.txn_index.collect(start_offset, upper_bound_offset, out):
+                break
+        return out
 
     def update_config(self, config: LogConfig) -> None:
         """Apply new topic settings; the active segment keeps its map size until it rolls."""
@@ -809,7 +832,7 @@ def _only_an_untrimmed_tail(segment: LogSegment, next_base: int | None) -> bool:
 
 def _delete_segment_files(directory: str, base_offset: int) -> None:
     for path in (files.log_path(directory, base_offset), files.index_path(directory, base_offset),
-                 files.time_index_path(directory, base_offset)):
+                 files.time_index_path(directory, base_offset), files.txn_index_path(directory, base_offset)):
         files.unlink_if_exists(path)
 
 
@@ -817,21 +840,27 @@ def _finish_interrupted_operations(directory: str) -> None:
     """Kafka's rules for files left in transit by a crash.
 
     1. ``.deleted``, ``.cleaned`` and ``.tmp`` files are garbage: remove them.
-    2. A ``.swap`` file is a complete cleaner output: it replaces the segment of the same
-       base offset (whose files are removed), then loses its suffix.
+    2. A ``.log.swap`` file is a complete cleaner output: it replaces the segment of the
+       same base offset (whose files are removed), then loses its suffix; so does the
+       ``.txnindex.swap`` beside it. Any other ``.swap`` file is garbage.
     """
     names = os.listdir(directory)
     for name in names:
         if name.endswith((files.DELETED_SUFFIX, files.CLEANED_SUFFIX, ".tmp")):
             os.unlink(os.path.join(directory, name))
+    log_swap = files.LOG_SUFFIX + files.SWAP_SUFFIX
+    swapped = {files.offset_from_filename(name) for name in names if name.endswith(log_swap)}
+    for base in swapped:
+        for path in (files.index_path(directory, base), files.time_index_path(directory, base),
+                     files.txn_index_path(directory, base)):
+            if os.path.exists(path):
+                os.unlink(path)  # the segment rebuilds missing indexes from the log
     for name in names:
         if not name.endswith(files.SWAP_SUFFIX):
             continue
-        if name.endswith(files.LOG_SUFFIX + files.SWAP_SUFFIX):
-            base = files.offset_from_filename(name)
-            for path in (files.index_path(directory, base), files.time_index_path(directory, base)):
-                if os.path.exists(path):
-                    os.unlink(path)  # the segment rebuilds missing indexes from the log
+        promoted = name.endswith(log_swap) or (
+            name.endswith(files.TXN_INDEX_SUFFIX + files.SWAP_SUFFIX) and files.offset_from_filename(name) in swapped)
+        if promoted:
             os.replace(os.path.join(directory, name), os.path.join(directory, name[: -len(files.SWAP_SUFFIX)]))
         else:
             os.unlink(os.path.join(directory, name))

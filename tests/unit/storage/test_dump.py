@@ -48,3 +48,32 @@ def test_dump_reports_a_corrupt_batch_with_a_failing_status(tmp_path):
     result = _dump(path)
     assert result.returncode == 1
     assert "INVALID" in result.stdout and "CRC" in result.stdout
+
+
+def test_dump_shows_markers_and_the_txnindex_entries(tmp_path):
+    from tests.unit.storage.test_transactions import txn_batch
+
+    log = open_log(tmp_path, LogConfig())
+    log.append(txn_batch(7, 0, 2), leader_epoch=0)  # 0-1
+    log.append_marker(7, 0, True, 4, leader_epoch=0)  # 2
+    log.append(txn_batch(7, 2, 1), leader_epoch=0)  # 3
+    log.append_marker(7, 0, False, 5, leader_epoch=0)  # 4
+    directory = log.directory
+    log.close()
+    result = _dump(directory, "--json")
+    assert result.returncode == 0, result.stderr
+    lines = [orjson.loads(line) for line in result.stdout.splitlines()]
+    markers = [(e["base_offset"], e["marker"], e["coordinator_epoch"]) for e in lines if e.get("control")]
+    assert markers == [(2, "COMMIT", 4), (4, "ABORT", 5)]
+    entries = [e for e in lines if e["file"].endswith(".txnindex")]
+    assert [(e["producer_id"], e["first_offset"], e["last_offset"], e["last_stable_offset"]) for e in entries] == \
+        [(7, 3, 4, 5)]
+    # The text form, and a .txnindex file given on its own.
+    text = _dump(directory).stdout
+    assert "marker: COMMIT coordinator_epoch: 4" in text and "marker: ABORT coordinator_epoch: 5" in text
+    alone = _dump(files.txn_index_path(directory, 0))
+    assert alone.returncode == 0
+    assert "producer_id: 7 first_offset: 3 last_offset: 4 last_stable_offset: 5" in alone.stdout
+    with open(files.txn_index_path(directory, 0), "ab") as handle:
+        handle.write(b"\x00" * 3)
+    assert _dump(files.txn_index_path(directory, 0)).returncode == 1

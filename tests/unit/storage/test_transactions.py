@@ -11,7 +11,7 @@ from storage.batch import iter_headers
 from storage.errors import InvalidProducerEpochError, StorageError, TransactionCoordinatorFencedError
 from storage.log import LATEST_STABLE, PartitionLog
 from storage.records import CONTROL_TYPE_ABORT, CONTROL_TYPE_COMMIT, Record, encode_batch, iter_batches, read_control_record
-from tests.unit.storage.helpers import batch, open_log
+from tests.unit.storage.helpers import TP, batch, open_log
 
 BIG = 1 << 20
 
@@ -194,3 +194,121 @@ def test_read_committed_stops_at_the_lso_inside_a_segment_and_across_segments(tm
     assert log.read(first_txn, BIG, committed=True).file_range is not None
     log.append_marker(5, 0, False, 0, leader_epoch=0)
     assert committed_offsets(log) == [o for o in range(log.log_end_offset - 1)]
+
+
+# ----------------------------------------------------------------- replicas and restarts
+
+
+def _txn_files(log: PartitionLog) -> dict[str, bytes]:
+    out = {}
+    for name in sorted(os.listdir(log.directory)):
+        if name.endswith(".txnindex"):
+            with open(os.path.join(log.directory, name), "rb") as handle:
+                out[name] = handle.read()
+    return out
+
+
+def _leader_with_transactions(tmp_path, config) -> PartitionLog:
+    leader = PartitionLog(str(tmp_path / "leader"), TP, config)
+    leader.set_replicated(True)
+    for round_ in range(5):
+        leader.append(txn_batch(1, 2 * round_, 2, value=b"a" * 150), leader_epoch=1)
+        leader.append(txn_batch(2, round_, 1, value=b"b" * 150), leader_epoch=1)
+        leader.append(batch(count=1, value_size=150), leader_epoch=1)
+        leader.append_marker(1, 0, round_ % 2 == 1, 3, leader_epoch=1)
+        leader.append(txn_batch(3, round_, 1, value=b"c" * 150), leader_epoch=2)
+        leader.append_marker(3, 0, False, 3, leader_epoch=2)
+        if round_ < 4:  # producer 2's last transaction stays open
+            leader.append_marker(2, 0, round_ % 2 == 0, 3, leader_epoch=2)
+    leader.append(txn_batch(4, 0, 1), leader_epoch=2)  # and one more, opened last
+    return leader
+
+
+def _state(log: PartitionLog) -> tuple:
+    return (log.producer_state.entries, log.producer_state.ongoing, list(log.producer_state.unreplicated),
+            log.last_stable_offset)
+
+
+@pytest.mark.parametrize("chunk_bytes", [1, 4096, BIG], ids=["batch-by-batch", "chunks", "one-read"])
+def test_a_follower_fed_the_leaders_bytes_ends_with_the_same_txn_state(tmp_path, chunk_bytes):
+    from storage.config import LogConfig
+
+    config = LogConfig(segment_bytes=2048)
+    leader = _leader_with_transactions(tmp_path, config)
+    follower = PartitionLog(str(tmp_path / "follower"), TP, config)
+    follower.set_replicated(True)
+    offset = 0
+    while offset < leader.log_end_offset:
+        # A replica fetch: read_bytes gives whole batches (at least one), as the leader sends them.
+        raw = leader.read_bytes(offset, chunk_bytes)
+        info = follower.append_as_follower(raw)
+        assert info is not None
+        offset = info.last_offset + 1
+    assert follower.log_end_offset == leader.log_end_offset
+    for hw in (0, leader.log_end_offset // 2, leader.log_end_offset - 3, leader.log_end_offset):
+        leader.advance_high_watermark(hw)
+        follower.advance_high_watermark(hw)
+        assert _state(follower) == _state(leader)
+    assert leader.last_stable_offset == leader.producer_state.ongoing[2] < leader.high_watermark
+    end = leader.log_end_offset
+    assert follower.aborted_transactions(0, end) == leader.aborted_transactions(0, end) != []
+    leader_files, follower_files = _txn_files(leader), _txn_files(follower)
+    assert b"".join(follower_files.values()) == b"".join(leader_files.values())
+    if chunk_bytes == 1:  # the same rolls: the same files, byte for byte
+        assert follower_files == leader_files
+    leader.close()
+    follower.close()
+
+
+def test_a_restart_keeps_open_transactions_the_lso_and_the_coordinator_epoch(tmp_path):
+    log = open_log(tmp_path)
+    log.append(batch(count=2), leader_epoch=0)  # 0-1
+    log.append(txn_batch(1, 0, 2), leader_epoch=0)  # 2-3
+    log.append_marker(1, 0, True, 8, leader_epoch=0)  # 4
+    log.append(txn_batch(2, 0, 1), leader_epoch=0)  # 5
+    log.append(txn_batch(1, 2, 1), leader_epoch=0)  # 6
+    log.append(txn_batch(3, 0, 1), leader_epoch=0)  # 7
+    log.append_marker(3, 0, False, 8, leader_epoch=0)  # 8
+    state, lso = _state(log), log.last_stable_offset
+    assert lso == 5
+    log.close()
+    snapshots = [n for n in os.listdir(log.directory) if n.endswith(".snapshot")]
+    assert snapshots == ["00000000000000000009.snapshot"]  # nothing to replay: all from the snapshot
+    reopened = open_log(tmp_path)
+    assert _state(reopened) == state
+    assert reopened.producer_state.ongoing == {2: 5, 1: 6}
+    assert list(reopened.producer_state.ongoing) == [2, 1]  # first-offset order
+    assert reopened.last_stable_offset == 5
+    with pytest.raises(TransactionCoordinatorFencedError):
+        reopened.append_marker(1, 0, True, 7, leader_epoch=0)
+    reopened.append_marker(2, 0, True, 8, leader_epoch=0)
+    assert reopened.last_stable_offset == 6
+    reopened.append_marker(1, 0, False, 8, leader_epoch=0)
+    assert reopened.last_stable_offset == reopened.log_end_offset
+    assert reopened.aborted_transactions(0, reopened.log_end_offset) == [(3, 7), (1, 6)]
+    reopened.close()
+
+
+def test_a_restart_from_an_older_snapshot_replays_the_markers(tmp_path):
+    """Rolls leave snapshots at segment bases; an unclean stop replays from there."""
+    from storage.config import LogConfig
+    from storage.releaser import RELEASER
+
+    config = LogConfig(segment_bytes=1024)
+    log = open_log(tmp_path, config)
+    log.append(txn_batch(1, 0, 1, value=b"x" * 300), leader_epoch=0)
+    for _ in range(4):
+        log.append(batch(count=1, value_size=300), leader_epoch=0)
+    log.append(txn_batch(2, 0, 1, value=b"x" * 300), leader_epoch=0)
+    log.append_marker(1, 0, False, 1, leader_epoch=0)
+    for _ in range(4):
+        log.append(batch(count=1, value_size=300), leader_epoch=0)
+    state = _state(log)
+    assert log.last_stable_offset == 5
+    RELEASER.drain()
+    log.close_for_deletion()  # a kill: no snapshot at the end, no flush
+    RELEASER.drain()
+    reopened = open_log(tmp_path, config, clean_shutdown=False, recovery_point=log.log_end_offset)
+    assert _state(reopened)[:2] == state[:2]
+    assert reopened.last_stable_offset == 5
+    reopened.close()
