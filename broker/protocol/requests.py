@@ -166,6 +166,8 @@ from kio.schema.sync_group.v2.request import SyncGroupRequest as _SyncGroupReque
 from kio.schema.sync_group.v3.request import SyncGroupRequest as _SyncGroupRequestV3
 from kio.schema.sync_group.v4.request import SyncGroupRequest as _SyncGroupRequestV4
 from kio.schema.sync_group.v5.request import SyncGroupRequest as _SyncGroupRequestV5
+from kio.schema.write_txn_markers.v1.request import WriteTxnMarkersRequest as _WriteTxnMarkersRequestV1
+from kio.schema.write_txn_markers.v2.request import WriteTxnMarkersRequest as _WriteTxnMarkersRequestV2
 
 # key 2
 ListOffsetsRequest = Union[
@@ -427,6 +429,12 @@ SaslAuthenticateRequest = Union[
     _SaslAuthenticateRequestV2,
 ]
 
+# key 27
+WriteTxnMarkersRequest = Union[
+    _WriteTxnMarkersRequestV1,
+    _WriteTxnMarkersRequestV2,
+]
+
 from broker.protocol.acl_requests import CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest  # noqa: E402
 
 BY_KEY: dict[int, object] = {
@@ -455,6 +463,7 @@ BY_KEY: dict[int, object] = {
     36: SaslAuthenticateRequest,
     37: CreatePartitionsRequest,
     23: OffsetForLeaderEpochRequest,
+    27: WriteTxnMarkersRequest,
     42: DeleteGroupsRequest,
     43: ElectLeadersRequest,
     45: AlterPartitionReassignmentsRequest,
