@@ -11,9 +11,15 @@ min_bytes not reached and max_wait_ms > 0 the request parks in the purgatory unt
 append to one of its partitions (in any worker) or the deadline: no polling.
 Fetch sessions (KIP-227) are declined the way Kafka allows: we answer session_id 0, so
 clients keep sending full requests; an incremental request (epoch > 0) for a session
-we never gave answers FETCH_SESSION_ID_NOT_FOUND. No transactions yet: the last stable
-offset is the high watermark, aborted transactions null. zstd data is never sent below
-v10 (UNSUPPORTED_COMPRESSION_TYPE for that partition).
+we never gave answers FETCH_SESSION_ID_NOT_FOUND. zstd data is never sent below v10
+(UNSUPPORTED_COMPRESSION_TYPE for that partition).
+
+Transactions (v4+): a read_committed fetch (isolation_level 1) reads below the last stable
+offset, still by sendfile, and is answered the aborted transactions (producer id, first
+offset) that may start in the bytes sent, so the consumer drops their batches (as Kafka, it
+also gets the aborted transactions' batches and the control batches). Its aborted list is
+empty, never null; a read_uncommitted fetch's is null, as Kafka answers it. Every answer
+carries the owner's last stable offset (-1 with an error, as Kafka).
 
 Byte limits (KIP-74, as Kafka's ReplicaManager.readFromLog): partitions are filled in request
 order, each with at most min(partition_max_bytes, what is left of max_bytes) of whole
@@ -73,6 +79,8 @@ ZERO_UUID = uuid.UUID(int=0)
 # per Fetch an object per partition was a measurable share of resolve.
 Wanted = tuple[int, int, int, "ReadItem | None"]
 _read_item = functools.partial(tuple.__new__, ReadItem)
+# The same for each partition's answer: every field given, in FetchPartitionOut's order.
+_partition_out = functools.partial(tuple.__new__, fast.FetchPartitionOut)
 
 
 def resolve(ctx: RequestContext, request: FetchRequest) -> tuple[list[tuple[str, uuid.UUID]], list[Wanted]]:
@@ -83,6 +91,7 @@ def resolve(ctx: RequestContext, request: FetchRequest) -> tuple[list[tuple[str,
     version = ctx.api_version
     refuse_zstd = version < 10
     replica_id = request.replica_id
+    isolation = 1 if request.isolation_level == 1 else 0  # Kafka knows no other level
     # Only brokers fetch as replicas (reading past the high watermark, moving it): a live
     # broker's id, on a connection that proved it is a broker (or, with an authorizer, has
     # CLUSTER_ACTION); else every partition is refused, as Kafka refuses an unauthorized follower.
@@ -121,8 +130,8 @@ def resolve(ctx: RequestContext, request: FetchRequest) -> tuple[list[tuple[str,
         for partition, fetch_offset, max_bytes, leader_epoch, last_fetched_epoch in topic.partitions:
             if 0 <= partition < count:
                 limit = (max_bytes if max_bytes < response_max else response_max) if max_bytes > 0 else 0
-                add((index, partition, 0, _read_item((tps[partition], fetch_offset, limit,
-                                                      refuse_zstd, replica_id, leader_epoch, last_fetched_epoch))))
+                add((index, partition, 0, _read_item((tps[partition], fetch_offset, limit, refuse_zstd, replica_id,
+                                                      leader_epoch, last_fetched_epoch, isolation))))
             else:
                 add((index, partition, ErrorCode.unknown_topic_or_partition, None))
     return topics, wanted
@@ -157,7 +166,7 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> RawRespons
     node.stats["fetch_requests"] += 1
     session_error = _session_error(ctx, request)
     if session_error:
-        return _respond(ctx, session_error, [], [], [])
+        return respond(ctx, session_error, [], [], [])
     topics, wanted = resolve(ctx, request)
     items = [w[3] for w in wanted if w[3] is not None]
     tps = [item[0] for item in items]
@@ -185,11 +194,15 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> RawRespons
     finally:
         if watch is not None:
             watch.cancel()
-    return _respond(ctx, 0, topics, wanted, results, request.max_bytes)
+    return respond(ctx, 0, topics, wanted, results, request.max_bytes,
+                   request.isolation_level == 1 and request.replica_id < 0)
 
 
-def _respond(ctx: RequestContext, error_code: int, topics: list[tuple[str, uuid.UUID]], wanted: list[Wanted],
-             results: list[ReadResult], max_bytes: int = 0) -> RawResponse:
+def respond(ctx: RequestContext, error_code: int, topics: list[tuple[str, uuid.UUID]], wanted: list[Wanted],
+            results: list[ReadResult], max_bytes: int = 0, read_committed: bool = False) -> RawResponse:
+    """The answer to the owners' ``results`` (one per read item of ``wanted``), the
+    records as file ranges within ``max_bytes`` (loadtest/micro/fetch_cost.py times it).
+    ``read_committed``: a consumer's isolation_level 1, answered the aborted transactions."""
     node = ctx.node
     out_topics = [fast.FetchTopicOut(name, topic_id, []) for name, topic_id in topics]
     chunks: list[FileChunk | bytes] = []
@@ -224,9 +237,9 @@ def _respond(ctx: RequestContext, error_code: int, topics: list[tuple[str, uuid.
         if length:
             node.metrics.sent(topics[topic_index][0], length)
         leader, leader_epoch = _leader_hint(node, code, item[0]) if code and ctx.api_version >= 12 else (-1, -1)
-        out_topics[topic_index].partitions.append(
-            fast.FetchPartitionOut(partition, code, r.high_watermark, r.high_watermark, r.log_start_offset, length,
-                                   r.diverging_epoch, r.diverging_end_offset, leader, leader_epoch))
+        out_topics[topic_index].partitions.append(_partition_out((
+            partition, code, r.high_watermark, r.last_stable_offset, r.log_start_offset, length, r.diverging_epoch,
+            r.diverging_end_offset, leader, leader_epoch, r.aborted if read_committed and not code else None)))
     endpoints: list[tuple[int, str, int]] = []
     if ctx.api_version >= 16:  # KIP-951: where the leaders named in current_leader listen
         endpoints = leader_endpoints(node, ctx.connection.listener.name, (p.current_leader_id for t in out_topics for p in t.partitions

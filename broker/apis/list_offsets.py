@@ -7,9 +7,9 @@ the offset of the record with the largest timestamp, -4 (earliest local) the sam
 since every segment is local; any other value is the first offset whose timestamp is at
 or after it. An unknown topic or partition is UNKNOWN_TOPIC_OR_PARTITION on that
 partition; a partition asked for twice in one request is INVALID_REQUEST on each
-occurrence, as Kafka does. No transactions yet, so the last stable offset is the high
-watermark and the isolation level changes nothing. The leader epoch answered is that of
-the record found (the latest epoch for -1; -1 with offset -1 and timestamp -1 when none is
+occurrence, as Kafka does. With isolation_level 1 (read_committed, v2+) timestamp -1 is
+the last stable offset instead (below it every transaction is decided). The leader
+epoch answered is that of the record found (the latest epoch for -1; -1 with offset -1 and timestamp -1 when none is
 found); a replica id other than -1 (a follower, or Kafka's debugging id -2) gets the log end
 for -1, as Kafka answers. current_leader_epoch (v4+) is checked against the partition's recorded epoch:
 older is FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH (KIP-320). replica_id is ignored.
@@ -32,8 +32,8 @@ from broker.authorization import topic_allowed
 from broker.context import RequestContext, Response
 from broker.dispatch import api
 from broker.links.forwarding import on_owners
+from broker.partitions.partition_ops import LATEST_STABLE, OffsetItem, OffsetResult
 from broker.partitions.partition_ops import LOG_END as OWNER_LOG_END
-from broker.partitions.partition_ops import OffsetItem, OffsetResult
 from broker.partitions.replication import epoch_fence
 from broker.protocol import codec, list_offsets_v0
 from broker.protocol.build import build
@@ -49,6 +49,7 @@ EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 EARLIEST_LOCAL_TIMESTAMP = -4
 CONSUMER = -1
+READ_COMMITTED = 1
 LOG_END = OWNER_LOG_END
 
 
@@ -86,6 +87,7 @@ async def handle_list_offsets(ctx: RequestContext, request: ListOffsetsRequest |
     node = ctx.node
     asked = Counter((t.name, p.partition_index) for t in request.topics for p in t.partitions)
     replica_id = int(getattr(request, "replica_id", CONSUMER))
+    read_committed = int(getattr(request, "isolation_level", 0)) == READ_COMMITTED  # v2+
     topics = []
     items: list[OffsetItem] = []
     pending: list[dict[str, Any]] = []
@@ -108,6 +110,8 @@ async def handle_list_offsets(ctx: RequestContext, request: ListOffsetsRequest |
                 timestamp = _owner_timestamp(p.timestamp)
                 if timestamp == LATEST_TIMESTAMP and replica_id != CONSUMER:
                     timestamp = LOG_END  # a replica (or Kafka's debugging id) asks for the log end
+                elif timestamp == LATEST_TIMESTAMP and read_committed:
+                    timestamp = LATEST_STABLE
                 items.append(OffsetItem(TopicPartition(topic.name, p.partition_index), timestamp))
                 pending.append(entry)
             partitions.append(entry)

@@ -14,8 +14,11 @@ meanwhile, REQUEST_TIMED_OUT at the timeout); acks=1 answers after the leader's 
 acks=0 gets no response. Idempotent producers: a retried
 batch is acknowledged with its original offset, a gap answers
 OUT_OF_ORDER_SEQUENCE_NUMBER, a stale epoch INVALID_PRODUCER_EPOCH. Transactional
-produce is not supported yet (TRANSACTIONAL_ID_AUTHORIZATION_FAILED). zstd batches
-below v7 answer UNSUPPORTED_COMPRESSION_TYPE.
+producers (v1 protocol: the client adds its partitions to the transaction itself, nothing
+is verified here): a transactional_id needs WRITE on it (else
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED on every partition, as Kafka); a transactional batch
+in a request without one is refused the same way, on its partition. zstd batches below v7
+answer UNSUPPORTED_COMPRESSION_TYPE.
 
 Decoded and answered by hand (broker/protocol/produce_request.py, fast.encode_produce_response).
 
@@ -28,7 +31,7 @@ and node_endpoints (tagged; sent with NOT_LEADER_OR_FOLLOWER: KIP-951).
 from __future__ import annotations
 
 from broker.apis.metadata import INTERNAL_TOPICS, current_leader, leader_endpoints
-from broker.authorization import topic_allowed
+from broker.authorization import allowed, topic_allowed
 from broker.context import NO_RESPONSE, RequestContext, Response, WorkerServices
 from broker.dispatch import api
 from broker.links.forwarding import on_owners
@@ -38,7 +41,8 @@ from broker.protocol import produce_request
 from broker.protocol.errors import ErrorCode
 from broker.protocol.fast import encode_produce_response
 from broker.protocol.produce_request import ProduceRequest
-from coordination.acls.model import Operation
+from coordination.acls.model import Operation, ResourceType
+from storage.batch import ATTRIBUTES_POS, TRANSACTIONAL_MASK
 from storage.errors import StorageError
 from storage.legacy_records import parse_message_set, peek_magic, up_convert
 from storage.types import TopicPartition
@@ -46,6 +50,9 @@ from storage.types import TopicPartition
 KEY = 0
 
 TOPIC_REFUSED = AppendResult(ErrorCode.topic_authorization_failed)
+NO_TRANSACTIONAL_ID = AppendResult(ErrorCode.transactional_id_authorization_failed,
+                                   error_message="a transactional batch needs the request's transactional_id")
+ATTRIBUTES_LOW_BYTE = ATTRIBUTES_POS + 1  # the big-endian int16's low byte holds the transactional bit
 
 
 class _Slot:
@@ -113,9 +120,10 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Respon
     authorizing = node.security.authorizer_on
     if acks not in (0, 1, -1):
         refused = AppendResult(ErrorCode.invalid_required_acks)
-    elif request.transactional_id is not None:
-        refused = AppendResult(ErrorCode.transactional_id_authorization_failed,
-                               error_message="transactions are not supported yet")
+    elif (request.transactional_id is not None and authorizing
+          and not allowed(ctx, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id)):
+        refused = AppendResult(ErrorCode.transactional_id_authorization_failed)
+    without_transactional_id = version >= 3 and request.transactional_id is None
     for topic in request.topic_data:
         name = topic.name
         entries: list[tuple[int, AppendResult | _Slot]] = []
@@ -155,6 +163,9 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Respon
                 entries.append((index, AppendResult(ErrorCode.unknown_topic_or_partition)))
             elif not records:
                 entries.append((index, AppendResult(ErrorCode.corrupt_message, error_message="no records")))
+            elif without_transactional_id and len(records) > ATTRIBUTES_LOW_BYTE \
+                    and records[ATTRIBUTES_LOW_BYTE] & TRANSACTIONAL_MASK:
+                entries.append((index, NO_TRANSACTIONAL_ID))
             elif acks == -1 and _below_min_isr(node, name, index):
                 entries.append((index, AppendResult(ErrorCode.not_enough_replicas,
                                                     error_message="the ISR is smaller than min.insync.replicas")))

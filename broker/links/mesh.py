@@ -73,6 +73,7 @@ class Op(enum.IntEnum):
     EPOCH = 10  # note: the epoch this broker's coordinator process was just elected with
     WAIT_COMMITTED = 11  # acks=all: answered once the high watermark passes the appends
     EPOCH_END = 12  # OffsetForLeaderEpoch
+    WRITE_MARKERS = 13  # WriteTxnMarkers: answered once the markers are committed
 
 
 class PeerUnavailable(KafkaError):

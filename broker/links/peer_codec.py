@@ -12,7 +12,14 @@ views of the ring itself, which the log copies into the segment.
     append    i64 fence epoch, tps, i16[n] versions, u32[n] sizes (per run); then the
               batches of every item, in order
     read      i32 watcher (-1: none), tps, i64[n] offsets, i32[n] max bytes, u8[n] refuse zstd,
-              i32[n] replica ids, i32[n] leader epochs, i32[n] last fetched epochs
+              i32[n] replica ids, i32[n] leader epochs, i32[n] last fetched epochs, u8[n]
+              isolation levels; answered with u32 n, i16[n] error codes, i64[n] high
+              watermarks, log starts, log ends, i32[n] leader epochs, diverging epochs,
+              i64[n] diverging end offsets, last stable offsets; u32 m located, each u32
+              index, u64 inode, i64 position, u32 length, string path; u32 k with aborted
+              transactions, each u32 index, u32 count, i64[2 count] (producer id, first offset)
+    markers   i32 timeout ms, tps, i64[n] producer ids, i16[n] producer epochs, u8[n] commit,
+              i32[n] coordinator epochs; answered with u32 n, i16[n] error codes
     commit    i32 timeout ms, tps, i64[n] offsets; answered with u32 n, i16[n] error codes
     epochs    tps, i32[n] current leader epochs, i32[n] epochs; answered with u32 n, i16[n]
               error codes, i32[n] epochs, i64[n] end offsets
@@ -34,6 +41,7 @@ from broker.partitions.partition_ops import (
     DeleteItem,
     EpochEndResult,
     EpochItem,
+    MarkerItem,
     OffsetItem,
     OffsetResult,
     PartitionState,
@@ -53,6 +61,7 @@ _I64 = struct.Struct("<q")
 _SERVE = struct.Struct("<hh")
 _FIND = struct.Struct("<hii")
 _READ_DATA = struct.Struct("<IqqI")  # item index, inode, position, length
+_ABORTED = struct.Struct("<II")  # item index, count of (producer id, first offset) pairs
 NULL = 0xFFFF
 
 
@@ -246,16 +255,17 @@ def encode_read(items: Sequence[ReadItem], watcher: int | None) -> list[bytes]:
             *_encode_runs(tps, (("q", [item.offset for item in items]), ("i", [item.max_bytes for item in items]),
                                 ("B", [1 if item.refuse_zstd else 0 for item in items]),
                                 ("i", [item.replica_id for item in items]), ("i", [item.leader_epoch for item in items]),
-                                ("i", [item.last_fetched_epoch for item in items])))]
+                                ("i", [item.last_fetched_epoch for item in items]),
+                                ("B", [item.isolation_level for item in items])))]
 
 
 def decode_read(data: Buffer) -> tuple[list[ReadItem], int | None]:
     reader = Reader(data)
     watcher = reader.i32()
-    tps, (offsets, max_bytes, refuse, replicas, epochs, fetched) = _decode_runs(reader, "qiBiii")
-    items = [ReadItem(tp, offset, limit, bool(no_zstd), replica, epoch, last)
-             for tp, offset, limit, no_zstd, replica, epoch, last in zip(tps, offsets, max_bytes, refuse, replicas, epochs,
-                                                                         fetched)]
+    tps, (offsets, max_bytes, refuse, replicas, epochs, fetched, isolation) = _decode_runs(reader, "qiBiiiB")
+    items = [ReadItem(tp, offset, limit, bool(no_zstd), replica, epoch, last, level)
+             for tp, offset, limit, no_zstd, replica, epoch, last, level in zip(tps, offsets, max_bytes, refuse, replicas,
+                                                                                epochs, fetched, isolation)]
     return items, (None if watcher < 0 else watcher)
 
 
@@ -264,28 +274,42 @@ def encode_read_results(results: Sequence[ReadResult]) -> list[bytes]:
     out = [_U32.pack(count), _column("h", [r.error_code for r in results]),
            _column("q", [r.high_watermark for r in results]), _column("q", [r.log_start_offset for r in results]),
            _column("q", [r.log_end_offset for r in results]), _column("i", [r.leader_epoch for r in results]),
-           _column("i", [r.diverging_epoch for r in results]), _column("q", [r.diverging_end_offset for r in results])]
+           _column("i", [r.diverging_epoch for r in results]), _column("q", [r.diverging_end_offset for r in results]),
+           _column("q", [r.last_stable_offset for r in results])]
     located = [(i, r) for i, r in enumerate(results) if r.path]
     out.append(_U32.pack(len(located)))
     for index, result in located:
         out.append(_READ_DATA.pack(index, result.inode, result.position, result.length))
         out.append(_string(result.path))
+    # Only read_committed reads of a range holding aborted transactions have any.
+    aborted = [(i, r.aborted) for i, r in enumerate(results) if r.aborted]
+    out.append(_U32.pack(len(aborted)))
+    for index, pairs in aborted:
+        out.append(_ABORTED.pack(index, len(pairs)))
+        out.append(_column("q", [value for pair in pairs for value in pair]))
     return out
 
 
 def decode_read_results(data: Buffer) -> list[ReadResult]:
     reader = Reader(data)
     count = reader.u32()
-    errors, watermarks, starts, ends, epochs, diverging, diverging_ends = (reader.column(code, count) for code in "hqqqiiq")
-    results = [ReadResult(error, hw, start, end, "", 0, 0, 0, epoch, div, div_end)
-               for error, hw, start, end, epoch, div, div_end in zip(errors, watermarks, starts, ends, epochs, diverging,
-                                                                     diverging_ends)]
+    errors, watermarks, starts, ends, epochs, diverging, diverging_ends, stable = (
+        reader.column(code, count) for code in "hqqqiiqq")
+    results = [ReadResult(error, hw, start, end, "", 0, 0, 0, epoch, div, div_end, lso)
+               for error, hw, start, end, epoch, div, div_end, lso in zip(errors, watermarks, starts, ends, epochs,
+                                                                          diverging, diverging_ends, stable)]
     for _ in range(reader.u32()):
         index, inode, position, length = reader.unpack(_READ_DATA)
         path = reader.text()
         if index >= count:
             raise ProtocolViolation(f"file range for item {index} of {count}")
         results[index] = results[index]._replace(path=path, inode=inode, position=position, length=length)
+    for _ in range(reader.u32()):
+        index, pairs = reader.unpack(_ABORTED)
+        values = reader.column("q", 2 * pairs)
+        if index >= count:
+            raise ProtocolViolation(f"aborted transactions for item {index} of {count}")
+        results[index] = results[index]._replace(aborted=tuple(zip(values[::2], values[1::2])))
     return results
 
 
@@ -299,6 +323,23 @@ def decode_commit_wait(data: Buffer) -> tuple[list[CommitItem], int]:
     timeout_ms = reader.i32()
     tps, (offsets,) = _decode_runs(reader, "q")
     return [CommitItem(tp, offset) for tp, offset in zip(tps, offsets)], timeout_ms
+
+
+# ---------------------------------------------------------------------- transaction markers
+def encode_markers(items: Sequence[MarkerItem], timeout_ms: int) -> list[bytes]:
+    return [_I32.pack(timeout_ms), *_encode_runs([item.tp for item in items], (
+        ("q", [item.producer_id for item in items]), ("h", [item.producer_epoch for item in items]),
+        ("B", [1 if item.commit else 0 for item in items]), ("i", [item.coordinator_epoch for item in items])))]
+
+
+def decode_markers(data: Buffer) -> tuple[list[MarkerItem], int]:
+    reader = Reader(data)
+    timeout_ms = reader.i32()
+    tps, (producer_ids, producer_epochs, commits, coordinator_epochs) = _decode_runs(reader, "qhBi")
+    items = [MarkerItem(tp, producer_id, producer_epoch, bool(commit), coordinator_epoch)
+             for tp, producer_id, producer_epoch, commit, coordinator_epoch
+             in zip(tps, producer_ids, producer_epochs, commits, coordinator_epochs)]
+    return items, timeout_ms
 
 
 def encode_codes(codes: Sequence[int]) -> list[bytes]:

@@ -20,6 +20,7 @@ from broker.partitions.partition_ops import (
     DeleteItem,
     EpochEndResult,
     EpochItem,
+    MarkerItem,
     OffsetItem,
     OffsetResult,
     PartitionState,
@@ -59,6 +60,12 @@ class RemotePartitionOps:
         return self._mesh.call(self.peer, Op.WAIT_COMMITTED, parts, codec.decode_codes,
                                max(self._timeout, timeout_ms / 1000 + 5), self._wait)
 
+    def write_markers(self, items: list[MarkerItem], timeout_ms: int) -> "asyncio.Future[list[int]]":
+        parts = codec.encode_markers(items, timeout_ms)
+        # Answered once committed, by timeout_ms, like wait_committed.
+        return self._mesh.call(self.peer, Op.WRITE_MARKERS, parts, codec.decode_codes,
+                               max(self._timeout, timeout_ms / 1000 + 5), self._wait)
+
     def epoch_end_offsets(self, items: list[EpochItem]) -> "asyncio.Future[list[EpochEndResult]]":
         return self._mesh.call(self.peer, Op.EPOCH_END, codec.encode_epoch_items(items), codec.decode_epoch_results,
                                self._timeout, self._wait)
@@ -91,6 +98,8 @@ class LocalPartitionOps(Protocol):
 
     def wait_committed(self, items: list[CommitItem], timeout_ms: int) -> "list[int] | asyncio.Future[list[int]]": ...
 
+    def write_markers(self, items: list[MarkerItem], timeout_ms: int) -> "list[int] | asyncio.Future[list[int]]": ...
+
     def list_offsets(self, items: list[OffsetItem]) -> list[OffsetResult]: ...
 
     def epoch_end_offsets(self, items: list[EpochItem]) -> list[EpochEndResult]: ...
@@ -120,6 +129,13 @@ def serve_partition_ops(mesh: Mesh, owner: LocalPartitionOps) -> None:
             return codec.encode_codes(answer)
         return asyncio.ensure_future(_encoded(answer))
 
+    def write_markers(body: memoryview) -> "Parts | asyncio.Future[Parts]":
+        items, timeout_ms = codec.decode_markers(body)
+        answer = owner.write_markers(items, timeout_ms)
+        if isinstance(answer, list):
+            return codec.encode_codes(answer)
+        return asyncio.ensure_future(_encoded(answer))
+
     def epoch_end_offsets(body: memoryview) -> Parts:
         return codec.encode_epoch_results(owner.epoch_end_offsets(codec.decode_epoch_items(body)))
 
@@ -136,9 +152,10 @@ def serve_partition_ops(mesh: Mesh, owner: LocalPartitionOps) -> None:
         owner.sync_registry()
         return []
 
-    mesh.handlers.update({Op.APPEND: append, Op.READ: read, Op.WAIT_COMMITTED: wait_committed, Op.EPOCH_END: epoch_end_offsets, Op.LIST_OFFSETS: list_offsets,
-                          Op.DELETE_RECORDS: delete_records, Op.PARTITION_STATE: partition_state,
-                          Op.SYNC_REGISTRY: sync_registry})
+    mesh.handlers.update({Op.APPEND: append, Op.READ: read, Op.WAIT_COMMITTED: wait_committed,
+                          Op.WRITE_MARKERS: write_markers, Op.EPOCH_END: epoch_end_offsets,
+                          Op.LIST_OFFSETS: list_offsets, Op.DELETE_RECORDS: delete_records,
+                          Op.PARTITION_STATE: partition_state, Op.SYNC_REGISTRY: sync_registry})
 
 
 async def _encoded(pending: "asyncio.Future[list[int]]") -> Parts:

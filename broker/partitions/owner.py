@@ -15,6 +15,7 @@ import os
 from typing import Any, Callable, Iterable, Protocol
 
 from broker.partitions.partition_ops import (
+    LATEST_STABLE,
     LOG_END,
     NO_FENCE,
     AppendItem,
@@ -23,6 +24,7 @@ from broker.partitions.partition_ops import (
     DeleteItem,
     EpochEndResult,
     EpochItem,
+    MarkerItem,
     OffsetItem,
     OffsetResult,
     PartitionState,
@@ -32,16 +34,29 @@ from broker.partitions.partition_ops import (
 from broker.partitions.replication import Replication, epoch_fence
 from broker.protocol.errors import ErrorCode, code_for_exception
 from coordination.topics import TopicInfo
-from storage.batch import HEADER_SIZE, BatchHeader, check_producer_batch, parse_header, producer_id_at
+from storage.batch import (
+    ATTRIBUTES_POS,
+    CONTROL_MASK,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    LOG_OVERHEAD_STRUCT,
+    BatchHeader,
+    check_producer_batch,
+    parse_header,
+    producer_id_at,
+)
 from storage.checkpoint import read_partition_metadata
 from storage.errors import StorageError
 from storage.log import LATEST_TIMESTAMP, AppendInfo, PartitionLog
 from storage.manager import LogManager
+from storage.producer_state import ProducerStateManager
 from storage.types import FileRange, TopicPartition
 
 log = logging.getLogger(__name__)
 
 ZSTD = 4
+READ_COMMITTED = 1  # a Fetch's isolation_level
+ATTRIBUTES_LOW_BYTE = ATTRIBUTES_POS + 1  # a batch's control and transactional bits (big-endian int16)
 
 
 class TopicView(Protocol):
@@ -140,9 +155,13 @@ class Owner:
                 return [AppendResult(ErrorCode.not_coordinator,
                                      error_message=f"coordinator epoch {fence_epoch} is fenced by {current}")
                         for _ in items]
-        return [self._append_one(tp, records, version) for tp, records, version in items]
+        # The coordinator's own writes (its offsets, transactional or not) are checked for
+        # their producer's epoch only, not sequences: Kafka's AppendOrigin.COORDINATOR.
+        from_coordinator = fence_epoch != NO_FENCE
+        return [self._append_one(tp, records, version, from_coordinator) for tp, records, version in items]
 
-    def _append_one(self, tp: TopicPartition, records: bytes | bytearray | memoryview, version: int) -> AppendResult:
+    def _append_one(self, tp: TopicPartition, records: bytes | bytearray | memoryview, version: int,
+                    from_coordinator: bool = False) -> AppendResult:
         partition_log = self.log_for(tp)
         if partition_log is None:
             return AppendResult(ErrorCode.unknown_topic_or_partition)
@@ -154,6 +173,9 @@ class Owner:
             size = len(view)
             if size < HEADER_SIZE:
                 return AppendResult(ErrorCode.corrupt_message, error_message="record set shorter than a batch header")
+            if _has_control_batch(view):
+                # Markers come from the transaction coordinator (write_markers), never a Produce.
+                return AppendResult(ErrorCode.invalid_record, error_message="clients may not write control batches")
             if version < 7 or producer_id_at(view, 0) >= 0:
                 # Validate (CRC included) before trusting the header for the zstd rule or the
                 # producer state; otherwise PartitionLog.append validates, once.
@@ -163,11 +185,11 @@ class Owner:
                                         error_message="zstd needs Produce v7 or newer")
                 if first.producer_id >= 0:
                     state = partition_log.producer_state
-                    duplicate = state.find_duplicate(first)
+                    duplicate = None if from_coordinator else state.find_duplicate(first)
                     if duplicate is not None:
                         # A retry of a batch already appended: answer with its original offsets.
                         return AppendResult(ErrorCode.none, duplicate.first_offset, -1, partition_log.log_start_offset)
-                    code = state.check_sequence(first)
+                    code = _stale_epoch(state, first) if from_coordinator else state.check_sequence(first)
                     if code:
                         return AppendResult(code, error_message=f"producer {first.producer_id} epoch "
                                                                 f"{first.producer_epoch} sequence {first.base_sequence} refused")
@@ -200,7 +222,7 @@ class Owner:
         return results
 
     def _read_one(self, item: ReadItem) -> ReadResult:
-        tp, offset, max_bytes, refuse_zstd, replica, client_epoch, _last_fetched = item
+        tp, offset, max_bytes, refuse_zstd, replica, client_epoch, _last_fetched, isolation = item
         partition_log = self.log_for(tp)
         if partition_log is None:
             return ReadResult(ErrorCode.unknown_topic_or_partition)
@@ -214,13 +236,16 @@ class Owner:
             refused = self._follower_fetched(item, partition_log, leader_epoch)
             if refused is not None:
                 return refused
+        if isolation == READ_COMMITTED and replica < 0:
+            return self._read_committed(item, partition_log)
         # Consumers read below the high watermark; followers to the log end.
         committed = replica < 0
         end = partition_log.high_watermark if committed else partition_log.log_end_offset
+        # Every answer carries the last stable offset, as Kafka's do, whatever the isolation.
         if offset == end:
             # Caught up: most partitions of a wide Fetch are, and have nothing to read.
             return ReadResult(ErrorCode.none, partition_log.high_watermark, partition_log.log_start_offset,
-                              partition_log.log_end_offset)
+                              partition_log.log_end_offset, "", 0, 0, 0, -1, -1, -1, partition_log.last_stable_offset)
         try:
             info = partition_log.read(offset, max_bytes, min_one_batch=True, committed=committed)
         except StorageError as exc:
@@ -228,19 +253,49 @@ class Owner:
                               partition_log.log_end_offset)
         file_range = info.file_range
         if file_range is None:
-            return ReadResult(ErrorCode.none, info.high_watermark, info.log_start_offset, info.log_end_offset)
+            return ReadResult(ErrorCode.none, info.high_watermark, info.log_start_offset, info.log_end_offset,
+                              "", 0, 0, 0, -1, -1, -1, info.last_stable_offset)
         if refuse_zstd and any(h.compression == ZSTD for h in _headers_in(file_range)):
             return ReadResult(ErrorCode.unsupported_compression_type, info.high_watermark, info.log_start_offset,
                               info.log_end_offset)
         inode = file_range.inode or os.fstat(file_range.fd).st_ino  # known to the segment: no syscall per fetch
         return ReadResult(ErrorCode.none, info.high_watermark, info.log_start_offset, info.log_end_offset,
-                          file_range.path, inode, file_range.position, file_range.length)
+                          file_range.path, inode, file_range.position, file_range.length, -1, -1, -1,
+                          info.last_stable_offset)
+
+    def _read_committed(self, item: ReadItem, partition_log: PartitionLog) -> ReadResult:
+        """A read_committed consumer's read: the bytes below the last stable offset (still
+        sent by sendfile; the consumer drops the aborted transactions' batches), and the
+        aborted transactions that may start in them, which it needs to know which to drop."""
+        offset, max_bytes, refuse_zstd = item[1], item[2], item[3]
+        stable = partition_log.last_stable_offset
+        if offset == stable:
+            return ReadResult(ErrorCode.none, partition_log.high_watermark, partition_log.log_start_offset,
+                              partition_log.log_end_offset, "", 0, 0, 0, -1, -1, -1, stable)
+        try:
+            info = partition_log.read(offset, max_bytes, min_one_batch=True, read_committed=True)
+        except StorageError as exc:
+            return ReadResult(exc.kafka_error_code, partition_log.high_watermark, partition_log.log_start_offset,
+                              partition_log.log_end_offset)
+        stable = info.last_stable_offset
+        file_range = info.file_range
+        if file_range is None:
+            return ReadResult(ErrorCode.none, info.high_watermark, info.log_start_offset, info.log_end_offset,
+                              "", 0, 0, 0, -1, -1, -1, stable)
+        if refuse_zstd and any(h.compression == ZSTD for h in _headers_in(file_range)):
+            return ReadResult(ErrorCode.unsupported_compression_type, info.high_watermark, info.log_start_offset,
+                              info.log_end_offset)
+        aborted = tuple(partition_log.aborted_transactions(offset, _upper_bound(partition_log, offset, file_range,
+                                                                                stable)))
+        inode = file_range.inode or os.fstat(file_range.fd).st_ino
+        return ReadResult(ErrorCode.none, info.high_watermark, info.log_start_offset, info.log_end_offset,
+                          file_range.path, inode, file_range.position, file_range.length, -1, -1, -1, stable, aborted)
 
     def _follower_fetched(self, item: ReadItem, partition_log: PartitionLog, leader_epoch: int) -> ReadResult | None:
         """A follower's fetch, before its read: the answer when it may not read (not a
         replica, an offset out of range, a log that diverged from ours: KIP-595's
         LastFetchedEpoch), else None after its fetch offset moved the high watermark."""
-        tp, offset, _max_bytes, _refuse, replica, _epoch, last_fetched_epoch = item
+        tp, offset, _max_bytes, _refuse, replica, _epoch, last_fetched_epoch, _isolation = item
         led = self.replication.led.get(tp)
         if led is None or replica not in led.replicas:
             return ReadResult(ErrorCode.not_leader_or_follower, leader_epoch=leader_epoch)
@@ -264,6 +319,38 @@ class Owner:
             return [int(a) for a in answers]  # type: ignore[arg-type]
         return asyncio.ensure_future(_all_codes(answers))
 
+    # ------------------------------------------------------------------ transactions
+    def write_markers(self, items: list[MarkerItem], timeout_ms: int) -> "list[int] | asyncio.Future[list[int]]":
+        """Append each transaction marker, then (acks=all, as Kafka writes markers) wait for
+        the high watermark to pass it."""
+        answers = [self._write_marker(item, timeout_ms) for item in items]
+        if all(isinstance(a, int) for a in answers):
+            return [int(a) for a in answers]  # type: ignore[arg-type]
+        return asyncio.ensure_future(_all_codes(answers))
+
+    def _write_marker(self, item: MarkerItem, timeout_ms: int) -> "int | asyncio.Future[int]":
+        tp = item.tp
+        partition_log = self.log_for(tp)
+        if partition_log is None:
+            return ErrorCode.unknown_topic_or_partition
+        leader_epoch = self.replication.leader_epoch(tp)
+        if leader_epoch < 0:
+            return ErrorCode.not_leader_or_follower
+        if partition_log.replicated and self.replication.isr_size(tp) < partition_log.config.min_insync_replicas:
+            # Kafka refuses an acks=all append when the ISR is already too small; the
+            # transaction coordinator retries.
+            return ErrorCode.not_enough_replicas
+        try:
+            info = partition_log.append_marker(item.producer_id, item.producer_epoch, item.commit, item.coordinator_epoch,
+                                               leader_epoch=leader_epoch)
+        except StorageError as exc:
+            return exc.kafka_error_code
+        except Exception as exc:
+            return code_for_exception(exc)
+        self._appended(tp, info)
+        self.replication.appended(tp, partition_log)
+        return self.replication.wait_committed(tp, info.last_offset + 1, timeout_ms)
+
     # ------------------------------------------------------------------ offsets
     def list_offsets(self, items: list[OffsetItem]) -> list[OffsetResult]:
         results = []
@@ -277,6 +364,10 @@ class Owner:
                 continue
             if timestamp == LOG_END:
                 results.append(OffsetResult(ErrorCode.none, partition_log.log_end_offset, -1,
+                                            partition_log.epochs.latest_epoch))
+                continue
+            if timestamp == LATEST_STABLE:
+                results.append(OffsetResult(ErrorCode.none, partition_log.last_stable_offset, -1,
                                             partition_log.epochs.latest_epoch))
                 continue
             found = partition_log.offset_for_timestamp(timestamp)
@@ -342,6 +433,43 @@ class Owner:
 
 async def _all_codes(answers: list["int | asyncio.Future[int]"]) -> list[int]:
     return [a if isinstance(a, int) else await a for a in answers]
+
+
+def _upper_bound(partition_log: PartitionLog, offset: int, file_range: FileRange, stable: int) -> int:
+    """An offset past every batch of a read_committed read, for its aborted transactions (as
+    Kafka bounds them by the end of the fetched range, so a consumer far behind does not
+    get, nor the owner scan, every aborted transaction up to the log end): the range lies in
+    one segment, whose successor's base offset bounds it; and it lies below the LSO."""
+    segments = partition_log.segments
+    for index in range(max(0, segments.floor(offset)), len(segments) - 1):
+        # Usually the first: the segment holding ``offset``, unless nothing at or after it was left there.
+        if segments[index].path == file_range.path:
+            return min(stable, segments[index + 1].base_offset)
+    return stable
+
+
+def _stale_epoch(state: ProducerStateManager, header: BatchHeader) -> int:
+    """The check of a coordinator's batch (Kafka's AppendOrigin.COORDINATOR): an epoch older
+    than the producer's here is a zombie's; sequences are not checked."""
+    entry = state.entries.get(header.producer_id)
+    if entry is not None and header.producer_epoch < entry.producer_epoch:
+        return ErrorCode.invalid_producer_epoch
+    return 0
+
+
+def _has_control_batch(view: memoryview) -> bool:
+    """Whether any batch of a record set is a control batch: its attributes' low byte, and
+    its length to the next (a malformed set stops the walk: the append's validation answers it)."""
+    position = 0
+    end = len(view) - HEADER_SIZE
+    while position <= end:
+        if view[position + ATTRIBUTES_LOW_BYTE] & CONTROL_MASK:
+            return True
+        length = LOG_OVERHEAD_STRUCT.unpack_from(view, position)[1]
+        if length <= 0:
+            return False
+        position += LOG_OVERHEAD + length
+    return False
 
 
 def _has_zstd(view: memoryview) -> bool:

@@ -38,6 +38,7 @@ class ReadItem(NamedTuple):
     replica_id: int = -1  # a follower broker's id (it reads to the log end and moves the high watermark)
     leader_epoch: int = -1  # the fetcher's current_leader_epoch (-1: unchecked)
     last_fetched_epoch: int = -1  # a follower's epoch of its last batch (-1: no divergence check)
+    isolation_level: int = 0  # 1: read_committed, below the last stable offset (consumers only)
 
 
 class CommitItem(NamedTuple):
@@ -58,16 +59,27 @@ class EpochEndResult(NamedTuple):
 
 
 LOG_END = -100  # an OffsetItem timestamp meaning the log end offset (never from a client: -1 to -4 only)
+LATEST_STABLE = -101  # an OffsetItem timestamp meaning the last stable offset (-1 asked with read_committed)
 
 
 class OffsetItem(NamedTuple):
     tp: TopicPartition
-    timestamp: int  # or -1 latest (the high watermark), -2 earliest, -3 max timestamp, LOG_END
+    timestamp: int  # or -1 latest (the high watermark), -2 earliest, -3 max timestamp, LOG_END, LATEST_STABLE
 
 
 class DeleteItem(NamedTuple):
     tp: TopicPartition
     offset: int  # the new log start; -1: the high watermark
+
+
+class MarkerItem(NamedTuple):
+    """A transaction's end on one partition: a COMMIT or ABORT control batch of the producer."""
+
+    tp: TopicPartition
+    producer_id: int
+    producer_epoch: int
+    commit: bool  # False: ABORT
+    coordinator_epoch: int  # of the transaction coordinator's __transaction_state partition
 
 
 class AppendResult(NamedTuple):
@@ -95,6 +107,9 @@ class ReadResult(NamedTuple):
     leader_epoch: int = -1  # the partition's current leader epoch
     diverging_epoch: int = -1  # a follower's log diverged: its last epoch here ends ...
     diverging_end_offset: int = -1  # ... at this offset (truncate there)
+    last_stable_offset: int = -1  # below it every transaction is decided (-1: unknown, answer the high watermark)
+    # read_committed: (producer id, first offset) of the aborted transactions the bytes may hold
+    aborted: tuple[tuple[int, int], ...] = ()
 
 
 class OffsetResult(NamedTuple):
@@ -128,6 +143,11 @@ class PartitionOps(Protocol):
         """acks=all: an error code per item once its high watermark reaches the offset
         (NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR is then below min.insync.replicas),
         or REQUEST_TIMED_OUT."""
+        ...
+
+    def write_markers(self, items: list[MarkerItem], timeout_ms: int) -> Reply[list[int]]:
+        """WriteTxnMarkers: append each item's marker; an error code per item, answered
+        once the marker is committed (acks=all, as Kafka writes markers) or REQUEST_TIMED_OUT."""
         ...
 
     def list_offsets(self, items: list[OffsetItem]) -> Reply[list[OffsetResult]]: ...

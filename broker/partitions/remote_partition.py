@@ -24,8 +24,10 @@ kio; all three APIs are used at flexible versions)::
                                        always use header v0)
               body            kio
 
-Versions: Produce v9, ListOffsets v7, Fetch v12. Fetch stays at v12 because v13+ names
-topics by id, which would cost a Metadata round trip first; v12 names them.
+Versions: Produce v9, ListOffsets v7, Fetch v12, WriteTxnMarkers v1. Fetch stays at v12
+because v13+ names topics by id, which would cost a Metadata round trip first; v12 names
+them. WriteTxnMarkers v1 is what Kafka 4.0's coordinator sends (v2 only adds KIP-890's
+transaction version).
 
 Failures never raise: every call returns the Kafka error code a client would surface.
     refused, reset, closed by the peer, an unreadable answer  NETWORK_EXCEPTION (13)
@@ -36,7 +38,8 @@ Reads (ListOffsets, Fetch) are idempotent and are tried once more on a fresh con
 when a connection opened by an earlier call fails: the broker may have closed it while
 it sat idle (a restart). Produce is never retried here: the broker may have appended the
 batch before the connection broke, and the coordinator answers its own client with the
-error, who retries as Kafka clients do.
+error, who retries as Kafka clients do. Nor is WriteTxnMarkers: the transaction
+coordinator retries the partitions whose markers failed, as Kafka's marker channel does.
 
 Security: with a ClientSecurity (broker/security/inter_broker.py) the connection is TLS
 and/or authenticates with SASL before its first request: SaslHandshake v1, then
@@ -54,7 +57,7 @@ import re
 import ssl
 import struct
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 from broker.protocol import codec
 from broker.protocol.build import build
@@ -63,6 +66,7 @@ from broker.security.broker_proof import MECHANISM as BROKER_MECHANISM
 from broker.security.broker_proof import BrokerProofClient
 from broker.security.sasl_client import SaslClient, SaslClientError
 from storage.batch import LOG_OVERHEAD, LOG_OVERHEAD_STRUCT, MAGIC_V2, MIN_BATCH_LENGTH, parse_header
+from storage.types import TopicPartition
 
 if TYPE_CHECKING:
     from broker.security.inter_broker import ClientSecurity
@@ -73,7 +77,8 @@ _EPOCH_DIGITS = re.compile(r"0|[1-9][0-9]{0,18}")
 _MAX_EPOCH = (1 << 63) - 1
 
 PRODUCE, FETCH, LIST_OFFSETS, API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 0, 1, 2, 18, 17, 36
-PRODUCE_VERSION, FETCH_VERSION, LIST_OFFSETS_VERSION = 9, 12, 7
+WRITE_TXN_MARKERS = 27
+PRODUCE_VERSION, FETCH_VERSION, LIST_OFFSETS_VERSION, WRITE_TXN_MARKERS_VERSION = 9, 12, 7, 1
 EARLIEST_TIMESTAMP, LATEST_TIMESTAMP = -2, -1
 
 READ_CHUNK = 1 << 20
@@ -252,6 +257,31 @@ class RemotePartitionClient:
             return int(_partition_of(answer.responses, "name", "partition_responses", "index", topic, partition).error_code)
         except KafkaError as exc:
             return int(exc.code)
+
+    async def write_txn_markers(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
+                                partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
+        """One transaction's COMMIT (or ABORT) marker on each of ``partitions``, which this
+        broker leads (WriteTxnMarkers v1); the error code of each partition. The connection
+        must be a broker's (ClientSecurity's proof or inter-broker SASL): the broker refuses
+        anyone else with CLUSTER_AUTHORIZATION_FAILED."""
+        by_topic: dict[str, list[int]] = {}
+        for tp in partitions:
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        body = {"markers": [{"producer_id": producer_id, "producer_epoch": producer_epoch, "transaction_result": commit,
+                             "coordinator_epoch": coordinator_epoch,
+                             "topics": [{"name": name, "partition_indexes": indexes} for name, indexes in by_topic.items()]}]}
+        codes = {tp: int(ErrorCode.unknown_server_error) for tp in partitions}  # left out of the answer: a broken broker
+        try:
+            answer = await self._call(WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION, body, idempotent=False)
+        except KafkaError as exc:
+            return {tp: int(exc.code) for tp in partitions}
+        for marker in answer.markers:
+            for topic in marker.topics:
+                for data in topic.partitions:
+                    tp = TopicPartition(topic.name, int(data.partition_index))
+                    if tp in codes:
+                        codes[tp] = int(data.error_code)
+        return codes
 
     async def high_watermark(self, topic: str, partition: int) -> tuple[int, int, int]:
         """(error, log start offset, high watermark), by ListOffsets v7 for the earliest

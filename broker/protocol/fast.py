@@ -17,7 +17,10 @@ and an empty tagged-field section, one 0 byte, closing each struct)::
         high_watermark     int64
         last_stable_offset int64
         log_start_offset   int64            v5+
-        aborted_txns       nullable array   (we send null: -1, or 0 when flexible)
+        aborted_txns       nullable array   v4+ (null: -1, or 0 when flexible; read_committed
+          producer_id      int64                 answers a list, maybe empty)
+          first_offset     int64
+          [tagged fields]                   v12+
         preferred_replica  int32            v11+  (-1)
         records            nullable bytes   int32 length (flexible: uvarint length+1)
         [tagged fields]                     v12+
@@ -77,6 +80,7 @@ class FetchPartitionOut(NamedTuple):
     diverging_end_offset: int = -1
     current_leader_id: int = -1  # v12+ tag 1 when >= 0: who leads now (KIP-951)
     current_leader_epoch: int = -1
+    aborted: tuple[tuple[int, int], ...] | None = None  # (producer id, first offset); None: null (read_uncommitted)
 
 
 class FetchTopicOut(NamedTuple):
@@ -136,7 +140,11 @@ def encode_fetch_response(version: int, error_code: int, session_id: int,
             else:
                 out += _PART_V0.pack(p.partition_index, p.error_code, p.high_watermark)
             if version >= 4:
-                out += b"\x00" if flexible else b"\xff\xff\xff\xff"  # aborted transactions: null
+                aborted = p.aborted
+                if aborted is None:
+                    out += b"\x00" if flexible else b"\xff\xff\xff\xff"
+                else:
+                    out += _aborted_transactions(aborted, flexible)
             if version >= 11:
                 out += b"\xff\xff\xff\xff"  # preferred_read_replica -1
             if flexible:
@@ -154,6 +162,18 @@ def encode_fetch_response(version: int, error_code: int, session_id: int,
         out += _node_endpoints(endpoints) if endpoints and version >= 16 else b"\x00"
     pieces.append(bytes(out))
     return pieces
+
+
+_ABORTED = struct.Struct(">qq")  # producer_id, first_offset
+
+
+def _aborted_transactions(aborted: tuple[tuple[int, int], ...], flexible: bool) -> bytes:
+    out = bytearray(_count(len(aborted), flexible))
+    for producer_id, first_offset in aborted:
+        out += _ABORTED.pack(producer_id, first_offset)
+        if flexible:
+            out += b"\x00"
+    return bytes(out)
 
 
 _DIVERGING = struct.Struct(">iqb")  # epoch, end_offset, no tags

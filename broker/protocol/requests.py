@@ -185,6 +185,8 @@ from kio.schema.txn_offset_commit.v1.request import TxnOffsetCommitRequest as _T
 from kio.schema.txn_offset_commit.v2.request import TxnOffsetCommitRequest as _TxnOffsetCommitRequestV2
 from kio.schema.txn_offset_commit.v3.request import TxnOffsetCommitRequest as _TxnOffsetCommitRequestV3
 from kio.schema.txn_offset_commit.v4.request import TxnOffsetCommitRequest as _TxnOffsetCommitRequestV4
+from kio.schema.write_txn_markers.v1.request import WriteTxnMarkersRequest as _WriteTxnMarkersRequestV1
+from kio.schema.write_txn_markers.v2.request import WriteTxnMarkersRequest as _WriteTxnMarkersRequestV2
 
 # key 2
 ListOffsetsRequest = Union[
@@ -478,6 +480,12 @@ SaslAuthenticateRequest = Union[
     _SaslAuthenticateRequestV2,
 ]
 
+# key 27
+WriteTxnMarkersRequest = Union[
+    _WriteTxnMarkersRequestV1,
+    _WriteTxnMarkersRequestV2,
+]
+
 from broker.protocol.acl_requests import CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest  # noqa: E402
 
 BY_KEY: dict[int, object] = {
@@ -509,6 +517,7 @@ BY_KEY: dict[int, object] = {
     36: SaslAuthenticateRequest,
     37: CreatePartitionsRequest,
     23: OffsetForLeaderEpochRequest,
+    27: WriteTxnMarkersRequest,
     42: DeleteGroupsRequest,
     43: ElectLeadersRequest,
     45: AlterPartitionReassignmentsRequest,

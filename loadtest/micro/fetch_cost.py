@@ -13,11 +13,14 @@ This tool times, with timeit on one in-memory request (best of 5 repeats):
 * ``resolve``: broker/apis/fetch.py ``resolve``, which turns the request into read
   items (a stand-in registry answers the topic lookup);
 * ``watch``: the long-poll watch of a fetch below min_bytes: register under every
-  partition, re-arm once after a wakeup, cancel (broker/partitions/purgatory.py).
+  partition, re-arm once after a wakeup, cancel (broker/partitions/purgatory.py);
+* ``respond``: broker/apis/fetch.py ``respond`` of the owners' answers when no partition
+  has new records (the usual wide Fetch): the per-partition answers and their encoding by
+  broker/protocol/fast.py (versions below 16: v16 adds the leaders' endpoints, which
+  need a cluster view).
 
-It prints each in µs per request and per partition. Reads and the answer's encoding are
-left out: they depend on the logs' state and are seen in the benchmark's profile
-(docs/BENCHMARKS.md).
+It prints each in µs per request and per partition. Reads are left out: they depend on
+the logs' state and are seen in the benchmark's profile (docs/BENCHMARKS.md).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from typing import Any
 
 from broker.apis import fetch
 from broker.config import load_config
+from broker.partitions.partition_ops import ReadResult
 from broker.partitions.purgatory import FetchPurgatory
 from broker.protocol import codec, fetch_request
 from broker.protocol.build import build
@@ -106,14 +110,20 @@ def measure(partitions: int, version: int, rounds: int) -> dict[str, float]:
     body = codec.encode_body(request)
     decoded = fetch_request.decode(version, body, 0)
     context = _Context(_Node(info), version)
-    items = [w[3] for w in fetch.resolve(context, decoded)[1]]
+    topics, wanted = fetch.resolve(context, decoded)
+    items = [w[3] for w in wanted]
     assert len(items) == partitions, "every partition resolves to a read"
-    return {
+    # Caught up: the owners answer the marks and no bytes.
+    results = [ReadResult(0, 1000 + p, 0, 1000 + p) for p in range(partitions)]
+    figures = {
         "decode": best_seconds(lambda: fetch_request.decode(version, body, 0), rounds),
         "kio_decode": best_seconds(lambda: codec.decode_request(1, version, body, 0), rounds),
         "resolve": best_seconds(lambda: fetch.resolve(context, decoded), rounds),
-        "watch": asyncio.run(_watch_cost([item[0] for item in items], rounds)),
+        "watch": asyncio.run(_watch_cost([item[0] for item in items if item is not None], rounds)),
     }
+    if version < 16:
+        figures["respond"] = best_seconds(lambda: fetch.respond(context, 0, topics, wanted, results, 50 << 20), rounds)
+    return figures
 
 
 def main(argv: list[str] | None = None) -> int:

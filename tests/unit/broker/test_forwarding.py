@@ -18,12 +18,14 @@ from broker.links.rings import SharedRings
 from broker.partitions.partition_ops import (
     AppendItem,
     AppendResult,
+    MarkerItem,
     PartitionOps,
     ReadItem,
     ReadResult,
 )
 from broker.protocol.errors import ErrorCode
 from storage.errors import LogDirOfflineError
+from storage.records import Record, encode_batch
 from storage.types import TopicPartition
 from tests.unit.broker.partition_world import World, batch, values_at
 
@@ -205,5 +207,33 @@ def test_an_owner_that_does_not_answer_in_time_fails_only_its_own_partitions(wor
         items = [AppendItem(tp(0), batch(), 9), AppendItem(tp(3), batch(), 9), AppendItem(tp(2), batch(), 9)]
         results = await append(workers, items)
         assert [r.error_code for r in results] == [0, ErrorCode.request_timed_out, 0]
+
+    run(scenario())
+
+
+def test_markers_and_read_committed_reads_cross_the_rings(workers):
+    """WriteTxnMarkers' op on two owners, one over the rings; then read_committed reads from
+    both come back with their last stable offsets and aborted transactions."""
+    producer = 11
+
+    def open_transaction(partition: int) -> AppendItem:
+        records = [Record(i, 1_000 + i, None, b"t%d" % i) for i in range(2)]
+        return AppendItem(tp(partition), encode_batch(records, producer_id=producer, producer_epoch=0, base_sequence=0,
+                                                      is_transactional=True), 9)
+
+    async def scenario() -> None:
+        workers.start()
+        assert [r.error_code for r in await append(workers, [open_transaction(p) for p in (0, 1, 2, 3)])] == [0] * 4
+        markers = [MarkerItem(tp(p), producer, 0, p < 2, 3) for p in (0, 1, 2, 3)] + [MarkerItem(ELSEWHERE, producer, 0,
+                                                                                                True, 3)]
+        codes = await asyncio.wait_for(on_owners(workers, markers, lambda ops, part: ops.write_markers(part, 5_000),
+                                                 int), 5)
+        assert codes == [0, 0, 0, 0, ErrorCode.not_leader_or_follower]
+        reads = [ReadItem(tp(p), 0, 1 << 20, False, -1, -1, -1, 1) for p in (0, 1, 2, 3)]
+        answers = await asyncio.wait_for(on_owners(workers, reads, lambda ops, part: ops.read(part, None),
+                                                   ReadResult), 5)
+        assert [(a.error_code, a.last_stable_offset, a.aborted) for a in answers] == [
+            (0, 3, ()), (0, 3, ()), (0, 3, ((producer, 0),)), (0, 3, ((producer, 0),))]
+        assert [v for _o, v in values_at(answers[3].path, answers[3].position, answers[3].length)][:2] == [b"t0", b"t1"]
 
     run(scenario())

@@ -22,6 +22,7 @@ from broker.partitions.partition_ops import (
     DeleteItem,
     EpochEndResult,
     EpochItem,
+    MarkerItem,
     OffsetItem,
     OffsetResult,
     PartitionState,
@@ -232,6 +233,41 @@ def test_read_offsets_states_serve_and_find_round_trip():
     assert (key, version, client_id, host, principal, listener, bytes(rest)) == (
         11, 9, None, "/127.0.0.1", "User:CN=alice,O=Castle", "CLIENT", body)
     assert codec.decode_found(b"".join(codec.encode_found(0, 3, "broker-3", 9092))) == (0, 3, "broker-3", 9092)
+
+
+def test_transactional_reads_and_markers_round_trip():
+    """read_committed items, the last stable offsets and aborted transactions of their
+    answers, and WriteTxnMarkers' items (a topic's partitions in two runs, both results)."""
+    reads = [ReadItem(tp, 10 * i, 1 << 20, False, -1, -1, -1, i % 2) for i, tp in enumerate(TPS)]
+    assert codec.decode_read(b"".join(codec.encode_read(reads, 3))) == (reads, 3)
+    aborted = tuple((1_000 + i, 7 * i) for i in range(130))  # more than one varint byte's worth, were it Kafka's
+    results = [ReadResult(0, 9, 0, 12, "/data/t-0/00000000000000000000.log", 77, 0, 900, -1, -1, -1, 4, aborted),
+               ReadResult(0, 5, 0, 5, last_stable_offset=5),
+               ReadResult(0, 9, 1, 9, "/data/t-1/00000000000000000000.log", 78, 61, 300, last_stable_offset=9,
+                          aborted=((2**62, 0),)),
+               ReadResult(ErrorCode.offset_out_of_range, 1, 1, 1)]
+    decoded = codec.decode_read_results(b"".join(codec.encode_read_results(results)))
+    assert decoded == results
+    assert decoded[0].aborted[129] == (1_129, 903) and decoded[3].last_stable_offset == -1
+    markers = [MarkerItem(tp, 4_000_000_000 + i, 32_766 - i, i % 2 == 0, 2**31 - 1 - i) for i, tp in enumerate(TPS)]
+    assert codec.decode_markers(b"".join(codec.encode_markers(markers, 30_000))) == (markers, 30_000)
+    assert codec.decode_markers(b"".join(codec.encode_markers([], 5))) == ([], 5)
+
+
+def test_an_aborted_list_for_an_item_that_is_not_there_is_a_protocol_violation():
+    import struct
+
+    from broker.protocol.errors import ProtocolViolation
+
+    message = bytearray(b"".join(codec.encode_read_results([ReadResult(0, 1, 0, 1, aborted=((5, 0),))])))
+    # The aborted list (u32 item index, u32 pairs) names item 0 of 1; make it name item 1.
+    at = message.rindex(struct.pack("<II", 0, 1))
+    message[at:at + 4] = struct.pack("<I", 1)
+    with pytest.raises(ProtocolViolation):
+        codec.decode_read_results(bytes(message))
+    for cut in range(len(message)):
+        with pytest.raises(ProtocolViolation):
+            codec.decode_read_results(bytes(message[:cut]))
 
 
 def test_a_truncated_message_is_a_protocol_violation_not_a_crash():

@@ -29,7 +29,9 @@ def _kio_bytes(version: int, error_code: int, session_id: int, topics: list[fast
             {"topic": t.name, "topic_id": t.topic_id, "partitions": [
                 {"partition_index": p.partition_index, "error_code": p.error_code, "high_watermark": p.high_watermark,
                  "last_stable_offset": p.last_stable_offset, "log_start_offset": p.log_start_offset,
-                 "aborted_transactions": None, "preferred_read_replica": -1,
+                 "aborted_transactions": None if p.aborted is None else [
+                     {"producer_id": producer_id, "first_offset": first} for producer_id, first in p.aborted],
+                 "preferred_read_replica": -1,
                  "records": records.get((ti, pi), b"")}
                 for pi, p in enumerate(t.partitions)]}
             for ti, t in enumerate(topics)],
@@ -48,8 +50,11 @@ def _fast_bytes(version: int, error_code: int, session_id: int, topics: list[fas
     return bytes(out)
 
 
+# Aborted transactions: null (read_uncommitted), or a list, maybe empty (read_committed).
+aborted_st = st.one_of(st.none(), st.lists(st.tuples(st.integers(0, 2**62), st.integers(0, 2**62)), max_size=130)
+                       .map(tuple))
 partition_st = st.tuples(st.integers(0, 2**31 - 1), st.sampled_from([0, 1, 3, 6, 76]), st.integers(-1, 2**62),
-                         st.integers(-1, 2**62), st.integers(-1, 2**62), st.binary(max_size=300))
+                         st.integers(-1, 2**62), st.integers(-1, 2**62), st.binary(max_size=300), aborted_st)
 topic_st = st.tuples(st.text(alphabet="abcXYZ09._-", min_size=1, max_size=40), st.uuids(),
                      st.lists(partition_st, max_size=4))
 
@@ -62,9 +67,9 @@ def test_fetch_response_matches_kio(version: int, topics_raw: list, error_code: 
     records: dict[tuple[int, int], bytes] = {}
     for ti, (name, topic_id, parts) in enumerate(topics_raw):
         out = []
-        for pi, (index, code, hw, lso, start, data) in enumerate(parts):
+        for pi, (index, code, hw, lso, start, data, aborted) in enumerate(parts):
             records[(ti, pi)] = data
-            out.append(fast.FetchPartitionOut(index, code, hw, lso, start, len(data)))
+            out.append(fast.FetchPartitionOut(index, code, hw, lso, start, len(data), aborted=aborted))
         topics.append(fast.FetchTopicOut(name, topic_id, out))
     session = session_id if version >= 7 else 0
     code = error_code if version >= 7 else 0

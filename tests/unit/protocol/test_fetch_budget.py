@@ -27,7 +27,7 @@ def _log(tmp_path, index: int, value_sizes: list[int]) -> tuple[PartitionLog, li
 
 def _respond(logs: list[PartitionLog], partition_max: list[int], max_bytes: int) -> list[int]:
     """Bytes each partition sends: the owner's read (fetch._resolve caps a partition at the
-    response's max_bytes), then the budget in request order, as fetch._respond spends it."""
+    response's max_bytes), then the budget in request order, as fetch.respond spends it."""
     budget = ResponseBudget(max_bytes)
     sent = []
     for log, pmax in zip(logs, partition_max):
