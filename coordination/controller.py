@@ -104,19 +104,20 @@ def widened(replicas: Mapping[int, list[int]], live: list[int], factor: int) -> 
 
 
 class Controller:
-    """``offsets_topic``: (name, replication factor wanted): a topic created with fewer
-    replicas than wanted (fewer brokers were alive) gets more as brokers join."""
+    """``internal_topics``: name -> replication factor wanted (__consumer_offsets,
+    __transaction_state): such a topic created with fewer replicas than wanted (fewer
+    brokers were alive) gets more as brokers join."""
 
     def __init__(self, store: StateStore, live_brokers: Callable[[], set[int]],
                  unclean_allowed: Callable[[Mapping[str, str]], bool],
-                 offsets_topic: tuple[str, int] | None = None,
+                 internal_topics: Mapping[str, int] | None = None,
                  rebalance: tuple[float, int] | None = None) -> None:
         """``rebalance``: (leader.imbalance.check.interval.seconds,
         leader.imbalance.per.broker.percentage) when auto.leader.rebalance.enable."""
         self._store = store
         self._live_brokers = live_brokers
         self._unclean_allowed = unclean_allowed
-        self._offsets_topic = offsets_topic
+        self._internal_topics = dict(internal_topics or {})
         self._rebalance = rebalance
         self._next_rebalance = time.monotonic() + (rebalance[0] if rebalance else 0)
 
@@ -152,11 +153,12 @@ class Controller:
                 replicas = store.replicas(info.name)
             except Exception:
                 continue  # deleted since all()
-            if self._offsets_topic is not None and info.name == self._offsets_topic[0]:
-                grow = widened(replicas, sorted(live), self._offsets_topic[1])
+            factor = self._internal_topics.get(info.name)
+            if factor is not None:
+                grow = widened(replicas, sorted(live), factor)
                 if grow and store.add_replicas(info.name, grow):
-                    log.warning("controller: %s gets replicas on %s (offsets.topic.replication.factor %d)", info.name,
-                                sorted({b for added in grow.values() for b in added}), self._offsets_topic[1])
+                    log.warning("controller: %s gets replicas on %s (its replication factor setting is %d)",
+                                info.name, sorted({b for added in grow.values() for b in added}), factor)
                     written += 1
             states = store.partition_states(info.name)
             unclean = self._unclean_allowed(info.configs)

@@ -317,7 +317,7 @@ class RemotePartitionClient:
         """Every batch from the log start to the high watermark (as it was when the read
         began), concatenated; (error, b"") on failure. Batches come whole, so the first
         may hold records below the log start offset (after DeleteRecords): callers that
-        care skip them, as WorkerOffsetsLog.read_partition does."""
+        care skip them, as WorkerTopicLog.read_partition does."""
         error, log_start, high_watermark = await self.high_watermark(topic, partition)
         if error:
             return error, b""

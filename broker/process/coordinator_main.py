@@ -1,4 +1,5 @@
-"""The coordinator process: campaigns, and once elected runs consumer groups and offsets.
+"""The coordinator process: campaigns, and once elected runs consumer groups and offsets
+and the transaction coordinator.
 
 Started (and restarted) by the supervisor on every broker, beside the workers; it has no
 client listener. It is the last endpoint of the broker's shared-memory rings
@@ -8,16 +9,20 @@ client listener. It is the last endpoint of the broker's shared-memory rings
            ◀── encoded response body ───────────────────────────────────────────────────
     worker ──FIND──▶ (error code, node id, host, port) of the elected coordinator
 
-It reads and writes __consumer_offsets through the owning workers' PartitionOps, over the
-same rings.
+It reads and writes __consumer_offsets and __transaction_state (WorkerTopicLog) through
+the owning workers' PartitionOps, over the same rings, and writes transaction markers
+(broker/process/marker_writer.py) through the owning workers, or with WriteTxnMarkers to
+the broker leading a partition.
 
 Life:
     1. open the coordination backend (local file lock, or ZooKeeper) and campaign; the
        campaign blocks in a daemon thread, the loop keeps answering NOT_COORDINATOR
-    2. elected with epoch E: make sure __consumer_offsets exists, then load it
-       partition by partition through the owning workers (COORDINATOR_LOAD_IN_PROGRESS
-       meanwhile), and serve; every append to __consumer_offsets carries E, and the
-       owning worker refuses an epoch older than the backend's current one (fencing)
+    2. elected with epoch E: make sure __consumer_offsets and __transaction_state exist,
+       then load them partition by partition through the owning workers
+       (COORDINATOR_LOAD_IN_PROGRESS meanwhile), and serve; transactions found prepared
+       get their markers and completion written; every append to either topic carries E,
+       and the owning worker refuses an epoch older than the backend's current one
+       (fencing); E is also the coordinator epoch of every marker
     3. session SUSPENDED: stop serving (NOT_COORDINATOR) until CONNECTED again;
        LOST (or fenced): drop the groups, resign, campaign again
 A process that replaces one that died resumes its ZooKeeper session, so it is elected again
@@ -25,7 +30,8 @@ at once: until its first campaign is decided and the offsets loaded, requests wa
 (bounded) instead of being told NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS; workers
 likewise hold requests while it is down (broker/process/node.py). Requests the dead process
 held are answered by the workers at once (broker/coordinator/api.py, per API).
-Deadlines (sessions, join and sync phases, offset retention) are checked by a tick
+Deadlines (sessions, join and sync phases, offset retention, transaction timeouts and
+transactional id expiry) are checked by a tick
 every 100 ms on the loop; the heartbeat file is touched from the loop, so a wedged loop
 gets the process replaced by the supervisor.
 """
@@ -39,7 +45,7 @@ import os
 import signal
 import socket
 import threading
-from typing import Any, Awaitable, Callable, Coroutine
+from typing import Any, Awaitable, Callable, Coroutine, Iterator
 
 import orjson
 
@@ -58,6 +64,7 @@ from broker.partitions.placement import owner_index
 from broker.partitions.remote_partition import RemotePartitionClient, coordinator_client_id
 from broker.process import stop_signal
 from broker.process.logs import set_role
+from broker.process.marker_writer import WorkerMarkerWriter
 from broker.process.reload import apply_in_child
 from broker.process.session_file import forget_session, keep_session, read_session
 from broker.protocol.errors import ErrorCode, KafkaError
@@ -69,6 +76,8 @@ from coordination.groups.group import CONSUMER_PROTOCOL_TYPE, Group, parse_assig
 from coordination.groups.replay import load_entries
 from coordination.groups.state import GroupState
 from coordination.open_backend import open_broker_backend
+from coordination.transactions import schema as txn_schema
+from coordination.transactions.coordinator import TransactionCoordinator, TxnSettings
 from coordination.znodes import Endpoints
 from storage.config import LogConfig
 from storage.types import TopicPartition
@@ -76,12 +85,13 @@ from storage.types import TopicPartition
 log = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
+TRANSACTION_TOPIC = "__transaction_state"
 BOOT_ERROR = 3
 READ_CHUNK = 1 << 20
 TICK_SECONDS = 0.1
 
 
-async def _committed_to(marks: Callable[[], Awaitable[tuple[int, int, int]]], partition: int,
+async def _committed_to(marks: Callable[[], Awaitable[tuple[int, int, int]]], topic: str, partition: int,
                         end: int | None = None) -> tuple[int, int, int]:
     """Wait until the high watermark (the middle of ``marks()``: log start, high watermark,
     log end) reaches ``end``, by default the log end the first marks give; the last marks.
@@ -93,7 +103,7 @@ async def _committed_to(marks: Callable[[], Awaitable[tuple[int, int, int]]], pa
             return found
         await asyncio.sleep(LOAD_WAIT)
     raise KafkaError(ErrorCode.coordinator_load_in_progress,
-                     f"{OFFSETS_TOPIC}-{partition}: its high watermark is below its log end {end}")
+                     f"{topic}-{partition}: its high watermark is below its log end {end}")
 
 
 def offsets_topic_configs(config: BrokerConfig) -> dict[str, str]:
@@ -115,6 +125,24 @@ def settings_from(config: BrokerConfig) -> CoordinatorSettings:
     )
 
 
+def transaction_topic_configs(config: BrokerConfig, replication_factor: int) -> dict[str, str]:
+    """__transaction_state is compacted, as in Kafka; its min.insync.replicas is
+    transaction.state.log.min.isr, at most its replicas (a lone broker's writes must pass)."""
+    return {"cleanup.policy": "compact",
+            "segment.bytes": str(config.get_int("transaction.state.log.segment.bytes")),
+            "min.insync.replicas": str(min(config.get_int("transaction.state.log.min.isr"), replication_factor)),
+            "unclean.leader.election.enable": "false", "preallocate.window.bytes": str(1 << 20)}
+
+
+def txn_settings_from(config: BrokerConfig) -> TxnSettings:
+    return TxnSettings(
+        max_timeout_ms=config.get_int("transaction.max.timeout.ms"),
+        transactional_id_expiration_ms=config.get_int("transactional.id.expiration.ms"),
+        abort_timed_out_interval_ms=config.get_int("transaction.abort.timed.out.transaction.cleanup.interval.ms"),
+        remove_expired_interval_ms=config.get_int("transaction.remove.expired.transaction.cleanup.interval.ms"),
+    )
+
+
 Locator = Callable[[int], tuple[int, str, int]]  # partition -> (holder broker, host, port)
 
 
@@ -124,15 +152,21 @@ LOAD_WAIT, LOAD_WAITS = 0.05, 200  # a load waits up to 10 s for the high waterm
 COMMIT_TIMEOUT_MS = 5_000  # offsets.commit.timeout.ms's default
 
 
-class WorkerOffsetsLog:
-    """__consumer_offsets as the coordinator sees it. A partition this broker holds is
-    written and read through its owning worker (the rings); a partition another broker holds,
-    over the Kafka protocol like any client, with the epoch in the client id
-    (broker/partitions/remote_partition.py). Every append carries the coordinator epoch."""
+EntriesOf = Callable[[bytes, int], tuple[list[tuple[Any, Any]], int]]
 
-    def __init__(self, mesh: Mesh, workers: int, partitions: int, node_id: int,
+
+class WorkerTopicLog:
+    """An internal topic (__consumer_offsets, __transaction_state) as the coordinator sees
+    it. A partition this broker holds is written and read through its owning worker (the
+    rings); a partition another broker holds, over the Kafka protocol like any client, with
+    the epoch in the client id (broker/partitions/remote_partition.py). Every append carries
+    the coordinator epoch. ``entries_of`` decodes the topic's records."""
+
+    def __init__(self, mesh: Mesh, workers: int, topic: str, partitions: int, node_id: int, entries_of: EntriesOf,
                  security: ClientSecurity | None = None) -> None:
         self.security = security  # how to reach other brokers (inter.broker.listener.name)
+        self.topic = topic
+        self.entries_of = entries_of
         self.partitions = partitions
         self.workers = workers
         self.node_id = node_id
@@ -147,7 +181,7 @@ class WorkerOffsetsLog:
     def _link(self, tp: TopicPartition) -> RemotePartitionOps:
         return self.links[owner_index(tp, self.workers)]
 
-    def _remote_client(self, host: str, port: int) -> RemotePartitionClient:
+    def remote_client(self, host: str, port: int) -> RemotePartitionClient:
         key = (host, port, self.epoch)
         client = self._remote.get(key)
         if client is None:
@@ -156,12 +190,12 @@ class WorkerOffsetsLog:
         return client
 
     async def append(self, partition: int, batch: bytes) -> int:
-        tp = TopicPartition(OFFSETS_TOPIC, partition)
+        tp = TopicPartition(self.topic, partition)
         holder, host, port = self.locate(partition)
         if holder != self.node_id:
             if holder < 0 or port < 0:
                 return int(ErrorCode.coordinator_not_available)  # its broker is down
-            return await self._remote_client(host, port).produce(OFFSETS_TOPIC, partition, batch)
+            return await self.remote_client(host, port).produce(self.topic, partition, batch)
         link = self._link(tp)
         try:
             results = await link.append([AppendItem(tp, batch, 9)], self.epoch)
@@ -185,32 +219,32 @@ class WorkerOffsetsLog:
         holder, host, port = self.locate(partition)
         if holder != self.node_id:
             if holder < 0 or port < 0:
-                raise KafkaError(ErrorCode.coordinator_not_available, f"{OFFSETS_TOPIC}-{partition}: its broker is down")
-            client = self._remote_client(host, port)
+                raise KafkaError(ErrorCode.coordinator_not_available, f"{self.topic}-{partition}: its broker is down")
+            client = self.remote_client(host, port)
 
             def check(code: int) -> None:
                 if code:
-                    raise KafkaError(ErrorCode(code), f"reading {OFFSETS_TOPIC}-{partition} from broker {holder}")
+                    raise KafkaError(ErrorCode(code), f"reading {self.topic}-{partition} from broker {holder}")
 
             async def remote_marks() -> tuple[int, int, int]:
-                code, log_start, high_watermark = await client.high_watermark(OFFSETS_TOPIC, partition)
+                code, log_start, high_watermark = await client.high_watermark(self.topic, partition)
                 check(code)
                 return log_start, high_watermark, -1  # its log end: asked once, below
 
-            code, end = await client.log_end(OFFSETS_TOPIC, partition)
+            code, end = await client.log_end(self.topic, partition)
             check(code)
-            await _committed_to(remote_marks, partition, end)
-            code, data = await client.read_all(OFFSETS_TOPIC, partition)
+            await _committed_to(remote_marks, self.topic, partition, end)
+            code, data = await client.read_all(self.topic, partition)
             check(code)
-            return _entries_of(data, 0)[0]
-        tp = TopicPartition(OFFSETS_TOPIC, partition)
+            return self.entries_of(data, 0)[0]
+        tp = TopicPartition(self.topic, partition)
         link = self._link(tp)
 
         async def local_marks() -> tuple[int, int, int]:
             (state,) = await link.partition_state([tp])  # log start, high watermark, log end
             return state
 
-        log_start, high_watermark, _end = await _committed_to(local_marks, partition)
+        log_start, high_watermark, _end = await _committed_to(local_marks, self.topic, partition)
         entries: list[tuple[Any, Any]] = []
         offset = max(0, log_start)
         while offset < high_watermark:
@@ -220,7 +254,7 @@ class WorkerOffsetsLog:
             if not result.length:
                 break
             data = self._read_range(result.path, result.inode, result.position, result.length)
-            found, next_offset = _entries_of(data, offset)
+            found, next_offset = self.entries_of(data, offset)
             entries.extend(found)
             if next_offset <= offset:
                 raise KafkaError(ErrorCode.corrupt_message, f"{tp}: no progress reading at {offset}")
@@ -265,8 +299,13 @@ class CoordinatorProcess:
         self.mesh = Mesh(rings, rings.coordinator)
         self.mesh.handlers[Op.SERVE] = self._serve_call
         self.mesh.handlers[Op.FIND] = self._find_call
-        self.offsets_log = WorkerOffsetsLog(self.mesh, workers, config.get_int("offsets.topic.num.partitions"), self.node_id)
-        self.offsets_log.locate = self.locate_offsets_partition
+        self.offsets_log = WorkerTopicLog(self.mesh, workers, OFFSETS_TOPIC, config.get_int("offsets.topic.num.partitions"),
+                                          self.node_id, _entries_of)
+        self.offsets_log.locate = lambda partition: self.locate_partition(OFFSETS_TOPIC, partition)
+        self.txn_log = WorkerTopicLog(self.mesh, workers, TRANSACTION_TOPIC,
+                                      config.get_int("transaction.state.log.num.partitions"), self.node_id,
+                                      txn_schema.entries_of)
+        self.txn_log.locate = lambda partition: self.locate_partition(TRANSACTION_TOPIC, partition)
         # The ACLs the group and offset APIs check (the workers check the others).
         self.security = BrokerSecurity(config)
         # Caches kept by watches, so the answers to workers never wait on ZooKeeper.
@@ -276,6 +315,13 @@ class CoordinatorProcess:
         self.elected: tuple[int, int] | None = None
         self.coordinator = GroupCoordinator(settings_from(config), self.offsets_log)
         self.coordinator.on_group_change = self._mirror_group
+        markers = WorkerMarkerWriter(self.txn_log.links, self.node_id,
+                                     lambda tp: self.locate_partition(tp.topic, tp.partition), self.txn_log.remote_client)
+        self.transactions = TransactionCoordinator(txn_settings_from(config), self.txn_log, markers,
+                                                   self._allocate_producer_id, self.coordinator.partition_for)
+        self.transactions.on_offsets_marker = self._offsets_marker_written
+        self.transactions.topic_exists = lambda topic: self.topics is not None and self.registry.get(topic) is not None
+        self._producer_ids: Iterator[int] = iter(())
         # One thread writes the group mirror, so a group's writes land in order.
         self._mirror_executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="group-mirror")
         self.backend: CoordinationBackend | None = None
@@ -334,7 +380,8 @@ class CoordinatorProcess:
         principal, host = forwarded.principal, forwarded.client_host.lstrip("/")
         return CoordinatorContext(self.coordinator, forwarded.api_key, version, forwarded.client_id,
                                   forwarded.client_host, self.topic_exists,
-                                  lambda op, kind, name: self.security.authorize(principal, host, op, kind, name))
+                                  lambda op, kind, name: self.security.authorize(principal, host, op, kind, name),
+                                  self.transactions)
 
     def find(self) -> tuple[int, int, str, int]:
         """Where the elected coordinator is: (error, node id, host, port)."""
@@ -347,18 +394,35 @@ class CoordinatorProcess:
                 return 0, self.elected[0], address[0], address[1]
         return int(ErrorCode.coordinator_not_available), -1, "", -1
 
-    def locate_offsets_partition(self, partition: int) -> tuple[int, str, int]:
-        """(holder, host, port) of a __consumer_offsets partition, from the caches."""
+    def locate_partition(self, topic: str, partition: int) -> tuple[int, str, int]:
+        """(holder, host, port) of a partition (an internal topic's, or one a transaction
+        wrote to), from the caches."""
         if not self.zookeeper or self.topics is None:
             return self.node_id, "", -1
         try:
-            state = self.registry.partition_states(OFFSETS_TOPIC).get(partition)
-            replicas = self.registry.replicas(OFFSETS_TOPIC).get(partition) or [-1]
+            state = self.registry.partition_states(topic).get(partition)
+            replicas = self.registry.replicas(topic).get(partition) or [-1]
         except Exception:
             return -1, "", -1
         holder = state.leader if state is not None else replicas[0]
         host, port = self.brokers.get(holder, {}).get(self.inter_broker, ("", -1))
         return holder, host, port
+
+    async def _allocate_producer_id(self) -> int:
+        """A producer id for a transactional id, from a block reserved in the topic registry
+        (as the workers reserve theirs: ids are unique across processes and restarts)."""
+        for producer_id in self._producer_ids:
+            return producer_id
+        block = self.config.get_int("producer.id.block.size")
+        first = await asyncio.get_running_loop().run_in_executor(
+            None, lambda: self.registry.allocate_producer_ids(block))
+        self._producer_ids = iter(range(first + 1, first + block))
+        return int(first)
+
+    def _offsets_marker_written(self, producer_id: int, committed: bool, partition: int) -> None:
+        """A transaction's marker is on a __consumer_offsets partition: its offsets there
+        become visible (commit) or are dropped (abort)."""
+        self.coordinator.complete_transaction(producer_id, committed, partition)
 
     def committed_offsets(self) -> list[tuple[str, str, int, int]]:
         """(group, topic, partition, offset) of every group this coordinator serves, for
@@ -412,6 +476,7 @@ class CoordinatorProcess:
             log.exception("coordinator: cannot read the broker secret")
             return BOOT_ERROR
         self.offsets_log.security = inter_broker_security(self.config, secret)
+        self.txn_log.security = self.offsets_log.security
         self.security.set_broker_secret(secret, self.offsets_log.security)
         if self.security.authorizer_on:
             self.security.watch_acls(self.opened.acls())
@@ -437,7 +502,9 @@ class CoordinatorProcess:
         # runs on; the campaign loop also checks ``stopping`` for that reason.
         await asyncio.wait(tasks, timeout=2)
         self.coordinator.deactivate()
+        self.transactions.deactivate()
         await self.offsets_log.close()
+        await self.txn_log.close()
         self.mesh.close()
         self._mirror_executor.shutdown(wait=True, cancel_futures=False)
         try:
@@ -518,7 +585,8 @@ class CoordinatorProcess:
         defaults = LogConfig.from_broker_config(self.config.storage_settings())
         controller = Controller(registry, lambda: set(self.opened.live_brokers()),
                                 lambda configs: defaults.with_overrides(configs).unclean_leader_election_enable,
-                                (OFFSETS_TOPIC, self.config.get_int("offsets.topic.replication.factor")),
+                                {OFFSETS_TOPIC: self.config.get_int("offsets.topic.replication.factor"),
+                                 TRANSACTION_TOPIC: self.config.get_int("transaction.state.log.replication.factor")},
                                 (float(self.config.get_int("leader.imbalance.check.interval.seconds")),
                                  self.config.get_int("leader.imbalance.per.broker.percentage"))
                                 if self.config.get_bool("auto.leader.rebalance.enable") else None)
@@ -540,12 +608,14 @@ class CoordinatorProcess:
             if self.coordinator.active:
                 log.warning("coordinator: session suspended, not serving until it reconnects")
                 self.coordinator.active = False
+            self.transactions.active = False
         elif state == "CONNECTED":
             # After a LOST this is a new session: a successor must resume this one.
             keep_session(self.run_dir, self.opened.session_credentials())
             if self.suspended and self.elected_epoch >= 0 and not self._session_lost.is_set():
                 log.info("coordinator: session reconnected, serving again")
                 self.coordinator.active = not self.coordinator.loading
+                self.transactions.active = not self.transactions.loading
             self.suspended = False
         elif state == "LOST":
             log.warning("coordinator: session lost, resigning")
@@ -568,6 +638,7 @@ class CoordinatorProcess:
             epoch = await self._in_thread(self.opened.campaign, self.node_id)
             self.elected_epoch = epoch
             self.offsets_log.epoch = epoch
+            self.txn_log.epoch = epoch
             # Before any write carrying it: the workers fence with it at once, whenever
             # their own watch reports it (a ring keeps the note before the writes).
             self._tell_epoch()
@@ -575,12 +646,14 @@ class CoordinatorProcess:
             try:
                 await self._become_active()
             except Exception:
-                log.exception("coordinator: loading __consumer_offsets failed; resigning")
+                log.exception("coordinator: loading __consumer_offsets or __transaction_state failed; resigning")
                 self.coordinator.loading = False
+                self.transactions.loading = False
                 self._session_lost.set()
             self.started.set()
             await self._session_lost.wait()
             self.coordinator.deactivate()
+            self.transactions.deactivate()
             self.elected_epoch = -1
             try:
                 await loop.run_in_executor(None, self.opened.resign)
@@ -611,7 +684,12 @@ class CoordinatorProcess:
 
     async def _become_active(self) -> None:
         self.coordinator.loading = True
-        await self._ensure_offsets_topic()
+        self.transactions.loading = True
+        await self._ensure_internal_topic(self.offsets_log, self.config.get_int("offsets.topic.replication.factor"),
+                                          lambda _factor: offsets_topic_configs(self.config))
+        await self._ensure_internal_topic(self.txn_log,
+                                          self.config.get_int("transaction.state.log.replication.factor"),
+                                          lambda factor: transaction_topic_configs(self.config, factor))
         # A note to a worker that is not up yet is dropped (a broker's start elects its
         # coordinator while its workers boot); each has answered a call by now.
         self._tell_epoch()
@@ -620,14 +698,23 @@ class CoordinatorProcess:
         # transaction in its own partition only.
         loaded: list[tuple[int, list[Any]]] = []
         for partition in range(self.offsets_log.partitions):
-            loaded.append((partition, await self._read_offsets_partition(partition)))
+            loaded.append((partition, await self._read_partition(self.offsets_log, partition)))
         self.coordinator.load(loaded)
         self.coordinator.loading = False
         self.coordinator.active = not self.suspended
         log.info("coordinator: loaded %d records, %d groups (had %d)", sum(len(entries) for _p, entries in loaded),
                  len(self.coordinator.groups), groups_before)
+        txn_entries: list[tuple[Any, Any]] = []
+        for partition in range(self.txn_log.partitions):
+            txn_entries.extend(await self._read_partition(self.txn_log, partition))
+        # Every transaction found prepared gets its markers and its completion written now
+        # (the group coordinator, loaded first, is told of each marker on its partitions).
+        self.transactions.load(txn_entries, self.elected_epoch)
+        self.transactions.active = not self.suspended
+        log.info("coordinator: loaded %d __transaction_state records, %d transactional ids", len(txn_entries),
+                 len(self.transactions.transactions))
 
-    async def _read_offsets_partition(self, partition: int) -> list[tuple[Any, Any]]:
+    async def _read_partition(self, topic_log: WorkerTopicLog, partition: int) -> list[tuple[Any, Any]]:
         """A partition's records; while its leader is down (this process, as controller,
         is electing another) or moving, try again rather than resign."""
         retriable = {ErrorCode.coordinator_not_available, ErrorCode.not_leader_or_follower,
@@ -636,42 +723,46 @@ class CoordinatorProcess:
                      ErrorCode.coordinator_load_in_progress}
         while True:
             try:
-                return await self.offsets_log.read_partition(partition)
+                return await topic_log.read_partition(partition)
             except KafkaError as exc:
                 if exc.code not in retriable or self._session_lost.is_set() or self.stopping.is_set():
                     raise
-                log.info("coordinator: %s-%d not readable yet (%s); trying again", OFFSETS_TOPIC, partition, exc)
+                log.info("coordinator: %s-%d not readable yet (%s); trying again", topic_log.topic, partition, exc)
             await asyncio.sleep(0.5)
             await asyncio.get_running_loop().run_in_executor(None, self.registry.refresh)
             await self._refresh_caches()
 
-    async def _ensure_offsets_topic(self) -> None:
+    async def _ensure_internal_topic(self, topic_log: WorkerTopicLog, wanted: int,
+                                     configs: Callable[[int], dict[str, str]]) -> None:
+        """Create __consumer_offsets or __transaction_state if it is missing, with ``wanted``
+        replicas (its replication factor setting); ``configs`` gives its topic configs for
+        the replication factor it gets."""
         from coordination.topics import TopicRegistryError
 
+        topic = topic_log.topic
         self.registry.refresh()
-        if self.registry.get(OFFSETS_TOPIC) is None:
+        if self.registry.get(topic) is None:
             try:
-                # offsets.topic.replication.factor, or as many brokers as are alive when it
+                # The setting's replication factor, or as many brokers as are alive when it
                 # is created (a cluster is usable from its first broker; Kafka would wait).
-                wanted = self.config.get_int("offsets.topic.replication.factor")
                 factor = max(1, min(wanted, len(self.opened.live_brokers()))) if self.zookeeper else 1
                 if factor < wanted:
                     log.warning("coordinator: creating %s with replication factor %d: only %d brokers are alive "
-                                "(offsets.topic.replication.factor=%d)", OFFSETS_TOPIC, factor, factor, wanted)
+                                "(its replication factor setting is %d)", topic, factor, factor, wanted)
                 await asyncio.get_running_loop().run_in_executor(
-                    None, lambda: self.registry.create(OFFSETS_TOPIC, self.offsets_log.partitions,
-                                                     offsets_topic_configs(self.config), replication_factor=factor))
+                    None, lambda: self.registry.create(topic, topic_log.partitions, configs(factor),
+                                                     replication_factor=factor))
             except TopicRegistryError as exc:
                 if exc.code != ErrorCode.topic_already_exists:
                     raise
         self.registry.refresh()
-        info = self.registry.get(OFFSETS_TOPIC)
-        if info is not None and info.partitions != self.offsets_log.partitions:
-            log.warning("__consumer_offsets has %d partitions (offsets.topic.num.partitions is %d): using %d",
-                        info.partitions, self.offsets_log.partitions, info.partitions)
-            self.offsets_log.partitions = info.partitions
+        info = self.registry.get(topic)
+        if info is not None and info.partitions != topic_log.partitions:
+            log.warning("%s has %d partitions (its num.partitions setting says %d): using %d",
+                        topic, info.partitions, topic_log.partitions, info.partitions)
+            topic_log.partitions = info.partitions
         # Every owner creates its partitions' logs before the first read.
-        for link in self.offsets_log.links:
+        for link in topic_log.links:
             await link.sync_registry()
 
     async def _tick(self) -> None:
@@ -679,6 +770,7 @@ class CoordinatorProcess:
             await asyncio.sleep(TICK_SECONDS)
             try:
                 self.coordinator.tick()
+                self.transactions.tick()
             except Exception:
                 log.exception("coordinator tick failed")
 
@@ -686,6 +778,7 @@ class CoordinatorProcess:
         while True:
             os.utime(self.heartbeat_path)
             self.offsets_log.files.sweep()  # cached fds of deleted (compacted) segments
+            self.txn_log.files.sweep()
             if os.getppid() != self.parent:
                 log.error("coordinator: supervisor is gone, stopping")
                 self.stopping.set()

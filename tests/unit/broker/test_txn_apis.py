@@ -142,3 +142,14 @@ def test_errors_as_each_version_knows_them(tmp_path: Any) -> None:
                           group_id="g").error_code == 30  # GROUP_AUTHORIZATION_FAILED
     finally:
         served.close()
+
+
+def test_the_settings_reach_the_coordinator() -> None:
+    from broker.config import load_config
+    from broker.process.coordinator_main import transaction_topic_configs, txn_settings_from
+
+    config = load_config(None, {"transaction.max.timeout.ms": "1000", "transaction.state.log.min.isr": "2"})
+    assert txn_settings_from(config) == TxnSettings(max_timeout_ms=1000)
+    assert transaction_topic_configs(config, 1)["min.insync.replicas"] == "1", "a lone replica must take writes"
+    assert transaction_topic_configs(config, 3)["min.insync.replicas"] == "2"
+    assert transaction_topic_configs(config, 3)["cleanup.policy"] == "compact"

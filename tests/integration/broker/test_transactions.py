@@ -1,0 +1,131 @@
+"""Kafka transactions against a real broker with confluent-kafka's transactional producer
+(librdkafka): a commit over two partitions, an abort, a read_committed consumer that sees
+only committed records, a zombie producer fenced by a new one with the same id, and the
+state the coordinator keeps in __transaction_state surviving a restart."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from tests.integration.conftest import Broker, wait_until
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
+
+TOPIC = "txn-data"
+SETTINGS = {"workers": 2, "transaction.state.log.num.partitions": 4, "offsets.topic.num.partitions": 4}
+
+
+def _create_topic(bootstrap: str) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(TOPIC, num_partitions=2, replication_factor=1)])[TOPIC].result(timeout=30)
+
+
+def _producer(bootstrap: str, transactional_id: str) -> Any:
+    from confluent_kafka import Producer
+
+    return Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id,
+                     "transaction.timeout.ms": 60_000, "message.timeout.ms": 30_000})
+
+
+def _read(bootstrap: str, isolation: str, expected: int, timeout: float = 30.0) -> list[tuple[int, bytes]]:
+    """(partition, value) of the records of both partitions a consumer with ``isolation``
+    gets, once it has ``expected`` of them and nothing more comes for a second."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{isolation}-{time.monotonic_ns()}",
+                         "isolation.level": isolation, "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest"})
+    try:
+        consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(2)])
+        got: list[tuple[int, bytes]] = []
+        deadline = time.monotonic() + timeout
+        quiet_since = time.monotonic()
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is None:
+                if len(got) >= expected and time.monotonic() - quiet_since > 1.0:
+                    break
+                continue
+            if message.error():
+                continue  # partition EOF and the like
+            got.append((message.partition(), message.value()))
+            quiet_since = time.monotonic()
+        return sorted(got)
+    finally:
+        consumer.close()
+
+
+@pytest.mark.parametrize("broker", [SETTINGS], indirect=True)
+def test_commit_abort_and_read_committed(broker: Broker) -> None:
+    from confluent_kafka import KafkaException
+
+    _create_topic(broker.bootstrap)
+    producer = _producer(broker.bootstrap, "castle-tx-1")
+    producer.init_transactions(30)
+
+    producer.begin_transaction()
+    producer.produce(TOPIC, value=b"committed-0", partition=0)
+    producer.produce(TOPIC, value=b"committed-1", partition=1)
+    producer.commit_transaction(30)
+
+    producer.begin_transaction()
+    producer.produce(TOPIC, value=b"aborted-0", partition=0)
+    producer.produce(TOPIC, value=b"aborted-1", partition=1)
+    producer.flush(30)  # the records are in the log before the abort
+    producer.abort_transaction(30)
+
+    producer.begin_transaction()
+    producer.produce(TOPIC, value=b"committed-2", partition=1)
+    producer.commit_transaction(30)
+
+    committed = [(0, b"committed-0"), (1, b"committed-1"), (1, b"committed-2")]
+    assert _read(broker.bootstrap, "read_committed", 3) == committed
+    # A read_uncommitted consumer gets the aborted records too (never the markers).
+    assert _read(broker.bootstrap, "read_uncommitted", 5) == sorted(committed + [(0, b"aborted-0"),
+                                                                                 (1, b"aborted-1")])
+
+    # A new producer with the same transactional id fences the old one.
+    successor = _producer(broker.bootstrap, "castle-tx-1")
+    successor.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(TOPIC, value=b"zombie", partition=0)
+    with pytest.raises(KafkaException) as fenced:
+        producer.commit_transaction(30)
+    assert fenced.value.args[0].fatal(), fenced.value.args[0]
+
+    successor.begin_transaction()
+    successor.produce(TOPIC, value=b"successor", partition=0)
+    successor.commit_transaction(30)
+    assert (0, b"successor") in _read(broker.bootstrap, "read_committed", 4)
+    assert (0, b"zombie") not in _read(broker.bootstrap, "read_committed", 4)
+
+
+@pytest.mark.parametrize("broker", [SETTINGS], indirect=True)
+def test_an_open_transaction_is_aborted_when_its_producer_comes_back(broker: Broker) -> None:
+    """The coordinator keeps the transaction in __transaction_state: after a restart of the
+    broker, the producer's successor gets its id once the old transaction is aborted (until
+    then a read_committed consumer sees nothing past the open transaction's first record)."""
+    _create_topic(broker.bootstrap)
+    producer = _producer(broker.bootstrap, "castle-tx-restart")
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(TOPIC, value=b"left-open", partition=0)
+    assert producer.flush(30) == 0  # the producer never ends it: it is left open
+
+    broker.restart()
+    successor = _producer(broker.bootstrap, "castle-tx-restart")
+    successor.init_transactions(60)  # retried while the open transaction is aborted
+    successor.begin_transaction()
+    successor.produce(TOPIC, value=b"after-restart", partition=0)
+    successor.commit_transaction(30)
+
+    def committed() -> list[tuple[int, bytes]] | None:
+        got = _read(broker.bootstrap, "read_committed", 1, timeout=10)
+        return got if got else None
+
+    assert wait_until(committed, 60, "the committed record") == [(0, b"after-restart")]
