@@ -1,7 +1,8 @@
 """Kafka transactions against a real broker with confluent-kafka's transactional producer
 (librdkafka): a commit over two partitions, an abort, a read_committed consumer that sees
 only committed records, a zombie producer fenced by a new one with the same id, and the
-state the coordinator keeps in __transaction_state surviving a restart."""
+state the coordinator keeps in __transaction_state surviving a restart; offsets sent to a
+transaction; kafka-python and aiokafka transactional producers."""
 
 from __future__ import annotations
 
@@ -129,3 +130,92 @@ def test_an_open_transaction_is_aborted_when_its_producer_comes_back(broker: Bro
         return got if got else None
 
     assert wait_until(committed, 60, "the committed record") == [(0, b"after-restart")]
+
+
+@pytest.mark.parametrize("broker", [SETTINGS], indirect=True)
+def test_offsets_sent_to_a_transaction_commit_or_abort_with_it(broker: Broker) -> None:
+    """Consume, produce and commit the consumer's offsets in one transaction
+    (send_offsets_to_transaction: AddOffsetsToTxn, then TxnOffsetCommit): the offsets are
+    the group's once the transaction commits, and not when it aborts."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    _create_topic(broker.bootstrap)
+    seed = _producer(broker.bootstrap, "castle-tx-seed")
+    seed.init_transactions(30)
+    seed.begin_transaction()
+    for index in range(4):
+        seed.produce(TOPIC, value=b"in-%d" % index, partition=0)
+    seed.commit_transaction(30)
+
+    group = "castle-txn-group"
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False,
+                         "isolation.level": "read_committed", "auto.offset.reset": "earliest"})
+    producer = _producer(broker.bootstrap, "castle-tx-offsets")
+    producer.init_transactions(30)
+    try:
+        consumer.assign([TopicPartition(TOPIC, 0, 0)])
+        got = []
+        deadline = time.monotonic() + 30
+        while len(got) < 2 and time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is not None and not message.error():
+                got.append(message.value())
+        assert got == [b"in-0", b"in-1"]
+
+        producer.begin_transaction()
+        producer.produce(TOPIC, value=b"out", partition=1)
+        producer.send_offsets_to_transaction([TopicPartition(TOPIC, 0, 2)], consumer.consumer_group_metadata(), 30)
+        producer.commit_transaction(30)
+
+        def committed() -> int | None:
+            (tp,) = consumer.committed([TopicPartition(TOPIC, 0)], timeout=10)
+            return tp.offset if tp.offset >= 0 else None
+
+        assert wait_until(committed, 30, "the transaction's offset") == 2
+
+        producer.begin_transaction()
+        producer.produce(TOPIC, value=b"out-aborted", partition=1)
+        producer.send_offsets_to_transaction([TopicPartition(TOPIC, 0, 4)], consumer.consumer_group_metadata(), 30)
+        producer.abort_transaction(30)
+        (tp,) = consumer.committed([TopicPartition(TOPIC, 0)], timeout=10)
+        assert tp.offset == 2, "an aborted transaction's offsets are dropped"
+    finally:
+        consumer.close()
+    assert (1, b"out") in _read(broker.bootstrap, "read_committed", 5)
+    assert (1, b"out-aborted") not in _read(broker.bootstrap, "read_committed", 5)
+
+
+@pytest.mark.parametrize("broker", [SETTINGS], indirect=True)
+def test_kafka_python_and_aiokafka_transactional_producers(broker: Broker) -> None:
+    import asyncio
+
+    from aiokafka import AIOKafkaProducer
+    from kafka import KafkaProducer
+
+    _create_topic(broker.bootstrap)
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id="castle-tx-kafka-python")
+    try:
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.send(TOPIC, value=b"kafka-python-aborted", partition=0)
+        producer.abort_transaction()
+        producer.begin_transaction()
+        producer.send(TOPIC, value=b"kafka-python", partition=0)
+        producer.commit_transaction()
+    finally:
+        producer.close(timeout=10)
+
+    async def aiokafka_transactions() -> None:
+        aio = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id="castle-tx-aiokafka")
+        await aio.start()
+        try:
+            async with aio.transaction():
+                await aio.send_and_wait(TOPIC, b"aiokafka", partition=1)
+            await aio.begin_transaction()
+            await aio.send_and_wait(TOPIC, b"aiokafka-aborted", partition=1)
+            await aio.abort_transaction()
+        finally:
+            await aio.stop()
+
+    asyncio.run(asyncio.wait_for(aiokafka_transactions(), 60))
+    assert _read(broker.bootstrap, "read_committed", 2) == [(0, b"kafka-python"), (1, b"aiokafka")]
