@@ -1,0 +1,84 @@
+"""Transactions on a ZooKeeper cluster of two brokers: one coordinator process is elected
+for the cluster, and the transaction's partitions are led by both brokers, so its markers
+go to the other broker with WriteTxnMarkers (broker/process/marker_writer.py) as well as
+through the coordinator's own workers."""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+import pytest
+from kazoo.client import KazooClient
+
+from tests.integration.conftest import Broker, wait_until
+
+pytestmark = [pytest.mark.integration, pytest.mark.zookeeper, pytest.mark.timeout(240)]
+
+TOPIC = "txn-cluster"
+
+
+def _start(broker_factory: Callable[..., Broker], zk_connect: str, node_id: int) -> Broker:
+    broker = broker_factory(workers=1, overrides={
+        "zookeeper.connect": zk_connect, "node.id": node_id, "zookeeper.session.timeout.ms": 4000,
+        "offsets.topic.num.partitions": 2, "transaction.state.log.num.partitions": 2})
+    client = KazooClient(hosts=zk_connect)
+    client.start(timeout=10)
+    try:
+        wait_until(lambda: client.exists(f"/brokers/ids/{node_id}"), 20, f"broker {node_id} registered")
+    finally:
+        client.stop()
+        client.close()
+    return broker
+
+
+def test_a_transaction_over_partitions_of_two_brokers(broker_factory: Callable[..., Broker], zk_connect: str) -> None:
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    one = _start(broker_factory, zk_connect, 1)
+    two = _start(broker_factory, zk_connect, 2)
+    bootstrap = f"{one.bootstrap},{two.bootstrap}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    # One partition on each broker, so that whichever is the coordinator, one marker is remote.
+    admin.create_topics([NewTopic(TOPIC, num_partitions=2, replica_assignment=[[1], [2]])])[TOPIC].result(timeout=30)
+
+    def leaders() -> dict[int, int] | None:
+        found = admin.list_topics(TOPIC, timeout=10).topics[TOPIC].partitions
+        led = {p: meta.leader for p, meta in found.items()}
+        return led if sorted(led.values()) == [1, 2] else None
+
+    assert wait_until(leaders, 30, "a leader for each partition") == {0: 1, 1: 2}
+
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "castle-cluster-tx"})
+    producer.init_transactions(60)
+    producer.begin_transaction()
+    producer.produce(TOPIC, value=b"c-0", partition=0)
+    producer.produce(TOPIC, value=b"c-1", partition=1)
+    producer.commit_transaction(60)
+    producer.begin_transaction()
+    producer.produce(TOPIC, value=b"a-0", partition=0)
+    producer.produce(TOPIC, value=b"a-1", partition=1)
+    producer.flush(30)
+    producer.abort_transaction(60)
+    producer.begin_transaction()
+    producer.produce(TOPIC, value=b"c-2", partition=1)
+    producer.commit_transaction(60)
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "cluster-reader", "enable.auto.commit": False,
+                         "isolation.level": "read_committed", "auto.offset.reset": "earliest"})
+    try:
+        consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(2)])
+        got: list[tuple[int, bytes]] = []
+        deadline = time.monotonic() + 30
+        while len(got) < 3 and time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is not None and not message.error():
+                got.append((message.partition(), message.value()))
+        # Anything past the last commit would have come by now: the consumer reached the LSO.
+        extra = consumer.poll(1.0)
+        assert extra is None or extra.error() is not None, extra.value()
+    finally:
+        consumer.close()
+    assert sorted(got) == [(0, b"c-0"), (1, b"c-1"), (1, b"c-2")]
+
