@@ -219,3 +219,32 @@ def test_kafka_python_and_aiokafka_transactional_producers(broker: Broker) -> No
 
     asyncio.run(asyncio.wait_for(aiokafka_transactions(), 60))
     assert _read(broker.bootstrap, "read_committed", 2) == [(0, b"kafka-python"), (1, b"aiokafka")]
+
+
+@pytest.mark.parametrize("broker", [{**SETTINGS, "transaction.abort.timed.out.transaction.cleanup.interval.ms": 200}],
+                         indirect=True)
+def test_a_transaction_past_its_timeout_is_aborted_by_the_coordinator(broker: Broker) -> None:
+    """Until the coordinator aborts it, an open transaction holds every read_committed
+    consumer of its partition at its first record; the abort lets them past it."""
+    from confluent_kafka import KafkaException, Producer
+
+    _create_topic(broker.bootstrap)
+    slow = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "castle-tx-slow",
+                     "transaction.timeout.ms": 2_000})
+    slow.init_transactions(30)
+    slow.begin_transaction()
+    slow.produce(TOPIC, value=b"never-committed", partition=0)
+    assert slow.flush(30) == 0
+    other = _producer(broker.bootstrap, "castle-tx-other")
+    other.init_transactions(30)
+    other.begin_transaction()
+    other.produce(TOPIC, value=b"committed-later", partition=0)
+    other.commit_transaction(30)
+
+    def visible() -> list[tuple[int, bytes]] | None:
+        return _read(broker.bootstrap, "read_committed", 1, timeout=3) or None
+
+    assert wait_until(visible, 30, "the timed-out transaction to be aborted") == [(0, b"committed-later")]
+    # Its producer was fenced by the abort's epoch bump: it cannot commit.
+    with pytest.raises(KafkaException):
+        slow.commit_transaction(10)
