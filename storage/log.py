@@ -214,7 +214,9 @@ class PartitionLog:
         files.fsync_dir(self.directory)
 
     def _rebuild_producer_state(self) -> None:
-        """Load the newest snapshot, then replay batch headers after it (no record decode)."""
+        """Load the newest snapshot (at or before the first recovered segment, whose
+        .txnindex the replay rebuilds), then replay batch headers after it; only
+        transaction markers are decoded (their record holds the type and epoch)."""
         # Snapshots past the end describe batches that recovery or truncation removed.
         self.producer_state.delete_snapshots_after(self._log_end_offset)
         replay_from = self._log_end_offset if self._replay_from is None else min(self._replay_from, self._log_end_offset)
