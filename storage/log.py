@@ -155,6 +155,10 @@ class PartitionLog:
         self._last_flush_ms = now_ms()
         self.producer_state = ProducerStateManager(directory)
         self._rebuild_producer_state()
+        for segment in self._segments:
+            # Entries the replay wrote again into recovered segments' indexes: durable
+            # before the recovery point (now the log end) vouches for them.
+            segment.txn_index.flush()
         # Committed = below the high watermark: every in-sync replica has it. A partition
         # with no other replica (``replicated`` False, the default) commits at append; a
         # replicated one keeps the checkpointed mark, so a restart never shows more.
@@ -210,7 +214,9 @@ class PartitionLog:
         files.fsync_dir(self.directory)
 
     def _rebuild_producer_state(self) -> None:
-        """Load the newest snapshot, then replay batch headers after it (no record decode)."""
+        """Load the newest snapshot (at or before the first recovered segment, whose
+        .txnindex the replay rebuilds), then replay batch headers after it; only
+        transaction markers are decoded (their record holds the type and epoch)."""
         # Snapshots past the end describe batches that recovery or truncation removed.
         self.producer_state.delete_snapshots_after(self._log_end_offset)
         replay_from = self._log_end_offset if self._replay_from is None else min(self._replay_from, self._log_end_offset)
@@ -293,10 +299,11 @@ class PartitionLog:
     @property
     def last_stable_offset(self) -> int:
         """The LSO: below it every transaction is decided and replicated (the first
-        unstable offset, capped at the high watermark)."""
+        unstable offset, capped at the high watermark, never below the log start, as
+        Kafka's: DeleteRecords may pass the start of an open transaction)."""
         first_unstable = self.producer_state.first_unstable
         hw = self._high_watermark
-        return first_unstable if 0 <= first_unstable < hw else hw
+        return max(first_unstable, self.log_start_offset) if 0 <= first_unstable < hw else hw
 
     @property
     def segments(self) -> SegmentList:
@@ -497,7 +504,7 @@ class PartitionLog:
         file_range = None
         hw = self._high_watermark
         first_unstable = self.producer_state.first_unstable
-        lso = first_unstable if 0 <= first_unstable < hw else hw
+        lso = max(first_unstable, self.log_start_offset) if 0 <= first_unstable < hw else hw
         limit_offset = lso if read_committed else hw if committed else end
         if offset < limit_offset:
             limit = self._position_limit(limit_offset, read_committed and lso < hw) if limit_offset < end else None

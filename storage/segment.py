@@ -302,6 +302,7 @@ class LogSegment:
         self._log = None  # fd stays open (read side), soon over the trimmed file
         self.offset_index.seal()
         self.time_index.seal()
+        self.txn_index.close()  # no marker lands here any more; a flush reopens it to sync
 
     def flush(self) -> None:
         os.fdatasync(self._fd)

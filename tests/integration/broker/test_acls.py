@@ -47,12 +47,14 @@ INVALID_TOPIC_EXCEPTION = 17
 TOPIC_AUTHORIZATION_FAILED = 29
 GROUP_AUTHORIZATION_FAILED = 30
 CLUSTER_AUTHORIZATION_FAILED = 31
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 53
 SECURITY_DISABLED = 54
 
 # Kafka's ACL codes (org.apache.kafka.common.resource / acl)
-RT_ANY, RT_TOPIC, RT_GROUP, RT_CLUSTER = 1, 2, 3, 4
+RT_ANY, RT_TOPIC, RT_GROUP, RT_CLUSTER, RT_TRANSACTIONAL_ID = 1, 2, 3, 4, 5
 # Kafka's resource type names -> codes (librdkafka calls CLUSTER "BROKER").
-RESOURCE_TYPES = {"ANY": RT_ANY, "TOPIC": RT_TOPIC, "GROUP": RT_GROUP, "CLUSTER": RT_CLUSTER}
+RESOURCE_TYPES = {"ANY": RT_ANY, "TOPIC": RT_TOPIC, "GROUP": RT_GROUP, "CLUSTER": RT_CLUSTER,
+                  "TRANSACTIONAL_ID": RT_TRANSACTIONAL_ID}
 RESOURCE_NAMES = {code: name for name, code in RESOURCE_TYPES.items()}
 PT_ANY, PT_LITERAL = 1, 3
 OP_ANY, PERM_ANY = 1, 1
@@ -676,6 +678,43 @@ def test_cluster_action_is_authorized_for_the_clients_host(s: AclBroker, grants:
     assert (denied, allowed) == (TOPIC_AUTHORIZATION_FAILED, 0), (
         "follower fetch (replica_id 0) of bob (ALLOW CLUSTER_ACTION *, DENY from 127.0.0.1) and "
         f"mallory (ALLOW CLUSTER_ACTION from 127.0.0.1): got {(denied, allowed)}")
+
+
+def test_transactional_produce_and_write_txn_markers_need_their_acls(s: AclBroker, grants: Grants) -> None:
+    """Kafka's checks: a Produce naming a transactional id needs WRITE on that
+    TRANSACTIONAL_ID (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition,
+    WRITE on the topic notwithstanding); WriteTxnMarkers needs CLUSTER_ACTION on the cluster."""
+    topic = unique("txn-acl-")
+    transactional_id = unique("tx-")
+    create_topics(s, topic)
+    grants.add(acl("TOPIC", topic, "User:alice", "WRITE"))
+
+    def transactional_produce(raw: Raw, producer_id: int, epoch: int, sequence: int) -> int:
+        batch = encode_batch([Record(0, int(time.time() * 1000), b"k", b"t", ())], producer_id=producer_id,
+                             producer_epoch=epoch, base_sequence=sequence, is_transactional=True)
+        answer = raw.ask(0, 9, {"transactional_id": transactional_id, "acks": -1, "timeout": 10_000, "topic_data": [
+            {"name": topic, "partition_data": [{"index": 0, "records": batch}]}]})
+        return int(answer.responses[0].partition_responses[0].error_code)
+
+    def write_markers(raw: Raw, producer_id: int, epoch: int) -> list[int]:
+        answer = raw.ask(27, 1, {"markers": [{"producer_id": producer_id, "producer_epoch": epoch,
+                                              "transaction_result": False, "coordinator_epoch": 0,
+                                              "topics": [{"name": topic, "partition_indexes": [0]}]}]})
+        return [int(p.error_code) for m in answer.markers for t in m.topics for p in t.partitions]
+
+    with Raw(s.sasl, "alice") as raw:
+        producer = raw.init_producer_id()
+        assert producer.error_code == 0
+        producer_id, epoch = int(producer.producer_id), int(producer.producer_epoch)
+        assert transactional_produce(raw, producer_id, epoch, 0) == TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        assert write_markers(raw, producer_id, epoch) == [CLUSTER_AUTHORIZATION_FAILED]
+    grants.add(acl("TRANSACTIONAL_ID", transactional_id, "User:alice", "WRITE"),
+               acl("CLUSTER", "kafka-cluster", "User:alice", "CLUSTER_ACTION"))
+    with Raw(s.sasl, "alice") as raw:
+        assert transactional_produce(raw, producer_id, epoch, 0) == 0
+        assert write_markers(raw, producer_id, epoch) == [0]
+    with Raw(s.sasl, "bob") as raw:
+        assert write_markers(raw, producer_id, epoch) == [CLUSTER_AUTHORIZATION_FAILED]
 
 
 def test_an_internal_topic_needs_write_first(s: AclBroker) -> None:

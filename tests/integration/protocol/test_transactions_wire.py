@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 import uuid
 from typing import Any
 
@@ -186,3 +187,85 @@ def test_the_coordinators_client_writes_markers_only_with_the_broker_proof(broke
             aborted = fetch(client, topic, partition, 0, READ_COMMITTED)
             assert aborted.last_stable_offset == 2
             assert [(a.producer_id, a.first_offset) for a in aborted.aborted_transactions] == [(producer[0], 0)]
+
+
+def consume_all(broker: Broker, topic: str, isolation: str, expected: int) -> list[bytes]:
+    """The values a confluent-kafka (librdkafka) consumer with ``isolation.level`` reads from
+    the start of both partitions, once it has ``expected`` of them (or after 20 s)."""
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as KafkaPartition
+
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"{topic}-{isolation}",
+                         "enable.auto.commit": False, "isolation.level": isolation})
+    values: list[bytes] = []
+    try:
+        consumer.assign([KafkaPartition(topic, p, 0) for p in (0, 1)])
+        deadline = time.monotonic() + 20
+        while len(values) < expected and time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is not None and message.error() is None:
+                values.append(message.value())
+        time.sleep(0.5)  # and nothing more arrives
+        while (message := consumer.poll(0.1)) is not None:
+            if message.error() is None:
+                values.append(message.value())
+    finally:
+        consumer.close()
+    return values
+
+
+def consume_all_kafka_python(broker: Broker, topic: str, expected: int) -> list[bytes]:
+    """The same with kafka-python's read_committed consumer."""
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KafkaPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False,
+                             isolation_level="read_committed", auto_offset_reset="earliest")
+    values: list[bytes] = []
+    try:
+        consumer.assign([KafkaPartition(topic, p) for p in (0, 1)])
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and len(values) < expected:
+            for records in consumer.poll(timeout_ms=200).values():
+                values.extend(record.value for record in records)
+        for records in consumer.poll(timeout_ms=500).values():
+            values.extend(record.value for record in records)
+    finally:
+        consumer.close()
+    return values
+
+
+@TWO_PARTITIONS
+def test_a_read_committed_consumer_skips_aborted_transactions_and_stops_at_an_open_one(broker: Broker) -> None:
+    """librdkafka's and kafka-python's read_committed consumers drop the batches of the
+    aborted transactions Fetch names, read the committed ones, and nothing of a transaction
+    still open (nor what follows it); a read_uncommitted consumer reads every data record."""
+    topic = "txn-consumed"
+    with KioClient(broker.bootstrap) as client:
+        create_topic(client, topic)
+        producer = idempotent_producer(client)
+        assert produce_transactional(client, topic, 0, producer, 0, [b"committed-1", b"committed-2"]).error_code == 0
+        assert produce_transactional(client, topic, 1, producer, 0, [b"aborted-1"]).error_code == 0
+    with KioClient(broker.bootstrap, client_id=coordinator_client_id(1)) as coordinator:
+        assert _prove_broker(coordinator, broker_secret(broker), 0) == 0
+        assert set(write_markers(coordinator, [marker(producer, True, topic, [0]),
+                                               marker(producer, False, topic, [1])]).values()) == {0}
+    with KioClient(broker.bootstrap) as client:
+        for partition, value in ((0, b"plain-0"), (1, b"plain-1")):
+            answer = client.call(PRODUCE, 9, request(PRODUCE, 9, transactional_id=None, acks=-1, timeout=5000, topic_data=[
+                {"name": topic, "partition_data": [{"index": partition, "records": encode_batch(
+                    [Record(0, 1_700_000_000_000, None, value)])}]}]))
+            assert answer.responses[0].partition_responses[0].error_code == 0
+        # The next transaction, left open: partition 1 holds it, then a plain record after it.
+        assert produce_transactional(client, topic, 1, producer, 1, [b"open-1"]).error_code == 0
+        answer = client.call(PRODUCE, 9, request(PRODUCE, 9, transactional_id=None, acks=-1, timeout=5000, topic_data=[
+            {"name": topic, "partition_data": [{"index": 1, "records": encode_batch(
+                [Record(0, 1_700_000_000_000, None, b"behind-open")])}]}]))
+        assert answer.responses[0].partition_responses[0].error_code == 0
+
+    visible = sorted([b"committed-1", b"committed-2", b"plain-0", b"plain-1"])
+    assert sorted(consume_all(broker, topic, "read_committed", 4)) == visible
+    assert sorted(consume_all_kafka_python(broker, topic, 4)) == visible
+    everything = consume_all(broker, topic, "read_uncommitted", 7)
+    assert sorted(everything) == sorted([b"committed-1", b"committed-2", b"plain-0", b"aborted-1", b"plain-1",
+                                         b"open-1", b"behind-open"])

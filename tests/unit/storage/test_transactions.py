@@ -4,8 +4,11 @@ marker fencing. Real logs on real files."""
 from __future__ import annotations
 
 import os
+import tempfile
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from storage.batch import iter_headers
 from storage.errors import InvalidProducerEpochError, StorageError, TransactionCoordinatorFencedError
@@ -312,3 +315,78 @@ def test_a_restart_from_an_older_snapshot_replays_the_markers(tmp_path):
     assert _state(reopened)[:2] == state[:2]
     assert reopened.last_stable_offset == 5
     reopened.close()
+
+
+def test_the_lso_never_falls_below_the_log_start(tmp_path):
+    log = open_log(tmp_path)
+    log.append(txn_batch(5, 0, 2), leader_epoch=0)  # 0-1
+    log.append(batch(count=3), leader_epoch=0)  # 2-4
+    assert log.last_stable_offset == 0
+    log.delete_records_before(3)  # DeleteRecords passes the open transaction's start
+    assert log.last_stable_offset == 3
+    info = log.read(3, BIG, read_committed=True)
+    assert info.file_range is None and info.last_stable_offset == 3
+    log.append_marker(5, 0, True, 0, leader_epoch=0)
+    assert log.last_stable_offset == 6
+    assert committed_offsets(log, 3) == [2, 3, 4]  # whole batches: the consumer skips below 3
+
+
+# ----------------------------------------------------------------- against a model
+
+_OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("data"), st.integers(0, 3)),  # producer 0: plain writes
+        st.tuples(st.just("commit"), st.integers(1, 3)),
+        st.tuples(st.just("abort"), st.integers(1, 3)),
+        st.tuples(st.just("hw"), st.integers(0, 3)),  # advance the high watermark by 0-3
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(ops=_OPS)
+def test_lso_and_aborted_transactions_match_a_model(ops):
+    """Kafka's rules restated naively: the LSO is the smallest first offset of a
+    transaction still open or closed by a marker at or above the high watermark, capped
+    at the high watermark; the aborted list holds every aborted non-empty transaction."""
+    from storage.config import LogConfig
+
+    with tempfile.TemporaryDirectory() as directory:
+        log = PartitionLog(os.path.join(directory, TP.dir_name), TP, LogConfig(segment_bytes=1024))
+        log.set_replicated(True)
+        sequences = {1: 0, 2: 0, 3: 0}
+        open_txns: dict[int, int] = {}
+        closed: list[tuple[int, int, int, bool]] = []  # producer, first, marker, aborted
+        for op, arg in ops:
+            if op == "data" and arg == 0:
+                log.append(batch(count=2, value_size=200), leader_epoch=0)
+            elif op == "data":
+                first = log.log_end_offset
+                log.append(txn_batch(arg, sequences[arg], 1, value=b"v" * 200), leader_epoch=0)
+                sequences[arg] += 1
+                open_txns.setdefault(arg, first)
+            elif op in ("commit", "abort"):
+                marker = log.log_end_offset
+                log.append_marker(arg, 0, op == "commit", 0, leader_epoch=0)
+                if arg in open_txns:
+                    closed.append((arg, open_txns.pop(arg), marker, op == "abort"))
+            else:
+                log.advance_high_watermark(log.high_watermark + arg)
+            hw = log.high_watermark
+            unstable = list(open_txns.values()) + [first for _p, first, marker, _a in closed if marker >= hw]
+            assert log.last_stable_offset == min([hw, *unstable])
+        end = log.log_end_offset
+        assert log.aborted_transactions(0, end) == [(p, first) for p, first, _m, aborted in closed if aborted]
+        for start in range(0, end + 1, 3):
+            for upper in range(start, end + 1, 4):
+                # Kafka stops at an entry whose LSO reaches the bound: no later one overlaps.
+                assert log.aborted_transactions(start, upper) == [
+                    (p, first) for p, first, marker, aborted in closed if aborted and marker >= start and first < upper]
+        expected_ongoing = dict(sorted(open_txns.items(), key=lambda item: item[1]))
+        assert log.producer_state.ongoing == expected_ongoing
+        log.close()
+        reopened = PartitionLog(os.path.join(directory, TP.dir_name), TP, LogConfig(segment_bytes=1024))
+        assert reopened.producer_state.ongoing == expected_ongoing
+        assert reopened.aborted_transactions(0, end) == [(p, first) for p, first, _m, aborted in closed if aborted]
+        reopened.close()
