@@ -341,3 +341,21 @@ def test_an_idle_transactional_id_expires_with_a_tombstone(tmp_path: Any) -> Non
         assert again.error_code == 0 and again.producer_id != pid, "an expired id starts afresh"
 
     run(tmp_path, body)
+
+
+def test_a_producer_whose_epochs_ran_out_gets_a_new_producer_id(tmp_path: Any) -> None:
+    async def body(h: Harness) -> None:
+        # The state as a coordinator left it after the last epoch a client may have.
+        value = schema.TxnLogValue(77, 32766, 60_000, int(S.COMPLETE_COMMIT), {}, 1, 1)
+        h.state_log.logs[schema.partition_for("tx", STATE_PARTITIONS)].append(
+            schema.state_batch([(schema.encode_key("tx"), schema.encode_value(value))], 1))
+        coord = h.coordinator()
+        rotated = await coord.init_producer_id("tx", 60_000, (77, 32766))
+        assert (rotated.error_code, rotated.producer_epoch) == (0, 0) and rotated.producer_id != 77
+        # A retry of that call (its answer was lost) is recognised by the previous producer id.
+        retried = await coord.init_producer_id("tx", 60_000, (77, 32766))
+        assert (retried.error_code, retried.producer_id) == (0, rotated.producer_id)
+        assert last_state(h, "tx") == schema.TxnLogValue(rotated.producer_id, retried.producer_epoch, 60_000,
+                                                         int(S.EMPTY), None, last_state(h, "tx").last_update_ms, -1)
+
+    run(tmp_path, body)
