@@ -23,7 +23,7 @@ from storage.records import CONTROL_TYPE_ABORT, CONTROL_TYPE_COMMIT, Record, enc
 from storage.types import TopicPartition
 from tests.integration.conftest import Broker
 from tests.integration.coordination.test_group_protocol import request
-from tests.integration.kio_client import KioClient
+from tests.integration.kio_client import KioClient, decode_response, read_frame
 from tests.integration.protocol.test_leader_epochs import _prove_broker
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
@@ -248,8 +248,8 @@ def test_a_read_committed_consumer_skips_aborted_transactions_and_stops_at_an_op
         assert produce_transactional(client, topic, 1, producer, 0, [b"aborted-1"]).error_code == 0
     with KioClient(broker.bootstrap, client_id=coordinator_client_id(1)) as coordinator:
         assert _prove_broker(coordinator, broker_secret(broker), 0) == 0
-        assert set(write_markers(coordinator, [marker(producer, True, topic, [0]),
-                                               marker(producer, False, topic, [1])]).values()) == {0}
+        assert set(write_markers(coordinator, [marker(producer, True, topic, [0]), marker(producer, False, topic, [1])],
+                                 version=2).values()) == {0}  # v2 (KIP-890's transaction_version) writes the same
     with KioClient(broker.bootstrap) as client:
         for partition, value in ((0, b"plain-0"), (1, b"plain-1")):
             answer = client.call(PRODUCE, 9, request(PRODUCE, 9, transactional_id=None, acks=-1, timeout=5000, topic_data=[
@@ -269,3 +269,38 @@ def test_a_read_committed_consumer_skips_aborted_transactions_and_stops_at_an_op
     everything = consume_all(broker, topic, "read_uncommitted", 7)
     assert sorted(everything) == sorted([b"committed-1", b"committed-2", b"plain-0", b"aborted-1", b"plain-1",
                                          b"open-1", b"behind-open"])
+
+
+@TWO_PARTITIONS
+def test_a_read_committed_long_poll_wakes_when_the_marker_commits(broker: Broker) -> None:
+    """A read_committed Fetch parked at the last stable offset (min_bytes 1, max_wait 10 s)
+    is answered as soon as the COMMIT marker makes the transaction's records stable, on
+    whichever worker the fetch and the partition are."""
+    topic = "txn-long-poll"
+    with KioClient(broker.bootstrap) as client:
+        create_topic(client, topic)
+        producer = idempotent_producer(client)
+        for partition in (0, 1):
+            assert produce_transactional(client, topic, partition, producer, 0, [b"p", b"q"]).error_code == 0
+    secret = broker_secret(broker)
+    for partition in (0, 1):
+        with KioClient(broker.bootstrap, timeout=15) as consumer, \
+                KioClient(broker.bootstrap, client_id=coordinator_client_id(1)) as coordinator:
+            assert _prove_broker(coordinator, secret, 0) == 0
+            started = time.monotonic()
+            correlation = consumer.send(FETCH, 12, request(
+                FETCH, 12, replica_id=-1, max_wait=10_000, min_bytes=1, max_bytes=1 << 20,
+                isolation_level=READ_COMMITTED, session_id=0, session_epoch=-1, forgotten_topics_data=[], rack_id="",
+                topics=[{"topic": topic, "partitions": [{"partition": partition, "current_leader_epoch": -1,
+                                                         "fetch_offset": 0, "last_fetched_epoch": -1,
+                                                         "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}]))
+            time.sleep(0.5)  # parked by now
+            assert write_markers(coordinator, [marker(producer, True, topic, [partition])]) == {
+                (producer[0], topic, partition): 0}
+            got, answer = decode_response(FETCH, 12, read_frame(consumer.sock))
+            waited = time.monotonic() - started
+            assert got == correlation
+            answered = answer.responses[0].partitions[0]
+            assert answered.last_stable_offset == 3 and list(answered.aborted_transactions) == []
+            assert batches(answered.records) == [(0, 1, False, None), (2, 2, True, CONTROL_TYPE_COMMIT)]
+            assert waited < 5, f"answered after {waited:.1f} s: the marker did not wake the parked fetch"
