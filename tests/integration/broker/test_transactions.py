@@ -13,7 +13,7 @@ import pytest
 
 from tests.integration.conftest import Broker, wait_until
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.integration, pytest.mark.transactions, pytest.mark.timeout(240)]
 
 TOPIC = "txn-data"
 SETTINGS = {"workers": 2, "transaction.state.log.num.partitions": 4, "offsets.topic.num.partitions": 4}

@@ -13,7 +13,7 @@ from kazoo.client import KazooClient
 
 from tests.integration.conftest import Broker, wait_until
 
-pytestmark = [pytest.mark.integration, pytest.mark.zookeeper, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.integration, pytest.mark.transactions, pytest.mark.zookeeper, pytest.mark.timeout(240)]
 
 TOPIC = "txn-cluster"
 

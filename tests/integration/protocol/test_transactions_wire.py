@@ -26,7 +26,7 @@ from tests.integration.coordination.test_group_protocol import request
 from tests.integration.kio_client import KioClient, decode_response, read_frame
 from tests.integration.protocol.test_leader_epochs import _prove_broker
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.integration, pytest.mark.transactions, pytest.mark.timeout(120)]
 # Two partitions on two workers: the markers of one request reach both owners, one over the rings.
 TWO_PARTITIONS = pytest.mark.parametrize("broker", [{"num.partitions": 2}], indirect=True)
 
