@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any, Callable
+from typing import Callable
 
 import pytest
 from kazoo.client import KazooClient
