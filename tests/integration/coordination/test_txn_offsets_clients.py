@@ -3,7 +3,7 @@ group's offsets with its records (send_offsets_to_transaction), and the group's 
 offsets move only when the transaction commits; an aborted transaction leaves them where
 they were, and a coordinator that restarts reads the same from __consumer_offsets.
 librdkafka (confluent-kafka) sends TxnOffsetCommit v3 with the member's generation and id
-(it joined the group); kafka-python names the group only (v0-2 style fields, no member)."""
+(it joined the group); kafka-python and aiokafka name the group only (no member)."""
 
 from __future__ import annotations
 
@@ -123,3 +123,30 @@ def test_kafka_python_sends_a_groups_offsets_with_its_transaction(broker: Broker
     finally:
         producer.close(timeout=10)
     assert _committed(broker.bootstrap, group) == 6
+
+
+@pytest.mark.parametrize("broker", [SETTINGS], indirect=True)
+def test_aiokafka_sends_a_groups_offsets_with_its_transaction(broker: Broker) -> None:
+    import asyncio
+
+    from aiokafka import AIOKafkaProducer
+    from aiokafka.structs import TopicPartition as AioTopicPartition
+
+    _topics(broker.bootstrap)
+    group = "ctp-aiokafka"
+
+    async def transactions() -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id="ctp-aio")
+        await producer.start()
+        try:
+            async with producer.transaction():
+                await producer.send_and_wait(SINK, b"out", partition=0)
+                await producer.send_offsets_to_transaction({AioTopicPartition(SOURCE, 0): 3}, group)
+            await producer.begin_transaction()
+            await producer.send_offsets_to_transaction({AioTopicPartition(SOURCE, 0): 7}, group)
+            await producer.abort_transaction()
+        finally:
+            await producer.stop()
+
+    asyncio.run(asyncio.wait_for(transactions(), 60))
+    assert _committed(broker.bootstrap, group) == 3
