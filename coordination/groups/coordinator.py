@@ -687,6 +687,10 @@ class GroupCoordinator:
         code = self._unavailable()
         if not code and not group_id:
             code = int(E.invalid_group_id)
+        if not code and producer_id < 0:
+            # No producer, no transaction for a marker to end (Kafka's coordinator, which
+            # verifies the transaction first, answers this too).
+            code = int(E.invalid_producer_id_mapping)
         if code:
             return [code] * len(offsets)
         group = self.groups.get(group_id)

@@ -1,7 +1,7 @@
 """TxnOffsetCommit over a real broker's socket: the worker forwards it to the coordinator
 process, which writes the producer's transactional batch to __consumer_offsets through the
 partition's owning worker. Its error codes (unknown member, old generation, a group never
-seen, a partition that does not exist), OffsetFetch v7's UNSTABLE_OFFSET_COMMIT while the
+seen, a partition that does not exist, a fenced producer epoch), OffsetFetch v7's UNSTABLE_OFFSET_COMMIT while the
 offsets wait for their transaction, and the same after a restart (the load keeps them
 pending: no marker has been written)."""
 
@@ -31,9 +31,9 @@ PRODUCER, EPOCH = 7000, 0
 
 
 def txn_commit(client: KioClient, version: int, group: str, offsets: list[tuple[str, int, int]],
-               generation: int = -1, member_id: str = "") -> dict[tuple[str, int], int]:
+               generation: int = -1, member_id: str = "", producer_epoch: int = EPOCH) -> dict[tuple[str, int], int]:
     answer = client.call(TXN_COMMIT, version, request(
-        TXN_COMMIT, version, transactional_id="tx", group_id=group, producer_id=PRODUCER, producer_epoch=EPOCH,
+        TXN_COMMIT, version, transactional_id="tx", group_id=group, producer_id=PRODUCER, producer_epoch=producer_epoch,
         generation_id=generation, member_id=member_id, group_instance_id=None,
         topics=[{"name": t, "partitions": [{"partition_index": p, "committed_offset": o, "committed_leader_epoch": -1,
                                             "committed_metadata": ""}]} for t, p, o in offsets]))
@@ -61,6 +61,9 @@ def test_txn_offset_commit_errors_and_pending_offsets_across_a_restart(broker: A
         assert unstable_fetch(client, "txg", ("t", 0)) == (-1, ErrorCode.unstable_offset_commit)
         assert unstable_fetch(client, "txg", ("t", 1)) == (-1, ErrorCode.unstable_offset_commit)
         assert fetch(client, 6, "txg", [("t", 0)]) == {("t", 0): (-1, 0)}, "without require_stable: nothing committed"
+        # The partition's log knows the producer's epoch: a newer one goes, an older one is fenced.
+        assert txn_commit(client, 3, "txg", [("t", 1, 13)], producer_epoch=EPOCH + 1) == {("t", 1): 0}
+        assert txn_commit(client, 3, "txg", [("t", 1, 14)]) == {("t", 1): ErrorCode.invalid_producer_epoch}
 
         joined = join_until_member(client, 9, "members")
         assert sync(client, 5, "members", joined.generation_id, joined.member_id,

@@ -239,6 +239,8 @@ def test_a_simple_consumer_group_is_created_and_metadata_is_bounded(tmp_path: An
             12, 0]  # OFFSET_METADATA_TOO_LARGE for the first only
         assert "new" in coord.groups
         assert await coord.txn_commit_offsets("", PRODUCER, EPOCH, SIMPLE, [("t", 0, 1, -1, "")]) == [24]  # INVALID_GROUP_ID
+        assert await coord.txn_commit_offsets("new", -1, EPOCH, SIMPLE, [("t", 0, 1, -1, "")]) == [
+            49]  # INVALID_PRODUCER_ID_MAPPING: no producer
 
     run(offsets_log, scenario)
 
