@@ -24,6 +24,10 @@ views of the ring itself, which the log copies into the segment.
     epochs    tps, i32[n] current leader epochs, i32[n] epochs; answered with u32 n, i16[n]
               error codes, i32[n] epochs, i64[n] end offsets
     offsets   tps, i64[n] timestamps (ListOffsets) or offsets (DeleteRecords)
+    producers tps; answered with u32 n, i16[n] error codes, u32[n] producer counts, then the
+              m producers of all partitions in order, as columns: i64[m] producer ids, i16[m]
+              epochs, i32[m] last sequences, i64[m] last timestamps, i32[m] coordinator
+              epochs, i64[m] current transactions' first offsets
     serve     i16 api key, i16 version, string client id, string client host, string principal,
               string listener, request body (broker/coordinator/forwarded.py)
 """
@@ -45,6 +49,8 @@ from broker.partitions.partition_ops import (
     OffsetItem,
     OffsetResult,
     PartitionState,
+    ProducerInfo,
+    ProducersResult,
     ReadItem,
     ReadResult,
 )
@@ -407,6 +413,33 @@ def decode_states(data: Buffer) -> list[PartitionState]:
     count = reader.u32()
     columns = [reader.column("q", count) for _ in range(3)]
     return [PartitionState(*fields) for fields in zip(*columns)]
+
+
+# ---------------------------------------------------------------------- DescribeProducers
+_PRODUCER_COLUMNS = "qhiqiq"  # ProducerInfo's fields, in order
+
+
+def encode_producers_results(results: Sequence[ProducersResult]) -> list[bytes]:
+    producers = [p for r in results for p in r.producers]
+    columns = list(zip(*producers)) if producers else [()] * len(_PRODUCER_COLUMNS)
+    return [_U32.pack(len(results)), _column("h", [r.error_code for r in results]),
+            _column("I", [len(r.producers) for r in results]),
+            *(_column(code, column) for code, column in zip(_PRODUCER_COLUMNS, columns))]
+
+
+def decode_producers_results(data: Buffer) -> list[ProducersResult]:
+    reader = Reader(data)
+    count = reader.u32()
+    codes = reader.column("h", count)
+    sizes = reader.column("I", count)
+    total = sum(sizes)
+    producers = [ProducerInfo(*fields) for fields in zip(*(reader.column(code, total) for code in _PRODUCER_COLUMNS))]
+    results = []
+    start = 0
+    for code, size in zip(codes, sizes):
+        results.append(ProducersResult(code, tuple(producers[start:start + size])))
+        start += size
+    return results
 
 
 # ---------------------------------------------------------------------- the coordinator

@@ -24,6 +24,7 @@ from broker.partitions.partition_ops import (
     OffsetItem,
     OffsetResult,
     PartitionState,
+    ProducersResult,
     ReadItem,
     ReadResult,
 )
@@ -85,6 +86,10 @@ class RemotePartitionOps:
         return self._mesh.call(self.peer, Op.PARTITION_STATE, parts, codec.decode_states,
                                self._timeout, self._wait)
 
+    def describe_producers(self, tps: list[TopicPartition]) -> "asyncio.Future[list[ProducersResult]]":
+        return self._mesh.call(self.peer, Op.DESCRIBE_PRODUCERS, codec.encode_tps(tps), codec.decode_producers_results,
+                               self._timeout, self._wait)
+
     def sync_registry(self) -> "asyncio.Future[None]":
         return self._mesh.call(self.peer, Op.SYNC_REGISTRY, [], _nothing, self._timeout, self._wait)
 
@@ -107,6 +112,8 @@ class LocalPartitionOps(Protocol):
     def delete_records(self, items: list[DeleteItem]) -> list[OffsetResult]: ...
 
     def partition_state(self, tps: list[TopicPartition]) -> list[PartitionState]: ...
+
+    def describe_producers(self, tps: list[TopicPartition]) -> list[ProducersResult]: ...
 
     def sync_registry(self) -> None: ...
 
@@ -148,6 +155,9 @@ def serve_partition_ops(mesh: Mesh, owner: LocalPartitionOps) -> None:
     def partition_state(body: memoryview) -> Parts:
         return codec.encode_states(owner.partition_state(codec.decode_tps(body)))
 
+    def describe_producers(body: memoryview) -> Parts:
+        return codec.encode_producers_results(owner.describe_producers(codec.decode_tps(body)))
+
     def sync_registry(_body: memoryview) -> Parts:
         owner.sync_registry()
         return []
@@ -155,7 +165,8 @@ def serve_partition_ops(mesh: Mesh, owner: LocalPartitionOps) -> None:
     mesh.handlers.update({Op.APPEND: append, Op.READ: read, Op.WAIT_COMMITTED: wait_committed,
                           Op.WRITE_MARKERS: write_markers, Op.EPOCH_END: epoch_end_offsets,
                           Op.LIST_OFFSETS: list_offsets, Op.DELETE_RECORDS: delete_records,
-                          Op.PARTITION_STATE: partition_state, Op.SYNC_REGISTRY: sync_registry})
+                          Op.PARTITION_STATE: partition_state, Op.DESCRIBE_PRODUCERS: describe_producers,
+                          Op.SYNC_REGISTRY: sync_registry})
 
 
 async def _encoded(pending: "asyncio.Future[list[int]]") -> Parts:

@@ -29,6 +29,8 @@ from broker.partitions.partition_ops import (
     OffsetItem,
     OffsetResult,
     PartitionState,
+    ProducerInfo,
+    ProducersResult,
     ReadItem,
     ReadResult,
 )
@@ -432,6 +434,22 @@ class Owner:
             else:
                 out.append(PartitionState(partition_log.log_start_offset, partition_log.high_watermark,
                                           partition_log.log_end_offset))
+        return out
+
+    # ------------------------------------------------------------------ producers
+    def describe_producers(self, tps: list[TopicPartition]) -> list[ProducersResult]:
+        """Every producer the log keeps state for, leader or follower alike (Kafka's
+        activeProducers), ordered by producer id."""
+        out = []
+        for tp in tps:
+            partition_log = self.log_for(tp)
+            if partition_log is None:
+                out.append(ProducersResult(ErrorCode.unknown_topic_or_partition))
+                continue
+            entries = partition_log.producer_state.entries
+            out.append(ProducersResult(ErrorCode.none, tuple(
+                ProducerInfo(e.producer_id, e.producer_epoch, e.last_sequence, e.last_timestamp, e.coordinator_epoch,
+                             e.current_txn_first_offset) for _pid, e in sorted(entries.items()))))
         return out
 
 

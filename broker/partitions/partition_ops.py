@@ -119,6 +119,23 @@ class OffsetResult(NamedTuple):
     leader_epoch: int = -1
 
 
+class ProducerInfo(NamedTuple):
+    """One producer's state on a partition, as DescribeProducers reports it (Kafka's
+    ProducerStateEntry: the fields of its snapshot entry)."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int  # -1: no data batch in this epoch
+    last_timestamp: int  # of its last batch or marker
+    coordinator_epoch: int  # of its last marker here, -1: none yet
+    current_txn_start_offset: int  # first offset of its open transaction, -1: none
+
+
+class ProducersResult(NamedTuple):
+    error_code: int
+    producers: tuple[ProducerInfo, ...] = ()
+
+
 class PartitionState(NamedTuple):
     """-1s for a partition the owner does not have."""
 
@@ -161,6 +178,11 @@ class PartitionOps(Protocol):
         ...
 
     def partition_state(self, tps: list[TopicPartition]) -> Reply[list[PartitionState]]: ...
+
+    def describe_producers(self, tps: list[TopicPartition]) -> Reply[list[ProducersResult]]:
+        """DescribeProducers: the producers each partition's log knows (on any replica, as
+        Kafka answers on followers too)."""
+        ...
 
     def sync_registry(self) -> Reply[None]:
         """Create the owned partitions the topic registry has and delete the dropped ones."""

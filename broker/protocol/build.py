@@ -27,7 +27,15 @@ from typing import Any, NoReturn
 
 from kio.schema.errors import ErrorCode
 from kio.schema.index import schema_name_map
-from kio.static.primitive import i32Timedelta, i64Timedelta
+from kio.static.primitive import TZAware, i32Timedelta, i64Timedelta
+
+EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+
+
+def _instant(value: Any) -> Any:
+    """Milliseconds since the epoch as kio's datetime; -1 (Kafka's "none") too, which kio
+    writes back as -1 (it cannot read it: a reader of such a field decodes it by hand)."""
+    return value if isinstance(value, datetime.datetime) else EPOCH + datetime.timedelta(milliseconds=value)
 
 
 @functools.cache
@@ -65,6 +73,8 @@ def _converter(hint: Any) -> Any:
         return ErrorCode
     if hint in (i32Timedelta, i64Timedelta):
         return lambda value: value if isinstance(value, datetime.timedelta) else datetime.timedelta(milliseconds=value)
+    if hint is TZAware:
+        return _instant
     return None
 
 

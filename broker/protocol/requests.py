@@ -72,6 +72,8 @@ from kio.schema.describe_groups.v3.request import DescribeGroupsRequest as _Desc
 from kio.schema.describe_groups.v4.request import DescribeGroupsRequest as _DescribeGroupsRequestV4
 from kio.schema.describe_groups.v5.request import DescribeGroupsRequest as _DescribeGroupsRequestV5
 from kio.schema.describe_groups.v6.request import DescribeGroupsRequest as _DescribeGroupsRequestV6
+from kio.schema.describe_producers.v0.request import DescribeProducersRequest as _DescribeProducersRequestV0
+from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequest as _DescribeTransactionsRequestV0
 from kio.schema.describe_user_scram_credentials.v0.request import (
     DescribeUserScramCredentialsRequest as DescribeUserScramCredentialsRequest,
 )
@@ -135,6 +137,9 @@ from kio.schema.list_offsets.v8.request import ListOffsetsRequest as _ListOffset
 from kio.schema.list_partition_reassignments.v0.request import (
     ListPartitionReassignmentsRequest as _ListPartitionReassignmentsRequestV0,
 )
+from kio.schema.list_transactions.v0.request import ListTransactionsRequest as _ListTransactionsRequestV0
+from kio.schema.list_transactions.v1.request import ListTransactionsRequest as _ListTransactionsRequestV1
+from kio.schema.list_transactions.v2.request import ListTransactionsRequest as _ListTransactionsRequestV2
 from kio.schema.metadata.v0.request import MetadataRequest as _MetadataRequestV0
 from kio.schema.metadata.v1.request import MetadataRequest as _MetadataRequestV1
 from kio.schema.metadata.v2.request import MetadataRequest as _MetadataRequestV2
@@ -486,6 +491,23 @@ WriteTxnMarkersRequest = Union[
     _WriteTxnMarkersRequestV2,
 ]
 
+# key 61
+DescribeProducersRequest = Union[
+    _DescribeProducersRequestV0,
+]
+
+# key 65
+DescribeTransactionsRequest = Union[
+    _DescribeTransactionsRequestV0,
+]
+
+# key 66
+ListTransactionsRequest = Union[
+    _ListTransactionsRequestV0,
+    _ListTransactionsRequestV1,
+    _ListTransactionsRequestV2,
+]
+
 from broker.protocol.acl_requests import CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest  # noqa: E402
 
 BY_KEY: dict[int, object] = {
@@ -528,5 +550,8 @@ BY_KEY: dict[int, object] = {
     50: DescribeUserScramCredentialsRequest,
     51: AlterUserScramCredentialsRequest,
     60: DescribeClusterRequest,
+    61: DescribeProducersRequest,
+    65: DescribeTransactionsRequest,
+    66: ListTransactionsRequest,
 }
 

@@ -36,6 +36,7 @@ from coordination.transactions.metadata import (
     epoch_exhausted,
 )
 from coordination.transactions.state import EXPIRABLE, PREPARED, TransactionState
+from coordination.transactions.views import ListFilters, TxnDescription, TxnListing, describe
 from storage.types import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -139,6 +140,29 @@ class TransactionCoordinator:
 
     def partition_for(self, transactional_id: str) -> int:
         return schema.partition_for(transactional_id, self.log.partitions)
+
+    # ------------------------------------------------------------------ the operator's views
+    def describe(self, transactional_id: str) -> TxnDescription:
+        """DescribeTransactions for one id (TRANSACTIONAL_ID_NOT_FOUND if unknown)."""
+        if not transactional_id:
+            return TxnDescription(int(E.invalid_request))
+        if code := self._unavailable():
+            return TxnDescription(code)
+        metadata = self.transactions.get(transactional_id)
+        if metadata is None or metadata.state == S.DEAD:
+            return TxnDescription(int(E.transactional_id_not_found))
+        return describe(metadata)
+
+    def list_transactions(self, filters: ListFilters) -> tuple[int, list[TxnListing]]:
+        """ListTransactions: the ids this coordinator holds that pass ``filters``. A process
+        that coordinates nothing (not the elected coordinator) answers an empty list with
+        no error, as a Kafka broker leading no __transaction_state partition does: admin
+        clients ask every broker and merge the answers."""
+        if self.loading:
+            return int(E.coordinator_load_in_progress), []
+        if not self.active:
+            return 0, []
+        return 0, filters.select(list(self.transactions.values()), self.clock())
 
     # ------------------------------------------------------------------ load and resign
     def load(self, entries: Iterable[tuple[str, schema.TxnLogValue | None]], epoch: int) -> None:

@@ -20,6 +20,8 @@ from broker.partitions.partition_ops import (
     AppendResult,
     MarkerItem,
     PartitionOps,
+    ProducerInfo,
+    ProducersResult,
     ReadItem,
     ReadResult,
 )
@@ -235,5 +237,38 @@ def test_markers_and_read_committed_reads_cross_the_rings(workers):
         assert [(a.error_code, a.last_stable_offset, a.aborted) for a in answers] == [
             (0, 3, ()), (0, 3, ()), (0, 3, ((producer, 0),)), (0, 3, ((producer, 0),))]
         assert [v for _o, v in values_at(answers[3].path, answers[3].position, answers[3].length)][:2] == [b"t0", b"t1"]
+
+    run(scenario())
+
+
+def test_producer_states_cross_the_rings(workers):
+    """DescribeProducers' op on two owners, one over the rings: each partition's producers
+    (an open transaction's first offset, the coordinator epoch of a marker), partitions in
+    request order, an empty one, and one another broker holds."""
+
+    def transactional(partition: int, producer: int, sequence: int, count: int, timestamp: int) -> AppendItem:
+        records = [Record(i, timestamp + i, None, b"t") for i in range(count)]
+        return AppendItem(tp(partition), encode_batch(records, producer_id=producer, producer_epoch=2,
+                                                      base_sequence=sequence, is_transactional=True), 9)
+
+    async def scenario() -> None:
+        workers.start()
+        written = await append(workers, [AppendItem(tp(1), batch(3), 9), transactional(1, 21, 0, 2, 5_000),
+                                         transactional(0, 21, 0, 4, 6_000), transactional(1, 22, 7, 1, 7_000)])
+        assert [r.error_code for r in written] == [0] * 4
+        codes = await asyncio.wait_for(on_owners(workers, [MarkerItem(tp(0), 21, 2, True, 9)],
+                                                 lambda ops, part: ops.write_markers(part, 5_000), int), 5)
+        assert codes == [0]
+        asked = [(tp(1),), (ELSEWHERE,), (tp(3),), (tp(0),)]  # on_owners' items hold their partition first
+        answers = await asyncio.wait_for(on_owners(workers, asked, lambda ops, part: ops.describe_producers(
+            [item[0] for item in part]), ProducersResult), 5)
+        assert answers == [
+            ProducersResult(0, (ProducerInfo(21, 2, 1, 5_001, -1, 3), ProducerInfo(22, 2, 7, 7_000, -1, 5))),
+            ProducersResult(ErrorCode.not_leader_or_follower),
+            ProducersResult(0, ()),
+            # Committed: no open transaction, the marker's coordinator epoch, its timestamp.
+            ProducersResult(0, (ProducerInfo(21, 2, 3, answers[3].producers[0].last_timestamp, 9, -1),)),
+        ]
+        assert answers[3].producers[0].last_timestamp > 6_003, "the marker's append time"
 
     run(scenario())
