@@ -345,9 +345,10 @@ class RemotePartitionClient:
             chunk = min(chunk * 2, MAX_READ_CHUNK)
         return 0, b"".join(chunks)
 
-    async def call(self, api_key: int, version: int, fields: dict[str, Any]) -> Any:
-        """Any request kio knows, decoded answer back (the admin CLI's reassignments)."""
-        return await self._call(api_key, version, fields, idempotent=False)
+    async def call(self, api_key: int, version: int, fields: dict[str, Any], answer_class: type | None = None) -> Any:
+        """Any request kio knows, decoded answer back (the admin CLI's). ``answer_class``:
+        an entity to decode the answer as instead of kio's (one kio cannot read)."""
+        return await self._call(api_key, version, fields, idempotent=False, answer_class=answer_class)
 
     async def fetch_as_replica(self, fields: dict[str, Any]) -> Any:
         """A follower's Fetch v15 (ReplicaState in ``fields``): the decoded answer, or
@@ -381,7 +382,7 @@ class RemotePartitionClient:
         return int(data.error_code), int(data.offset)
 
     async def _call(self, api_key: int, version: int, fields: dict[str, Any], *, expect_answer: bool = True,
-                    idempotent: bool = True) -> Any:
+                    idempotent: bool = True, answer_class: type | None = None) -> Any:
         """Send one request and return the decoded answer (None when ``expect_answer`` is
         False); raises KafkaError with the code to surface. One deadline covers the
         connect, the write, the answer and the one retry of an idempotent request."""
@@ -390,7 +391,8 @@ class RemotePartitionClient:
         request_class = codec.request_class(api_key, version)
         assert request_class is not None, f"kio has no api {api_key} v{version}"  # our fixed versions
         body = build(request_class, fields)
-        answer_class = codec.response_class(api_key, version) if expect_answer else None
+        if answer_class is None and expect_answer:
+            answer_class = codec.response_class(api_key, version)
         header_size = response_header_size(api_key, version)
         connection: _Connection | None = None
         try:
