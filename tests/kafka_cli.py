@@ -26,6 +26,10 @@ CONFIG_COMMAND = "kafka.admin.ConfigCommand"  # kafka-configs.sh
 TOPIC_COMMAND = "org.apache.kafka.tools.TopicCommand"  # kafka-topics.sh
 REASSIGN_COMMAND = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"  # kafka-reassign-partitions.sh
 LEADER_ELECTION_COMMAND = "org.apache.kafka.tools.LeaderElectionCommand"  # kafka-leader-election.sh
+TRANSACTIONS_COMMAND = "org.apache.kafka.tools.TransactionsCommand"  # kafka-transactions.sh
+# kafka-transactions.sh is run from the 4.4 line: its list sends ListTransactions v2 (KIP-1152's
+# --transactional-id-pattern), which 4.0 lacks.
+TRANSACTIONS_VERSION = os.environ.get("CASTLE_KAFKA_TRANSACTIONS_CLI_VERSION", "4.4.0")
 
 # Short-lived JVMs: start fast rather than run fast.
 _JVM_FLAGS = ["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xss1m", "-Djava.awt.headless=true"]
@@ -35,9 +39,9 @@ def cache_dir(version: str = KAFKA_VERSION) -> Path:
     return Path.home() / ".cache" / "castle-kafka-cli" / version
 
 
-def missing_tools() -> list[str]:
+def missing_tools(version: str = KAFKA_VERSION) -> list[str]:
     """The programs this module needs that are not on PATH (``java`` always, ``mvn`` until fetched)."""
-    return maven_jars.missing_tools(cache_dir())
+    return maven_jars.missing_tools(cache_dir(version))
 
 
 def ensure_jars(version: str = KAFKA_VERSION) -> Path:
@@ -47,12 +51,14 @@ def ensure_jars(version: str = KAFKA_VERSION) -> Path:
     return maven_jars.fetch_jars(cache_dir(version), coordinates, expect=f"kafka-tools-{version}.jar")
 
 
-def run_tool(main_class: str, args: list[str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """Run ``java -cp '<lib>/*' MAIN_CLASS ARGS``, bounded by ``timeout`` seconds (the fetch is not counted).
+def run_tool(main_class: str, args: list[str], timeout: float = 120,
+             version: str = KAFKA_VERSION) -> subprocess.CompletedProcess[str]:
+    """Run ``java -cp '<lib>/*' MAIN_CLASS ARGS`` with the tools of ``version``, bounded by
+    ``timeout`` seconds (the fetch is not counted).
 
     Never raises on a non-zero exit: the caller checks ``returncode``, ``stdout`` and ``stderr``.
     """
-    lib = ensure_jars()
+    lib = ensure_jars(version)
     command = ["java", *_JVM_FLAGS, "-cp", f"{lib}/*", main_class, *args]
     env = dict(os.environ)
     env.pop("JAVA_TOOL_OPTIONS", None)  # it makes the JVM print "Picked up ..." on stderr

@@ -1,4 +1,4 @@
-"""argparse wiring for ``castle topics|groups|configs``, dispatch, and exit codes.
+"""argparse wiring for ``castle topics|groups|configs|users|acls|transactions``, dispatch, and exit codes.
 
 ``broker/cli.py`` (the ``castle`` entry point) calls ``add_commands`` to hang these
 subcommands on its parser and ``run`` to execute one. This module imports no Kafka
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from broker.admin.reset import Target, TopicSpec
     from broker.admin.session import Session
 
-ADMIN_COMMANDS = ("topics", "groups", "configs", "users", "acls")
+ADMIN_COMMANDS = ("topics", "groups", "configs", "users", "acls", "transactions")
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 DEFAULT_TIMEOUT = 10.0
 
@@ -169,6 +169,7 @@ def add_commands(sub: Any) -> None:
     common = _common()
     _add_users(sub, common)
     _add_acls(sub, common)
+    _add_transactions(sub, common)
 
     topics = sub.add_parser("topics", help="list, describe, create, delete and configure topics")
     tsub = topics.add_subparsers(dest="topics_command", required=True, metavar="COMMAND")
@@ -315,6 +316,46 @@ def _add_users(sub: Any, common: argparse.ArgumentParser) -> None:
                            help=f"PBKDF2 iterations, 4096-16384 (default {DEFAULT_ITERATIONS})")
 
 
+def _add_transactions(sub: Any, common: argparse.ArgumentParser) -> None:
+    """kafka-transactions.sh's commands and options (Castle's own client: broker/admin/wire.py)."""
+    txns = sub.add_parser("transactions", help="list and describe transactions, find and abort hanging ones")
+    xsub = txns.add_subparsers(dest="transactions_command", required=True, metavar="COMMAND")
+    p = _leaf(xsub, "list", "transactions of every coordinator, with their state", common, "transactions.list")
+    p.add_argument("--duration-filter", type=non_negative_int, metavar="MS",
+                   help="only transactions running longer than this (ms)")
+    p.add_argument("--transactional-id-pattern", metavar="REGEX",
+                   help="only transactional ids this regular expression matches whole")
+    p.add_argument("--state", action="append", default=[], metavar="STATE",
+                   help="only transactions in this state, e.g. Ongoing (repeatable)")
+    p.add_argument("--producer-id", action="append", type=non_negative_int, default=[], metavar="ID",
+                   help="only this producer id (repeatable)")
+    p = _leaf(xsub, "describe", "the state of a transactional id, from its coordinator", common,
+              "transactions.describe")
+    p.add_argument("--transactional-id", required=True, metavar="ID")
+    p = _leaf(xsub, "describe-producers", "the producers a partition keeps state for", common,
+              "transactions.describe-producers")
+    p.add_argument("--topic", required=True, metavar="NAME")
+    p.add_argument("--partition", type=non_negative_int, required=True, metavar="N")
+    p.add_argument("--broker-id", type=non_negative_int, metavar="ID",
+                   help="ask this replica (default: the partition's leader)")
+    p = _leaf(xsub, "abort", "abort a hanging transaction on one partition (needs CLUSTER_ACTION)", common,
+              "transactions.abort")
+    p.add_argument("--topic", required=True, metavar="NAME")
+    p.add_argument("--partition", type=non_negative_int, required=True, metavar="N")
+    p.add_argument("--start-offset", type=non_negative_int, metavar="OFFSET",
+                   help="the first offset of the transaction to abort (as find-hanging shows it)")
+    p.add_argument("--producer-id", type=non_negative_int, metavar="ID", help="instead of --start-offset: the producer")
+    p.add_argument("--producer-epoch", type=non_negative_int, metavar="EPOCH", help="with --producer-id")
+    p.add_argument("--coordinator-epoch", type=int, metavar="EPOCH", help="with --producer-id")
+    p = _leaf(xsub, "find-hanging", "open transactions no coordinator will end", common, "transactions.find-hanging")
+    p.add_argument("--broker-id", type=non_negative_int, metavar="ID", help="search the partitions this broker holds")
+    p.add_argument("--topic", metavar="NAME", help="search this topic (needed with --partition)")
+    p.add_argument("--partition", type=non_negative_int, metavar="N")
+    p.add_argument("--max-transaction-timeout", type=non_negative_int, default=15, metavar="MINUTES",
+                   help="only transactions whose last write is older than this (default: 15, "
+                        "transaction.max.timeout.ms's default)")
+
+
 def _add_acls(sub: Any, common: argparse.ArgumentParser) -> None:
     from broker.admin.acls import add_parsers
 
@@ -330,7 +371,7 @@ def _run_offline(args: argparse.Namespace) -> "Report":
 
 
 def _handlers() -> dict[str, Callable[["Session", argparse.Namespace], "Report"]]:
-    from broker.admin import acls, configs, groups, reassign, reset, topics, users
+    from broker.admin import acls, configs, groups, reassign, reset, topics, transactions, users
     from broker.admin.session import UsageError
 
     def alter_topic(s: "Session", a: argparse.Namespace) -> "Report":
@@ -373,6 +414,15 @@ def _handlers() -> dict[str, Callable[["Session", argparse.Namespace], "Report"]
         "groups.delete": lambda s, a: groups.delete(s, _unique(a.groups)),
         "configs.describe": lambda s, a: configs.describe(s, *_resource(a), a.non_default),
         "configs.alter": alter_config,
+        "transactions.list": lambda s, a: transactions.list_transactions(
+            s, a.duration_filter, a.transactional_id_pattern, a.state, a.producer_id),
+        "transactions.describe": lambda s, a: transactions.describe(s, a.transactional_id),
+        "transactions.describe-producers": lambda s, a: transactions.describe_producers(s, a.topic, a.partition,
+                                                                                       a.broker_id),
+        "transactions.abort": lambda s, a: transactions.abort(s, a.topic, a.partition, a.start_offset, a.producer_id,
+                                                              a.producer_epoch, a.coordinator_epoch),
+        "transactions.find-hanging": lambda s, a: transactions.find_hanging(s, a.broker_id, a.topic, a.partition,
+                                                                            a.max_transaction_timeout),
     }
 
 

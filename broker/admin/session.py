@@ -82,6 +82,7 @@ class Session:
         if timeout <= 0:
             raise UsageError("--timeout must be more than 0 seconds")
         self.bootstrap = bootstrap
+        self.settings = dict(settings)  # for the commands that also connect by themselves (broker/admin/wire.py)
         self.timeout = timeout
         self.deadline = time.monotonic() + timeout
         config: dict[str, str | int | float | bool] = {} if verbose else {"log_level": 0}
