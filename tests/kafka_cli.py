@@ -9,6 +9,8 @@ jars those classes need ONCE with Maven (loadtest/maven_jars.py) into ``~/.cache
 
 The version is ``CASTLE_KAFKA_CLI_VERSION`` (default 4.0.0); the main classes below are the
 ones of the 4.0 line (``kafka-configs.sh`` still runs the Scala ``kafka.admin.ConfigCommand``).
+A tool may be run from another version (``run_tool(..., version=...)``, its own cache):
+kafka-transactions.sh runs from ``TRANSACTIONS_VERSION`` (4.4.0).
 """
 
 from __future__ import annotations

@@ -302,3 +302,39 @@ def test_kafka_transactions_tool(secured: AclBroker, scene: Scene, granted: Gran
     tool("admin", "abort", "--topic", topic, "--partition", "1", "--start-offset", str(scene.stranded_offset))
     tool("admin", "abort", "--topic", topic, "--partition", "0", "--start-offset", "0")
     assert hanging() == []
+
+
+# ---------------------------------------------------------------------- Kafka's ACL checks, raw
+def test_the_views_show_only_what_the_principal_may_describe(secured: AclBroker, scene: Scene,
+                                                             granted: Grants) -> None:
+    """KafkaApis' checks: DescribeTransactions needs DESCRIBE on the transactional id (else
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and leaves out the topics the principal may not
+    DESCRIBE; ListTransactions needs nothing and lists only describable ids;
+    DescribeProducers needs READ on the topic (else TOPIC_AUTHORIZATION_FAILED)."""
+    s, topic = secured, scene.topic
+
+    def views(user: str) -> tuple[Any, set[str], int]:
+        with Raw(s.sasl, user) as raw:
+            correlation_id = raw.send(65, 0, request(65, 0, {"transactional_ids": [scene.live_id]}))
+            frame = read_frame(raw.sock)
+            assert int.from_bytes(frame[:4], "big") == correlation_id
+            (state,) = codec.reader_for(DescribeTransactionsResponse)(frame, 5)[0].transaction_states
+            listing = raw.ask(66, 0, {"state_filters": [], "producer_id_filters": []})
+            assert listing.error_code == 0
+            producers = raw.ask(61, 0, {"topics": [{"name": topic, "partition_indexes": [0]}]})
+        return state, {t.transactional_id for t in listing.transaction_states}, \
+            int(producers.topics[0].partitions[0].error_code)
+
+    state, listed, producers_code = views("alice")
+    assert state.error_code == 53, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"
+    assert listed == set() and producers_code == 29  # TOPIC_AUTHORIZATION_FAILED
+
+    granted.add(acl("TRANSACTIONAL_ID", scene.live_id, "User:alice", "DESCRIBE"))
+    state, listed, producers_code = views("alice")
+    assert (state.error_code, state.transaction_state, state.topics) == (0, "Ongoing", ()), "its topic left out"
+    assert listed == {scene.live_id} and producers_code == 29
+
+    granted.add(acl("TOPIC", topic, "User:alice", "READ"))  # READ implies DESCRIBE
+    state, listed, producers_code = views("alice")
+    assert [(t.topic, list(t.partitions)) for t in state.topics] == [(topic, [0])]
+    assert producers_code == 0
