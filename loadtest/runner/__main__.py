@@ -11,6 +11,12 @@
     .venv/bin/python -m loadtest.runner loadtest/workloads/max-throughput-100b.toml \\
         --start-castle --compare kafka --repeat 3
 
+    # transactions: each workload with its yardstick in one invocation (a goal of the first
+    # is judged against the second's figures: goals.py, against_workload)
+    .venv/bin/python -m loadtest.runner loadtest/workloads/txn-produce-100b.toml \\
+        loadtest/workloads/idempotent-produce-100b.toml loadtest/workloads/read-committed-1kb.toml \\
+        loadtest/workloads/read-uncommitted-1kb.toml --start-castle --compare kafka --repeat 2
+
     # a broker already running (its supervisor PID gives CPU and memory of all its processes)
     .venv/bin/python -m loadtest.runner loadtest/workloads/*.toml --bootstrap 127.0.0.1:9092 --broker-pid PID
 
