@@ -272,6 +272,10 @@ class PartitionLog:
                 break
         return out
 
+    def remove_expired_producers(self, now: int, expiration_ms: int) -> list[int]:
+        """producer.id.expiration.ms (owner thread): see ProducerStateManager's."""
+        return self.producer_state.remove_expired_producers(now, expiration_ms)
+
     def update_config(self, config: LogConfig) -> None:
         """Apply new topic settings; the active segment keeps its map size until it rolls."""
         self.config = config
