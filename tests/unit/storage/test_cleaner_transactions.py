@@ -250,3 +250,38 @@ def test_an_emptied_segment_keeps_its_end_offset(tmp_path) -> None:
     reopened = reopen(tmp_path, log, replay_everything=True)
     assert reopened.producer_state.ongoing == {} and reopened.last_stable_offset == reopened.log_end_offset
     reopened.close()
+
+
+def test_a_follower_copying_the_cleaned_log_gets_the_same_producer_state(tmp_path) -> None:
+    """A replica that joins after cleaning fetches the cleaned batches (gaps, emptied
+    batches and markers, horizons): it ends with the leader's producer state, LSO and
+    aborted transactions."""
+    leader = open_log(tmp_path / "leader")
+    build(leader)
+    for now in (NOW, NOW, LATER):
+        clean_log(leader, now_ms=now)
+    follower = open_log(tmp_path / "follower")
+    for segment in leader.segments:
+        follower.append_as_follower(os.pread(segment.fd, segment.size, 0))
+    follower.advance_high_watermark(follower.log_end_offset)
+    assert follower.log_end_offset == leader.log_end_offset
+    assert producer_state(follower) == producer_state(leader)
+    assert follower.last_stable_offset == leader.last_stable_offset
+    assert follower.aborted_transactions(0, follower.log_end_offset) == leader.aborted_transactions(
+        0, leader.log_end_offset)
+    assert read_committed(follower) == read_committed(leader)
+
+
+def test_once_its_producer_expires_an_aborted_transactions_last_batch_and_marker_go(tmp_path) -> None:
+    log = open_log(tmp_path)
+    at = build(log)
+    seen = read_committed(log)
+    clean_log(log, now_ms=NOW)
+    assert any(h.base_offset == at["last_of_4"] for h, _r in batches(log))  # kept, empty: producer 4's last
+    assert log.remove_expired_producers(LATER, HOUR) == [1, 2, 4]  # all idle since T0, none in a transaction
+    for now in (LATER, LATER, LATER + HOUR + 1):
+        clean_log(log, now_ms=now)
+    assert not any(h.base_offset == at["last_of_4"] and h.producer_id == 4 for h, _r in batches(log))
+    assert [m for m in markers(log) if m[1] == 4] == []
+    assert txn_entries(log) == []
+    assert read_committed(log) == seen
