@@ -70,12 +70,13 @@ Choices that differ from Kafka, on purpose:
 * Tombstone expiry uses the tombstone's own timestamp: it is removed when
   ``record.timestamp < now_ms - delete.retention.ms``. Kafka >= 3.1 (KIP-534) instead
   stamps a delete horizon into the batch on the first cleaning that sees the tombstone
-  and removes it on a later cleaning after that horizon. We write no horizon (one pass,
-  nothing to remember) but honour one found in a batch Kafka wrote (attribute bit 6):
-  then the tombstone goes once now_ms >= the horizon.
+  and removes it on a later cleaning after that horizon. We write no horizon into a
+  tombstone's batch (one pass, nothing to remember) but honour one found in a batch Kafka
+  wrote (attribute bit 6): then the tombstone goes once now_ms >= the horizon.
 * Emptied non-transactional batches are always kept (Kafka keeps them only to
   preserve a producer's last sequence); emptied transactional ones follow Kafka's rule.
   Markers use KIP-534's horizon, tombstones their own timestamp.
+* The range stops at the segment holding the LSO (Kafka cleans up to the LSO inside it).
 * The offset map is an unbounded dict (Kafka bounds it by log.cleaner.dedupe.buffer.size
   and cleans a prefix of the dirty range per round); segments are not grouped.
 
