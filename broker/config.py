@@ -227,7 +227,10 @@ SETTINGS: list[Setting] = [
     Setting("transaction.remove.expired.transaction.cleanup.interval.ms", integer_in(1, INT_MAX), 3_600_000,
             "How often expired transactional ids are removed."),
     Setting("producer.id.expiration.ms", integer_in(1, INT_MAX), 86_400_000,
-            "A producer id with no write to a partition for this long is forgotten there."),
+            "A producer id with no write to a partition for this long is forgotten there (never one with an open "
+            "transaction)."),
+    Setting("producer.id.expiration.check.interval.ms", integer_in(1, INT_MAX), 600_000,
+            "How often producer ids past producer.id.expiration.ms are forgotten."),
     Setting("coordinator.heartbeat.timeout.ms", integer_in(1), 30_000,
             "A coordinator process whose loop is silent this long is killed and replaced."),
 ]
@@ -352,7 +355,8 @@ class BrokerConfig:
         out = {k: v for k, v in self._values.items() if k in keys}
         for name in ("node.id", "log.retention.check.interval.ms", "log.flush.scheduler.interval.ms",
                      "log.flush.offset.checkpoint.interval.ms", "log.flush.start.offset.checkpoint.interval.ms",
-                     "log.cleaner.backoff.ms", "replica.high.watermark.checkpoint.interval.ms"):
+                     "log.cleaner.backoff.ms", "replica.high.watermark.checkpoint.interval.ms",
+                     "producer.id.expiration.ms", "producer.id.expiration.check.interval.ms"):
             out[name] = self._values[name]
         out["log.dirs"] = self.log_dirs
         out["log.cleaner.enable"] = "true" if self.get_bool("log.cleaner.enable") else "false"

@@ -3,27 +3,39 @@
 A simpler, single-pass relative of Kafka's LogCleaner. One call of ``clean_log`` does::
 
     1. cleanable range: the sealed (non-active) segments from the log start, stopping
-       at the first one whose newest record is younger than min.compaction.lag.ms
-       (a consumer is promised to see every record for at least that long)
+       at the first one reaching past the last stable offset (Kafka's first uncleanable
+       offset: below it every transaction is decided, so a transactional batch not listed
+       as aborted in the .txnindex files is committed), or whose newest record is younger
+       than min.compaction.lag.ms (a consumer is promised to see every record that long)
     2. pass 1, offset map: key -> offset of its latest record, over the *dirty* part
        of the range (offsets >= first_dirty_offset, i.e. not covered by an earlier
-       cleaning). Control batches add nothing; transactional records enter the map only
-       once their COMMIT marker is seen inside the range, so an aborted (or undecided)
-       write never shadows a committed value
+       cleaning). Control batches and batches of aborted transactions add nothing, so an
+       aborted write never shadows a committed value
     3. pass 2, per segment of the range, write a cleaned copy ``<B>.log.cleaned``:
        a record is kept when it is the latest of its key (offset >= map[key], or its
        key is not in the map), except a tombstone (value None) older than
        delete.retention.ms, which goes; records without a key go too (Kafka's rule:
-       they cannot be compacted). Per batch:
-         - control batches and batches losing nothing are copied byte for byte
+       they cannot be compacted); records of aborted transactions all go. Per batch:
+         - batches losing nothing are copied byte for byte
          - a batch losing some records is re-encoded with its base offset, last offset
            delta, producer id/epoch/base sequence, partition leader epoch, codec,
            timestamp type, transactional bit, base and max timestamps unchanged
-         - a batch losing all of them stays as an EMPTY batch (record count 0, same
-           base offset and last offset delta, uncompressed, as Kafka writes them)
-       so every batch keeps its first and last offset: the log end offset, the offsets
-       of kept records, the producer state rebuilt from headers and the segment's max
-       timestamp (retention, min.compaction.lag.ms) are all what they were.
+         - a non-transactional batch losing all of them stays as an EMPTY batch (record
+           count 0, same base offset and last offset delta, uncompressed, as Kafka
+           writes them), so its offsets and producer fields stay
+         - a transactional batch losing all of them is removed (cleaner_txn.py says why
+           no transactional batch may outlive its marker), unless it is its producer's
+           last batch (Kafka's RETAIN_EMPTY: the producer's sequence and epoch survive a
+           restart) or its segment's last (then an empty batch with no producer keeps
+           the segment's end offset: segments are cleaned one by one, never merged)
+         - a marker (control batch) stays while a batch of its transaction is seen in
+           this pass (cleaner_txn.TxnTracker). Once none is, the first pass stamps it
+           with a delete horizon (now + delete.retention.ms, KIP-534's attribute bit and
+           base timestamp) and a pass after the horizon removes it (kept empty when it
+           is its producer's last batch): Kafka's two steps, so a consumer that saw the
+           aborted data still has delete.retention.ms to read the marker after it.
+         - the copy's ``.txnindex`` keeps the entries of aborted transactions whose
+           marker stays because their data does
        A segment whose copy would equal it byte for byte is not swapped (idempotence).
     4. swap the cleaned copy in for its source (crash-safe protocol below)
 
@@ -31,9 +43,9 @@ Crash safety (Kafka's protocol; recovery is log.py ``_finish_interrupted_operati
 
     a. write <B>.log.cleaned, fsync it      crash: the .cleaned file is garbage, deleted
                                             on restart; the source is served
-    b. write <B>.txnindex.swap (the         cleaning keeps every marker and offset, so
-       source's aborted txns), then rename  the source's transaction index is the copy's;
-       <B>.log.cleaned to <B>.log.swap,     it goes first: a .txnindex.swap without a
+    b. write <B>.txnindex.swap (the         the copy's transaction index (none when it
+       copy's aborted txns), then rename    keeps no entry); it goes first: a
+       <B>.log.cleaned to <B>.log.swap,     .txnindex.swap without a
        fsync the directory                  .log.swap is garbage. The .log.swap is the
                                             point of no return: on restart it replaces
                                             <B>.log (and its indexes, the .txnindex by its
@@ -58,13 +70,13 @@ Choices that differ from Kafka, on purpose:
 * Tombstone expiry uses the tombstone's own timestamp: it is removed when
   ``record.timestamp < now_ms - delete.retention.ms``. Kafka >= 3.1 (KIP-534) instead
   stamps a delete horizon into the batch on the first cleaning that sees the tombstone
-  and removes it on a later cleaning after that horizon. We write no horizon (one pass,
-  nothing to remember) but honour one found in a batch Kafka wrote (attribute bit 6):
-  then the tombstone goes once now_ms >= the horizon.
-* Empty batches are always kept (Kafka keeps them only to preserve a producer's last
-  sequence); control batches (transaction markers) are never removed, and records of
-  aborted transactions that are the latest of their key are left in place (a
-  read_committed consumer filters them), never used to delete a committed value.
+  and removes it on a later cleaning after that horizon. We write no horizon into a
+  tombstone's batch (one pass, nothing to remember) but honour one found in a batch Kafka
+  wrote (attribute bit 6): then the tombstone goes once now_ms >= the horizon.
+* Emptied non-transactional batches are always kept (Kafka keeps them only to
+  preserve a producer's last sequence); emptied transactional ones follow Kafka's rule.
+  Markers use KIP-534's horizon, tombstones their own timestamp.
+* The range stops at the segment holding the LSO (Kafka cleans up to the LSO inside it).
 * The offset map is an unbounded dict (Kafka bounds it by log.cleaner.dedupe.buffer.size
   and cleans a prefix of the dirty range per round); segments are not grouped.
 
@@ -78,17 +90,18 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass
-from typing import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Iterator, NamedTuple, Sequence
 
 from storage import files
-from storage.batch import BatchHeader, iter_headers
+from storage.batch import DELETE_HORIZON_MASK, BatchHeader, iter_headers
 from storage.checkpoint import write_bytes_atomically
+from storage.cleaner_txn import LastRecord, TxnTracker, is_last_batch_of_producer, last_records_of_active_producers
 from storage.errors import CorruptRecordError
 from storage.log import PartitionLog
-from storage.records import Record, decode_batch, parse_control_record, rebuild_batch
+from storage.records import ControlRecord, Record, decode_batch, encode_batch, parse_control_record, rebuild_batch
 from storage.segment import LogSegment
-from storage.txn_index import encode_entry
+from storage.txn_index import AbortedTxn, encode_entry
 
 logger = logging.getLogger(__name__)
 
@@ -106,9 +119,11 @@ class CleanResult:
     segments_examined: int  # segments in the cleanable range
     bytes_before: int  # size of the cleanable range before
     bytes_after: int  # and after
-    records_removed: int  # superseded + expired tombstones + keyless
+    records_removed: int  # superseded + expired tombstones + keyless + aborted
     tombstones_removed: int  # expired tombstones (included in records_removed)
     first_dirty_offset: int  # the next cleaner checkpoint: end of the cleanable range
+    aborted_removed: int = 0  # records of aborted transactions (included in records_removed)
+    markers_removed: int = 0  # transaction markers removed after their delete horizon
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +136,10 @@ class CleanedSegment:
     size_after: int
     records_removed: int
     tombstones_removed: int
-    changed: bool  # False: the copy equals the source byte for byte
+    changed: bool  # False: the copy equals the source byte for byte (and its .txnindex too)
+    txn_entries: tuple[AbortedTxn, ...] = ()  # the copy's .txnindex
+    aborted_removed: int = 0
+    markers_removed: int = 0
 
 
 # ----------------------------------------------------------------- range & ratio
@@ -133,10 +151,13 @@ def cleanable_segments(log: PartitionLog, now_ms: int | None = None) -> list[Log
     ``now_ms`` None ignores min.compaction.lag.ms (the dirty-ratio estimate).
     """
     lag = log.config.min_compaction_lag_ms
+    # The LSO is at most the high watermark: records above it may yet be truncated, and
+    # transactions from it on are undecided (or their marker not yet replicated).
+    first_uncleanable = log.last_stable_offset
     out: list[LogSegment] = []
     for segment in log.segments:
-        if segment.is_active or segment.next_offset > log.high_watermark:
-            break  # never past the high watermark: uncommitted records may yet be truncated
+        if segment.is_active or segment.next_offset > first_uncleanable:
+            break
         if segment.next_offset <= log.log_start_offset:
             continue  # wholly deleted (DeleteRecords); retention unlinks it
         # retention_timestamp: the newest record's timestamp (file mtime if none has one).
@@ -225,46 +246,110 @@ def iter_segment_batches(segment: LogSegment) -> Iterator[tuple[BatchHeader, mem
 # ----------------------------------------------------------------- pass 1: offset map
 
 
-def build_offset_map(segments: Sequence[LogSegment], start_offset: int) -> OffsetMap:
-    """key -> offset of its latest committed record at or after ``start_offset``."""
+def build_offset_map(segments: Sequence[LogSegment], start_offset: int,
+                     aborted: Sequence[tuple[int, int]] = ()) -> OffsetMap:
+    """key -> offset of its latest record at or after ``start_offset``, leaving out the
+    records of ``aborted`` transactions ((producer id, first offset), as
+    ``PartitionLog.aborted_transactions`` lists them): every other transaction below the
+    last stable offset is committed."""
     latest: OffsetMap = {}
-    # Transactional writes wait for their producer's marker: COMMIT applies them,
-    # ABORT drops them, none inside the range leaves them out (conservative).
-    pending: dict[int, list[tuple[bytes, int]]] = {}
+    tracker = TxnTracker(list(aborted))
     for segment in segments:
         for header, raw in iter_segment_batches(segment):
             if header.last_offset < start_offset:
                 continue
             if header.is_control:
-                _resolve_transaction(header, raw, pending, latest)
+                tracker.on_marker(header, _marker_of(raw))
+                continue
+            if tracker.on_batch(header) or header.record_count == 0:
                 continue
             _header, records = decode_batch(raw)
-            target = pending.setdefault(header.producer_id, []) if header.is_transactional else None
             for record in records:
-                if record.key is None or record.offset < start_offset:
-                    continue
-                if target is not None:
-                    target.append((record.key, record.offset))
-                else:
+                if record.key is not None and record.offset >= start_offset:
                     latest[record.key] = record.offset
     return latest
 
 
-def _resolve_transaction(header: BatchHeader, raw: memoryview, pending: dict[int, list[tuple[bytes, int]]],
-                         latest: OffsetMap) -> None:
-    writes = pending.pop(header.producer_id, None)
-    if not writes:
-        return
-    _header, records = decode_batch(raw)
-    if not records or not parse_control_record(records[0]).is_commit:
-        return
-    for key, offset in writes:
-        # max: a plain write of the same key may sit between the txn's data and marker.
-        if offset > latest.get(key, -1):
-            latest[key] = offset
+def _marker_of(raw: memoryview) -> ControlRecord | None:
+    """The record of a control batch; None when it holds none (emptied by a cleaner) or
+    an unreadable one (then it ends no transaction, as on the log's replay)."""
+    try:
+        _header, records = decode_batch(raw)
+        return parse_control_record(records[0]) if records else None
+    except CorruptRecordError:
+        return None
 
 
 # ----------------------------------------------------------------- pass 2: cleaned copy
+
+
+@dataclass(slots=True)
+class SegmentCleaner:
+    """Pass 2's per-batch rules for one round: the offset map, the transactions met so
+    far (one tracker across the round's segments, in offset order) and each live
+    producer's last batch."""
+
+    offset_map: OffsetMap
+    now_ms: int
+    delete_retention_ms: int
+    tracker: TxnTracker = field(default_factory=lambda: TxnTracker([]))
+    last_records: dict[int, LastRecord] = field(default_factory=dict)
+
+    def clean(self, header: BatchHeader, raw: memoryview, *, segment_last: bool) -> BatchOutcome:
+        if header.is_control:
+            return self._clean_marker(header, raw, segment_last)
+        aborted = header.producer_id >= 0 and self.tracker.on_batch(header)
+        if header.record_count == 0:
+            return self._all_gone(header, raw, segment_last, BatchOutcome(raw))
+        if aborted:
+            return self._all_gone(header, raw, segment_last,
+                                  BatchOutcome(raw, header.record_count, aborted=header.record_count))
+        data, removed, tombstones = clean_batch(header, raw, self.offset_map, now_ms=self.now_ms,
+                                                delete_retention_ms=self.delete_retention_ms)
+        if removed < header.record_count:
+            return BatchOutcome(data, removed, tombstones)
+        return self._all_gone(header, raw, segment_last, BatchOutcome(data, removed, tombstones))
+
+    def _clean_marker(self, header: BatchHeader, raw: memoryview, segment_last: bool) -> BatchOutcome:
+        marker = _marker_of(raw)
+        if not self.tracker.on_marker(header, marker):
+            return BatchOutcome(raw)  # a batch of its transaction is still here
+        if marker is not None and not header.has_delete_horizon:
+            # First pass without its data: the horizon starts now.
+            horizon = self.now_ms + self.delete_retention_ms
+            stamped = header._replace(attributes=header.attributes | DELETE_HORIZON_MASK, base_timestamp=horizon)
+            return BatchOutcome(rebuild_batch(stamped, decode_batch(raw)[1]))
+        if marker is not None and header.base_timestamp > self.now_ms:
+            return BatchOutcome(raw)
+        return self._all_gone(header, raw, segment_last, BatchOutcome(raw, markers=1 if marker is not None else 0))
+
+    def _all_gone(self, header: BatchHeader, raw: memoryview, segment_last: bool, outcome: BatchOutcome) -> BatchOutcome:
+        """What stays of a batch none of whose records stay."""
+        if is_last_batch_of_producer(header, self.last_records) or not header.is_transactional:
+            data: bytes | memoryview | None = raw if header.record_count == 0 else rebuild_batch(header, [])
+        elif segment_last:
+            data = _offset_placeholder(header)
+        else:
+            data = None
+        return outcome._replace(data=data)
+
+
+class BatchOutcome(NamedTuple):
+    """One batch's cleaned form: ``data`` None when it goes, ``raw`` itself when unchanged."""
+
+    data: bytes | memoryview | None
+    removed: int = 0
+    tombstones: int = 0
+    aborted: int = 0
+    markers: int = 0
+
+
+def _offset_placeholder(header: BatchHeader) -> bytes:
+    """An empty batch with no producer over ``header``'s offsets: a segment's end offset
+    stays where it was, and it opens no transaction on a replay."""
+    return encode_batch([], base_offset=header.base_offset, last_offset_delta=header.last_offset_delta,
+                        timestamp_type=header.timestamp_type, partition_leader_epoch=header.partition_leader_epoch,
+                        base_timestamp=header.base_timestamp, max_timestamp=header.max_timestamp)
 
 
 def _tombstone_expired(header: BatchHeader, record: Record, now_ms: int, delete_retention_ms: int) -> bool:
@@ -276,7 +361,8 @@ def _tombstone_expired(header: BatchHeader, record: Record, now_ms: int, delete_
 
 def clean_batch(header: BatchHeader, raw: memoryview, offset_map: OffsetMap, *, now_ms: int,
                 delete_retention_ms: int) -> tuple[bytes | memoryview, int, int]:
-    """The cleaned form of one batch: (bytes, records removed, tombstones removed).
+    """The cleaned form of one data batch by the offset map and tombstone rule:
+    (bytes, records removed, tombstones removed).
 
     Returns ``raw`` itself when nothing is removed, so unchanged batches are copied.
     """
@@ -295,48 +381,49 @@ def clean_batch(header: BatchHeader, raw: memoryview, offset_map: OffsetMap, *, 
     removed = len(records) - len(kept)
     if removed == 0:
         return raw, 0, 0
-    return _reencode(header, kept), removed, tombstones
+    return rebuild_batch(header, kept), removed, tombstones
 
 
-def _reencode(header: BatchHeader, kept: list[Record]) -> bytes:
-    """Rebuild a batch with fewer records (encode_batch writes an empty one uncompressed)."""
-    return rebuild_batch(header, kept)
-
-
-def write_cleaned_segment(segment: LogSegment, offset_map: OffsetMap, *, now_ms: int,
-                          delete_retention_ms: int) -> CleanedSegment:
+def write_cleaned_segment(segment: LogSegment, cleaner: SegmentCleaner) -> CleanedSegment:
     """Step a: write and fsync ``<B>.log.cleaned`` next to the sealed ``segment``."""
     if segment.is_active or not segment.path.endswith(files.LOG_SUFFIX):
         raise ValueError(f"{segment.path}: only a sealed, live segment can be cleaned")
     path = segment.path + files.CLEANED_SUFFIX
-    removed = tombstones = size_after = 0
+    removed = tombstones = aborted = markers = size_after = 0
     changed = False
+    end = segment.next_offset
     try:
         with open(path, "wb") as out:
             for header, raw in iter_segment_batches(segment):
-                data, batch_removed, batch_tombstones = clean_batch(
-                    header, raw, offset_map, now_ms=now_ms, delete_retention_ms=delete_retention_ms)
-                out.write(data)
-                size_after += len(data)
-                removed += batch_removed
-                tombstones += batch_tombstones
-                changed = changed or data is not raw
+                outcome = cleaner.clean(header, raw, segment_last=header.next_offset == end)
+                if outcome.data is not None:
+                    out.write(outcome.data)
+                    size_after += len(outcome.data)
+                removed += outcome.removed
+                tombstones += outcome.tombstones
+                aborted += outcome.aborted
+                markers += outcome.markers
+                changed = changed or outcome.data is not raw
             out.flush()
             os.fsync(out.fileno())
     except BaseException:
         files.unlink_if_exists(path)
         raise
-    return CleanedSegment(segment, path, segment.size, size_after, removed, tombstones, changed)
+    source_entries = tuple(segment.txn_index.entries)
+    retained = cleaner.tracker.retained_aborted
+    txn_entries = tuple(e for e in source_entries if (e.producer_id, e.first_offset) in retained)
+    changed = changed or txn_entries != source_entries
+    return CleanedSegment(segment, path, segment.size, size_after, removed, tombstones, changed, txn_entries,
+                          aborted, markers)
 
 
 def promote_to_swap(cleaned: CleanedSegment) -> str:
     """Step b, the point of no return: ``.log.cleaned`` -> ``.log.swap``, made durable,
-    after the source's transaction index is copied to ``.txnindex.swap``."""
+    after the copy's transaction index is written to ``.txnindex.swap``."""
     source = cleaned.source
-    entries = source.txn_index.entries
-    if entries:
+    if cleaned.txn_entries:
         txn_swap = files.txn_index_path(source.directory, source.base_offset) + files.SWAP_SUFFIX
-        write_bytes_atomically(txn_swap, b"".join(encode_entry(txn) for txn in entries))
+        write_bytes_atomically(txn_swap, b"".join(encode_entry(txn) for txn in cleaned.txn_entries))
     swap_path = cleaned.path[: -len(files.CLEANED_SUFFIX)] + files.SWAP_SUFFIX
     os.replace(cleaned.path, swap_path)
     files.fsync_dir(os.path.dirname(swap_path))
@@ -384,16 +471,21 @@ def clean_log(log: PartitionLog, *, now_ms: int, first_dirty_offset: int | None 
     segments = cleanable_segments(log, now_ms)
     if not segments:
         return CleanResult((), 0, 0, 0, 0, 0, start)
-    offset_map = build_offset_map(segments, start)
+    range_end = segments[-1].next_offset
+    offset_map = build_offset_map(segments, start, log.aborted_transactions(start, range_end))
+    cleaner = SegmentCleaner(offset_map, now_ms, log.config.delete_retention_ms,
+                             TxnTracker(log.aborted_transactions(segments[0].base_offset, range_end)),
+                             last_records_of_active_producers(log.producer_state))
     sources: list[int] = []
-    bytes_before = bytes_after = removed = tombstones = 0
+    bytes_before = bytes_after = removed = tombstones = aborted = markers = 0
     for segment in segments:
-        cleaned = write_cleaned_segment(segment, offset_map, now_ms=now_ms,
-                                        delete_retention_ms=log.config.delete_retention_ms)
+        cleaned = write_cleaned_segment(segment, cleaner)
         bytes_before += cleaned.size_before
         bytes_after += cleaned.size_after
         removed += cleaned.records_removed
         tombstones += cleaned.tombstones_removed
+        aborted += cleaned.aborted_removed
+        markers += cleaned.markers_removed
         if not cleaned.changed:
             discard(cleaned)
             continue
@@ -401,7 +493,8 @@ def clean_log(log: PartitionLog, *, now_ms: int, first_dirty_offset: int | None 
         sources.append(segment.base_offset)
     # The checkpoint never moves back (a checkpoint past a too-young segment stays).
     end = max(segments[-1].next_offset, start)
-    result = CleanResult(tuple(sources), len(segments), bytes_before, bytes_after, removed, tombstones, end)
+    result = CleanResult(tuple(sources), len(segments), bytes_before, bytes_after, removed, tombstones, end,
+                         aborted, markers)
     _log_summary(log, result)
     return result
 
@@ -415,8 +508,10 @@ def _log_summary(partition_log: PartitionLog, result: CleanResult) -> None:
 
 
 __all__ = [
+    "BatchOutcome",
     "CleanResult",
     "CleanedSegment",
+    "SegmentCleaner",
     "build_offset_map",
     "clean_batch",
     "clean_log",

@@ -1,6 +1,7 @@
 """``python -m storage.dump PATH``: print the batches of a segment (or every segment of a
 partition dir) and verify each CRC-32C, like Kafka's kafka-dump-log. Transaction markers
-show their type (COMMIT/ABORT) and coordinator epoch; ``.txnindex`` files (given, or
+show their type (COMMIT/ABORT) and coordinator epoch, and a batch a cleaner stamped its
+delete horizon (KIP-534); ``.txnindex`` files (given, or
 beside the segments of a dir) show their aborted-transaction entries. Offline tool: it
 opens files read-only and never changes them.
 """
@@ -77,7 +78,11 @@ def dump_segment(path: str, *, records: bool = False) -> Iterator[dict]:
                     "partition_leader_epoch": header.partition_leader_epoch,
                     "transactional": header.is_transactional, "control": header.is_control,
                 }
-                if header.is_control:
+                if header.has_delete_horizon:
+                    entry["delete_horizon_ms"] = header.base_timestamp  # a cleaner may drop it from then on
+                if header.is_control and header.record_count == 0:
+                    entry["marker"] = "emptied by a cleaner"  # kept for its producer's epoch alone
+                elif header.is_control:
                     try:
                         marker = read_control_record(view[position : position + header.size])
                         entry["marker"] = MARKER_NAMES.get(marker.type, f"type {marker.type}")

@@ -55,7 +55,14 @@ from storage.errors import (
 from storage.leader_epochs import LeaderEpochCache
 from storage.producer_state import INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED, ProducerStateManager
 from storage.recompress import needs_recompression, recompress
-from storage.records import CONTROL_TYPE_ABORT, CONTROL_TYPE_COMMIT, decode_batch, encode_control_batch, read_control_record
+from storage.records import (
+    CONTROL_TYPE_ABORT,
+    CONTROL_TYPE_COMMIT,
+    ControlRecord,
+    decode_batch,
+    encode_control_batch,
+    read_control_record,
+)
 from storage.releaser import RELEASER
 from storage.segment import LogSegment
 from storage.segments import SegmentList
@@ -239,8 +246,10 @@ class PartitionLog:
         """Producer state for a control batch ``segment`` holds at ``position``: the one
         place for the leader's append, a follower's and the replay at load, so all
         three end with the same state."""
+        marker: ControlRecord | None = None
         try:
-            marker = read_control_record(segment.read_batch(position, header.size))
+            if header.record_count > 0:  # a cleaner empties a marker it keeps for its epoch alone
+                marker = read_control_record(segment.read_batch(position, header.size))
         except CorruptRecordError as exc:
             # Checked on the leader's append; a Kafka log may hold anything: the batch
             # then ends no transaction, as a control record of an unknown type.
@@ -262,6 +271,10 @@ class PartitionLog:
             if segment.txn_index.collect(start_offset, upper_bound_offset, out):
                 break
         return out
+
+    def remove_expired_producers(self, now: int, expiration_ms: int) -> list[int]:
+        """producer.id.expiration.ms (owner thread): see ProducerStateManager's."""
+        return self.producer_state.remove_expired_producers(now, expiration_ms)
 
     def update_config(self, config: LogConfig) -> None:
         """Apply new topic settings; the active segment keeps its map size until it rolls."""

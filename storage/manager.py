@@ -62,6 +62,9 @@ class ManagerConfig:
     high_watermark_checkpoint_interval_ms: int = 5_000
     cleaner_enable: bool = True
     cleaner_backoff_ms: int = 15_000
+    # Broker settings, not topic ones: a producer's state expires alike in every partition.
+    producer_id_expiration_ms: int = 86_400_000
+    producer_id_expiration_check_interval_ms: int = 600_000
 
     @classmethod
     def from_broker_config(cls, settings: Mapping[str, Any]) -> "ManagerConfig":
@@ -79,6 +82,9 @@ class ManagerConfig:
             high_watermark_checkpoint_interval_ms=int(settings.get("replica.high.watermark.checkpoint.interval.ms", 5_000)),
             cleaner_enable=str(settings.get("log.cleaner.enable", "true")).lower() == "true",
             cleaner_backoff_ms=int(settings.get("log.cleaner.backoff.ms", 15_000)),
+            producer_id_expiration_ms=int(settings.get("producer.id.expiration.ms", 86_400_000)),
+            producer_id_expiration_check_interval_ms=int(settings.get("producer.id.expiration.check.interval.ms",
+                                                                      600_000)),
         )
 
 
@@ -338,6 +344,17 @@ class LogManager:
             self._checkpoint_cleaner_offsets(in_background=True)
         return cleaned
 
+    def expire_producers(self, now: int | None = None) -> int:
+        """producer.id.expiration.ms over every log; returns the producer ids forgotten."""
+        now = now_ms() if now is None else now
+        expired = 0
+        for tp, partition_log in list(self.logs.items()):
+            gone = partition_log.remove_expired_producers(now, self.config.producer_id_expiration_ms)
+            if gone:
+                log.debug("%s: producer ids %s expired", tp, gone)
+                expired += len(gone)
+        return expired
+
     def checkpoint_recovery_points(self, *, in_background: bool = False) -> None:
         self._write_checkpoint(checkpoint.RECOVERY_POINT_CHECKPOINT,
                                lambda logs: {tp: lg.recovery_point for tp, lg in logs}, in_background)
@@ -396,6 +413,7 @@ class LogManager:
             Task("highwatermark-checkpoint", c.high_watermark_checkpoint_interval_ms,
                  lambda: self.checkpoint_high_watermarks(in_background=True)),
             Task("kafka-log-flusher", self.flush_interval_ms(), self.flush_due, owner_thread=False),
+            Task("PeriodicProducerExpirationCheck", c.producer_id_expiration_check_interval_ms, self.expire_producers),
         ]
         if c.cleaner_enable:
             jobs.append(Task("kafka-log-cleaner", c.cleaner_backoff_ms, self.run_cleaner))

@@ -42,8 +42,9 @@ first unstable offset, the smallest first offset of both, is cached in
 ``first_unstable`` (-1: none) so the LSO costs two attribute reads on the fetch path.
 
 Not thread-safe: the owning partition log serialises calls under its append lock.
-Producer-id expiry (producer.id.expiration.ms) is left to the caller: drop entries
-from ``entries`` (never one with an open transaction: Kafka keeps those).
+Producer-id expiry (producer.id.expiration.ms, a broker setting: the log manager's
+periodic task calls ``remove_expired_producers``) forgets producers idle that long,
+never one with an open transaction (its entry holds the transaction's first offset).
 """
 
 from __future__ import annotations
@@ -351,6 +352,17 @@ class ProducerStateManager:
             removed = True
         if removed:
             self._update_first_unstable()
+
+    def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> list[int]:
+        """Forget every producer with no open transaction whose last batch or marker is
+        ``expiration_ms`` old (Kafka's isProducerExpired, by the batch's max timestamp);
+        returns their ids. A forgotten producer's next batch is accepted at any sequence,
+        as a producer never seen is, and the cleaner no longer keeps its last batch."""
+        expired = [pid for pid, entry in self.entries.items()
+                   if entry.current_txn_first_offset == NO_TXN and now_ms - entry.last_timestamp >= expiration_ms]
+        for pid in expired:
+            del self.entries[pid]
+        return expired
 
     def first_unstable_offset(self) -> int | None:
         """The first offset a read_committed consumer may not see yet: the first offset of

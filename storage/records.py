@@ -526,6 +526,7 @@ def rebuild_batch(header: BatchHeader, records: Sequence[Record], *, compression
         producer_epoch=header.producer_epoch,
         base_sequence=header.base_sequence,
         is_transactional=header.is_transactional,
+        is_control=header.is_control,
         partition_leader_epoch=header.partition_leader_epoch,
         base_timestamp=header.base_timestamp,
         max_timestamp=header.max_timestamp,

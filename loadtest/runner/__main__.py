@@ -11,6 +11,12 @@
     .venv/bin/python -m loadtest.runner loadtest/workloads/max-throughput-100b.toml \\
         --start-castle --compare kafka --repeat 3
 
+    # transactions: each workload with its yardstick in one invocation (a goal of the first
+    # is judged against the second's figures: goals.py, against_workload)
+    .venv/bin/python -m loadtest.runner loadtest/workloads/txn-produce-100b.toml \\
+        loadtest/workloads/idempotent-produce-100b.toml loadtest/workloads/read-committed-1kb.toml \\
+        loadtest/workloads/read-uncommitted-1kb.toml --start-castle --compare kafka --repeat 2
+
     # a broker already running (its supervisor PID gives CPU and memory of all its processes)
     .venv/bin/python -m loadtest.runner loadtest/workloads/*.toml --bootstrap 127.0.0.1:9092 --broker-pid PID
 
@@ -43,7 +49,7 @@ from loadtest.kafka_peer import MODES as KAFKA_MODES
 from loadtest.kafka_peer import KafkaPeer
 from loadtest.machine import git_state, machine_info
 from loadtest.runner.figures import medians, ratios
-from loadtest.runner.goals import evaluate_goals, goal_lines
+from loadtest.runner.goals import evaluate_goals, goal_lines, parse_goals, workloads_named
 from loadtest.runner.limits import SETTLE_S, LimitPlan
 from loadtest.runner.report import write_report
 from loadtest.runner.run import Target, run_workload
@@ -124,6 +130,8 @@ def load_workloads(paths: list[str], overrides: dict[str, Any]) -> list[Workload
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     workloads = load_workloads(args.workloads, _overrides(args.set))
+    for line in missing_workloads(workloads):
+        info(line)
     out_dir = args.out or os.path.join("bench-results", "runner-" + time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()))
     os.makedirs(out_dir, exist_ok=True)
     progress = sys.stderr.isatty() if args.progress is None else args.progress
@@ -228,9 +236,19 @@ def run_all(workloads: list[Workload], targets: list[Target], repeat: int, out_d
         if len(entry["medians"]) == 2:
             ours, theirs = (entry["medians"][t.name] for t in targets)
             entry["ratios"] = ratios(ours, theirs)
-        entry["goals"] = evaluate_goals(entry, targets[0].name)
         summary["workloads"][w.name] = entry
+    # Once every workload ran: a goal may be judged against another workload's figures.
+    for entry in summary["workloads"].values():
+        entry["goals"] = evaluate_goals(entry, targets[0].name, summary["workloads"])
     return summary
+
+
+def missing_workloads(workloads: list[Workload]) -> list[str]:
+    """A line per goal judged against a workload this run does not include (its verdict
+    will be "no figure")."""
+    names = {w.name for w in workloads}
+    return [f"workload {w.name}: a goal is judged against workload {other!r}, which this run does not include"
+            for w in workloads for other in sorted(workloads_named(parse_goals(w.goals)) - names)]
 
 
 def warm_up(w: Workload, targets: list[Target], rounds: int, out_dir: str, progress: bool,

@@ -24,6 +24,8 @@ FIGURES = {
     # in a request
     "publish_rtt_p99_ms": (("publish", "client_split", "rtt", "p99_ms_median_second"), False),
     "publish_queue_p99_ms": (("publish", "client_split", "queue", "p99_ms_median_second"), False),
+    # a transactional producer's mean time in commit_transaction (its records wait for it)
+    "publish_commit_ms_mean": (("publish", "commit_ms_mean"), False),
     "e2e_p50_ms": (("consume", "latency_ms", "p50"), False),
     "e2e_p99_ms": (("consume", "latency_ms", "p99"), False),
     "e2e_p99_9_ms": (("consume", "latency_ms", "p99_9"), False),

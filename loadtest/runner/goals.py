@@ -7,15 +7,23 @@
     never_below = 0.8                  # with at_least only: a floor below the goal
     why = "produce at >= 90% of the mock in the same run, never below 80%"
 
+    [[goals]]
+    figure = "publish_records_per_s"
+    against_workload = "idempotent-produce-100b"   # another workload of the same run
+    at_least = 0.9
+    why = "transactions cost under 10% of the idempotent producer's rate"
+
 A goal is judged on the median over the rounds of the broker under test (the runner's
-first target), or with ``ratio = true`` on that median over the compared broker's. The
-verdicts:
+first target); with ``ratio = true`` on that median over the compared broker's; with
+``against_workload`` on that median over the same broker's median of the same figure in
+the named workload, which must run in the same invocation (the same machine, minutes
+apart: the only comparison this shared machine allows). The verdicts:
 
 * ``met``;
 * ``not met``;
 * ``below the floor``: under ``never_below`` as well as under ``at_least``;
 * ``no figure``: the run did not give the figure (a ratio without --compare, a workload
-  skipped for the compared broker, every round failed).
+  skipped for the compared broker, every round failed, the other workload not run).
 
 The goals live in the workload files, beside what they judge, so a run on another
 machine gives the same table that docs/BENCHMARKS.md shows for this one. A goal that is
@@ -30,7 +38,7 @@ from typing import Any
 from loadtest.runner.figures import FIGURES
 
 MET, NOT_MET, BELOW_FLOOR, NO_FIGURE = "met", "not met", "below the floor", "no figure"
-KEYS = {"figure", "ratio", "at_least", "at_most", "never_below", "why"}
+KEYS = {"figure", "ratio", "against_workload", "at_least", "at_most", "never_below", "why"}
 
 
 @dataclass(frozen=True)
@@ -41,9 +49,14 @@ class Goal:
     ratio: bool = False
     never_below: float | None = None
     why: str = ""
+    against_workload: str = ""  # "" = none
 
     def describe(self) -> str:
-        subject = f"{self.figure} / compared broker's" if self.ratio else self.figure
+        subject = self.figure
+        if self.ratio:
+            subject = f"{self.figure} / compared broker's"
+        elif self.against_workload:
+            subject = f"{self.figure} / {self.against_workload}'s"
         bound = f">= {self.at_least:g}" if self.at_least is not None else f"<= {self.at_most:g}"
         floor = f", never below {self.never_below:g}" if self.never_below is not None else ""
         return f"{subject} {bound}{floor}"
@@ -96,19 +109,38 @@ def parse_goals(items: Any) -> list[Goal]:
         why = item.get("why", "")
         if not isinstance(why, str):
             raise ValueError(f"{where}: why must be a string")
-        goals.append(Goal(figure, at_least, at_most, ratio, never_below, why))
+        against = item.get("against_workload", "")
+        if not isinstance(against, str) or (ratio and against):
+            raise ValueError(f"{where}: against_workload must be a workload's name, and does not go with ratio")
+        goals.append(Goal(figure, at_least, at_most, ratio, never_below, why, against))
     return goals
 
 
-def evaluate_goals(entry: dict[str, Any], primary: str) -> list[dict[str, Any]]:
+def workloads_named(goals: list[Goal]) -> set[str]:
+    """The other workloads these goals are judged against."""
+    return {g.against_workload for g in goals if g.against_workload}
+
+
+def _over(ours: float | None, theirs: float | None) -> float | None:
+    return round(ours / theirs, 3) if ours is not None and theirs else None
+
+
+def evaluate_goals(entry: dict[str, Any], primary: str,
+                   workloads: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """One verdict per goal of a summary entry (its workload, medians and ratios), for the
-    broker under test named ``primary``."""
+    broker under test named ``primary``; ``workloads`` (the summary's entries by name) gives
+    the figures of the other workloads goals may be judged against."""
     medians = entry.get("medians", {}).get(primary) or {}
     ratios = entry.get("ratios") or {}
     verdicts = []
     for goal in parse_goals(entry["workload"].get("goals", [])):
-        value = (ratios if goal.ratio else medians).get(goal.figure)
-        verdicts.append({"goal": goal.describe(), "figure": goal.figure, "ratio": goal.ratio, "value": value,
+        if goal.against_workload:
+            other = ((workloads or {}).get(goal.against_workload) or {}).get("medians", {}).get(primary) or {}
+            value = _over(medians.get(goal.figure), other.get(goal.figure))
+        else:
+            value = (ratios if goal.ratio else medians).get(goal.figure)
+        verdicts.append({"goal": goal.describe(), "figure": goal.figure, "ratio": goal.ratio,
+                         "against_workload": goal.against_workload, "value": value,
                          "verdict": goal.verdict(value), "why": goal.why})
     return verdicts
 

@@ -15,6 +15,16 @@ local queue was full and seconds waited for room, so far), "hist": publish laten
 (produce() to acknowledgement, librdkafka's Message.latency(), µs, HdrHistogram encoding)}.
 At the end: {"event": "done", ...totals, "first_error"}.
 
+A transactional producer (cfg "transactional_id") calls init_transactions, then commits
+every transaction_interval_ms from the start of each transaction, as Kafka's
+ProducerPerformance does with --transaction-duration-ms: the commit blocks the producing
+thread, as it would an application's. Its records count as acknowledged ("acked", and
+their publish latencies) only once their transaction committed; its lines add
+"transactions" (committed), "commit_s" (time spent in commit_transaction),
+"aborted_transactions" and "aborted_records". A delivery error aborts the transaction.
+Its publish latency stays librdkafka's produce-to-acknowledgement; the wait for the commit
+shows in commit_s, and in a read_committed consumer's end-to-end latency.
+
 Every second it also prints librdkafka's own split of the publish latency, per broker
 connection, from its statistics: {"event": "client_stats", "t", "brokers": {node id:
 {"queue": [...], "outbuf": [...], "rtt": [...]}}}, each [p50, p99, max, count, out of
@@ -39,7 +49,7 @@ from array import array
 from typing import Any
 
 import numpy as np
-from confluent_kafka import KafkaError, Message, Producer
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from loadtest.children import emit
 from loadtest.runner.histogram import encode, new_histogram, record_us
@@ -48,6 +58,8 @@ FLUSH_TIMEOUT_S = 30.0
 BURST = 64
 MIN_WAIT_S = 0.001
 CLIENT_STATS_MS = 1000
+TXN_TIMEOUT_S = 60.0  # init_transactions, commit_transaction, abort_transaction (retried within it)
+RETRY_PAUSE_S = 0.05
 # librdkafka's statistics names for the three parts of a publish latency it measures.
 CLIENT_SPLIT = {"queue": "int_latency", "outbuf": "outbuf_latency", "rtt": "rtt"}
 
@@ -66,6 +78,10 @@ def producer_config(cfg: dict[str, Any], on_delivery: Any) -> dict[str, Any]:
         "statistics.interval.ms": CLIENT_STATS_MS,
         "stats_cb": emit_client_stats,
     }
+    if cfg.get("transactional_id"):
+        config["transactional.id"] = cfg["transactional_id"]
+    elif cfg.get("idempotent"):
+        config["enable.idempotence"] = True
     config.update(cfg.get("producer_config", {}))
     return config
 
@@ -143,6 +159,12 @@ class Counters:
         self.queue_full_s = 0.0
         self.first_error: str | None = None
         self.latencies = array("d")  # seconds, since the last hand-over
+        # Transactional: the delivered records of the open transaction, counted (moved to
+        # latencies) when it commits.
+        self.transactional = False
+        self.pending = array("d")
+        self.transactions = self.aborted_transactions = self.aborted_records = 0
+        self.commit_s = 0.0
         self.wanted = threading.Event()  # the reporter asks for this interval's latencies
         self.handed: queue.SimpleQueue[array] = queue.SimpleQueue()
 
@@ -151,7 +173,21 @@ class Counters:
             self.errors += 1
             self.first_error = self.first_error or str(err)
             return
-        self.latencies.append(msg.latency() or 0.0)
+        (self.pending if self.transactional else self.latencies).append(msg.latency() or 0.0)
+
+    def committed(self, seconds: float) -> None:
+        """Producing thread only: the open transaction committed."""
+        self.latencies.extend(self.pending)
+        self.pending = array("d")
+        self.transactions += 1
+        self.commit_s += seconds
+
+    def aborted(self, seconds: float) -> None:
+        """Producing thread only: the open transaction was aborted; its records never count."""
+        self.aborted_records += len(self.pending)
+        self.pending = array("d")
+        self.aborted_transactions += 1
+        self.commit_s += seconds
 
     def hand_over(self) -> None:
         """Producing thread only: pass the latencies so far to the reporter."""
@@ -173,6 +209,9 @@ class Counters:
         self.acked += len(taken)
         fields = {"sent": self.sent, "acked": self.acked, "acked_bytes": self.acked * self.record_size,
                   "errors": self.errors, "queue_full": self.queue_full, "queue_full_s": self.queue_full_s}
+        if self.transactional:
+            fields.update(transactions=self.transactions, commit_s=self.commit_s,
+                          aborted_transactions=self.aborted_transactions, aborted_records=self.aborted_records)
         emit(event=event, t=time.time(), hist=encode(histogram_of_seconds(taken)), **fields, **extra)
 
 
@@ -191,6 +230,53 @@ def histogram_of_seconds(latencies: array) -> Any:
     return histogram
 
 
+class Transactions:
+    """A transactional producer's transactions: one open at a time, committed once it is
+    interval_s old (in the producing thread, which it blocks)."""
+
+    def __init__(self, producer: Producer, counters: Counters, interval_s: float) -> None:
+        self.producer = producer
+        self.counters = counters
+        self.interval_s = interval_s
+        self.began = 0.0
+        counters.transactional = True
+
+    def start(self) -> None:
+        self.producer.init_transactions(TXN_TIMEOUT_S)
+        self.begin()
+
+    def begin(self) -> None:
+        self.producer.begin_transaction()
+        self.began = time.monotonic()
+
+    def due_in(self) -> float:
+        """Seconds until the open transaction is to commit (<= 0: now)."""
+        return self.began + self.interval_s - time.monotonic()
+
+    def end(self) -> None:
+        """Commit the open transaction (it flushes its records first); abort it when the
+        commit says it must (a record failed). A retriable failure is retried until
+        TXN_TIMEOUT_S; any other failure ends the process, as it would end the run."""
+        started = time.monotonic()
+        deadline = started + TXN_TIMEOUT_S
+        while True:
+            try:
+                self.producer.commit_transaction(max(1.0, deadline - time.monotonic()))
+            except KafkaException as exc:
+                error: KafkaError = exc.args[0]
+                if error.txn_requires_abort():
+                    self.counters.first_error = self.counters.first_error or str(error)
+                    self.producer.abort_transaction(TXN_TIMEOUT_S)
+                    self.counters.aborted(time.monotonic() - started)
+                    return
+                if error.retriable() and time.monotonic() < deadline:
+                    time.sleep(RETRY_PAUSE_S)  # a failure that came back at once must not spin
+                    continue
+                raise
+            self.counters.committed(time.monotonic() - started)
+            return
+
+
 def run(cfg: dict[str, Any]) -> None:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda _s, _f: stop.set())
@@ -198,6 +284,8 @@ def run(cfg: dict[str, Any]) -> None:
     size = cfg["record_size"]
     counters = Counters(size)
     producer = Producer(producer_config(cfg, counters.on_delivery))
+    txn = (Transactions(producer, counters, float(cfg.get("transaction_interval_ms", 100)) / 1000)
+           if cfg.get("transactional_id") else None)
     topics: list[str] = cfg["topics"]
     keys = Keys(cfg["key_distribution"], cfg["key_count"], cfg["index"])
     body = bytes(random.Random(cfg["index"]).choices(range(65, 91), k=size - 8))
@@ -215,6 +303,8 @@ def run(cfg: dict[str, Any]) -> None:
     # debt of the connection time that it would then pay off in a burst.
     for topic in topics:
         producer.list_topics(topic, timeout=30)
+    if txn is not None:
+        txn.start()
     emit(event="started", t=time.time(), topics=len(topics))
     start = time.monotonic()
     sent = 0
@@ -227,15 +317,21 @@ def run(cfg: dict[str, Any]) -> None:
             counters.hand_over()
         if max_records and sent >= max_records:
             break
+        if txn is not None and txn.due_in() <= 0:
+            txn.end()
+            txn.begin()
         if rate:
             elapsed = time.monotonic() - start
             due = int(elapsed * rate) - sent
             if due <= 0:
-                # Serve delivery reports until the next record is due. At least 1 ms:
-                # librdkafka's timeout is whole milliseconds, and a shorter one (it was
-                # 0.5 ms, truncated to 0) made this loop spin a whole core, which on a
-                # small machine starved the broker under test of CPU.
-                poll(max(MIN_WAIT_S, (sent + 1) / rate - elapsed))
+                # Serve delivery reports until the next record is due (or the next
+                # commit). At least 1 ms: librdkafka's timeout is whole milliseconds, and
+                # a shorter one (it was 0.5 ms, truncated to 0) made this loop spin a whole
+                # core, which on a small machine starved the broker under test of CPU.
+                wait = (sent + 1) / rate - elapsed
+                if txn is not None:
+                    wait = min(wait, txn.due_in())
+                poll(max(MIN_WAIT_S, wait))
                 continue
             burst = min(due, BURST)
         else:
@@ -265,6 +361,8 @@ def run(cfg: dict[str, Any]) -> None:
     reporting.join(timeout=2 * interval + 1)
     while not counters.handed.empty():  # a hand-over the reporter did not take
         counters.emit(counters.handed.get(), "interval")
+    if txn is not None:  # the records of the open transaction were produced in the run
+        txn.end()
     remaining = producer.flush(FLUSH_TIMEOUT_S)
     counters.sent = sent
     counters.emit(counters.latencies, "done", unflushed=remaining, first_error=counters.first_error)

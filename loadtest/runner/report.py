@@ -30,6 +30,7 @@ COLUMNS = [  # (summary figure, header, digits)
     ("publish_p99_9_ms", "pub p99.9 ms", 2),
     ("publish_max_ms", "pub max ms", 1),
     ("publish_rtt_p99_ms", "pub round trip p99 ms (median second)", 2),
+    ("publish_commit_ms_mean", "commit ms mean", 2),
     ("consume_records_per_s", "consume rec/s", 0),
     ("consume_mib_per_s", "consume MiB/s", 1),
     ("e2e_p50_ms", "e2e p50 ms", 2),
@@ -53,8 +54,8 @@ def _fmt(value: float | None, digits: int) -> str:
 
 
 # Columns shown only when some broker has them: most workloads name no physical limit,
-# and only a Castle reports its loops' lag.
-OPTIONAL_COLUMNS = {"physical_limit_mib_per_s", "of_physical_limit", "broker_loop_late_share"}
+# only a Castle reports its loops' lag, only a transactional producer commits.
+OPTIONAL_COLUMNS = {"physical_limit_mib_per_s", "of_physical_limit", "broker_loop_late_share", "publish_commit_ms_mean"}
 
 
 def table(entry: dict[str, Any]) -> str:

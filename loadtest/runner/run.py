@@ -259,6 +259,29 @@ def _latest(children: list[ChildProcess], key: str) -> int:
 # Producer counters summed over a window: waits for room in librdkafka's full queue
 # (count, seconds; loadtest/runner/producer.py).
 PRODUCER_WAITS = ("queue_full", "queue_full_s")
+# ... and a transactional producer's: transactions committed, seconds in commit_transaction,
+# transactions aborted and their records (which "acked" leaves out).
+TRANSACTION_COUNTERS = ("transactions", "commit_s", "aborted_transactions", "aborted_records")
+
+
+def _producer_sums(w: Workload) -> tuple[str, ...]:
+    return PRODUCER_WAITS + (TRANSACTION_COUNTERS if w.transactional else ())
+
+
+def _publish_totals(w: Workload, producers: list[ChildProcess]) -> dict[str, Any]:
+    """What the producers published in all, window or not: acknowledged records, which for
+    a transactional workload are the committed ones, and its transactions."""
+    totals: dict[str, Any] = {"acked_total": _latest(producers, "acked")}
+    if w.transactional:
+        totals.update(committed_total=totals["acked_total"], transactions_total=_latest(producers, "transactions"),
+                      aborted_records_total=_latest(producers, "aborted_records"))
+    return totals
+
+
+def _commit_ms(publish: dict[str, Any]) -> None:
+    """The mean commit_transaction time of a window, beside its sums."""
+    if publish.get("transactions"):
+        publish["commit_ms_mean"] = round(publish["commit_s"] * 1000 / publish["transactions"], 3)
 
 
 def window_figures(children: list[ChildProcess], count_key: str, bytes_key: str, start: float, end: float,
@@ -411,16 +434,22 @@ def _timeline(producer_iv: list[dict[str, Any]], consumer_iv: list[dict[str, Any
 
 
 def producer_cfg(w: Workload, bootstrap: str, topics: list[str], index: int, max_bytes: int = 0) -> dict[str, Any]:
-    return {"bootstrap": bootstrap, "topics": topics, "index": index, "record_size": w.record_size,
-            "key_distribution": w.key_distribution, "key_count": w.key_count, "acks": w.acks,
-            "compression": w.compression, "linger_ms": w.linger_ms, "batch_size": w.batch_size,
-            "rate": w.target_records_per_s / w.producers, "max_bytes": max_bytes,
-            "producer_config": w.producer_config}
+    cfg = {"bootstrap": bootstrap, "topics": topics, "index": index, "record_size": w.record_size,
+           "key_distribution": w.key_distribution, "key_count": w.key_count, "acks": w.acks,
+           "compression": w.compression, "linger_ms": w.linger_ms, "batch_size": w.batch_size,
+           "rate": w.target_records_per_s / w.producers, "max_bytes": max_bytes,
+           "producer_config": w.producer_config, "idempotent": w.idempotent}
+    if w.transactional:
+        # One transactional.id per producer process and run: the run's topic names are unique.
+        cfg.update(transactional_id=f"{topics[0]}-producer-{index}",
+                   transaction_interval_ms=w.transaction_interval_ms)
+    return cfg
 
 
 def consumer_cfg(w: Workload, bootstrap: str, topics: list[str], group: str) -> dict[str, Any]:
     # A catch-up read is timed to its last record from these lines: report 4 times a second.
-    return {"bootstrap": bootstrap, "topics": topics, "group": group, "consumer_config": w.consumer_config,
+    config = {"isolation.level": w.isolation_level} if w.isolation_level else {}
+    return {"bootstrap": bootstrap, "topics": topics, "group": group, "consumer_config": {**config, **w.consumer_config},
             "interval_s": 0.25 if w.catch_up else 1.0}
 
 
@@ -609,8 +638,9 @@ def _produce_for_the_window(w: Workload, bootstrap: str, topics: list[str], clie
     for producer in clients.producers:
         producer.stop(timeout=DRAIN_S + 30)
     result["window"] = (start, end)
-    result["publish"] = window_figures(clients.producers, "acked", "acked_bytes", start, end, sums=PRODUCER_WAITS)
-    result["publish"]["acked_total"] = _latest(clients.producers, "acked")
+    result["publish"] = window_figures(clients.producers, "acked", "acked_bytes", start, end, sums=_producer_sums(w))
+    result["publish"].update(_publish_totals(w, clients.producers))
+    _commit_ms(result["publish"])
     result["publish"]["client_split"] = client_split_figures(clients.producers, start, end)
     return start, end
 
@@ -635,8 +665,9 @@ def _write_then_read(w: Workload, bootstrap: str, topics: list[str], clients: Cl
             bar.close()
         write_end = time.time()
         result["publish"] = window_figures(clients.producers, "acked", "acked_bytes", write_t0 - 1e9, write_end + 1e9,
-                                           rate_span=(write_t0, write_end), sums=PRODUCER_WAITS)
-        result["publish"]["acked_total"] = _latest(clients.producers, "acked")
+                                           rate_span=(write_t0, write_end), sums=_producer_sums(w))
+        result["publish"].update(_publish_totals(w, clients.producers))
+        _commit_ms(result["publish"])
         result["publish"]["client_split"] = client_split_figures(clients.producers, write_t0, write_end)
         result["write_window"] = (write_t0, write_end)
         result["t0"] = write_t0  # the timeline starts with the writes

@@ -26,6 +26,15 @@ consumers read everything back (Kafka's producer and consumer perf tools run one
 the other, like this); publish and consume are each measured without the other
 competing for this machine's cores.
 ``producer_config`` / ``consumer_config`` tables pass librdkafka settings through.
+Transactions: ``transactional = true`` gives each producer process its own
+transactional.id; it calls init_transactions and commits every
+``transaction_interval_ms`` (100 by default) from the start of each transaction, and a
+record counts as published once its transaction committed (loadtest/runner/producer.py).
+``idempotent = true`` is the same producer without transactions (enable.idempotence), the
+baseline a transactional workload is judged against. Both need ``acks = "all"``.
+``isolation_level = "read_committed"`` or ``"read_uncommitted"`` sets the consumers'
+isolation.level; absent, librdkafka's default holds, which is read_committed (the Java
+client's is read_uncommitted).
 ``physical_limit = "page-ingest"`` (publish) or ``"loopback-sendfile"`` (consume) has the
 runner measure that limit of the machine right after each run (``limit_size_mib`` bytes;
 loadtest/runner/limits.py) and report the run's rate as a share of it: the yardstick for
@@ -51,6 +60,7 @@ KEY_DISTRIBUTIONS = ("none", "round-robin", "random")
 COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
 ACKS = ("0", "1", "all", "-1")
 PHYSICAL_LIMITS = ("page-ingest", "loopback-sendfile")  # loadtest/runner/limits.py measures them
+ISOLATION_LEVELS = ("read_committed", "read_uncommitted")
 
 
 class WorkloadError(ValueError):
@@ -80,6 +90,10 @@ class Workload:
     backlog_mib: float = 0.0
     read_after_write: bool = False
     idle_connections: int = 0
+    transactional: bool = False
+    transaction_interval_ms: float = 100.0
+    idempotent: bool = False
+    isolation_level: str = ""  # "" = the client's default
     compare: bool = True
     physical_limit: str = ""  # "" = none
     limit_size_mib: float = 2048.0
@@ -137,6 +151,17 @@ def workload_from_dict(data: dict[str, Any], default_name: str = "") -> Workload
     for name in ("rate", "rate_mib_s", "linger_ms", "warmup_s", "backlog_mib"):
         _check(getattr(w, name) >= 0, name, "must be >= 0")
     _check(w.duration_s > 0, "duration_s", "must be > 0")
+    for name in ("transactional", "idempotent"):
+        _check(isinstance(getattr(w, name), bool), name, "must be true or false")
+    _check(not (w.transactional or w.idempotent) or w.acks in ("all", "-1"), "acks",
+           'an idempotent or transactional producer needs acks = "all"')
+    _check(w.transaction_interval_ms > 0, "transaction_interval_ms", "must be > 0")
+    _check(w.isolation_level in ("", *ISOLATION_LEVELS), "isolation_level", f"one of {ISOLATION_LEVELS} (or absent)")
+    _check(not (w.isolation_level and "isolation.level" in w.consumer_config), "isolation_level",
+           "set it here or as consumer_config's isolation.level, not both")
+    for name in ("enable.idempotence", "transactional.id"):
+        _check(name not in w.producer_config, "producer_config",
+               f"{name} is the runner's: use idempotent = true or transactional = true")
     _check(not (w.catch_up or w.read_after_write) or (w.consumers >= 1 and w.consumer_groups >= 1),
            "backlog_mib", "a catch-up read (or read_after_write) needs consumers")
     try:

@@ -117,3 +117,15 @@ def test_every_commented_setting_of_the_secure_example_loads_once_uncommented(tm
         config = load_config("deploy/castle-secure.properties", {"ssl.keystore.location": pki.server_keystore,
                                                                  "ssl.truststore.location": pki.ca, key: value})
         assert str(config.value(key)).lower() == value.strip().lower(), key
+
+
+def test_producer_id_expiration_settings_reach_the_log_manager() -> None:
+    from storage.manager import ManagerConfig
+
+    config = load_config(None, {"producer.id.expiration.ms": "5000", "producer.id.expiration.check.interval.ms": "250"})
+    manager_config = ManagerConfig.from_broker_config(config.storage_settings())
+    assert (manager_config.producer_id_expiration_ms, manager_config.producer_id_expiration_check_interval_ms) == (
+        5000, 250)
+    defaults = ManagerConfig.from_broker_config(load_config(None, {}).storage_settings())
+    assert (defaults.producer_id_expiration_ms, defaults.producer_id_expiration_check_interval_ms) == (
+        86_400_000, 600_000)

@@ -20,6 +20,7 @@ from storage.batch import (
     check_batch_frame,
 )
 from storage.cleaner import (
+    SegmentCleaner,
     build_offset_map,
     clean_log,
     cleanable_segments,
@@ -415,8 +416,7 @@ def test_aborted_transaction_never_shadows_a_committed_value(tmp_path) -> None:
 def _segment_zero_cleaned_by_hand(log: PartitionLog) -> tuple[str, bytes]:
     """Steps a and b for the first segment; returns (swap path, its bytes)."""
     segments = cleanable_segments(log, T0 + 1000)
-    cleaned = write_cleaned_segment(segments[0], build_offset_map(segments, 0), now_ms=T0 + 1000,
-                                    delete_retention_ms=HOUR)
+    cleaned = write_cleaned_segment(segments[0], SegmentCleaner(build_offset_map(segments, 0), T0 + 1000, HOUR))
     assert cleaned.changed
     swap = promote_to_swap(cleaned)
     with open(swap, "rb") as f:
@@ -464,7 +464,7 @@ def test_leftover_cleaned_file_is_discarded_on_reopen(tmp_path) -> None:
     fill(log, 120)
     before = read_batches(log)
     segments = cleanable_segments(log, T0)
-    cleaned = write_cleaned_segment(segments[0], build_offset_map(segments, 0), now_ms=T0, delete_retention_ms=HOUR)
+    cleaned = write_cleaned_segment(segments[0], SegmentCleaner(build_offset_map(segments, 0), T0, HOUR))
     assert os.path.exists(cleaned.path)
     log.flush()
 

@@ -77,3 +77,26 @@ def test_dump_shows_markers_and_the_txnindex_entries(tmp_path):
     with open(files.txn_index_path(directory, 0), "ab") as handle:
         handle.write(b"\x00" * 3)
     assert _dump(files.txn_index_path(directory, 0)).returncode == 1
+
+
+def test_dump_shows_a_markers_delete_horizon(tmp_path):
+    from storage.cleaner import clean_log
+    from tests.unit.storage.test_transactions import txn_batch
+
+    log = open_log(tmp_path, LogConfig(cleanup_policy="compact", delete_retention_ms=1_000))
+    log.append(txn_batch(7, 0, 1), leader_epoch=0)  # 0: aborted
+    log.append_marker(7, 0, False, 4, leader_epoch=0)  # 1
+    log.append(txn_batch(8, 0, 1), leader_epoch=0)  # 2
+    log.append(txn_batch(7, 1, 1), leader_epoch=0)  # 3: producer 7's last batch, so 0 may go
+    log.append_marker(7, 0, True, 4, leader_epoch=0)  # 4
+    log.append_marker(8, 0, True, 4, leader_epoch=0)  # 5
+    log.roll()
+    for _ in range(2):  # the first removes the aborted batch, the second stamps the marker
+        clean_log(log, now_ms=5_000)
+    directory = log.directory
+    log.close()
+    result = _dump(directory, "--json")
+    assert result.returncode == 0, result.stderr
+    lines = [orjson.loads(line) for line in result.stdout.splitlines()]
+    stamped = [(e["base_offset"], e["marker"], e.get("delete_horizon_ms")) for e in lines if e.get("control")]
+    assert stamped == [(1, "ABORT", 6_000), (4, "COMMIT", None), (5, "COMMIT", None)]

@@ -14,7 +14,7 @@ import traceback
 import pytest
 
 from storage import files
-from storage.cleaner import build_offset_map, clean_log, promote_to_swap, write_cleaned_segment
+from storage.cleaner import SegmentCleaner, build_offset_map, clean_log, promote_to_swap, write_cleaned_segment
 from storage.config import LogConfig
 from storage.errors import OffsetOutOfRangeError
 from storage.log import MAX_TIMESTAMP
@@ -161,7 +161,7 @@ def test_swap_leftover_with_stale_indexes_replaces_the_segment(tmp_path):
     source = log.segments[0]
     leo = log.log_end_offset
     offset_map = build_offset_map([s for s in log.segments if not s.is_active], 0)
-    cleaned = write_cleaned_segment(source, offset_map, now_ms=10**13, delete_retention_ms=0)
+    cleaned = write_cleaned_segment(source, SegmentCleaner(offset_map, 10**13, 0))
     assert cleaned.changed
     promote_to_swap(cleaned)
     log.close()  # crash before c1: the source and its (now too long) indexes are still there
