@@ -1,56 +1,46 @@
-"""DescribeTransactionsResponse v0 as a reader can take it: kio's own entity types
-TransactionStartTimeMs as a datetime, and its reader refuses a negative one, but Kafka (and
-Castle) answer -1 for an id with no transaction started (an Empty one). This entity is kio's
-with that field read as a plain int64; everything else is the same bytes, so kio's native
-reader decodes it (``RemotePartitionClient.call(..., answer_class=DescribeTransactionsResponse)``,
-or ``codec.reader_for``). Brokers still build kio's entity (broker/protocol/build.py writes
--1 from an int).
+"""DescribeTransactionsResponse v0 as a reader can take it.
+
+kio types TransactionStartTimeMs as a datetime, and its reader refuses a negative one, but
+Kafka (and Castle) answer -1 for an id with no transaction started (an Empty one). The
+entities here are derived from kio's at import: the same fields, metadata and class
+attributes, with that one field read as a plain int64 and the response's list holding the
+derived state entity. The bytes are the same, so kio's native reader decodes them
+(``RemotePartitionClient.call(..., answer_class=DescribeTransactionsResponse)``). Brokers
+still build kio's entity (broker/protocol/build.py writes -1 from an int).
 """
 
 # No ``from __future__ import annotations``: kio's reader needs the field types as types.
-from dataclasses import dataclass, field
-from typing import ClassVar
+import dataclasses
+from typing import Any
 
-from kio.schema.errors import ErrorCode
-from kio.schema.response_header.v1.header import ResponseHeader
-from kio.static.constants import EntityType
-from kio.static.primitive import i16, i32, i32Timedelta, i64
+from kio.schema.describe_transactions.v0 import response as kio_response
+from kio.static.primitive import i64
 
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TopicData:
-    __type__: ClassVar = EntityType.nested
-    __version__: ClassVar[i16] = i16(0)
-    __flexible__: ClassVar[bool] = True
-    __api_key__: ClassVar[i16] = i16(65)
-    __header_schema__: ClassVar[type[ResponseHeader]] = ResponseHeader
-    topic: str = field(metadata={"kafka_type": "string"})
-    partitions: tuple[i32, ...] = field(metadata={"kafka_type": "int32"}, default=())
+START_TIME = "transaction_start_time"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TransactionState:
-    __type__: ClassVar = EntityType.nested
-    __version__: ClassVar[i16] = i16(0)
-    __flexible__: ClassVar[bool] = True
-    __api_key__: ClassVar[i16] = i16(65)
-    __header_schema__: ClassVar[type[ResponseHeader]] = ResponseHeader
-    error_code: ErrorCode = field(metadata={"kafka_type": "error_code"})
-    transactional_id: str = field(metadata={"kafka_type": "string"})
-    transaction_state: str = field(metadata={"kafka_type": "string"})
-    transaction_timeout: i32Timedelta = field(metadata={"kafka_type": "timedelta_i32"})
-    transaction_start_time: i64 = field(metadata={"kafka_type": "int64"})  # -1: none
-    producer_id: i64 = field(metadata={"kafka_type": "int64"})
-    producer_epoch: i16 = field(metadata={"kafka_type": "int16"})
-    topics: tuple[TopicData, ...]
+def _derived(entity: type, name: str, replaced: dict[str, tuple[Any, dict[str, str]]]) -> type:
+    """``entity`` with the fields in ``replaced`` given a new (type, metadata); everything else,
+    ClassVars included, as kio has it."""
+    fields = []
+    for spec in dataclasses.fields(entity):
+        kind, metadata = replaced.get(spec.name, (spec.type, dict(spec.metadata)))
+        extra: dict[str, Any] = {"metadata": metadata}
+        if spec.default is not dataclasses.MISSING:
+            extra["default"] = spec.default
+        if spec.default_factory is not dataclasses.MISSING:
+            extra["default_factory"] = spec.default_factory
+        fields.append((spec.name, kind, dataclasses.field(**extra)))
+    class_attributes = {key: value for key, value in vars(entity).items() if key.startswith("__") and key.endswith("__")
+                        and key in ("__type__", "__version__", "__flexible__", "__api_key__", "__header_schema__")}
+    derived = dataclasses.make_dataclass(name, fields, namespace=class_attributes, frozen=True, slots=True, kw_only=True)
+    derived.__module__ = __name__
+    return derived
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class DescribeTransactionsResponse:
-    __type__: ClassVar = EntityType.response
-    __version__: ClassVar[i16] = i16(0)
-    __flexible__: ClassVar[bool] = True
-    __api_key__: ClassVar[i16] = i16(65)
-    __header_schema__: ClassVar[type[ResponseHeader]] = ResponseHeader
-    throttle_time: i32Timedelta = field(metadata={"kafka_type": "timedelta_i32"})
-    transaction_states: tuple[TransactionState, ...]
+TransactionState = _derived(kio_response.TransactionState, "TransactionState",
+                            {START_TIME: (i64, {"kafka_type": "int64"})})
+_states = next(f for f in dataclasses.fields(kio_response.DescribeTransactionsResponse) if f.name == "transaction_states")
+DescribeTransactionsResponse = _derived(kio_response.DescribeTransactionsResponse, "DescribeTransactionsResponse",
+                                        {"transaction_states": (tuple[TransactionState, ...],  # type: ignore[valid-type]
+                                                                dict(_states.metadata))})
