@@ -135,8 +135,9 @@ class JavaProcess:
     """A program running in the background; stdout and stderr go to files in ``log_dir`` (read
     while it runs, kept for the failure report). Stopped by its own PID."""
 
-    def __init__(self, main_class: str, args: list[str], log_dir: Path, name: str) -> None:
-        command = java_command(main_class, args)
+    def __init__(self, main_class: str, args: list[str], log_dir: Path, name: str,
+                 jvm_flags: list[str] | None = None) -> None:
+        command = java_command(main_class, args, jvm_flags)
         log_dir.mkdir(parents=True, exist_ok=True)
         self.stdout_path = log_dir / f"{name}.out"
         self.stderr_path = log_dir / f"{name}.err"
@@ -206,5 +207,8 @@ class JavaProcess:
         return f"--- stdout\n{self.stdout()[-tail:]}\n--- stderr\n{self.stderr()[-tail:]}"
 
 
-def start_java(main_class: str, args: list[str], log_dir: Path, name: str | None = None) -> JavaProcess:
-    return JavaProcess(main_class, args, log_dir, name or main_class.rsplit(".", 1)[-1])
+def start_java(main_class: str, args: list[str], log_dir: Path, name: str | None = None,
+               jvm_flags: list[str] | None = None) -> JavaProcess:
+    """``jvm_flags`` e.g. ``["-Dorg.slf4j.simpleLogger.log.org.apache.kafka.clients.consumer=info"]``: the
+    clients log at WARN on stderr unless told otherwise."""
+    return JavaProcess(main_class, args, log_dir, name or main_class.rsplit(".", 1)[-1], jvm_flags)

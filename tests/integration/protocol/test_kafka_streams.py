@@ -13,6 +13,9 @@ offsets that moved without their output) repeats or skips a number.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import struct
 import threading
 import time
@@ -109,15 +112,32 @@ def _ends(broker: Broker, topic: str, partitions: int) -> dict[int, int]:
         consumer.close()
 
 
+def _starts(broker: Broker, topic: str, partitions: int) -> dict[int, int]:
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"starts-{uuid.uuid4()}"})
+    try:
+        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=TIMEOUT)[0]
+                for p in range(partitions)}
+    finally:
+        consumer.close()
+
+
+STREAM_THREAD_LOGGER = "org.apache.kafka.streams.processor.internals.StreamThread"
+
+
 def _word_count(broker: Broker, app_id: str, state_dir: Path, log_dir: Path, name: str) -> JavaProcess:
+    # The stream thread's INFO lines tell how it lost its tasks; CASTLE_JAVA_INFO (comma-separated logger
+    # names) adds others when a run needs looking into.
+    loggers = [STREAM_THREAD_LOGGER, *filter(None, os.environ.get("CASTLE_JAVA_INFO", "").split(","))]
+    flags = [f"-Dorg.slf4j.simpleLogger.log.{logger}=info" for logger in loggers]
     return start_java("castle.WordCount", [
         f"bootstrap={broker.bootstrap}", f"app-id={app_id}", "input=wc-lines", "output=wc-counts",
         f"state-dir={state_dir}",
         "statestore.cache.max.bytes=0",  # every count reaches the output: the sequence 1..n is checked
         "commit.interval.ms=200",
+        "repartition.purge.interval.ms=1000",  # DeleteRecords on the repartition topic up to what is committed
         # the killed member leaves the group when its session ends: keep that short
         "session.timeout.ms=6000", "heartbeat.interval.ms=1000",
-    ], log_dir, name)
+    ], log_dir, name, flags)
 
 
 def _open_transaction_in(broker: Broker, topic: str, partitions: int) -> bool:
@@ -199,5 +219,69 @@ def test_streams_word_count_exactly_once_across_a_kill(broker: Broker, tmp_path:
     assert _topic_config(admin, repartition)["cleanup.policy"] == "delete"
     assert _topic_config(admin, repartition)["retention.ms"] == "-1"
     assert _committed(broker, app_id, "wc-lines", 2) == _ends(broker, "wc-lines", 2)
+    assert all(start > 0 for start in _starts(broker, repartition, 2).values()), "the repartition topic was purged"
     print(f"killed at {killed_at:.1f} s (kill {attempt - 1}), exact counts at {finished_at:.1f} s, "
           f"{sum(map(len, uncommitted.values())) - sum(map(len, committed.values()))} aborted results")
+
+
+@pytest.mark.parametrize("broker", [{"transaction.abort.timed.out.transaction.cleanup.interval.ms": 1000}],
+                         indirect=True)
+def test_streams_paused_instance_is_fenced_as_a_zombie(broker: Broker, tmp_path: Path) -> None:
+    """Two instances share the tasks; one is paused (SIGSTOP) past its session and its transaction
+    timeout: the coordinator aborts its open transaction (bumping its epoch), the other instance
+    takes its tasks over (restoring their stores from the changelog). Resumed (SIGCONT), the paused
+    one is a zombie: whatever it had in flight must not commit. The counts stay exact."""
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for future in admin.create_topics([NewTopic("wc-lines", 4, 1), NewTopic("wc-counts", 2, 1)],
+                                      operation_timeout=10).values():
+        future.result(timeout=TIMEOUT)
+    expected = Counter(word for i in range(LINES) for word in line(i).split())
+    app_id = f"wc-{uuid.uuid4().hex[:6]}"
+    started = time.monotonic()
+    _produce_lines(broker, "wc-lines", 0, LINES // 4, 0, 0)
+    survivor = _word_count(broker, app_id, tmp_path / "state-a", tmp_path, "streams-a")
+    zombie = _word_count(broker, app_id, tmp_path / "state-b", tmp_path, "streams-b")
+    # Input arrives while both run (the zombie is paused inside a transaction) and after it resumes.
+    before = threading.Thread(target=_produce_lines, args=(broker, "wc-lines", LINES // 4, LINES // 2, 25, 0.4),
+                              daemon=True)
+    after = threading.Thread(target=_produce_lines, args=(broker, "wc-lines", LINES // 2, LINES, 25, 0.25),
+                             daemon=True)
+    try:
+        for streams in (survivor, zombie):
+            streams.wait_for_line(r"^STATE RUNNING$", timeout=90)
+        before.start()
+        deadline = time.monotonic() + 30
+        while not _open_transaction_in(broker, "wc-counts", 2):
+            assert time.monotonic() < deadline, "no open transaction seen"
+        os.kill(zombie.pid, signal.SIGSTOP)
+        paused_at = time.monotonic() - started
+        # Past the session (6 s) and the transaction timeout (Streams' 10 s) and the abort tick (1 s).
+        time.sleep(16)
+        os.kill(zombie.pid, signal.SIGCONT)
+        after.start()
+        for feeder in (before, after):
+            feeder.join(TIMEOUT)
+            assert not feeder.is_alive()
+        committed = _read_counts(broker, "wc-counts", 2, "read_committed", expected, timeout=120)
+        finished_at = time.monotonic() - started
+        for streams in (survivor, zombie):
+            assert streams.process.poll() is None, f"{streams.name} exited:\n{streams.report()}"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(zombie.pid, signal.SIGCONT)
+        zombie.stop()
+        survivor.stop()
+        for feeder in (before, after):
+            if feeder.ident is not None:
+                feeder.join(TIMEOUT)
+
+    for word, n in sorted(expected.items()):
+        assert committed.get(word) == list(range(1, n + 1)), (
+            f"{word}: expected counts 1..{n}, read_committed saw {committed.get(word)}\n"
+            f"{zombie.report()}\n{survivor.report()}")
+    assert _committed(broker, app_id, "wc-lines", 4) == _ends(broker, "wc-lines", 4)
+    # The zombie learnt it had been put out of the group and gave its tasks up; the other one never did.
+    assert "thread is being fenced" in zombie.stderr() or "lost due to missed rebalance" in zombie.stderr(), \
+        zombie.report()
+    assert "lost due to missed rebalance" not in survivor.stderr(), survivor.report()
+    print(f"paused at {paused_at:.1f} s, exact counts at {finished_at:.1f} s")
