@@ -139,3 +139,36 @@ def test_java_consume_transform_produce_with_send_offsets(broker: Broker) -> Non
     finally:
         consumer.close()
     assert {tp.partition: tp.offset for tp in committed} == {0: 30, 1: 30}
+
+
+def test_java_concurrent_producers_interleave_committed_and_aborted(broker: Broker, tmp_path: Path) -> None:
+    """Three transactional producers at once over the same partitions: their committed and aborted
+    transactions interleave in every partition, so a read_committed fetch gets aborted transactions
+    of several producers in one answer and must drop exactly those batches."""
+    topic, per_txn = "java-interleaved", 30
+    _create_topics(broker, 2, topic)
+    patterns = {"p0-": "CACACACA", "p1-": "AACCAACC", "p2-": "CCCAAACA"}
+    producers = [start_java("castle.TxnProducer", [f"bootstrap={broker.bootstrap}", f"topic={topic}",
+                                                   f"txn-id=java-interleaved-{prefix}", f"pattern={pattern}",
+                                                   f"records={per_txn}", f"prefix={prefix}", "linger.ms=0"],
+                            tmp_path, f"producer-{prefix}")
+                 for prefix, pattern in patterns.items()]
+    try:
+        for producer in producers:
+            assert producer.wait(120) == 0, producer.report()
+    finally:
+        for producer in producers:
+            producer.kill()
+    committed = [f"{prefix}t{t}-{i}" for prefix, pattern in patterns.items()
+                 for t, c in enumerate(pattern) if c == "C" for i in range(per_txn)]
+    everything = [f"{prefix}t{t}-{i}" for prefix, pattern in patterns.items()
+                  for t in range(len(pattern)) for i in range(per_txn)]
+
+    read = _consume(broker, topic, len(committed))
+    assert sorted(r[3] for r in lines_with(read, "RECORD")) == sorted(committed)
+    uncommitted = lines_with(_consume(broker, topic, len(everything), "read_uncommitted"), "RECORD")
+    assert sorted(r[3] for r in uncommitted) == sorted(everything)
+    # The transactions did interleave: in some partition a producer's records follow another's
+    # before that other's transaction ended.
+    switches = sum(1 for a, b in zip(uncommitted, uncommitted[1:]) if a[0] == b[0] and a[3][:3] != b[3][:3])
+    assert switches > len(patterns) * 2, switches

@@ -11,12 +11,12 @@ import org.apache.kafka.common.serialization.StringSerializer;
 /**
  * A transactional producer: one transaction per letter of {@code pattern}, each of
  * {@code records} records spread over the topic's partitions (record i to partition i mod n),
- * key and value {@code t<transaction>-<i>}.
+ * key and value {@code <prefix>t<transaction>-<i>} (prefix empty unless given).
  *
  * <p>C commits; A flushes (the records are in the log) then aborts; O flushes and leaves the
  * transaction open, printing {@code OPEN <n>}, then waits to be killed. Prints
  * {@code INITIALIZED}, then {@code COMMITTED <n>} or {@code ABORTED <n>} as each ends, and
- * {@code DONE} after the last. Options: bootstrap, topic, txn-id, pattern, records;
+ * {@code DONE} after the last. Options: bootstrap, topic, txn-id, pattern, records, prefix;
  * any {@code a.b=c} is a producer config.
  */
 public final class TxnProducer {
@@ -28,6 +28,7 @@ public final class TxnProducer {
         String topic = args.get("topic");
         String pattern = args.get("pattern");
         int records = args.getInt("records", 10);
+        String prefix = args.get("prefix", "");
         Properties defaults = new Properties();
         defaults.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, args.get("bootstrap"));
         defaults.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, args.get("txn-id"));
@@ -43,7 +44,7 @@ public final class TxnProducer {
                 char end = pattern.charAt(txn);
                 producer.beginTransaction();
                 for (int i = 0; i < records; i++) {
-                    String text = "t" + txn + "-" + i;
+                    String text = prefix + "t" + txn + "-" + i;
                     producer.send(new ProducerRecord<>(topic, i % partitions.size(), text, text));
                 }
                 switch (end) {
