@@ -18,7 +18,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.integration.conftest import Broker
-from tests.java_clients import lines_with, missing_tools, run_java, start_java
+from tests.java_clients import ensure_classes, lines_with, missing_tools, run_java, start_java
 
 pytestmark = [pytest.mark.integration, pytest.mark.transactions, pytest.mark.java_clients, pytest.mark.timeout(300)]
 
@@ -31,6 +31,7 @@ def java_present() -> None:
     missing = missing_tools()
     if missing:
         pytest.fail(f"the Java clients need {', '.join(missing)} on PATH (apt-get install default-jdk-headless maven)")
+    ensure_classes()  # fetched and compiled once, here rather than inside a test's own waits
 
 
 def _create_topics(broker: Broker, partitions: int, *names: str) -> None:
