@@ -74,6 +74,7 @@ class Op(enum.IntEnum):
     WAIT_COMMITTED = 11  # acks=all: answered once the high watermark passes the appends
     EPOCH_END = 12  # OffsetForLeaderEpoch
     WRITE_MARKERS = 13  # WriteTxnMarkers: answered once the markers are committed
+    APPEND_VERIFIED = 14  # transactional appends the transaction coordinator verified (their guards)
 
 
 class PeerUnavailable(KafkaError):

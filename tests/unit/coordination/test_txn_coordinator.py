@@ -355,7 +355,9 @@ def test_a_producer_whose_epochs_ran_out_gets_a_new_producer_id(tmp_path: Any) -
         # A retry of that call (its answer was lost) is recognised by the previous producer id.
         retried = await coord.init_producer_id("tx", 60_000, (77, 32766))
         assert (retried.error_code, retried.producer_id) == (0, rotated.producer_id)
+        # TransactionLogValue v1 (transaction.version 2, the default) keeps the previous producer id.
         assert last_state(h, "tx") == schema.TxnLogValue(rotated.producer_id, retried.producer_epoch, 60_000,
-                                                         int(S.EMPTY), None, last_state(h, "tx").last_update_ms, -1)
+                                                         int(S.EMPTY), None, last_state(h, "tx").last_update_ms, -1,
+                                                         previous_producer_id=77)
 
     run(tmp_path, body)
