@@ -6,7 +6,7 @@ asks the coordinator whether the partition is in the producer's ongoing transact
 (``verify_only``, transaction.version 1 clients, who add partitions themselves), or has it
 added (transaction.version 2 clients, who leave that to the broker: Produce v12).
 
-The question is AddPartitionsToTxn v4+ (a batch of transactions, a broker's request). It
+The question is AddPartitionsToTxn v5 (a batch of transactions, a broker's request). It
 goes to the elected coordinator: over the rings when it runs in this broker's coordinator
 process (the message names this broker as a proven broker, which only a worker can: the
 rings are not reachable by clients), else over the Kafka protocol to the broker that runs
@@ -37,8 +37,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ADD_PARTITIONS_TO_TXN = 24
-VERIFY_VERSION = 4  # Kafka's verification of v1 clients' partitions
-ADD_VERSION = 5  # adds for v2 clients; the answer may carry TRANSACTION_ABORTABLE
+# v5, as Kafka's brokers send it: its answer may say TRANSACTION_ABORTABLE, which the
+# Produce answer passes on to clients that know it (v11+) and turns into INVALID_TXN_STATE
+# for the others.
+VERSION = 5
 CLIENT_ID = "castle-txn-verifier"
 CALL_TIMEOUT = 30.0  # Kafka waits request.timeout.ms for the coordinator's answer
 
@@ -59,7 +61,7 @@ class TxnVerifier:
                     partitions: list[TopicPartition], add: bool) -> dict[TopicPartition, int]:
         """Per partition: 0 when it is in the transaction (or was just added), else the
         coordinator's error code."""
-        version = ADD_VERSION if add else VERIFY_VERSION
+        version = VERSION
         by_topic: dict[str, list[int]] = {}
         for tp in partitions:
             by_topic.setdefault(tp.topic, []).append(tp.partition)
