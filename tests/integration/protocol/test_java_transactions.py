@@ -1,0 +1,141 @@
+"""Kafka's own Java clients (kafka-clients 4.x, tests/java_clients.py) against Castle's transactions:
+a transactional KafkaProducer, a read_committed KafkaConsumer, and consume-transform-produce with
+sendOffsetsToTransaction and the consumer's group metadata.
+
+Castle does not advertise the ``transaction.version`` feature, so the 4.x producer speaks
+transactions v1 (it adds partitions with AddPartitionsToTxn itself). Each program prints its events
+on stdout (one a line); the assertions read those lines.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.integration.conftest import Broker
+from tests.java_clients import lines_with, missing_tools, run_java, start_java
+
+pytestmark = [pytest.mark.integration, pytest.mark.transactions, pytest.mark.java_clients, pytest.mark.timeout(300)]
+
+TIMEOUT = 30.0
+
+
+@pytest.fixture(autouse=True)
+def java_present() -> None:
+    """CI installs a JDK and Maven (.ci/run): their absence is a failure, not a skip."""
+    missing = missing_tools()
+    if missing:
+        pytest.fail(f"the Java clients need {', '.join(missing)} on PATH (apt-get install default-jdk-headless maven)")
+
+
+def _create_topics(broker: Broker, partitions: int, *names: str) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for future in admin.create_topics([NewTopic(name, partitions, 1) for name in names],
+                                      operation_timeout=10).values():
+        future.result(timeout=TIMEOUT)
+
+
+def _consume(broker: Broker, topic: str, expect: int, isolation: str = "read_committed") -> str:
+    done = run_java("castle.TxnConsumer", [f"bootstrap={broker.bootstrap}", f"topic={topic}", f"expect={expect}",
+                                           f"isolation={isolation}", "settle-ms=1500", "timeout-ms=30000"],
+                    timeout=90)
+    assert done.returncode == 0, f"consumer exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done.stdout
+
+
+def _produce(broker: Broker, topic: str, txn_id: str, pattern: str, records: int) -> str:
+    done = run_java("castle.TxnProducer", [f"bootstrap={broker.bootstrap}", f"topic={topic}", f"txn-id={txn_id}",
+                                           f"pattern={pattern}", f"records={records}"], timeout=120)
+    assert done.returncode == 0, f"producer exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done.stdout
+
+
+def test_java_transactional_producer_read_committed_consumer(broker: Broker) -> None:
+    topic, pattern, per_txn = "java-tx", "CACCAAC", 12
+    _create_topics(broker, 3, topic)
+    out = _produce(broker, topic, "java-tx-producer", pattern, per_txn)
+    assert [w[0] for w in lines_with(out, "COMMITTED")] == [str(i) for i, c in enumerate(pattern) if c == "C"]
+    assert [w[0] for w in lines_with(out, "ABORTED")] == [str(i) for i, c in enumerate(pattern) if c == "A"]
+    assert lines_with(out, "DONE") == [[]]
+    committed = [f"t{t}-{i}" for t, c in enumerate(pattern) if c == "C" for i in range(per_txn)]
+    aborted = [f"t{t}-{i}" for t, c in enumerate(pattern) if c == "A" for i in range(per_txn)]
+
+    read = _consume(broker, topic, len(committed))
+    records = lines_with(read, "RECORD")  # partition offset key value
+    assert sorted(value for _p, _o, _k, value in records) == sorted(committed)
+    for partition in range(3):  # per partition, in the order produced
+        mine = [value for p, _o, _k, value in records if p == str(partition)]
+        assert mine == [v for v in committed if int(v.split("-")[1]) % 3 == partition]
+    # Nothing is open: the last stable offset is the log end, past the last marker.
+    uncommitted = _consume(broker, topic, len(committed) + len(aborted), "read_uncommitted")
+    assert sorted(r[3] for r in lines_with(uncommitted, "RECORD")) == sorted(committed + aborted)
+    assert lines_with(read, "END") == lines_with(uncommitted, "END")
+    for partition_name, end in lines_with(read, "END"):
+        # every transaction wrote a marker in every partition: records + one offset per transaction
+        assert int(end) == len(pattern) * (per_txn // 3 + 1), (partition_name, end)
+    assert [p for _p, p in lines_with(read, "POSITION")] == [end for _p, end in lines_with(read, "END")]
+
+
+def test_java_open_transaction_holds_read_committed_back_until_fenced(broker: Broker, tmp_path: Path) -> None:
+    """A transaction left open (its producer killed) bounds read_committed at its first offset; a new
+    producer with the same transactional.id fences it and aborts it, and the bound moves on."""
+    topic = "java-open"
+    _create_topics(broker, 1, topic)
+    stuck = start_java("castle.TxnProducer", [f"bootstrap={broker.bootstrap}", f"topic={topic}",
+                                              "txn-id=java-open-producer", "pattern=CO", "records=5"],
+                       tmp_path, "stuck-producer")
+    try:
+        stuck.wait_for_line(r"^OPEN 1$", timeout=60)
+    finally:
+        stuck.kill()
+    read = _consume(broker, topic, 5)
+    assert [r[3] for r in lines_with(read, "RECORD")] == [f"t0-{i}" for i in range(5)]
+    assert lines_with(read, "END") == [["0", "6"]]  # 5 records and the marker; the open one starts at 6
+    uncommitted = _consume(broker, topic, 10, "read_uncommitted")
+    assert lines_with(uncommitted, "END") == [["0", "11"]]
+
+    out = _produce(broker, topic, "java-open-producer", "C", 5)  # InitProducerId aborts the open one
+    assert lines_with(out, "COMMITTED") == [["0"]]
+    read = _consume(broker, topic, 10)
+    assert [r[3] for r in lines_with(read, "RECORD")] == [f"t0-{i}" for i in range(5)] * 2
+    assert lines_with(read, "END") == [["0", "18"]]  # 5 + marker + 5 aborted + marker + 5 + marker
+
+
+def test_java_consume_transform_produce_with_send_offsets(broker: Broker) -> None:
+    """TxnCopier copies in transactions with its offsets (sendOffsetsToTransaction with the group
+    metadata of a subscribed consumer); aborted rounds are redone; every input is copied exactly
+    once and the group's committed offsets are the input's end."""
+    source, sink, group = "java-ctp-in", "java-ctp-out", f"java-ctp-{uuid.uuid4().hex[:6]}"
+    _create_topics(broker, 2, source, sink)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True})
+    inputs = [f"in{i}" for i in range(60)]
+    for i, value in enumerate(inputs):
+        producer.produce(source, value.encode(), key=value.encode(), partition=i % 2)
+    assert producer.flush(TIMEOUT) == 0
+
+    pattern = "CACCACCAAC"
+    done = run_java("castle.TxnCopier", [f"bootstrap={broker.bootstrap}", f"input={source}", f"output={sink}",
+                                         f"group={group}", "txn-id=java-ctp", f"pattern={pattern}", "batch=7",
+                                         f"until={len(inputs)}", "timeout-ms=20000"], timeout=150)
+    copied_in = sum(int(w[1]) for w in lines_with(done.stdout, "COMMITTED"))
+    assert done.returncode == 0, f"copier exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    assert lines_with(done.stdout, "ABORTED"), done.stdout
+    assert copied_in == len(inputs), done.stdout
+
+    read = _consume(broker, sink, len(inputs))
+    copies = Counter(r[3] for r in lines_with(read, "RECORD"))
+    assert copies == Counter(f"copy:{value}" for value in inputs)
+    uncommitted = _consume(broker, sink, len(inputs) + 1, "read_uncommitted")
+    assert len(lines_with(uncommitted, "RECORD")) > len(inputs), "the aborted copies are in the log"
+
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        committed = consumer.committed([TopicPartition(source, p) for p in range(2)], timeout=TIMEOUT)
+    finally:
+        consumer.close()
+    assert {tp.partition: tp.offset for tp in committed} == {0: 30, 1: 30}
