@@ -366,6 +366,9 @@ class TransactionCoordinator:
                                transaction_version=min(transaction_version, max(TV_1, self.settings.transaction_version)))
         if code:
             return InitResult(code)
+        if metadata.next_producer_id != NO_PRODUCER_ID:
+            # The epochs ran out: the client goes on with the next producer id, epoch 0.
+            return InitResult(0, metadata.next_producer_id, 0)
         return InitResult(0, metadata.producer_id, metadata.producer_epoch)
 
     async def _end(self, metadata: TransactionMetadata, producer_id: int, producer_epoch: int, commit: bool,
@@ -383,7 +386,7 @@ class TransactionCoordinator:
             return code
         next_producer_id = NO_PRODUCER_ID
         if transaction_version is not None and transaction_version >= TV_2 and epoch_exhausted(
-                metadata.producer_epoch + 1):
+                metadata.producer_epoch):
             generation = self._generation
             try:
                 next_producer_id = await self.allocate_producer_id()
