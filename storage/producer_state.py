@@ -110,6 +110,8 @@ INVALID_PRODUCER_EPOCH = 47
 TRANSACTION_COORDINATOR_FENCED = 52
 
 
+# Verifications under way per partition, at most (a bound on memory, not a limit in practice).
+MAX_VERIFYING = 10_000
 # Guards are unique in the process, so one handed out before a partition was recreated
 # never matches the new partition's.
 _GUARDS = itertools.count(1)
@@ -259,6 +261,9 @@ class ProducerStateManager:
         if current is not None and current[0] == producer_epoch:
             return current[1]
         guard = next(_GUARDS)
+        if len(self.verifying) >= MAX_VERIFYING:
+            # Guards of producers the coordinator refused stay until a marker; the oldest go first.
+            del self.verifying[next(iter(self.verifying))]
         self.verifying[producer_id] = (producer_epoch, guard)
         return guard
 

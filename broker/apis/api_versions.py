@@ -64,4 +64,4 @@ def _error(request: Any, version: int, code: int) -> bytes:
 
 @api(KEY, "ApiVersions", 0, 4, error_response=_error)
 def handle_api_versions(ctx: RequestContext, request: ApiVersionsRequest) -> bytes:
-    return _answer(ctx.api_version, 0, ctx.node.config.get_int(TRANSACTION_VERSION))
+    return _answer(ctx.api_version, 0, ctx.node.config.get_int("transaction.version"))

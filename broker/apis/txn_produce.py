@@ -23,7 +23,7 @@ from typing import Protocol, Sequence
 from broker.context import WorkerServices
 from broker.links.forwarding import on_owners
 from broker.partitions.partition_ops import VERIFICATION_NEEDED, AppendItem, AppendResult
-from broker.protocol.errors import ErrorCode
+from broker.protocol.errors import ErrorCode, code_for_exception
 from storage.batch import parse_header
 from storage.types import TopicPartition
 
@@ -73,8 +73,12 @@ async def verify_transactional(node: WorkerServices, transactional_id: str, vers
             slot.result = AppendResult(ErrorCode.invalid_producer_id_mapping,
                                        error_message="transactional records of more than one producer id")
         return
-    codes = await node.check_transaction(transactional_id, first.producer_id, first.producer_epoch,
-                                         sorted(guards), add=_adds_partitions(node, version))
+    try:
+        codes = await node.check_transaction(transactional_id, first.producer_id, first.producer_epoch,
+                                             sorted(guards), add=_adds_partitions(node, version))
+    except Exception as exc:  # never let VERIFICATION_NEEDED reach the client
+        failed = int(code_for_exception(exc))
+        codes = {tp: failed for tp in guards}
     verified: list[tuple[AppendItem, Slot]] = []
     for item, slot in waiting:
         code = codes.get(item.tp, int(ErrorCode.unknown_server_error))
