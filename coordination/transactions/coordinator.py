@@ -1,9 +1,13 @@
 """The transaction coordinator: InitProducerId (transactional), AddPartitionsToTxn,
 AddOffsetsToTxn, EndTxn, timeouts and transactional id expiration.
 
-Semantics are Kafka's TransactionCoordinator for transaction.version 1 (the client adds
-partitions itself; EndTxn does not bump the epoch), with its error codes at the same
-points, so clients behave as they do against Kafka. Everything runs on the coordinator
+Semantics are Kafka's TransactionCoordinator, with its error codes at the same points, so
+clients behave as they do against Kafka. transaction.version 1: the client adds partitions
+itself and EndTxn keeps the epoch; the partition leaders verify that a partition was added
+before a transaction's first batch there (``verify_partitions``, KIP-890). transaction.version
+2 (a transaction whose partitions a broker added for the client, or EndTxn v5): every end
+bumps the epoch, the markers carry the new one, and when the epochs run out the next
+producer id is allocated at PrepareCommit/PrepareAbort and taken over at completion. Everything runs on the coordinator
 process's asyncio loop: a transactional id is changed only there, and a change whose
 write is in flight is marked pending (TransactionMetadata), which answers concurrent
 requests CONCURRENT_TRANSACTIONS instead of taking a lock.
