@@ -226,6 +226,10 @@ SETTINGS: list[Setting] = [
             "How often transactions past their timeout are aborted."),
     Setting("transaction.remove.expired.transaction.cleanup.interval.ms", integer_in(1, INT_MAX), 3_600_000,
             "How often expired transactional ids are removed."),
+    Setting("transaction.version", integer_in(0, 2), 2,
+            "The transaction.version feature level advertised as finalized (Kafka's feature; supported 0-2): 2 lets "
+            "Kafka 4.x clients use KIP-890's protocol (the broker adds partitions, every end bumps the epoch); 1 holds "
+            "them to the first one. Every cluster member should have the same."),
     Setting("producer.id.expiration.ms", integer_in(1, INT_MAX), 86_400_000,
             "A producer id with no write to a partition for this long is forgotten there (never one with an open "
             "transaction)."),

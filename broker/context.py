@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from coordination.topics import TopicInfo
     from coordination.transactions.coordinator import TransactionCoordinator
     from storage.manager import LogManager
+    from storage.types import TopicPartition
 
 
 @dataclass(slots=True)
@@ -123,6 +124,13 @@ class CoordinatorAccess(Protocol):
 
     async def find_coordinator(self) -> tuple[int, int, str, int]: ...
 
+    async def check_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                                partitions: list[TopicPartition], add: bool) -> dict[TopicPartition, int]:
+        """Ask the transaction coordinator whether ``partitions`` are in the producer's
+        transaction (``add``: have them added); an error code per partition
+        (broker/process/txn_verifier.py)."""
+        ...
+
 
 class BrokerIdentity(Protocol):
     @property
@@ -180,3 +188,6 @@ class CoordinatorContext:
     allowed: Callable[["Operation", "ResourceType", str], bool] = lambda _op, _type, _name: True
     # The transaction coordinator (the same process serves groups and transactions).
     transactions: "TransactionCoordinator | None" = None
+    # A broker sent it (a proven broker, the inter-broker user, or CLUSTER_ACTION): what
+    # Kafka requires of the broker-only versions (AddPartitionsToTxn v4+).
+    from_broker: Callable[[], bool] = lambda: False

@@ -41,6 +41,14 @@ would jump over a transaction a new leader may still see open, then move back). 
 first unstable offset, the smallest first offset of both, is cached in
 ``first_unstable`` (-1: none) so the LSO costs two attribute reads on the fetch path.
 
+Verification (KIP-890): a transactional batch that would open a transaction here is
+appended only once the transaction coordinator confirmed the partition is in the
+producer's transaction. While that question is out, ``verifying`` holds a guard per
+producer id (Kafka's VerificationStateEntry); a marker for the producer, or its
+transaction opening, removes it, so an answer that comes back after the transaction ended
+no longer matches and the late batch is refused instead of opening a transaction no
+coordinator knows (a hanging transaction). Guards live in memory only.
+
 Not thread-safe: the owning partition log serialises calls under its append lock.
 Producer-id expiry (producer.id.expiration.ms, a broker setting: the log manager's
 periodic task calls ``remove_expired_producers``) forgets producers idle that long,
@@ -49,6 +57,7 @@ never one with an open transaction (its entry holds the transaction's first offs
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import re
@@ -100,6 +109,13 @@ OUT_OF_ORDER_SEQUENCE_NUMBER = 45
 DUPLICATE_SEQUENCE_NUMBER = 46
 INVALID_PRODUCER_EPOCH = 47
 TRANSACTION_COORDINATOR_FENCED = 52
+
+
+# Verifications under way per partition, at most (a bound on memory, not a limit in practice).
+MAX_VERIFYING = 10_000
+# Guards are unique in the process, so one handed out before a partition was recreated
+# never matches the new partition's.
+_GUARDS = itertools.count(1)
 
 
 class CorruptSnapshotError(StorageError):
@@ -227,6 +243,34 @@ class ProducerStateManager:
         # Closed transactions whose marker is at or above the high watermark, marker order.
         self.unreplicated: deque[CompletedTxn] = deque()
         self.first_unstable = -1
+        # Producer id -> (epoch, guard) of a verification under way (see the module doc).
+        self.verifying: dict[int, tuple[int, int]] = {}
+
+    # ----------------------------------------------------------------- verification
+
+    def in_transaction(self, producer_id: int, producer_epoch: int) -> bool:
+        """Whether the producer, at this epoch, has a transaction open on this partition
+        (its batches need no verification: the coordinator already confirmed it)."""
+        entry = self.entries.get(producer_id)
+        return (entry is not None and entry.current_txn_first_offset >= 0
+                and entry.producer_epoch == producer_epoch)
+
+    def start_verification(self, producer_id: int, producer_epoch: int) -> int:
+        """The guard an append verified by the coordinator must present; requests of the
+        same producer and epoch verifying at once share it."""
+        current = self.verifying.get(producer_id)
+        if current is not None and current[0] == producer_epoch:
+            return current[1]
+        guard = next(_GUARDS)
+        if len(self.verifying) >= MAX_VERIFYING:
+            # Guards of producers the coordinator refused stay until a marker; the oldest go first.
+            del self.verifying[next(iter(self.verifying))]
+        self.verifying[producer_id] = (producer_epoch, guard)
+        return guard
+
+    def verified(self, producer_id: int, producer_epoch: int, guard: int) -> bool:
+        """Whether ``guard`` is still this producer's: no marker came since it was handed out."""
+        return self.verifying.get(producer_id) == (producer_epoch, guard)
 
     # ----------------------------------------------------------------- validation
 
@@ -310,9 +354,13 @@ class ProducerStateManager:
         completed = None
         if header.is_control:
             completed = self._apply_marker(entry, header, marker)
+            if self.verifying:
+                self.verifying.pop(header.producer_id, None)  # the transaction it was verified for is over
         else:
             _apply_data_batch(entry, header)
             if entry.current_txn_first_offset >= 0 and entry.producer_id not in self.ongoing:
+                if self.verifying:
+                    self.verifying.pop(header.producer_id, None)  # verified: the transaction is open here
                 self.ongoing[entry.producer_id] = entry.current_txn_first_offset
                 if self.first_unstable < 0:
                     self.first_unstable = entry.current_txn_first_offset

@@ -6,14 +6,22 @@ of a version we do not speak gets error 35 (UNSUPPORTED_VERSION) with our ranges
 v0 body (the response header is always v0), so the client retries with a version we
 speak, as Kafka's broker does.
 
+Features (v3+): ``transaction.version`` is supported 0-2 and finalized at the broker's
+``transaction.version`` setting (default 2), as a Kafka 4.x broker reports it; a Kafka 4.x
+Java producer uses transactions v2 (KIP-890: EndTxn v5, Produce v12, TxnOffsetCommit v5)
+only when it sees level 2 finalized. A level of 0 is not listed (Kafka lists finalized
+levels above 0). The finalized features' epoch is the process's start time in
+milliseconds, so a client that reconnects after a restart takes a changed level.
+
 Version notes: v1 adds throttle_time; v3 is flexible and adds client software name and
-version (ignored) and the supported/finalized features (we report none); v4 is v3 (it
-only tells the broker the client can handle an UNSUPPORTED_VERSION answer).
+version (ignored) and the supported/finalized features; v4 is v3 (it only tells the
+broker the client can handle an UNSUPPORTED_VERSION answer).
 """
 
 from __future__ import annotations
 
 import functools
+import time
 from typing import Any
 
 from broker.context import RequestContext
@@ -24,15 +32,25 @@ from broker.protocol.errors import ErrorCode
 from broker.protocol.requests import ApiVersionsRequest
 
 KEY = 18
+FEATURES_FROM = 3
+TRANSACTION_VERSION = "transaction.version"
+TRANSACTION_VERSION_SUPPORTED = (0, 2)
+FEATURES_EPOCH = int(time.time() * 1000)
 
 
 @functools.cache
-def _answer(version: int, error_code: int = 0) -> bytes:
-    body = {
+def _answer(version: int, error_code: int = 0, transaction_version: int = 2) -> bytes:
+    body: dict[str, Any] = {
         "error_code": error_code,
         "api_keys": [{"api_key": k, "min_version": lo, "max_version": hi} for k, lo, hi in supported_ranges()],
         "throttle_time": 0,
     }
+    if version >= FEATURES_FROM:
+        low, high = TRANSACTION_VERSION_SUPPORTED
+        body["supported_features"] = [{"name": TRANSACTION_VERSION, "min_version": low, "max_version": high}]
+        body["finalized_features_epoch"] = FEATURES_EPOCH
+        body["finalized_features"] = [{"name": TRANSACTION_VERSION, "max_version_level": transaction_version,
+                                       "min_version_level": transaction_version}] if transaction_version > 0 else []
     return codec.encode_body(build(codec.response_class(KEY, version), body))
 
 
@@ -46,4 +64,4 @@ def _error(request: Any, version: int, code: int) -> bytes:
 
 @api(KEY, "ApiVersions", 0, 4, error_response=_error)
 def handle_api_versions(ctx: RequestContext, request: ApiVersionsRequest) -> bytes:
-    return _answer(ctx.api_version)
+    return _answer(ctx.api_version, 0, ctx.node.config.get_int("transaction.version"))

@@ -1,4 +1,4 @@
-"""InitProducerId (key 22), versions 0-4.
+"""InitProducerId (key 22), versions 0-5.
 
 Behaviour: a request with a transactional id goes to the transaction coordinator (the
 coordinator process, broker/coordinator/transactions.py), with the body as the client sent
@@ -11,7 +11,8 @@ either. Giving only one of producer id and epoch is INVALID_REQUEST, as in Kafka
 transaction_timeout is ignored on the idempotent path.
 
 Version notes: v1 is v0; v2 is flexible; v3 adds producer_id and producer_epoch to the
-request (KIP-360); v4 is v3 (the client may get PRODUCER_FENCED).
+request (KIP-360); v4 is v3 (the client may get PRODUCER_FENCED); v5 is v4 (the client may
+get TRANSACTION_ABORTABLE, KIP-890: Kafka 4.x clients send it).
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ def _idempotent_writer(ctx: RequestContext, request: Any) -> int:
     return int(ErrorCode.cluster_authorization_failed)
 
 
-@api(KEY, "InitProducerId", 0, 4, error_response=_error, authorize=_idempotent_writer)
+@api(KEY, "InitProducerId", 0, 5, error_response=_error, authorize=_idempotent_writer)
 async def handle_init_producer_id(ctx: RequestContext, request: InitProducerIdRequest) -> Response:
     version = ctx.api_version
     if request.transactional_id is not None:

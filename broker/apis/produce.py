@@ -1,4 +1,4 @@
-"""Produce (key 0), versions 0-10.
+"""Produce (key 0), versions 0-12.
 
 Behaviour: the record set of each partition is appended as the client sent it (the
 owner parses batch headers, checks CRC-32C, rewrites base offsets; records are
@@ -14,10 +14,14 @@ meanwhile, REQUEST_TIMED_OUT at the timeout); acks=1 answers after the leader's 
 acks=0 gets no response. Idempotent producers: a retried
 batch is acknowledged with its original offset, a gap answers
 OUT_OF_ORDER_SEQUENCE_NUMBER, a stale epoch INVALID_PRODUCER_EPOCH. Transactional
-producers (v1 protocol: the client adds its partitions to the transaction itself, nothing
-is verified here): a transactional_id needs WRITE on it (else
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED on every partition, as Kafka); a transactional batch
-in a request without one is refused the same way, on its partition. zstd batches below v7
+producers: a transactional_id needs WRITE on it (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+on every partition, as Kafka); a transactional batch in a request without one is refused
+the same way, on its partition. A transactional batch that would open the producer's
+transaction on a partition is verified first (KIP-890, broker/apis/txn_produce.py): the
+owner answers it VERIFICATION_NEEDED with a guard, the transaction coordinator is asked
+(v12, transaction.version 2: asked to add the partition), and the batch is appended with
+its guard, or refused as Kafka refuses it. Later batches of that transaction there, and
+every non-transactional batch, are appended at once. zstd batches below v7
 answer UNSUPPORTED_COMPRESSION_TYPE.
 
 Decoded and answered by hand (broker/protocol/produce_request.py, fast.encode_produce_response).
@@ -25,17 +29,20 @@ Decoded and answered by hand (broker/protocol/produce_request.py, fast.encode_pr
 Version notes: v1 throttle_time_ms; v2 log_append_time; v3 adds transactional_id and
 requires magic v2; v5 log_start_offset;
 v7 allows zstd; v8 record_errors and error_message; v9 flexible; v10 current_leader
-and node_endpoints (tagged; sent with NOT_LEADER_OR_FOLLOWER: KIP-951).
+and node_endpoints (tagged; sent with NOT_LEADER_OR_FOLLOWER: KIP-951); v11 is v10 (the
+client knows TRANSACTION_ABORTABLE); v12 is v11 from a transaction.version 2 producer,
+whose partitions the broker adds to its transaction (KIP-890).
 """
 
 from __future__ import annotations
 
 from broker.apis.metadata import INTERNAL_TOPICS, current_leader, leader_endpoints
+from broker.apis.txn_produce import verify_transactional
 from broker.authorization import allowed, topic_allowed
 from broker.context import NO_RESPONSE, RequestContext, Response, WorkerServices
 from broker.dispatch import api
 from broker.links.forwarding import on_owners
-from broker.partitions.partition_ops import NO_FENCE, AppendItem, AppendResult, CommitItem
+from broker.partitions.partition_ops import NO_FENCE, VERIFICATION_NEEDED, AppendItem, AppendResult, CommitItem
 from broker.partitions.remote_partition import epoch_from_client_id
 from broker.protocol import produce_request
 from broker.protocol.errors import ErrorCode
@@ -175,8 +182,11 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Respon
                 slots.append(slot)
                 items.append(AppendItem(TopicPartition(name, index), records, version))
     if items:
-        for slot, result in zip(slots, await on_owners(node, items, lambda ops, part: ops.append(part), AppendResult)):
+        results = await on_owners(node, items, lambda ops, part: ops.append(part), AppendResult)
+        for slot, result in zip(slots, results):
             slot.result = result
+        if request.transactional_id is not None and any(r.error_code == VERIFICATION_NEEDED for r in results):
+            await verify_transactional(node, request.transactional_id, version, items, slots)
     if internal_items:
         epoch = coordinator_epoch if coordinator_epoch is not None else NO_FENCE
         for slot, result in zip(internal_slots, await on_owners(node, internal_items,

@@ -1,5 +1,5 @@
 """Committed offsets: OffsetCommit (8) 0-9, OffsetFetch (9) 0-9, OffsetDelete (47) 0,
-TxnOffsetCommit (28) 0-4.
+TxnOffsetCommit (28) 0-5.
 
 Behaviour: answered by the coordinator process; commits are acknowledged once appended to
 the group's partition of __consumer_offsets (through its owning worker, fenced by the
@@ -29,9 +29,10 @@ epochs are for the new protocol, not advertised). OffsetFetch v2 null topics = a
 top-level error, v5 committed_leader_epoch, v6 flexible, v7 require_stable, v8 several
 groups per request, v9 member id and epoch (new protocol; ignored for classic groups).
 TxnOffsetCommit v2 committed_leader_epoch, v3 flexible with generation, member id and
-instance id, v4 = v3 (a new error a client may get; none Castle gives). v5 is the
-transaction protocol v2's (KIP-890: the commit also adds the group to the transaction),
-which Castle does not offer, so clients do not send it.
+instance id, v4 = v3 (the client may get TRANSACTION_ABORTABLE). v5 is transaction.version
+2's (KIP-890): the commit also adds the group's offsets partition to the transaction, as
+AddOffsetsToTxn did; below v5 the partition must have been added (Kafka verifies it:
+INVALID_TXN_STATE, TRANSACTION_ABORTABLE from v4).
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ from broker.protocol.requests import (
 )
 from coordination.acls.model import Operation, ResourceType
 from coordination.groups.requests import MemberRef
+from coordination.transactions.metadata import TV_2
 
 # ---------------------------------------------------------------------- OffsetCommit
 OFFSET_COMMIT = 8
@@ -220,7 +222,30 @@ def _txn_commit_error(request: TxnOffsetCommitRequest, version: int, code: int) 
     return _txn_commit_answer(version, request, [code] * count)
 
 
-@coordinator_api(TXN_OFFSET_COMMIT, "TxnOffsetCommit", 0, 4, error_response=_txn_commit_error,
+TXN_OFFSET_COMMIT_V2 = 5  # transaction.version 2: the commit adds the offsets partition itself
+TXN_ABORTABLE_FROM = 4  # TxnOffsetCommit v4+ clients know TRANSACTION_ABORTABLE
+
+
+async def _in_transaction(ctx: CoordinatorContext, request: TxnOffsetCommitRequest, version: int) -> int:
+    """KIP-890: the group's offsets partition must be in the producer's transaction before
+    its offsets are written there. A v2 client (v5) leaves adding it to us; a v1 client
+    added it with AddOffsetsToTxn, which is verified."""
+    transactions = ctx.transactions
+    if transactions is None:
+        return 0
+    producer_id, epoch = int(request.producer_id), int(request.producer_epoch)
+    if version >= TXN_OFFSET_COMMIT_V2:
+        code = await transactions.add_offsets(request.transactional_id, producer_id, epoch, request.group_id, TV_2)
+    else:
+        code = transactions.verify_offsets(request.transactional_id, producer_id, epoch, request.group_id)
+    if code == ErrorCode.producer_fenced:
+        return int(ErrorCode.invalid_producer_epoch)
+    if code == ErrorCode.transaction_abortable and version < TXN_ABORTABLE_FROM:
+        return int(ErrorCode.invalid_txn_state)
+    return code
+
+
+@coordinator_api(TXN_OFFSET_COMMIT, "TxnOffsetCommit", 0, 5, error_response=_txn_commit_error,
                  lost=ErrorCode.coordinator_load_in_progress)
 async def serve_txn_offset_commit(ctx: CoordinatorContext, request: TxnOffsetCommitRequest) -> Entity:
     # Kafka's checks, in its order: WRITE on the transactional id (it implies the producer
@@ -244,6 +269,9 @@ async def serve_txn_offset_commit(ctx: CoordinatorContext, request: TxnOffsetCom
                 codes.append(-1)  # the coordinator's answer, below
                 entries.append((topic.name, int(p.partition_index), int(p.committed_offset),
                                 int(getattr(p, "committed_leader_epoch", -1)), p.committed_metadata))
+    if entries and (code := await _in_transaction(ctx, request, version)):
+        codes = [code if c == -1 else c for c in codes]
+        entries = []
     if entries:
         sender = MemberRef(int(getattr(request, "generation_id", -1)), getattr(request, "member_id", ""),
                            getattr(request, "group_instance_id", None))

@@ -1,6 +1,6 @@
 """The transaction coordinator's APIs: InitProducerId with a transactional id (22, the
-worker forwards those; broker/apis/init_producer_id.py), AddPartitionsToTxn (24) 0-3,
-AddOffsetsToTxn (25) 0-4, EndTxn (26) 0-4.
+worker forwards those; broker/apis/init_producer_id.py), AddPartitionsToTxn (24) 0-5,
+AddOffsetsToTxn (25) 0-4, EndTxn (26) 0-5.
 
 Behaviour: served by the coordinator process; the semantics live in
 coordination/transactions/coordinator.py, this module translates between kio entities and
@@ -12,8 +12,14 @@ fails the request, the others answered OPERATION_NOT_ATTEMPTED.
 
 Version notes: before v2 of AddPartitionsToTxn, AddOffsetsToTxn, EndTxn (v4 of
 InitProducerId) clients do not know PRODUCER_FENCED: they get INVALID_PRODUCER_EPOCH, as
-Kafka answers them. AddPartitionsToTxn v4-5 (batches verified by brokers, KIP-890) and
-EndTxn v5 (transaction.version 2) are not offered.
+Kafka answers them. AddPartitionsToTxn v4+ is the brokers' (KIP-890): a batch of
+transactions, each either verified (``verify_only``: is each partition in the producer's
+ongoing transaction? TRANSACTION_ABORTABLE if not) or added (a transaction.version 2
+producer's partition, added by the broker it produces to); a sender that is not a broker
+gets CLUSTER_AUTHORIZATION_FAILED at the top. v5 only lets the answer carry
+TRANSACTION_ABORTABLE. EndTxn v5 is transaction.version 2: the epoch is bumped at every end
+and the answer carries the producer id and epoch to go on with. InitProducerId v5 only
+allows TRANSACTION_ABORTABLE in its answer.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from broker.protocol.requests import (
 )
 from coordination.acls.model import Operation, ResourceType
 from coordination.transactions.coordinator import TransactionCoordinator
+from coordination.transactions.metadata import TV_1, TV_2
 from storage.types import TopicPartition
 
 INIT_PRODUCER_ID = 22
@@ -89,7 +96,8 @@ async def serve_init_producer_id(ctx: CoordinatorContext, request: InitProducerI
 
 # ---------------------------------------------------------------------- AddPartitionsToTxn
 def _partitions_of(request: AddPartitionsToTxnRequest) -> list[TopicPartition]:
-    return [TopicPartition(topic.name, int(p)) for topic in request.v3_and_below_topics for p in topic.partitions]
+    return [TopicPartition(topic.name, int(p)) for topic in getattr(request, "v3_and_below_topics", ())
+            for p in topic.partitions]
 
 
 def _add_partitions_answer(version: int, codes: dict[TopicPartition, int]) -> Entity:
@@ -104,13 +112,55 @@ def _add_partitions_answer(version: int, codes: dict[TopicPartition, int]) -> En
 
 
 def _add_partitions_error(request: AddPartitionsToTxnRequest, version: int, code: int) -> Entity:
+    if version >= BROKER_BATCHES:
+        return _batches_answer(version, code, {})
     return _add_partitions_answer(version, {tp: code for tp in _partitions_of(request)})
 
 
-@coordinator_api(ADD_PARTITIONS_TO_TXN, "AddPartitionsToTxn", 0, 3, error_response=_add_partitions_error)
+BROKER_BATCHES = 4  # AddPartitionsToTxn v4+: brokers' batches of transactions
+
+
+def _batches_answer(version: int, top_code: int, results: dict[str, dict[TopicPartition, int]]) -> Entity:
+    def topics(codes: dict[TopicPartition, int]) -> list[dict[str, object]]:
+        by_topic: dict[str, list[dict[str, int]]] = {}
+        for tp, code in codes.items():
+            by_topic.setdefault(tp.topic, []).append({"partition_index": tp.partition, "partition_error_code": code})
+        return [{"name": name, "results_by_partition": partitions} for name, partitions in by_topic.items()]
+
+    return build(codec.response_class(ADD_PARTITIONS_TO_TXN, version), {
+        "throttle_time": 0, "error_code": top_code,
+        "results_by_transaction": [{"transactional_id": txn_id, "topic_results": topics(codes)}
+                                   for txn_id, codes in results.items()]})
+
+
+async def _serve_batches(ctx: CoordinatorContext, request: AddPartitionsToTxnRequest, version: int) -> Entity:
+    """A broker's batch: each transaction verified or added, an answer per partition."""
+    if not ctx.from_broker():
+        return _batches_answer(version, ErrorCode.cluster_authorization_failed, {})
+    coordinator = _coordinator(ctx)
+    results: dict[str, dict[TopicPartition, int]] = {}
+    for txn in getattr(request, "transactions", ()):
+        partitions = [TopicPartition(topic.name, int(p)) for topic in txn.topics for p in topic.partitions]
+        if txn.verify_only:
+            codes = coordinator.verify_partitions(txn.transactional_id, int(txn.producer_id),
+                                                  int(txn.producer_epoch), partitions)
+        else:
+            code = await coordinator.add_partitions(txn.transactional_id, int(txn.producer_id),
+                                                    int(txn.producer_epoch), set(partitions), TV_2)
+            codes = {tp: code for tp in partitions}
+        if version < 5:  # TRANSACTION_ABORTABLE is v5's: older senders get what they know
+            codes = {tp: int(ErrorCode.invalid_txn_state) if c == ErrorCode.transaction_abortable else c
+                     for tp, c in codes.items()}
+        results[txn.transactional_id] = codes
+    return _batches_answer(version, 0, results)
+
+
+@coordinator_api(ADD_PARTITIONS_TO_TXN, "AddPartitionsToTxn", 0, 5, error_response=_add_partitions_error)
 async def serve_add_partitions_to_txn(ctx: CoordinatorContext, request: AddPartitionsToTxnRequest) -> Entity:
     version = ctx.api_version
-    transactional_id = request.v3_and_below_transactional_id
+    if version >= BROKER_BATCHES:
+        return await _serve_batches(ctx, request, version)
+    transactional_id: str = getattr(request, "v3_and_below_transactional_id")
     partitions = _partitions_of(request)
     if not _write_allowed(ctx, transactional_id):
         return _add_partitions_error(request, version, ErrorCode.transactional_id_authorization_failed)
@@ -127,8 +177,8 @@ async def serve_add_partitions_to_txn(ctx: CoordinatorContext, request: AddParti
     if refused:
         return _add_partitions_answer(version, {tp: refused.get(tp, int(ErrorCode.operation_not_attempted))
                                                 for tp in partitions})
-    code = await _coordinator(ctx).add_partitions(transactional_id, int(request.v3_and_below_producer_id),
-                                                  int(request.v3_and_below_producer_epoch), set(partitions))
+    code = await _coordinator(ctx).add_partitions(transactional_id, int(getattr(request, "v3_and_below_producer_id")),
+                                                  int(getattr(request, "v3_and_below_producer_epoch")), set(partitions))
     return _add_partitions_error(request, version, code)
 
 
@@ -151,16 +201,26 @@ async def serve_add_offsets_to_txn(ctx: CoordinatorContext, request: AddOffsetsT
 
 
 # ---------------------------------------------------------------------- EndTxn
+END_TXN_V2 = 5  # EndTxn v5: transaction.version 2
+
+
+def _end_txn_answer(version: int, code: int, producer_id: int = -1, epoch: int = -1) -> Entity:
+    body: dict[str, object] = {"throttle_time": 0, "error_code": _for_version(code, version)}
+    if version >= END_TXN_V2:
+        body.update(producer_id=producer_id, producer_epoch=epoch)
+    return build(codec.response_class(END_TXN, version), body)
+
+
 def _end_txn_error(request: EndTxnRequest, version: int, code: int) -> Entity:
-    return build(codec.response_class(END_TXN, version),
-                 {"throttle_time": 0, "error_code": _for_version(code, version)})
+    return _end_txn_answer(version, code)
 
 
-@coordinator_api(END_TXN, "EndTxn", 0, 4, error_response=_end_txn_error)
+@coordinator_api(END_TXN, "EndTxn", 0, 5, error_response=_end_txn_error)
 async def serve_end_txn(ctx: CoordinatorContext, request: EndTxnRequest) -> Entity:
     version = ctx.api_version
     if not _write_allowed(ctx, request.transactional_id):
         return _end_txn_error(request, version, ErrorCode.transactional_id_authorization_failed)
-    code = await _coordinator(ctx).end_txn(request.transactional_id, int(request.producer_id),
-                                           int(request.producer_epoch), bool(request.committed))
-    return _end_txn_error(request, version, code)
+    result = await _coordinator(ctx).end_transaction(request.transactional_id, int(request.producer_id),
+                                                     int(request.producer_epoch), bool(request.committed),
+                                                     TV_2 if version >= END_TXN_V2 else TV_1)
+    return _end_txn_answer(version, result.error_code, result.producer_id, result.producer_epoch)

@@ -75,6 +75,7 @@ class Op(enum.IntEnum):
     EPOCH_END = 12  # OffsetForLeaderEpoch
     WRITE_MARKERS = 13  # WriteTxnMarkers: answered once the markers are committed
     DESCRIBE_PRODUCERS = 14  # DescribeProducers: each partition's producer state
+    APPEND_VERIFIED = 15  # transactional appends the transaction coordinator verified (their guards)
 
 
 class PeerUnavailable(KafkaError):

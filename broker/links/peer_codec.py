@@ -39,6 +39,7 @@ import struct
 from typing import Any, Callable, Sequence, TypeVar
 
 from broker.partitions.partition_ops import (
+    NO_FENCE,
     AppendItem,
     AppendResult,
     CommitItem,
@@ -218,6 +219,21 @@ def decode_append(data: Buffer) -> tuple[list[AppendItem], int]:
     tps, (versions, sizes) = _decode_runs(reader, "hI")
     items = [AppendItem(tp, reader.view(size), version) for tp, version, size in zip(tps, versions, sizes)]
     return items, fence_epoch
+
+
+def encode_append_verified(items: Sequence[AppendItem], guards: Sequence[int]) -> list[Buffer]:
+    """An append of transactional batches verified by the coordinator: each item's guard
+    (storage/producer_state.py), then the append as ``encode_append`` lays it out."""
+    return [_U32.pack(len(guards)), _column("q", guards), *encode_append(items, NO_FENCE)]
+
+
+def decode_append_verified(data: Buffer) -> tuple[list[AppendItem], list[int]]:
+    reader = Reader(data)
+    guards = list(reader.column("q", reader.u32()))
+    items, _fence = decode_append(reader.rest())
+    if len(guards) != len(items):
+        raise ProtocolViolation(f"{len(guards)} guards for {len(items)} appends")
+    return items, guards
 
 
 def _encode_messages(messages: Sequence[str | None]) -> list[bytes]:

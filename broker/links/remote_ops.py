@@ -51,6 +51,11 @@ class RemotePartitionOps:
         parts = codec.encode_append(items, fence_epoch)
         return self._mesh.call(self.peer, Op.APPEND, parts, codec.decode_append_results, self._timeout, self._wait)
 
+    def append_verified(self, items: list[AppendItem], guards: list[int]) -> "asyncio.Future[list[AppendResult]]":
+        parts = codec.encode_append_verified(items, guards)
+        return self._mesh.call(self.peer, Op.APPEND_VERIFIED, parts, codec.decode_append_results, self._timeout,
+                               self._wait)
+
     def read(self, items: list[ReadItem], watcher: int | None) -> "asyncio.Future[list[ReadResult]]":
         parts = codec.encode_read(items, watcher)
         return self._mesh.call(self.peer, Op.READ, parts, codec.decode_read_results, self._timeout, self._wait)
@@ -99,6 +104,8 @@ class LocalPartitionOps(Protocol):
 
     def append(self, items: list[AppendItem], fence_epoch: int = NO_FENCE) -> list[AppendResult]: ...
 
+    def append_verified(self, items: list[AppendItem], guards: list[int]) -> list[AppendResult]: ...
+
     def read(self, items: list[ReadItem], watcher: int | None) -> list[ReadResult]: ...
 
     def wait_committed(self, items: list[CommitItem], timeout_ms: int) -> "list[int] | asyncio.Future[list[int]]": ...
@@ -124,6 +131,10 @@ def serve_partition_ops(mesh: Mesh, owner: LocalPartitionOps) -> None:
     def append(body: memoryview) -> Parts:
         items, fence_epoch = codec.decode_append(body)
         return codec.encode_append_results(owner.append(items, fence_epoch))
+
+    def append_verified(body: memoryview) -> Parts:
+        items, guards = codec.decode_append_verified(body)
+        return codec.encode_append_results(owner.append_verified(items, guards))
 
     def read(body: memoryview) -> Parts:
         items, watcher = codec.decode_read(body)
@@ -162,7 +173,7 @@ def serve_partition_ops(mesh: Mesh, owner: LocalPartitionOps) -> None:
         owner.sync_registry()
         return []
 
-    mesh.handlers.update({Op.APPEND: append, Op.READ: read, Op.WAIT_COMMITTED: wait_committed,
+    mesh.handlers.update({Op.APPEND: append, Op.APPEND_VERIFIED: append_verified, Op.READ: read, Op.WAIT_COMMITTED: wait_committed,
                           Op.WRITE_MARKERS: write_markers, Op.EPOCH_END: epoch_end_offsets,
                           Op.LIST_OFFSETS: list_offsets, Op.DELETE_RECORDS: delete_records,
                           Op.PARTITION_STATE: partition_state, Op.DESCRIBE_PRODUCERS: describe_producers,

@@ -19,6 +19,7 @@ from broker.partitions.partition_ops import (
     LATEST_STABLE,
     LOG_END,
     NO_FENCE,
+    VERIFICATION_NEEDED,
     AppendItem,
     AppendResult,
     CommitItem,
@@ -166,8 +167,11 @@ class Owner:
         from_coordinator = fence_epoch != NO_FENCE
         return [self._append_one(tp, records, version, from_coordinator) for tp, records, version in items]
 
+    def append_verified(self, items: list[AppendItem], guards: list[int]) -> list[AppendResult]:
+        return [self._append_one(tp, records, version, guard=guard) for (tp, records, version), guard in zip(items, guards)]
+
     def _append_one(self, tp: TopicPartition, records: bytes | bytearray | memoryview, version: int,
-                    from_coordinator: bool = False) -> AppendResult:
+                    from_coordinator: bool = False, guard: int = 0) -> AppendResult:
         partition_log = self.log_for(tp)
         if partition_log is None:
             return AppendResult(ErrorCode.unknown_topic_or_partition)
@@ -195,6 +199,16 @@ class Owner:
                     if duplicate is not None:
                         # A retry of a batch already appended: answer with its original offsets.
                         return AppendResult(ErrorCode.none, duplicate.first_offset, -1, partition_log.log_start_offset)
+                    if (first.is_transactional and not from_coordinator
+                            and not state.in_transaction(first.producer_id, first.producer_epoch)):
+                        # This batch would open the producer's transaction here: only once the
+                        # transaction coordinator confirms the partition is in it (KIP-890).
+                        if not guard:
+                            return AppendResult(VERIFICATION_NEEDED,
+                                                state.start_verification(first.producer_id, first.producer_epoch))
+                        if not state.verified(first.producer_id, first.producer_epoch, guard):
+                            return AppendResult(ErrorCode.invalid_txn_state, error_message=(
+                                f"producer {first.producer_id}'s transaction ended before its batch came"))
                     code = _stale_epoch(state, first) if from_coordinator else state.check_sequence(first)
                     if code:
                         return AppendResult(code, error_message=f"producer {first.producer_id} epoch "

@@ -22,6 +22,10 @@ T = TypeVar("T")
 Reply = Union[T, "asyncio.Future[T]"]
 
 NO_FENCE = -1  # an append that is not the coordinator's (no epoch to check)
+# Not a Kafka error code, never sent to a client: the transactional batch would open a
+# transaction on the partition, so the transaction coordinator must confirm it first; the
+# result's base_offset holds the verification guard to append it with (append_verified).
+VERIFICATION_NEEDED = -2
 
 
 class AppendItem(NamedTuple):
@@ -149,6 +153,12 @@ class PartitionOps(Protocol):
         """Append each item's batches. ``fence_epoch``: the coordinator's epoch, for its
         writes to __consumer_offsets; an epoch older than the current one is refused
         (NOT_COORDINATOR), so a deposed coordinator cannot write."""
+        ...
+
+    def append_verified(self, items: list[AppendItem], guards: list[int]) -> Reply[list[AppendResult]]:
+        """Append transactional batches the transaction coordinator verified: each with the
+        guard its first append was answered (VERIFICATION_NEEDED); a guard that is gone (a
+        marker came meanwhile: the transaction ended) is INVALID_TXN_STATE."""
         ...
 
     def read(self, items: list[ReadItem], watcher: int | None) -> Reply[list[ReadResult]]:

@@ -365,6 +365,13 @@ class RemotePartitionClient:
                 async with asyncio.timeout(self.timeout):
                     await connection.wait_closed()
 
+    def close_now(self) -> None:
+        """Close the connection without waiting (a process that is stopping)."""
+        self._closed = True
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            connection.close()
+
     # ------------------------------------------------------------------ calls
     async def log_end(self, topic: str, partition: int) -> tuple[int, int]:
         """(error, the leader's log end offset): ListOffsets latest with a replica id other

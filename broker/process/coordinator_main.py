@@ -140,6 +140,7 @@ def txn_settings_from(config: BrokerConfig) -> TxnSettings:
         transactional_id_expiration_ms=config.get_int("transactional.id.expiration.ms"),
         abort_timed_out_interval_ms=config.get_int("transaction.abort.timed.out.transaction.cleanup.interval.ms"),
         remove_expired_interval_ms=config.get_int("transaction.remove.expired.transaction.cleanup.interval.ms"),
+        transaction_version=config.get_int("transaction.version"),
     )
 
 
@@ -381,7 +382,7 @@ class CoordinatorProcess:
         return CoordinatorContext(self.coordinator, forwarded.api_key, version, forwarded.client_id,
                                   forwarded.client_host, self.topic_exists,
                                   lambda op, kind, name: self.security.authorize(principal, host, op, kind, name),
-                                  self.transactions)
+                                  self.transactions, lambda: self.security.is_broker(principal, host))
 
     def find(self) -> tuple[int, int, str, int]:
         """Where the elected coordinator is: (error, node id, host, port)."""

@@ -32,6 +32,7 @@ from broker.partitions.replica_fetcher import ReplicaFetcher
 from broker.partitions.replication import Replication
 from broker.process.metrics import WorkerMetrics
 from broker.process.reload import apply_in_child
+from broker.process.txn_verifier import TxnVerifier
 from broker.protocol.errors import ErrorCode, KafkaError, ProtocolViolation
 from broker.security.broker_security import BrokerSecurity
 from broker.security.inter_broker import inter_broker_security
@@ -104,6 +105,8 @@ class WorkerNode:
         self.coordinator_endpoint = rings.coordinator
         self._remote = {i: RemotePartitionOps(self.mesh, i) for i in range(count) if i != index}
         self._ops: list[PartitionOps] = [self._remote.get(i, self.owner) for i in range(count)]
+        self.txn_verifier = TxnVerifier(self.node_id, self.mesh, self.coordinator_endpoint, self.find_coordinator,
+                                        client_security)
         self.purgatory = FetchPurgatory()
         self.segment_files = SegmentFiles()
         self._producer_ids: Iterator[int] = iter(())
@@ -292,6 +295,10 @@ class WorkerNode:
         if not self.mesh.is_up(self.coordinator_endpoint):
             await self.mesh.wait_up(self.coordinator_endpoint, COORDINATOR_RESTART_WAIT)
 
+    async def check_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                                partitions: list[TopicPartition], add: bool) -> dict[TopicPartition, int]:
+        return await self.txn_verifier.check(transactional_id, producer_id, producer_epoch, partitions, add)
+
     async def find_coordinator(self) -> tuple[int, int, str, int]:
         await self._coordinator_restarted()
         try:
@@ -349,6 +356,7 @@ class WorkerNode:
 
     def close(self) -> None:
         self._closed = True
+        self.txn_verifier.close()
         self.security.close()
         self.cluster.on_change = None
         self.owner.replication.close()

@@ -33,7 +33,7 @@ from broker.protocol.framing import read_uvarint
 
 _ACKS_TIMEOUT = struct.Struct(">hi")
 _INDEX_LENGTH = struct.Struct(">ii")  # classic: partition index, records length
-VERSIONS = range(0, 11)  # decoded here; the handler is registered for exactly these
+VERSIONS = range(0, 13)  # decoded here; the handler is registered for exactly these
 
 
 class ProduceTopic(NamedTuple):

@@ -19,6 +19,8 @@ from kio.schema.add_partitions_to_txn.v0.request import AddPartitionsToTxnReques
 from kio.schema.add_partitions_to_txn.v1.request import AddPartitionsToTxnRequest as _AddPartitionsToTxnRequestV1
 from kio.schema.add_partitions_to_txn.v2.request import AddPartitionsToTxnRequest as _AddPartitionsToTxnRequestV2
 from kio.schema.add_partitions_to_txn.v3.request import AddPartitionsToTxnRequest as _AddPartitionsToTxnRequestV3
+from kio.schema.add_partitions_to_txn.v4.request import AddPartitionsToTxnRequest as _AddPartitionsToTxnRequestV4
+from kio.schema.add_partitions_to_txn.v5.request import AddPartitionsToTxnRequest as _AddPartitionsToTxnRequestV5
 from kio.schema.alter_configs.v0.request import AlterConfigsRequest as _AlterConfigsRequestV0
 from kio.schema.alter_configs.v1.request import AlterConfigsRequest as _AlterConfigsRequestV1
 from kio.schema.alter_configs.v2.request import AlterConfigsRequest as _AlterConfigsRequestV2
@@ -85,6 +87,7 @@ from kio.schema.end_txn.v1.request import EndTxnRequest as _EndTxnRequestV1
 from kio.schema.end_txn.v2.request import EndTxnRequest as _EndTxnRequestV2
 from kio.schema.end_txn.v3.request import EndTxnRequest as _EndTxnRequestV3
 from kio.schema.end_txn.v4.request import EndTxnRequest as _EndTxnRequestV4
+from kio.schema.end_txn.v5.request import EndTxnRequest as _EndTxnRequestV5
 from kio.schema.find_coordinator.v0.request import FindCoordinatorRequest as _FindCoordinatorRequestV0
 from kio.schema.find_coordinator.v1.request import FindCoordinatorRequest as _FindCoordinatorRequestV1
 from kio.schema.find_coordinator.v2.request import FindCoordinatorRequest as _FindCoordinatorRequestV2
@@ -104,6 +107,7 @@ from kio.schema.init_producer_id.v1.request import InitProducerIdRequest as _Ini
 from kio.schema.init_producer_id.v2.request import InitProducerIdRequest as _InitProducerIdRequestV2
 from kio.schema.init_producer_id.v3.request import InitProducerIdRequest as _InitProducerIdRequestV3
 from kio.schema.init_producer_id.v4.request import InitProducerIdRequest as _InitProducerIdRequestV4
+from kio.schema.init_producer_id.v5.request import InitProducerIdRequest as _InitProducerIdRequestV5
 from kio.schema.join_group.v0.request import JoinGroupRequest as _JoinGroupRequestV0
 from kio.schema.join_group.v1.request import JoinGroupRequest as _JoinGroupRequestV1
 from kio.schema.join_group.v2.request import JoinGroupRequest as _JoinGroupRequestV2
@@ -190,6 +194,7 @@ from kio.schema.txn_offset_commit.v1.request import TxnOffsetCommitRequest as _T
 from kio.schema.txn_offset_commit.v2.request import TxnOffsetCommitRequest as _TxnOffsetCommitRequestV2
 from kio.schema.txn_offset_commit.v3.request import TxnOffsetCommitRequest as _TxnOffsetCommitRequestV3
 from kio.schema.txn_offset_commit.v4.request import TxnOffsetCommitRequest as _TxnOffsetCommitRequestV4
+from kio.schema.txn_offset_commit.v5.request import TxnOffsetCommitRequest as _TxnOffsetCommitRequestV5
 from kio.schema.write_txn_markers.v1.request import WriteTxnMarkersRequest as _WriteTxnMarkersRequestV1
 from kio.schema.write_txn_markers.v2.request import WriteTxnMarkersRequest as _WriteTxnMarkersRequestV2
 
@@ -364,6 +369,8 @@ AddPartitionsToTxnRequest = Union[
     _AddPartitionsToTxnRequestV1,
     _AddPartitionsToTxnRequestV2,
     _AddPartitionsToTxnRequestV3,
+    _AddPartitionsToTxnRequestV4,
+    _AddPartitionsToTxnRequestV5,
 ]
 
 AddOffsetsToTxnRequest = Union[
@@ -380,6 +387,7 @@ EndTxnRequest = Union[
     _EndTxnRequestV2,
     _EndTxnRequestV3,
     _EndTxnRequestV4,
+    _EndTxnRequestV5,
 ]
 
 InitProducerIdRequest = Union[
@@ -388,6 +396,7 @@ InitProducerIdRequest = Union[
     _InitProducerIdRequestV2,
     _InitProducerIdRequestV3,
     _InitProducerIdRequestV4,
+    _InitProducerIdRequestV5,
 ]
 
 # key 32
@@ -433,6 +442,7 @@ TxnOffsetCommitRequest = Union[
     _TxnOffsetCommitRequestV2,
     _TxnOffsetCommitRequestV3,
     _TxnOffsetCommitRequestV4,
+    _TxnOffsetCommitRequestV5,
 ]
 
 # key 47

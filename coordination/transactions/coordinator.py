@@ -1,9 +1,13 @@
 """The transaction coordinator: InitProducerId (transactional), AddPartitionsToTxn,
 AddOffsetsToTxn, EndTxn, timeouts and transactional id expiration.
 
-Semantics are Kafka's TransactionCoordinator for transaction.version 1 (the client adds
-partitions itself; EndTxn does not bump the epoch), with its error codes at the same
-points, so clients behave as they do against Kafka. Everything runs on the coordinator
+Semantics are Kafka's TransactionCoordinator, with its error codes at the same points, so
+clients behave as they do against Kafka. transaction.version 1: the client adds partitions
+itself and EndTxn keeps the epoch; the partition leaders verify that a partition was added
+before a transaction's first batch there (``verify_partitions``, KIP-890). transaction.version
+2 (a transaction whose partitions a broker added for the client, or EndTxn v5): every end
+bumps the epoch, the markers carry the new one, and when the epochs run out the next
+producer id is allocated at PrepareCommit/PrepareAbort and taken over at completion. Everything runs on the coordinator
 process's asyncio loop: a transactional id is changed only there, and a change whose
 write is in flight is marked pending (TransactionMetadata), which answers concurrent
 requests CONCURRENT_TRANSACTIONS instead of taking a lock.
@@ -30,6 +34,9 @@ from kio.schema.errors import ErrorCode
 from coordination.transactions import schema
 from coordination.transactions.metadata import (
     NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    TV_1,
+    TV_2,
     ProducerFenced,
     TransactionMetadata,
     Transit,
@@ -71,6 +78,9 @@ class TxnSettings:
     abort_timed_out_interval_ms: int = 10_000  # transaction.abort.timed.out.transaction.cleanup.interval.ms
     remove_expired_interval_ms: int = 3_600_000  # transaction.remove.expired.transaction.cleanup.interval.ms
     marker_retry_backoff_ms: int = 100
+    # The finalized transaction.version feature: below 2, a request of version 2 (EndTxn
+    # v5) is served as version 1 (no epoch bump), and the state log keeps value v0.
+    transaction_version: int = TV_2
 
 
 @dataclass(frozen=True)
@@ -137,6 +147,11 @@ class TransactionCoordinator:
         if not self.active:
             return int(E.not_coordinator)
         return 0
+
+    @property
+    def _value_version(self) -> int:
+        """TransactionLogValue v1 (its tagged fields) once transaction.version 2 is on, as Kafka."""
+        return 1 if self.settings.transaction_version >= TV_2 else 0
 
     def partition_for(self, transactional_id: str) -> int:
         return schema.partition_for(transactional_id, self.log.partitions)
@@ -206,7 +221,8 @@ class TransactionCoordinator:
         generation = self._generation
         value = transit.to_value()
         batch = schema.state_batch([(schema.encode_key(metadata.transactional_id),
-                                     None if value is None else schema.encode_value(value))], self.clock())
+                                     None if value is None else schema.encode_value(value, self._value_version))],
+                                   self.clock())
         try:
             code = await self.log.append(self.partition_for(metadata.transactional_id), batch)
         except asyncio.CancelledError:
@@ -299,7 +315,12 @@ class TransactionCoordinator:
 
     # ------------------------------------------------------------------ AddPartitionsToTxn / AddOffsetsToTxn
     async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                             partitions: set[TopicPartition]) -> int:
+                             partitions: set[TopicPartition], transaction_version: int = TV_1) -> int:
+        """The partitions join the transaction (one is started if none is ongoing). A v1
+        client asks itself (AddPartitionsToTxn v0-3); for a v2 client the broker it
+        produces to asks (v4+, not verify-only), and TxnOffsetCommit v5 adds the offsets
+        partition: ``transaction_version`` 2 then marks the transaction as one whose end
+        bumps the epoch."""
         if not transactional_id:
             return int(E.invalid_request)
         if code := self._unavailable():
@@ -313,40 +334,105 @@ class TransactionCoordinator:
             return int(E.concurrent_transactions)
         if metadata.state == S.ONGOING and partitions <= metadata.partitions:
             return 0
-        return await self._write(metadata, metadata.prepare_add_partitions(partitions, self.clock()))
+        return await self._write(metadata, metadata.prepare_add_partitions(partitions, self.clock(),
+                                                                           transaction_version))
 
-    async def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str) -> int:
+    def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                          partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """Whether each partition is in the producer's ongoing transaction (KIP-890: a
+        partition leader asks before a transaction's first batch opens it there). Kafka's
+        answers: TRANSACTION_ABORTABLE for one not added (the leader tells older clients
+        INVALID_TXN_STATE), the producer's errors for all of them otherwise. Nothing is
+        written, and the pending state is not looked at: the partition's verification
+        guard catches an end that races with the append."""
+        wanted = list(partitions)
+        code = int(E.invalid_request) if not transactional_id else self._unavailable()
+        metadata = self.transactions.get(transactional_id)
+        if not code:
+            if metadata is None or metadata.producer_id != producer_id:
+                code = int(E.invalid_producer_id_mapping)
+            elif metadata.producer_epoch != producer_epoch:
+                code = int(E.producer_fenced)
+            elif metadata.state in PREPARED:
+                code = int(E.concurrent_transactions)
+        if code or metadata is None:
+            return {tp: code for tp in wanted}
+        return {tp: 0 if tp in metadata.partitions and metadata.state == S.ONGOING else int(E.transaction_abortable)
+                for tp in wanted}
+
+    async def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str,
+                          transaction_version: int = TV_1) -> int:
         """The group's __consumer_offsets partition joins the transaction (its offsets
-        commit or abort with it)."""
+        commit or abort with it): AddOffsetsToTxn, or TxnOffsetCommit v5 (version 2)."""
         partition = TopicPartition(OFFSETS_TOPIC, self.offsets_partition_for(group_id))
-        return await self.add_partitions(transactional_id, producer_id, producer_epoch, {partition})
+        return await self.add_partitions(transactional_id, producer_id, producer_epoch, {partition},
+                                         transaction_version)
+
+    def verify_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str) -> int:
+        """Whether the group's __consumer_offsets partition is in the transaction (a v1
+        client's TxnOffsetCommit, after its AddOffsetsToTxn)."""
+        partition = TopicPartition(OFFSETS_TOPIC, self.offsets_partition_for(group_id))
+        return self.verify_partitions(transactional_id, producer_id, producer_epoch, [partition])[partition]
 
     # ------------------------------------------------------------------ EndTxn
     async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> int:
+        """EndTxn v0-4 (transaction.version 1): the error code."""
+        return (await self.end_transaction(transactional_id, producer_id, producer_epoch, commit, TV_1)).error_code
+
+    async def end_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
+                              transaction_version: int) -> InitResult:
+        """EndTxn; from v5 (transaction.version 2) the answer carries the producer id and
+        the epoch the client goes on with (bumped at every end)."""
         if not transactional_id:
-            return int(E.invalid_request)
+            return InitResult(int(E.invalid_request))
         if code := self._unavailable():
-            return code
+            return InitResult(code)
         metadata = self.transactions.get(transactional_id)
         if metadata is None:
-            return int(E.invalid_producer_id_mapping)
-        return await self._end(metadata, producer_id, producer_epoch, commit, from_client=True)
+            return InitResult(int(E.invalid_producer_id_mapping))
+        code = await self._end(metadata, producer_id, producer_epoch, commit, from_client=True,
+                               transaction_version=min(transaction_version, max(TV_1, self.settings.transaction_version)))
+        if code:
+            return InitResult(code)
+        if metadata.next_producer_id != NO_PRODUCER_ID:
+            # The epochs ran out: the client goes on with the next producer id, epoch 0.
+            return InitResult(0, metadata.next_producer_id, 0)
+        return InitResult(0, metadata.producer_id, metadata.producer_epoch)
 
     async def _end(self, metadata: TransactionMetadata, producer_id: int, producer_epoch: int, commit: bool,
-                   from_client: bool) -> int:
+                   from_client: bool, transaction_version: int | None = None) -> int:
         fencing = metadata.pending == S.PREPARE_EPOCH_FENCE
-        code = self._check_end(metadata, producer_id, producer_epoch, commit, from_client)
+        if fencing or not from_client:
+            transaction_version = None  # the coordinator's abort: the fence bumped the epoch already
+        if metadata.bumps_epoch_at_end and not fencing:
+            code = self._check_end_v2(metadata, producer_id, producer_epoch, commit)
+        else:
+            code = self._check_end(metadata, producer_id, producer_epoch, commit, from_client)
         if code is not None:
             if fencing and metadata.pending == S.PREPARE_EPOCH_FENCE:
                 metadata.abandon()
             return code
+        next_producer_id = NO_PRODUCER_ID
+        if transaction_version is not None and transaction_version >= TV_2 and epoch_exhausted(
+                metadata.producer_epoch):
+            generation = self._generation
+            try:
+                next_producer_id = await self.allocate_producer_id()
+            except Exception as exc:
+                log.warning("transaction coordinator: no producer id for %s: %s", metadata.transactional_id, exc)
+                return int(E.coordinator_not_available)
+            if generation != self._generation:
+                return int(E.not_coordinator)
+            if metadata.pending is not None:
+                return int(E.concurrent_transactions)
         if fencing:
             # The fence's bumped epoch becomes the transaction's: the markers carry it, and
             # the partitions then refuse the old producer's epoch.
             metadata.pending = None
             metadata.producer_epoch = producer_epoch
             metadata.last_producer_epoch = NO_PRODUCER_EPOCH
-        code = await self._write(metadata, metadata.prepare_end(commit, self.clock()))
+        code = await self._write(metadata, metadata.prepare_end(commit, self.clock(), transaction_version,
+                                                                next_producer_id))
         if code:
             if fencing and metadata is self.transactions.get(metadata.transactional_id):
                 metadata.failed_epoch_fence = True
@@ -371,6 +457,36 @@ class TransactionCoordinator:
         if state == S.COMPLETE_COMMIT or state == S.COMPLETE_ABORT:
             return 0 if commit == (state == S.COMPLETE_COMMIT) else int(E.invalid_txn_state)
         if state == S.PREPARE_COMMIT or state == S.PREPARE_ABORT:
+            return int(E.concurrent_transactions) if commit == (state == S.PREPARE_COMMIT) else int(E.invalid_txn_state)
+        return int(E.invalid_txn_state)  # Empty: nothing to end
+
+    @staticmethod
+    def _check_end_v2(metadata: TransactionMetadata, producer_id: int, producer_epoch: int, commit: bool
+                      ) -> int | None:
+        """Kafka's checks for a transaction of a v2 client: the epoch was bumped at the
+        last end, so a retry of that EndTxn comes with the epoch before (or, when the
+        epochs ran out, with the previous producer id); the same epoch means the next end."""
+        state = metadata.state
+        retry_of_bump = metadata.producer_epoch == producer_epoch + 1
+        retry_of_overflow = (producer_id == metadata.previous_producer_id and epoch_exhausted(producer_epoch)
+                             and metadata.producer_epoch == 0)
+        if metadata.producer_id != producer_id and not retry_of_overflow:
+            return int(E.invalid_producer_id_mapping)
+        if state in (S.ONGOING, S.EMPTY):
+            valid = producer_epoch == metadata.producer_epoch
+        elif state in PREPARED:
+            valid = retry_of_bump
+        else:  # CompleteCommit, CompleteAbort
+            valid = retry_of_bump or retry_of_overflow
+        if not valid:
+            return int(E.producer_fenced)
+        if metadata.pending is not None:
+            return int(E.concurrent_transactions)
+        if state == S.ONGOING:
+            return None
+        if state == S.COMPLETE_COMMIT or state == S.COMPLETE_ABORT:
+            return 0 if commit == (state == S.COMPLETE_COMMIT) else int(E.invalid_txn_state)
+        if state in PREPARED:
             return int(E.concurrent_transactions) if commit == (state == S.PREPARE_COMMIT) else int(E.invalid_txn_state)
         return int(E.invalid_txn_state)  # Empty: nothing to end
 

@@ -18,6 +18,9 @@ from storage.types import TopicPartition
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 MAX_EPOCH = 32767  # Short.MaxValue
+# transaction.version of the client that drives a transaction: 2 (KIP-890) bumps the
+# epoch at every transaction end; 0 and 1 behave alike here.
+TV_1, TV_2 = 1, 2
 
 
 def epoch_exhausted(epoch: int) -> bool:
@@ -42,6 +45,10 @@ class Transit:
     partitions: frozenset[TopicPartition]
     start_ms: int
     last_update_ms: int
+    # A producer id allocated because the epochs ran out at a v2 transaction's end: it
+    # becomes the producer id once the transaction completes (Kafka's NextProducerId).
+    next_producer_id: int = NO_PRODUCER_ID
+    client_transaction_version: int = 0
 
     def to_value(self) -> schema.TxnLogValue | None:
         """The record written for it; None (a tombstone) for Dead."""
@@ -54,7 +61,8 @@ class Transit:
                 grouped.setdefault(tp.topic, []).append(tp.partition)
             partitions = {topic: tuple(ids) for topic, ids in grouped.items()}
         return schema.TxnLogValue(self.producer_id, self.producer_epoch, self.timeout_ms, int(self.state), partitions,
-                                  self.last_update_ms, self.start_ms)
+                                  self.last_update_ms, self.start_ms, self.previous_producer_id,
+                                  self.next_producer_id, self.client_transaction_version)
 
 
 @dataclass
@@ -73,6 +81,8 @@ class TransactionMetadata:
     pending: TransactionState | None = None
     # A fence whose write failed bumped the epoch in memory only; the next fence reuses it.
     failed_epoch_fence: bool = False
+    next_producer_id: int = NO_PRODUCER_ID
+    client_transaction_version: int = 0
 
     @classmethod
     def from_value(cls, transactional_id: str, value: schema.TxnLogValue) -> TransactionMetadata:
@@ -81,11 +91,19 @@ class TransactionMetadata:
         if state != TransactionState.EMPTY:
             partitions = {TopicPartition(topic, p) for topic, ids in (value.partitions or {}).items() for p in ids}
         return cls(transactional_id, value.producer_id, value.producer_epoch, value.timeout_ms, state, partitions,
-                   value.start_ms, value.last_update_ms, value.previous_producer_id)
+                   value.start_ms, value.last_update_ms, value.previous_producer_id,
+                   next_producer_id=value.next_producer_id,
+                   client_transaction_version=value.client_transaction_version)
+
+    @property
+    def bumps_epoch_at_end(self) -> bool:
+        """Kafka's supportsEpochBump: a v2 client's transaction ends with the epoch bumped."""
+        return self.client_transaction_version >= TV_2
 
     # ------------------------------------------------------------------ prepare
     def _transit(self, state: TransactionState, producer_id: int, epoch: int, last_epoch: int, timeout_ms: int,
-                 partitions: frozenset[TopicPartition], start_ms: int, now: int) -> Transit:
+                 partitions: frozenset[TopicPartition], start_ms: int, now: int,
+                 next_producer_id: int = NO_PRODUCER_ID, transaction_version: int | None = None) -> Transit:
         if self.pending is not None:
             raise RuntimeError(f"{self.transactional_id}: preparing {state.wire_name} while "
                                f"{self.pending.wire_name} is pending")
@@ -93,8 +111,11 @@ class TransactionMetadata:
             raise ValueError(f"{self.transactional_id}: illegal producer epoch {epoch}")
         check_transition(self.state, state)
         self.pending = state
-        return Transit(producer_id, self.producer_id, epoch, last_epoch, timeout_ms, state, partitions, start_ms,
-                       now)
+        # Kafka's PreviousProducerId: the id before the last rotation.
+        previous = self.producer_id if producer_id != self.producer_id else self.previous_producer_id
+        version = self.client_transaction_version if transaction_version is None else transaction_version
+        return Transit(producer_id, previous, epoch, last_epoch, timeout_ms, state, partitions, start_ms,
+                       now, next_producer_id, version)
 
     def prepare_fence_epoch(self) -> Transit:
         """Ongoing, to be aborted by the coordinator with the epoch bumped (a new producer
@@ -123,25 +144,37 @@ class TransactionMetadata:
         last = self.producer_epoch if record_last_epoch else NO_PRODUCER_EPOCH
         return self._transit(TransactionState.EMPTY, producer_id, 0, last, timeout_ms, frozenset(), -1, now)
 
-    def prepare_add_partitions(self, added: set[TopicPartition], now: int) -> Transit:
+    def prepare_add_partitions(self, added: set[TopicPartition], now: int, transaction_version: int = TV_1
+                               ) -> Transit:
         starting = self.state in (TransactionState.EMPTY, TransactionState.COMPLETE_COMMIT,
                                   TransactionState.COMPLETE_ABORT)
         return self._transit(TransactionState.ONGOING, self.producer_id, self.producer_epoch,
                              self.last_producer_epoch, self.timeout_ms, frozenset(self.partitions | added),
-                             now if starting else self.start_ms, now)
+                             now if starting else self.start_ms, now, transaction_version=transaction_version)
 
-    def prepare_end(self, commit: bool, now: int) -> Transit:
+    def prepare_end(self, commit: bool, now: int, transaction_version: int | None = None,
+                    next_producer_id: int = NO_PRODUCER_ID) -> Transit:
+        """PrepareCommit or PrepareAbort. A v2 client's EndTxn (``transaction_version`` 2)
+        bumps the epoch here: the markers carry the new epoch, which fences every late
+        batch of the transaction just ended, and EndTxn returns it. The coordinator's own
+        aborts (None: the recorded version is kept) carry the fence's bumped epoch already."""
         state = TransactionState.PREPARE_COMMIT if commit else TransactionState.PREPARE_ABORT
-        return self._transit(state, self.producer_id, self.producer_epoch, self.last_producer_epoch,
-                             self.timeout_ms, frozenset(self.partitions), self.start_ms, now)
+        epoch, last = self.producer_epoch, self.last_producer_epoch
+        if transaction_version is not None and transaction_version >= TV_2:
+            epoch, last = self.producer_epoch + 1, self.producer_epoch
+        return self._transit(state, self.producer_id, epoch, last, self.timeout_ms, frozenset(self.partitions),
+                             self.start_ms, now, next_producer_id, transaction_version)
 
     def prepare_complete(self, now: int) -> Transit:
         """Every marker is written: CompleteCommit or CompleteAbort, no partitions."""
         committed = self.state == TransactionState.PREPARE_COMMIT
         state = TransactionState.COMPLETE_COMMIT if committed else TransactionState.COMPLETE_ABORT
         self.failed_epoch_fence = False
-        return self._transit(state, self.producer_id, self.producer_epoch, self.producer_epoch, self.timeout_ms,
-                             frozenset(), self.start_ms, now)
+        producer_id, epoch = self.producer_id, self.producer_epoch
+        if self.bumps_epoch_at_end and self.next_producer_id != NO_PRODUCER_ID:
+            producer_id, epoch = self.next_producer_id, 0  # the epochs ran out: the next id takes over
+        return self._transit(state, producer_id, epoch, self.producer_epoch, self.timeout_ms, frozenset(),
+                             self.start_ms, now)
 
     def prepare_dead(self) -> Transit:
         return self._transit(TransactionState.DEAD, self.producer_id, self.producer_epoch, self.last_producer_epoch,
@@ -154,8 +187,9 @@ class TransactionMetadata:
             raise RuntimeError(f"{self.transactional_id}: completing {transit.state.wire_name}, "
                                f"pending {self.pending.wire_name if self.pending is not None else None}")
         self.pending = None
-        if transit.producer_id != self.producer_id:
-            self.previous_producer_id = self.producer_id
+        self.previous_producer_id = transit.previous_producer_id
+        self.next_producer_id = transit.next_producer_id
+        self.client_transaction_version = transit.client_transaction_version
         self.producer_id = transit.producer_id
         self.producer_epoch = transit.producer_epoch
         self.last_producer_epoch = transit.last_producer_epoch

@@ -16,8 +16,9 @@ version; a null value is a tombstone (the transactional id expired)::
                               each partitions entry and at the end); tags 0 previousProducerId
                               int64, 1 nextProducerId int64, 2 clientTransactionVersion int16
 
-Kafka 4.x writes value v0 unless transaction.version 2 is finalized; Castle speaks
-transaction.version 1, so it writes v0 and reads both.
+Kafka 4.x writes value v0 unless transaction.version 2 is finalized, v1 then; so does
+Castle (the ``transaction.version`` setting), and it reads both. Tagged fields are written
+only when they differ from their defaults (-1, -1, 0), as Kafka's generated code does.
 """
 
 from __future__ import annotations
@@ -149,25 +150,66 @@ def encode_key(transactional_id: str) -> bytes:
     return bytes(out)
 
 
-def encode_value(value: TxnLogValue) -> bytes:
-    """TransactionLogValue v0."""
-    out = bytearray(INT16.pack(VALUE_VERSION_WRITTEN))
+def _uvarint(out: bytearray, value: int) -> None:
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+
+
+def _count(out: bytearray, count: int, flexible: bool) -> None:
+    """An array length (or a nullable one: -1); compact (length + 1) when flexible."""
+    if flexible:
+        _uvarint(out, count + 1)
+    else:
+        out += INT32.pack(count)
+
+
+def encode_value(value: TxnLogValue, version: int = VALUE_VERSION_WRITTEN) -> bytes:
+    """TransactionLogValue ``version`` (0, or 1 with transaction.version 2)."""
+    if version not in VALUE_VERSIONS:
+        raise TxnSchemaError(f"TransactionLogValue version {version} is unknown")
+    flexible = version >= FIRST_FLEXIBLE_VALUE_VERSION
+    out = bytearray(INT16.pack(version))
     try:
         out += INT64.pack(value.producer_id)
         out += INT16.pack(value.producer_epoch)
         out += INT32.pack(value.timeout_ms)
         out += INT8.pack(value.status)
         if value.partitions is None:
-            out += INT32.pack(-1)
+            _count(out, -1, flexible)
         else:
-            out += INT32.pack(len(value.partitions))
+            _count(out, len(value.partitions), flexible)
             for topic, ids in value.partitions.items():
-                _string(out, topic, "topic")
-                out += INT32.pack(len(ids))
+                if flexible:
+                    raw = topic.encode("utf-8")
+                    if len(raw) > _MAX_STRING_BYTES:
+                        raise TxnSchemaError(f"topic is {len(raw)} bytes of UTF-8, more than {_MAX_STRING_BYTES}")
+                    _uvarint(out, len(raw) + 1)
+                    out += raw
+                else:
+                    _string(out, topic, "topic")
+                _count(out, len(ids), flexible)
                 for partition in ids:
                     out += INT32.pack(partition)
+                if flexible:
+                    out.append(0)  # the entry's tagged fields: none
         out += INT64.pack(value.last_update_ms)
         out += INT64.pack(value.start_ms)
+        if flexible:
+            tagged: list[tuple[int, bytes]] = []
+            if value.previous_producer_id != NO_PRODUCER_ID:
+                tagged.append((TAG_PREVIOUS_PRODUCER_ID, INT64.pack(value.previous_producer_id)))
+            if value.next_producer_id != NO_PRODUCER_ID:
+                tagged.append((TAG_NEXT_PRODUCER_ID, INT64.pack(value.next_producer_id)))
+            if value.client_transaction_version != 0:
+                tagged.append((TAG_CLIENT_TRANSACTION_VERSION, INT16.pack(value.client_transaction_version)))
+            tagged.extend(value._unknown_tags)
+            _uvarint(out, len(tagged))
+            for tag, raw in sorted(tagged):
+                _uvarint(out, tag)
+                _uvarint(out, len(raw))
+                out += raw
     except struct.error as exc:
         raise TxnSchemaError(f"a field does not fit its type: {exc}") from None
     return bytes(out)

@@ -711,6 +711,17 @@ def test_transactional_produce_and_write_txn_markers_need_their_acls(s: AclBroke
     grants.add(acl("TRANSACTIONAL_ID", transactional_id, "User:alice", "WRITE"),
                acl("CLUSTER", "kafka-cluster", "User:alice", "CLUSTER_ACTION"))
     with Raw(s.sasl, "alice") as raw:
+        # Allowed now; the partition must also be in the producer's transaction (KIP-890:
+        # the broker asks the transaction coordinator first).
+        init = raw.ask(22, 4, {"transactional_id": transactional_id, "transaction_timeout": 60_000,
+                               "producer_id": -1, "producer_epoch": -1})
+        assert init.error_code == 0
+        producer_id, epoch = int(init.producer_id), int(init.producer_epoch)
+        added = raw.ask(24, 3, {"v3_and_below_transactional_id": transactional_id,
+                                "v3_and_below_producer_id": producer_id, "v3_and_below_producer_epoch": epoch,
+                                "v3_and_below_topics": [{"name": topic, "partitions": [0]}]})
+        assert [int(p.partition_error_code) for t in added.results_by_topic_v3_and_below
+                for p in t.results_by_partition] == [0]
         assert transactional_produce(raw, producer_id, epoch, 0) == 0
         assert write_markers(raw, producer_id, epoch) == [0]
     with Raw(s.sasl, "bob") as raw:

@@ -1,7 +1,8 @@
 """Transactions on a ZooKeeper cluster of two brokers: one coordinator process is elected
 for the cluster, and the transaction's partitions are led by both brokers, so its markers
 go to the other broker with WriteTxnMarkers (broker/process/marker_writer.py) as well as
-through the coordinator's own workers."""
+through the coordinator's own workers; and each leader verifies a transaction's first batch
+with the coordinator, on its own broker or the other (KIP-890)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,12 @@ from typing import Callable
 
 import pytest
 from kazoo.client import KazooClient
+from kio.schema.errors import ErrorCode
 
 from tests.integration.conftest import Broker, wait_until
+from tests.integration.coordination.test_group_protocol import request
+from tests.integration.kio_client import KioClient
+from tests.integration.protocol.test_transactions_v2 import add_partitions, init, produce
 
 pytestmark = [pytest.mark.integration, pytest.mark.transactions, pytest.mark.zookeeper, pytest.mark.timeout(240)]
 
@@ -82,3 +87,21 @@ def test_a_transaction_over_partitions_of_two_brokers(broker_factory: Callable[.
         consumer.close()
     assert sorted(got) == [(0, b"c-0"), (1, b"c-1"), (1, b"c-2")]
 
+
+    # KIP-890: each leader asks the coordinator before a transaction's first batch on its
+    # partition; whichever broker runs the coordinator, one leader asks over its rings and
+    # the other over the Kafka protocol (AddPartitionsToTxn v5, proven as a broker).
+    by_node = {1: one.bootstrap, 2: two.bootstrap}
+    with KioClient(one.bootstrap) as client:
+        def coordinator_node() -> int | None:
+            found = client.call(10, 4, request(10, 4, key_type=1, coordinator_keys=["castle-cluster-v"])).coordinators[0]
+            return int(found.node_id) if found.error_code == 0 else None
+
+        node = wait_until(coordinator_node, 30, "the transaction coordinator")
+    with KioClient(by_node[node]) as client:
+        producer = init(client, "castle-cluster-v")
+        assert add_partitions(client, "castle-cluster-v", producer, TOPIC, [0]) == {0}
+    for partition, expected in ((1, ErrorCode.invalid_txn_state), (0, 0)):
+        with KioClient(by_node[partition + 1]) as leader:  # partition p is led by broker p + 1
+            written = produce(leader, 9, "castle-cluster-v", producer, TOPIC, partition, 0, [b"v"])
+            assert written.error_code == expected, (partition, written)

@@ -26,14 +26,31 @@ from tests.integration.kio_client import KioClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.parametrize("broker", [GROUP_BROKER], indirect=True)]
 
-TXN_COMMIT = 28
-PRODUCER, EPOCH = 7000, 0
+TXN_COMMIT, INIT_PRODUCER_ID, ADD_OFFSETS_TO_TXN = 28, 22, 25
+# The transactional producer of "tx" (begin() sets it): the coordinator verifies that a
+# group's offsets partition is in its transaction before a TxnOffsetCommit below v5 is
+# written (KIP-890).
+PRODUCER = {"id": -1, "epoch": -1}
+
+
+def begin(client: KioClient, groups: list[str]) -> None:
+    answer = client.call(INIT_PRODUCER_ID, 4, request(INIT_PRODUCER_ID, 4, transactional_id="tx",
+                                                      transaction_timeout=600_000, producer_id=-1, producer_epoch=-1))
+    assert answer.error_code == 0
+    PRODUCER.update(id=int(answer.producer_id), epoch=int(answer.producer_epoch))
+    for group in groups:
+        added = client.call(ADD_OFFSETS_TO_TXN, 3, request(ADD_OFFSETS_TO_TXN, 3, transactional_id="tx",
+                                                          producer_id=PRODUCER["id"], producer_epoch=PRODUCER["epoch"],
+                                                          group_id=group))
+        assert added.error_code == 0
 
 
 def txn_commit(client: KioClient, version: int, group: str, offsets: list[tuple[str, int, int]],
-               generation: int = -1, member_id: str = "", producer_epoch: int = EPOCH) -> dict[tuple[str, int], int]:
+               generation: int = -1, member_id: str = "", producer_epoch: int | None = None
+               ) -> dict[tuple[str, int], int]:
+    epoch = PRODUCER["epoch"] if producer_epoch is None else producer_epoch
     answer = client.call(TXN_COMMIT, version, request(
-        TXN_COMMIT, version, transactional_id="tx", group_id=group, producer_id=PRODUCER, producer_epoch=producer_epoch,
+        TXN_COMMIT, version, transactional_id="tx", group_id=group, producer_id=PRODUCER["id"], producer_epoch=epoch,
         generation_id=generation, member_id=member_id, group_instance_id=None,
         topics=[{"name": t, "partitions": [{"partition_index": p, "committed_offset": o, "committed_leader_epoch": -1,
                                             "committed_metadata": ""}]} for t, p, o in offsets]))
@@ -53,6 +70,7 @@ def test_txn_offset_commit_errors_and_pending_offsets_across_a_restart(broker: A
     with KioClient(broker.bootstrap) as client:
         loaded(client)
         ensure_topic(client, "t")
+        begin(client, ["txg", "members", "never-seen"])
         # A producer that names no member commits for a group it creates (a simple consumer's).
         assert txn_commit(client, 3, "txg", [("t", 0, 11)]) == {("t", 0): 0}
         assert txn_commit(client, 0, "txg", [("t", 1, 12)]) == {("t", 1): 0}, "a second batch of the same producer"
@@ -61,9 +79,11 @@ def test_txn_offset_commit_errors_and_pending_offsets_across_a_restart(broker: A
         assert unstable_fetch(client, "txg", ("t", 0)) == (-1, ErrorCode.unstable_offset_commit)
         assert unstable_fetch(client, "txg", ("t", 1)) == (-1, ErrorCode.unstable_offset_commit)
         assert fetch(client, 6, "txg", [("t", 0)]) == {("t", 0): (-1, 0)}, "without require_stable: nothing committed"
-        # The partition's log knows the producer's epoch: a newer one goes, an older one is fenced.
-        assert txn_commit(client, 3, "txg", [("t", 1, 13)], producer_epoch=EPOCH + 1) == {("t", 1): 0}
-        assert txn_commit(client, 3, "txg", [("t", 1, 14)]) == {("t", 1): ErrorCode.invalid_producer_epoch}
+        # The transaction coordinator knows the producer's epoch: another one is refused
+        # before anything is written (its verification answers PRODUCER_FENCED).
+        assert txn_commit(client, 3, "txg", [("t", 1, 13)], producer_epoch=PRODUCER["epoch"] + 1) == {
+            ("t", 1): ErrorCode.invalid_producer_epoch}
+        assert txn_commit(client, 3, "txg", [("t", 1, 14)]) == {("t", 1): 0}
 
         joined = join_until_member(client, 9, "members")
         assert sync(client, 5, "members", joined.generation_id, joined.member_id,

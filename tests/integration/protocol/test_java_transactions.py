@@ -2,9 +2,10 @@
 a transactional KafkaProducer, a read_committed KafkaConsumer, and consume-transform-produce with
 sendOffsetsToTransaction and the consumer's group metadata.
 
-Castle does not advertise the ``transaction.version`` feature, so the 4.x producer speaks
-transactions v1 (it adds partitions with AddPartitionsToTxn itself). Each program prints its events
-on stdout (one a line); the assertions read those lines.
+Castle finalizes the ``transaction.version`` feature at 2 by default, so the 4.x producer speaks
+transactions v2 here (KIP-890: the broker adds its partitions, every end bumps its epoch);
+test_java_transactions_v2.py checks which protocol it speaks, with the feature at 2 and at 1. Each
+program prints its events on stdout (one a line); the assertions read those lines.
 """
 
 from __future__ import annotations

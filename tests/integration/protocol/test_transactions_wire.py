@@ -30,7 +30,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.transactions, pytest.mark.tim
 # Two partitions on two workers: the markers of one request reach both owners, one over the rings.
 TWO_PARTITIONS = pytest.mark.parametrize("broker", [{"num.partitions": 2}], indirect=True)
 
-PRODUCE, FETCH, LIST_OFFSETS, METADATA, INIT_PRODUCER_ID, WRITE_TXN_MARKERS = 0, 1, 2, 3, 22, 27
+PRODUCE, FETCH, LIST_OFFSETS, METADATA, INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, WRITE_TXN_MARKERS = 0, 1, 2, 3, 22, 24, 27
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1
 
 
@@ -41,18 +41,41 @@ def create_topic(client: KioClient, name: str) -> uuid.UUID:
     return answer.topics[0].topic_id
 
 
-def idempotent_producer(client: KioClient) -> tuple[int, int]:
-    answer = client.call(INIT_PRODUCER_ID, 4, request(INIT_PRODUCER_ID, 4, transactional_id=None,
-                                                      transaction_timeout=60_000, producer_id=-1, producer_epoch=-1))
+def txn_id(topic: str) -> str:
+    return f"tx-{topic}"
+
+
+def transactional_producer(client: KioClient, topic: str, partitions: tuple[int, ...] = (0, 1)) -> tuple[int, int]:
+    """A producer id and epoch from the transaction coordinator, the topic's partitions
+    added to its transaction (the brokers verify that before a transactional batch opens a
+    transaction on a partition: KIP-890)."""
+    deadline = time.monotonic() + 30
+    while True:
+        answer = client.call(INIT_PRODUCER_ID, 4, request(INIT_PRODUCER_ID, 4, transactional_id=txn_id(topic),
+                                                          transaction_timeout=60_000, producer_id=-1, producer_epoch=-1))
+        if answer.error_code == 0 or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)  # the coordinator is loading
     assert answer.error_code == 0
-    return int(answer.producer_id), int(answer.producer_epoch)
+    producer = int(answer.producer_id), int(answer.producer_epoch)
+    added = client.call(ADD_PARTITIONS_TO_TXN, 3, request(
+        ADD_PARTITIONS_TO_TXN, 3, v3_and_below_transactional_id=txn_id(topic), v3_and_below_producer_id=producer[0],
+        v3_and_below_producer_epoch=producer[1], v3_and_below_topics=[{"name": topic, "partitions": list(partitions)}]))
+    assert {int(p.partition_error_code) for t in added.results_by_topic_v3_and_below
+            for p in t.results_by_partition} == {0}
+    return producer
+
+
+SAME = "same"  # produce_transactional's transactional id: the topic's producer's
 
 
 def produce_transactional(client: KioClient, topic: str, partition: int, producer: tuple[int, int], sequence: int,
-                          values: list[bytes], transactional_id: str | None = "tx-wire") -> Any:
+                          values: list[bytes], transactional_id: str | None = SAME) -> Any:
     records = [Record(i, 1_700_000_000_000 + i, None, value) for i, value in enumerate(values)]
     batch = encode_batch(records, producer_id=producer[0], producer_epoch=producer[1], base_sequence=sequence,
                          is_transactional=True)
+    if transactional_id == SAME:
+        transactional_id = txn_id(topic)
     answer = client.call(PRODUCE, 9, request(PRODUCE, 9, transactional_id=transactional_id, acks=-1, timeout=5000,
                                              topic_data=[{"name": topic, "partition_data": [
                                                  {"index": partition, "records": batch}]}]))
@@ -112,7 +135,7 @@ def test_markers_from_a_broker_end_transactions_that_read_committed_fetches_then
     topic = "txn-wire"
     with KioClient(broker.bootstrap) as client:
         topic_id = create_topic(client, topic)
-        producer = idempotent_producer(client)
+        producer = transactional_producer(client, topic)
         for partition in (0, 1):
             written = produce_transactional(client, topic, partition, producer, 0, [b"a", b"b"])
             assert (written.error_code, written.base_offset) == (0, 0)
@@ -163,7 +186,7 @@ def test_the_coordinators_client_writes_markers_only_with_the_broker_proof(broke
     topic = "txn-client"
     with KioClient(broker.bootstrap) as client:
         create_topic(client, topic)
-        producer = idempotent_producer(client)
+        producer = transactional_producer(client, topic)
         for partition in (0, 1):
             assert produce_transactional(client, topic, partition, producer, 0, [b"x"]).error_code == 0
     tps = [TopicPartition(topic, 0), TopicPartition(topic, 1)]
@@ -243,7 +266,7 @@ def test_a_read_committed_consumer_skips_aborted_transactions_and_stops_at_an_op
     topic = "txn-consumed"
     with KioClient(broker.bootstrap) as client:
         create_topic(client, topic)
-        producer = idempotent_producer(client)
+        producer = transactional_producer(client, topic)
         assert produce_transactional(client, topic, 0, producer, 0, [b"committed-1", b"committed-2"]).error_code == 0
         assert produce_transactional(client, topic, 1, producer, 0, [b"aborted-1"]).error_code == 0
     with KioClient(broker.bootstrap, client_id=coordinator_client_id(1)) as coordinator:
@@ -279,7 +302,7 @@ def test_a_read_committed_long_poll_wakes_when_the_marker_commits(broker: Broker
     topic = "txn-long-poll"
     with KioClient(broker.bootstrap) as client:
         create_topic(client, topic)
-        producer = idempotent_producer(client)
+        producer = transactional_producer(client, topic)
         for partition in (0, 1):
             assert produce_transactional(client, topic, partition, producer, 0, [b"p", b"q"]).error_code == 0
     secret = broker_secret(broker)

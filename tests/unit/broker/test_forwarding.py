@@ -16,6 +16,7 @@ from broker.links.mesh import Mesh, Op
 from broker.links.remote_ops import RemotePartitionOps, serve_partition_ops
 from broker.links.rings import SharedRings
 from broker.partitions.partition_ops import (
+    VERIFICATION_NEEDED,
     AppendItem,
     AppendResult,
     MarkerItem,
@@ -225,7 +226,15 @@ def test_markers_and_read_committed_reads_cross_the_rings(workers):
 
     async def scenario() -> None:
         workers.start()
-        assert [r.error_code for r in await append(workers, [open_transaction(p) for p in (0, 1, 2, 3)])] == [0] * 4
+        # A transaction's first batch waits for the coordinator (KIP-890): VERIFICATION_NEEDED
+        # with a guard, then appended with it, over the rings for the other owner's partitions.
+        items = [open_transaction(p) for p in (0, 1, 2, 3)]
+        first = await append(workers, items)
+        assert [r.error_code for r in first] == [VERIFICATION_NEEDED] * 4
+        guards = {item.tp: r.base_offset for item, r in zip(items, first)}
+        verified = await asyncio.wait_for(on_owners(
+            workers, items, lambda ops, part: ops.append_verified(part, [guards[i.tp] for i in part]), AppendResult), 5)
+        assert [(r.error_code, r.base_offset) for r in verified] == [(0, 0)] * 4
         markers = [MarkerItem(tp(p), producer, 0, p < 2, 3) for p in (0, 1, 2, 3)] + [MarkerItem(ELSEWHERE, producer, 0,
                                                                                                 True, 3)]
         codes = await asyncio.wait_for(on_owners(workers, markers, lambda ops, part: ops.write_markers(part, 5_000),

@@ -29,7 +29,7 @@ from broker.partitions.partition_ops import (
     ReadItem,
     ReadResult,
 )
-from broker.protocol.errors import ErrorCode, KafkaError
+from broker.protocol.errors import ErrorCode, KafkaError, ProtocolViolation
 from storage.types import TopicPartition
 
 RING = 64 * 1024
@@ -198,6 +198,17 @@ def test_append_round_trip_keeps_batches_as_views_of_the_message():
     assert all(isinstance(i.records, memoryview) and i.records.obj is message.obj for i in decoded)
     results = [AppendResult(0, 5, -1, 0, None, 3, 8), AppendResult(ErrorCode.corrupt_message, error_message="bad crc")]
     assert codec.decode_append_results(b"".join(codec.encode_append_results(results))) == results
+
+
+def test_verified_append_round_trip_carries_a_guard_per_item():
+    items = [AppendItem(tp, os.urandom(61 + i), 12) for i, tp in enumerate(TPS)]
+    guards = [1, 2**40, 7, 3]
+    decoded, got = codec.decode_append_verified(memoryview(b"".join(codec.encode_append_verified(items, guards))))
+    assert got == guards
+    assert [(i.tp, bytes(i.records), i.version) for i in decoded] == [(i.tp, i.records, i.version) for i in items]
+    short = b"".join(codec.encode_append_verified(items, guards[:3]))
+    with pytest.raises(ProtocolViolation):
+        codec.decode_append_verified(short)
 
 
 def test_read_offsets_states_serve_and_find_round_trip():

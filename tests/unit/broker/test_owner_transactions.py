@@ -13,6 +13,7 @@ import pytest
 
 from broker.partitions.partition_ops import (
     LATEST_STABLE,
+    VERIFICATION_NEEDED,
     AppendItem,
     MarkerItem,
     OffsetItem,
@@ -42,8 +43,12 @@ def txn_batch(producer_id: int, sequence: int, count: int = 2, epoch: int = 0, v
 
 
 def append(world: World, tp: TopicPartition, records: bytes, fence_epoch: int = -1) -> int:
-    """Append; the base offset."""
-    (result,) = world.owner.append([AppendItem(tp, records, 9)], fence_epoch)
+    """Append; the base offset. A transaction's first batch on the partition is answered
+    VERIFICATION_NEEDED: appended again with its guard, as after the coordinator said yes."""
+    item = AppendItem(tp, records, 9)
+    (result,) = world.owner.append([item], fence_epoch)
+    if result.error_code == VERIFICATION_NEEDED:
+        (result,) = world.owner.append_verified([item], [result.base_offset])
     assert result.error_code == 0, result
     return result.base_offset
 
@@ -191,3 +196,41 @@ def test_read_committed_names_the_aborted_transactions_of_the_segment_it_reads(w
     assert read(world, tp, 9, READ_COMMITTED).aborted == ((4, 9),)
     # read_uncommitted is never told.
     assert read(world, tp, 0).aborted == ()
+
+
+# ---------------------------------------------------------------------- verification (KIP-890)
+def test_a_transactions_first_batch_waits_for_verification_and_later_ones_do_not(world):
+    (tp,) = world.topic("verified")
+    item = AppendItem(tp, txn_batch(40, 0), 9)
+    (first,) = world.owner.append([item])
+    assert first.error_code == VERIFICATION_NEEDED and first.base_offset > 0
+    assert world.logs.get_log(tp).log_end_offset == 0, "nothing appended before the coordinator answers"
+    (again,) = world.owner.append([item])
+    assert again.base_offset == first.base_offset, "requests verifying at once share the guard"
+    (done,) = world.owner.append_verified([item], [first.base_offset])
+    assert (done.error_code, done.base_offset) == (0, 0)
+    (next_batch,) = world.owner.append([AppendItem(tp, txn_batch(40, 2), 9)])
+    assert (next_batch.error_code, next_batch.base_offset) == (0, 2), "the transaction is open here: no question"
+    # Non-transactional and idempotent batches never wait.
+    (plain,) = world.owner.append([AppendItem(tp, batch(1), 9)])
+    assert plain.error_code == 0
+
+
+def test_a_marker_between_verification_and_append_refuses_the_late_batch(world):
+    """The zombie's race: verified while its transaction was open, appended after the
+    coordinator ended it. The marker dropped the guard: INVALID_TXN_STATE, nothing
+    appended, no transaction left hanging."""
+    (tp,) = world.topic("zombie")
+    item = AppendItem(tp, txn_batch(41, 0), 9)
+    (first,) = world.owner.append([item])
+    assert first.error_code == VERIFICATION_NEEDED
+    assert marker(world, tp, 41, commit=False) == 0
+    end = world.logs.get_log(tp).log_end_offset
+    (late,) = world.owner.append_verified([item], [first.base_offset])
+    assert late.error_code == ErrorCode.invalid_txn_state
+    assert world.logs.get_log(tp).log_end_offset == end
+    assert world.logs.get_log(tp).last_stable_offset == end, "no transaction opened"
+    # A guard of another epoch does not fit either.
+    (other,) = world.owner.append([AppendItem(tp, txn_batch(41, 0, epoch=1), 9)])
+    (wrong,) = world.owner.append_verified([AppendItem(tp, txn_batch(41, 0, epoch=2), 9)], [other.base_offset])
+    assert wrong.error_code == ErrorCode.invalid_txn_state

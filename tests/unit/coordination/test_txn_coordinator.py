@@ -14,8 +14,11 @@ import itertools
 import os
 from typing import Any, Awaitable, Callable
 
+from kio.schema.errors import ErrorCode as E
+
 from coordination.transactions import schema
 from coordination.transactions.coordinator import OFFSETS_TOPIC, TransactionCoordinator, TxnSettings
+from coordination.transactions.metadata import TV_2
 from coordination.transactions.state import TransactionState
 from storage.config import LogConfig
 from storage.log import PartitionLog
@@ -355,7 +358,92 @@ def test_a_producer_whose_epochs_ran_out_gets_a_new_producer_id(tmp_path: Any) -
         # A retry of that call (its answer was lost) is recognised by the previous producer id.
         retried = await coord.init_producer_id("tx", 60_000, (77, 32766))
         assert (retried.error_code, retried.producer_id) == (0, rotated.producer_id)
+        # TransactionLogValue v1 (transaction.version 2, the default) keeps the previous producer id.
         assert last_state(h, "tx") == schema.TxnLogValue(rotated.producer_id, retried.producer_epoch, 60_000,
-                                                         int(S.EMPTY), None, last_state(h, "tx").last_update_ms, -1)
+                                                         int(S.EMPTY), None, last_state(h, "tx").last_update_ms, -1,
+                                                         previous_producer_id=77)
+
+    run(tmp_path, body)
+
+
+# ---------------------------------------------------------------------- KIP-890
+def test_verification_answers_per_partition_without_writing(tmp_path: Any) -> None:
+    async def body(h: Harness) -> None:
+        coord = h.coordinator()
+        pid = (await coord.init_producer_id("tx", 60_000)).producer_id
+        assert coord.verify_partitions("tx", pid, 0, [T0]) == {T0: E.transaction_abortable}, "no transaction yet"
+        assert await coord.add_partitions("tx", pid, 0, {T0}) == 0
+        written = len(h.state_log.entries())
+        assert coord.verify_partitions("tx", pid, 0, [T0, T1]) == {T0: 0, T1: E.transaction_abortable}
+        assert coord.verify_partitions("tx", pid, 1, [T0]) == {T0: E.producer_fenced}
+        assert coord.verify_partitions("tx", pid + 1, 0, [T0]) == {T0: E.invalid_producer_id_mapping}
+        assert coord.verify_partitions("", pid, 0, [T0]) == {T0: E.invalid_request}
+        assert len(h.state_log.entries()) == written, "a verification writes nothing"
+        assert await coord.end_txn("tx", pid, 0, True) == 0
+        assert coord.verify_partitions("tx", pid, 0, [T0]) in ({T0: E.concurrent_transactions},
+                                                               {T0: E.transaction_abortable})
+        await coord.settled()
+        assert coord.verify_partitions("tx", pid, 0, [T0]) == {T0: E.transaction_abortable}, "ended: a zombie's"
+
+    run(tmp_path, body)
+
+
+def test_a_v2_end_bumps_the_epoch_and_a_retry_gets_the_same_answer(tmp_path: Any) -> None:
+    async def body(h: Harness) -> None:
+        coord = h.coordinator(epoch=3)
+        pid = (await coord.init_producer_id("tx", 60_000)).producer_id
+        assert await coord.add_partitions("tx", pid, 0, {T0}, TV_2) == 0
+        ended = await coord.end_transaction("tx", pid, 0, True, TV_2)
+        assert (ended.error_code, ended.producer_id, ended.producer_epoch) == (0, pid, 1)
+        await coord.settled()
+        assert h.markers.markers(T0) == [(pid, 1, True, 3)], "the marker carries the bumped epoch"
+        assert await coord.end_transaction("tx", pid, 0, True, TV_2) == ended, "a retry once complete"
+        assert (await coord.end_transaction("tx", pid, 0, False, TV_2)).error_code == E.invalid_txn_state
+        assert (await coord.end_transaction("tx", pid, 5, True, TV_2)).error_code == E.producer_fenced
+        stored = last_state(h, "tx")
+        assert stored is not None and (stored.status, stored.producer_epoch, stored.client_transaction_version) == (
+            S.COMPLETE_COMMIT, 1, 2)
+        # The next transaction goes on with the new epoch; the old one is fenced.
+        assert await coord.add_partitions("tx", pid, 0, {T1}, TV_2) == E.producer_fenced
+        assert await coord.add_partitions("tx", pid, 1, {T1}, TV_2) == 0
+        aborted = await coord.end_transaction("tx", pid, 1, False, TV_2)
+        assert (aborted.error_code, aborted.producer_epoch) == (0, 2)
+        await coord.settled()
+        assert h.markers.markers(T1) == [(pid, 2, False, 3)]
+
+    run(tmp_path, body)
+
+
+def test_a_v2_end_whose_epochs_run_out_hands_over_to_the_next_producer_id(tmp_path: Any) -> None:
+    async def body(h: Harness) -> None:
+        value = schema.TxnLogValue(77, 32766, 60_000, int(S.ONGOING), {"orders": (0,)}, 1, 1,
+                                   client_transaction_version=2)
+        h.state_log.logs[schema.partition_for("tx", STATE_PARTITIONS)].append(
+            schema.state_batch([(schema.encode_key("tx"), schema.encode_value(value, 1))], 1))
+        coord = h.coordinator()
+        ended = await coord.end_transaction("tx", 77, 32766, True, TV_2)
+        prepared = last_state(h, "tx")
+        assert prepared is not None and prepared.next_producer_id >= 1000, "the next id is written with PrepareCommit"
+        assert (prepared.producer_id, prepared.producer_epoch) == (77, 32767), "the markers fence every epoch of 77"
+        assert (ended.error_code, ended.producer_id, ended.producer_epoch) == (0, prepared.next_producer_id, 0)
+        await coord.settled()
+        done = coord.transactions["tx"]
+        assert (done.producer_id, done.producer_epoch, done.previous_producer_id) == (prepared.next_producer_id, 0, 77)
+        # The client retries with the exhausted epoch of the old id: told the new id.
+        retried = await coord.end_transaction("tx", 77, 32766, True, TV_2)
+        assert (retried.error_code, retried.producer_id, retried.producer_epoch) == (0, done.producer_id, 0)
+
+    run(tmp_path, body)
+
+
+def test_held_at_version_1_an_end_txn_v5_bumps_nothing(tmp_path: Any) -> None:
+    async def body(h: Harness) -> None:
+        coord = h.coordinator(transaction_version=1)
+        pid = (await coord.init_producer_id("tx", 60_000)).producer_id
+        assert await coord.add_partitions("tx", pid, 0, {T0}) == 0
+        ended = await coord.end_transaction("tx", pid, 0, True, TV_2)
+        assert (ended.error_code, ended.producer_epoch) == (0, 0)
+        raw = [v for _k, v in h.state_log.entries()]
+        assert raw and all(v is None or v.client_transaction_version == 0 for v in raw)
 
     run(tmp_path, body)

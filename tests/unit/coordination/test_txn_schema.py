@@ -63,6 +63,16 @@ def test_value_v1_flexible_with_tagged_fields_is_read() -> None:
                                   next_producer_id=10, client_transaction_version=2)
     # Written back as v0 (what Kafka 4.x writes under transaction.version 1): the v0 fields survive.
     assert schema.decode_value(schema.encode_value(decoded)) == TxnLogValue(9, 1, 30_000, 1, {"t": (4, 5)}, 200, 100)
+    # Written as v1 (transaction.version 2): the same bytes, byte for byte.
+    assert schema.encode_value(decoded, 1) == body
+
+
+def test_value_v1_writes_only_the_tagged_fields_that_differ_from_their_defaults() -> None:
+    value = TxnLogValue(9, 1, 30_000, 0, None, 200, 100)
+    assert schema.encode_value(value, 1) == struct.pack(">hqhib", 1, 9, 1, 30_000, 0) + b"\x00" + \
+        struct.pack(">qq", 200, 100) + b"\x00"  # a null compact array, no tagged fields
+    versioned = TxnLogValue(9, 1, 30_000, 0, None, 200, 100, client_transaction_version=2)
+    assert schema.encode_value(versioned, 1).endswith(bytes([1, 2, 2]) + struct.pack(">h", 2))
 
 
 def test_garbage_is_refused_with_a_schema_error() -> None:

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from storage import producer_state
 from storage.batch import iter_headers
 from storage.errors import InvalidProducerEpochError, StorageError, TransactionCoordinatorFencedError
 from storage.log import LATEST_STABLE, PartitionLog
@@ -390,3 +391,14 @@ def test_lso_and_aborted_transactions_match_a_model(ops):
         assert reopened.producer_state.ongoing == expected_ongoing
         assert reopened.aborted_transactions(0, end) == [(p, first) for p, first, _m, aborted in closed if aborted]
         reopened.close()
+
+
+def test_verification_guards_are_per_epoch_and_bounded(tmp_path) -> None:
+    manager = producer_state.ProducerStateManager(str(tmp_path))
+    guard = manager.start_verification(5, 0)
+    assert manager.start_verification(5, 0) == guard and manager.verified(5, 0, guard)
+    assert not manager.verified(5, 1, guard), "another epoch's guard"
+    assert manager.start_verification(5, 1) != guard and not manager.verified(5, 0, guard)
+    for producer_id in range(100, 100 + producer_state.MAX_VERIFYING):
+        manager.start_verification(producer_id, 0)
+    assert len(manager.verifying) == producer_state.MAX_VERIFYING and 5 not in manager.verifying, "the oldest went"

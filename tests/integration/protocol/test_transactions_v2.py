@@ -1,0 +1,214 @@
+"""KIP-890 against a real broker (two workers), raw requests encoded by kio.
+
+Part 1, verification (every client): a transactional batch that would open a transaction
+on a partition is appended only once the transaction coordinator confirms the partition
+is in the producer's transaction; a partition never added, or a zombie's batch after its
+transaction ended, is refused and nothing is written. AddPartitionsToTxn v4+ is the
+brokers' (CLUSTER_ACTION): verify-only batches answer per partition.
+
+Part 2, transaction.version 2: ApiVersions advertises the feature; Produce v12 and
+TxnOffsetCommit v5 add their partitions themselves; EndTxn v5 bumps the epoch at every end
+and returns it; the markers carry the bumped epoch, so the old epoch is fenced; a retried
+EndTxn v5 gets the same answer. A broker with ``transaction.version`` 1 finalizes level 1
+and serves EndTxn v5 without a bump.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from storage.records import CONTROL_TYPE_COMMIT, Record, encode_batch, iter_batches, parse_control_record
+from tests.integration.conftest import Broker
+from tests.integration.coordination.test_group_protocol import request
+from tests.integration.kio_client import KioClient
+from tests.integration.protocol.test_leader_epochs import _prove_broker
+from tests.integration.protocol.test_transactions_wire import broker_secret, create_topic, fetch, latest
+
+pytestmark = [pytest.mark.integration, pytest.mark.transactions, pytest.mark.timeout(180)]
+TWO_PARTITIONS = pytest.mark.parametrize("broker", [{"num.partitions": 2}], indirect=True)
+HELD_AT_V1 = pytest.mark.parametrize("broker", [{"num.partitions": 2, "transaction.version": 1}], indirect=True)
+
+PRODUCE, API_VERSIONS, INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT = 0, 18, 22, 24, 26, 28
+READ_UNCOMMITTED, READ_COMMITTED = 0, 1
+NOT_ADDED_OLD, NOT_ADDED_NEW = ErrorCode.invalid_txn_state, ErrorCode.transaction_abortable
+
+
+def init(client: KioClient, transactional_id: str, version: int = 4) -> tuple[int, int]:
+    deadline = time.monotonic() + 30
+    while True:
+        answer = client.call(INIT_PRODUCER_ID, version, request(
+            INIT_PRODUCER_ID, version, transactional_id=transactional_id, transaction_timeout=120_000,
+            producer_id=-1, producer_epoch=-1))
+        if answer.error_code == 0 or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)  # the coordinator is loading
+    assert answer.error_code == 0
+    return int(answer.producer_id), int(answer.producer_epoch)
+
+
+def add_partitions(client: KioClient, transactional_id: str, producer: tuple[int, int], topic: str,
+                   partitions: list[int]) -> set[int]:
+    answer = client.call(ADD_PARTITIONS_TO_TXN, 3, request(
+        ADD_PARTITIONS_TO_TXN, 3, v3_and_below_transactional_id=transactional_id,
+        v3_and_below_producer_id=producer[0], v3_and_below_producer_epoch=producer[1],
+        v3_and_below_topics=[{"name": topic, "partitions": partitions}]))
+    return {int(p.partition_error_code) for t in answer.results_by_topic_v3_and_below for p in t.results_by_partition}
+
+
+def produce(client: KioClient, version: int, transactional_id: str, producer: tuple[int, int], topic: str,
+            partition: int, sequence: int, values: list[bytes]) -> Any:
+    records = [Record(i, 1_700_000_000_000 + i, None, value) for i, value in enumerate(values)]
+    batch = encode_batch(records, producer_id=producer[0], producer_epoch=producer[1], base_sequence=sequence,
+                         is_transactional=True)
+    answer = client.call(PRODUCE, version, request(PRODUCE, version, transactional_id=transactional_id, acks=-1,
+                                                   timeout=5000, topic_data=[{"name": topic, "partition_data": [
+                                                       {"index": partition, "records": batch}]}]))
+    return answer.responses[0].partition_responses[0]
+
+
+def end_txn(client: KioClient, version: int, transactional_id: str, producer: tuple[int, int], commit: bool) -> Any:
+    return client.call(END_TXN, version, request(END_TXN, version, transactional_id=transactional_id,
+                                                 producer_id=producer[0], producer_epoch=producer[1], committed=commit))
+
+
+def settle(client: KioClient, topic: str, partitions: list[int]) -> None:
+    """Wait until the markers made every partition stable again."""
+    deadline = time.monotonic() + 30
+    while any(latest(client, topic, p, READ_COMMITTED) != latest(client, topic, p, READ_UNCOMMITTED)
+              for p in partitions):
+        assert time.monotonic() < deadline, "the transaction's markers never came"
+        time.sleep(0.05)
+
+
+def control_batches(records: bytes | None) -> list[tuple[int, int]]:
+    """(producer epoch, control type) of each marker a Fetch answered."""
+    return [(header.producer_epoch, parse_control_record(rows[0]).type)
+            for header, rows in iter_batches(records or b"") if header.is_control]
+
+
+def verify_as_broker(client: KioClient, version: int, transactional_id: str, producer: tuple[int, int], topic: str,
+                     partitions: list[int]) -> Any:
+    return client.call(ADD_PARTITIONS_TO_TXN, version, request(ADD_PARTITIONS_TO_TXN, version, transactions=[{
+        "transactional_id": transactional_id, "producer_id": producer[0], "producer_epoch": producer[1],
+        "verify_only": True, "topics": [{"name": topic, "partitions": partitions}]}]))
+
+
+# ---------------------------------------------------------------------- Part 1: verification
+@TWO_PARTITIONS
+def test_a_partition_not_added_is_refused_and_a_zombies_late_write_too(broker: Broker) -> None:
+    topic, txn = "kip890-verify", "v1-producer"
+    with KioClient(broker.bootstrap) as client:
+        create_topic(client, topic)
+        producer = init(client, txn)
+        assert add_partitions(client, txn, producer, topic, [0]) == {0}
+        # Partition 1 was never added: refused as Kafka refuses it per Produce version, nothing written.
+        assert produce(client, 9, txn, producer, topic, 1, 0, [b"x"]).error_code == NOT_ADDED_OLD
+        assert produce(client, 11, txn, producer, topic, 1, 0, [b"x"]).error_code == NOT_ADDED_NEW
+        assert latest(client, topic, 1, READ_UNCOMMITTED) == 0
+        # Partition 0 was: its first batch is verified, the next ones go straight in.
+        assert (produce(client, 9, txn, producer, topic, 0, 0, [b"a"]).error_code, latest(client, topic, 0, 0)) == (0, 1)
+        assert produce(client, 9, txn, producer, topic, 0, 1, [b"b"]).error_code == 0
+        assert end_txn(client, 4, txn, producer, True).error_code == 0
+        settle(client, topic, [0])
+        end = latest(client, topic, 0, READ_UNCOMMITTED)
+        # The zombie: the same producer writes after its transaction ended (v1: same epoch).
+        late = produce(client, 9, txn, producer, topic, 0, 2, [b"late"])
+        assert late.error_code == NOT_ADDED_OLD
+        assert latest(client, topic, 0, READ_UNCOMMITTED) == end, "nothing appended, no transaction left open"
+        assert latest(client, topic, 0, READ_COMMITTED) == end
+
+
+@TWO_PARTITIONS
+def test_add_partitions_to_txn_v4_is_for_brokers_and_verifies_per_partition(broker: Broker) -> None:
+    topic, txn = "kip890-broker-path", "v1-verified"
+    with KioClient(broker.bootstrap) as client:
+        create_topic(client, topic)
+        producer = init(client, txn)
+        assert add_partitions(client, txn, producer, topic, [0]) == {0}
+        refused = verify_as_broker(client, 4, txn, producer, topic, [0, 1])
+        assert refused.error_code == ErrorCode.cluster_authorization_failed
+    with KioClient(broker.bootstrap) as peer:
+        assert _prove_broker(peer, broker_secret(broker), 0) == 0
+        for version, not_added in ((4, NOT_ADDED_OLD), (5, NOT_ADDED_NEW)):
+            answer = verify_as_broker(peer, version, txn, producer, topic, [0, 1])
+            assert answer.error_code == 0
+            (result,) = answer.results_by_transaction
+            codes = {int(p.partition_index): int(p.partition_error_code) for t in result.topic_results
+                     for p in t.results_by_partition}
+            assert (result.transactional_id, codes) == (txn, {0: 0, 1: not_added})
+        fenced = verify_as_broker(peer, 5, txn, (producer[0], producer[1] + 1), topic, [0])
+        assert {int(p.partition_error_code) for r in fenced.results_by_transaction for t in r.topic_results
+                for p in t.results_by_partition} == {ErrorCode.producer_fenced}
+        unknown = verify_as_broker(peer, 5, "nobody", producer, topic, [0])
+        assert {int(p.partition_error_code) for r in unknown.results_by_transaction for t in r.topic_results
+                for p in t.results_by_partition} == {ErrorCode.invalid_producer_id_mapping}
+
+
+# ---------------------------------------------------------------------- Part 2: transaction.version 2
+def features(client: KioClient) -> tuple[dict[str, tuple[int, int]], dict[str, tuple[int, int]], dict[int, int]]:
+    answer = client.call(API_VERSIONS, 3, request(API_VERSIONS, 3, client_software_name="kio-tests",
+                                                  client_software_version="1"))
+    return ({f.name: (int(f.min_version), int(f.max_version)) for f in answer.supported_features},
+            {f.name: (int(f.min_version_level), int(f.max_version_level)) for f in answer.finalized_features},
+            {int(k.api_key): int(k.max_version) for k in answer.api_keys})
+
+
+@TWO_PARTITIONS
+def test_a_v2_transaction_adds_its_partitions_and_every_end_bumps_the_epoch(broker: Broker) -> None:
+    topic, txn, group = "kip890-v2", "v2-producer", "v2-group"
+    with KioClient(broker.bootstrap) as client:
+        supported, finalized, versions = features(client)
+        assert supported["transaction.version"] == (0, 2) and finalized["transaction.version"] == (2, 2)
+        assert [versions[k] for k in (PRODUCE, INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT)] \
+            == [12, 5, 5, 5, 5]
+        create_topic(client, topic)
+        producer = init(client, txn, version=5)
+        # No AddPartitionsToTxn: Produce v12 has the broker add each partition.
+        for partition in (0, 1):
+            assert produce(client, 12, txn, producer, topic, partition, 0, [b"one", b"two"]).error_code == 0
+        committed = client.call(TXN_OFFSET_COMMIT, 5, request(
+            TXN_OFFSET_COMMIT, 5, transactional_id=txn, group_id=group, producer_id=producer[0],
+            producer_epoch=producer[1], generation_id=-1, member_id="", group_instance_id=None,
+            topics=[{"name": topic, "partitions": [{"partition_index": 0, "committed_offset": 2,
+                                                    "committed_leader_epoch": -1, "committed_metadata": ""}]}]))
+        assert [int(p.error_code) for t in committed.topics for p in t.partitions] == [0]
+        ended = end_txn(client, 5, txn, producer, True)
+        bumped = (producer[0], producer[1] + 1)
+        assert (ended.error_code, int(ended.producer_id), int(ended.producer_epoch)) == (0, *bumped)
+        # A retry of that EndTxn (its answer lost) carries the epoch before: the same answer.
+        retried = end_txn(client, 5, txn, producer, True)
+        assert (retried.error_code, int(retried.producer_id), int(retried.producer_epoch)) == (0, *bumped)
+        settle(client, topic, [0, 1])
+        for partition in (0, 1):
+            read = fetch(client, topic, partition, 0, READ_COMMITTED)
+            assert read.last_stable_offset == 3
+            assert control_batches(read.records) == [(bumped[1], CONTROL_TYPE_COMMIT)], "the marker has the new epoch"
+        # The old epoch is fenced by the markers; the new one starts its sequences afresh.
+        stale = produce(client, 12, txn, producer, topic, 0, 2, [b"zombie"])
+        assert stale.error_code == ErrorCode.invalid_producer_epoch
+        assert produce(client, 12, txn, bumped, topic, 0, 0, [b"next"]).error_code == 0
+        aborted = end_txn(client, 5, txn, bumped, False)
+        assert (aborted.error_code, int(aborted.producer_epoch)) == (0, bumped[1] + 1)
+        settle(client, topic, [0])
+        assert latest(client, topic, 1, READ_COMMITTED) == 3, "the aborted transaction never touched partition 1"
+
+
+@HELD_AT_V1
+def test_an_operator_holds_the_cluster_at_transaction_version_1(broker: Broker) -> None:
+    topic, txn = "kip890-held", "held-producer"
+    with KioClient(broker.bootstrap) as client:
+        supported, finalized, _versions = features(client)
+        assert supported["transaction.version"] == (0, 2) and finalized["transaction.version"] == (1, 1)
+        create_topic(client, topic)
+        producer = init(client, txn, version=5)
+        # Produce v12 without AddPartitionsToTxn: only verified here, so refused.
+        assert produce(client, 12, txn, producer, topic, 0, 0, [b"x"]).error_code == NOT_ADDED_NEW
+        assert add_partitions(client, txn, producer, topic, [0]) == {0}
+        assert produce(client, 12, txn, producer, topic, 0, 0, [b"x"]).error_code == 0
+        ended = end_txn(client, 5, txn, producer, True)
+        assert (ended.error_code, int(ended.producer_id), int(ended.producer_epoch)) == (0, *producer), "no bump"
+
