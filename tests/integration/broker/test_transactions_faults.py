@@ -1,0 +1,276 @@
+"""Transactions under faults, judged as Jepsen judges Kafka-compatible systems.
+
+ZooKeeper, three brokers and the clients each in a network namespace of their own
+(tests/integration/netns.py, netns_cluster.py). The workload (tests/integration/txn_workload.py,
+a client process) runs three transactional producers, each writing one unique value to each of
+the three partitions of a replicated topic in every transaction (one in five aborted on
+purpose), and a consume-transform-produce stage whose consumer's offsets go in its
+transactions. One fault per test, while transactions are in flight:
+
+- kill -9 of the broker leading a partition of the topic (every process of it), then its restart;
+- kill -9 of the elected coordinator process (the one FindCoordinator names; its supervisor
+  starts another, which wins the election again and finishes what the dead one had prepared);
+- SIGSTOP of the coordinator's broker for longer than its ZooKeeper session, then SIGCONT;
+- a full network partition of the coordinator's broker, then its healing.
+
+Then every partition is read back to its end (read_committed and read_uncommitted) once no
+transaction is open, and tests/integration/txn_checker.py judges the whole history: no aborted
+value read, no committed value missing, no duplicate, every transaction all-or-nothing across
+its partitions, and the group's committed offsets consistent with the outputs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from typing import Any, Callable
+
+import pytest
+
+from tests.integration.conftest import wait_until
+from tests.integration.netns import Network, network  # noqa: F401  (fixture)
+from tests.integration.netns_cluster import ROOT, NetnsBroker, NetnsCluster, client_env, netns_cluster  # noqa: F401
+from tests.integration.txn_checker import TxnHistory
+
+pytestmark = [pytest.mark.integration, pytest.mark.zookeeper, pytest.mark.replication, pytest.mark.transactions,
+              pytest.mark.timeout(300)]
+
+TOPIC, OUT, GROUP, PARTITIONS = "txn", "ctp-out", "ctp", 3
+SESSION_MS = 4000  # zookeeper.session.timeout.ms: a stopped or cut-off broker's session expires after this
+SETTINGS = {"zookeeper.session.timeout.ms": SESSION_MS, "replica.lag.time.max.ms": 3000,
+            "group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions": 4,
+            "offsets.topic.replication.factor": 3, "transaction.state.log.num.partitions": 4,
+            "transaction.state.log.replication.factor": 3, "transaction.state.log.min.isr": 2,
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms": 1000}
+TXN_TIMEOUT_MS = 10000  # the producers' transaction.timeout.ms: an orphaned transaction is aborted after it
+
+
+def workload_command(args: list[str]) -> list[str]:
+    return [sys.executable, "-m", "tests.integration.txn_workload"] + args
+
+
+class Workload:
+    """txn_workload.py run in the client namespace until the block ends (SIGTERM: the producers
+    stop, the stage drains); its JSON lines in a file."""
+
+    def __init__(self, cluster: NetnsCluster, base_dir: str, seed: int) -> None:
+        self.cluster, self.seed = cluster, seed
+        self.out = os.path.join(base_dir, "workload.jsonl")
+        self.process: subprocess.Popen[bytes] | None = None
+        self.code: int | None = None
+
+    def __enter__(self) -> "Workload":
+        args = ["run", "--bootstrap", self.cluster.bootstrap(self.cluster.brokers), "--topic", TOPIC, "--out", OUT,
+                "--group", GROUP, "--partitions", str(PARTITIONS), "--producers", "3", "--seconds", "150",
+                "--txn-timeout-ms", str(TXN_TIMEOUT_MS), "--call-timeout", "10", "--seed", str(self.seed)]
+        with open(self.out, "wb") as out, open(self.out + ".stderr", "wb") as err:
+            self.process = self.cluster.net.popen(self.cluster.client, workload_command(args), stdout=out, stderr=err,
+                                                  cwd=ROOT, env=client_env())
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        assert self.process is not None
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            self.code = self.process.wait(90)  # producers end their transaction, the stage drains (bounded)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(10)
+
+    def stderr(self, tail: int = 3000) -> str:
+        with open(self.out + ".stderr", errors="replace") as handle:
+            return handle.read()[-tail:]
+
+    def committed_so_far(self) -> int:
+        return len(self.ends("committed"))
+
+    def ends(self, outcome: str) -> list[float]:
+        """When each transaction with this outcome ended (wall clock, as the workload saw it)."""
+        with open(self.out, encoding="utf-8") as handle:
+            return [json.loads(line)["at"] for line in handle
+                    if line.endswith("\n") and f'"outcome": "{outcome}"' in line]
+
+    def during(self, start: float, end: float) -> str:
+        """What the clients went through in [start, end]: ends by outcome, and the longest time
+        without any commit around it (the fault's bite)."""
+        counts = {o: sum(start <= at <= end for at in self.ends(o)) for o in ("committed", "aborted", "indeterminate")}
+        commits = sorted(self.ends("committed"))
+        gaps = [b - a for a, b in zip(commits, commits[1:]) if b >= start and a <= end + 30]
+        return f"ends during the fault {counts}, longest time without a commit {max(gaps, default=0):.1f} s"
+
+
+def parse_key(text: str) -> tuple[str, int]:
+    topic, _, partition = text.rpartition("/")
+    return topic, int(partition)
+
+
+def history_of(path: str) -> TxnHistory:
+    history = TxnHistory()
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            if not line.endswith("\n"):
+                break  # cut short by a kill: not an event
+            event = json.loads(line)
+            if event["type"] == "begin":
+                history.begin(event["txn"], {parse_key(k): v for k, v in event["writes"].items()},
+                              {o: (parse_key(k), offset, value) for o, (k, offset, value)
+                               in event.get("sources", {}).items()})
+            elif event["type"] == "end":
+                history.end(event["txn"], event["outcome"], event["error"])
+    return history
+
+
+def read_back(cluster: NetnsCluster, history: TxnHistory) -> None:
+    """The final logs and the group's offsets, once every transaction has ended (an orphan is
+    aborted by the coordinator after TXN_TIMEOUT_MS)."""
+    done = cluster.net.run(cluster.client, workload_command([
+        "read-back", "--bootstrap", cluster.bootstrap(cluster.brokers), "--topics", TOPIC, OUT, "--group", GROUP,
+        "--partitions", str(PARTITIONS), "--seconds", "60"]), timeout=100, cwd=ROOT, env=client_env())
+    assert done.returncode == 0, f"read-back: {done.stderr[-3000:]}"
+    for event in map(json.loads, done.stdout.splitlines()):
+        if event["type"] == "final":
+            key = (event["topic"], event["partition"])
+            history.final(key, [tuple(r) for r in event["committed"]], [tuple(r) for r in event["uncommitted"]])
+        elif event["type"] == "offsets":
+            history.offsets({parse_key(k): v for k, v in event["offsets"].items()})
+    history.input_keys |= {(TOPIC, p) for p in range(PARTITIONS)}
+
+
+def full_isrs(cluster: NetnsCluster, topic: str, partitions: int) -> bool:
+    layout = cluster.describe(cluster.brokers, topic)
+    return len(layout) == partitions and all(leader > 0 and len(isr) == 3 for leader, _r, isr in layout.values())
+
+
+def all_in_sync(cluster: NetnsCluster) -> bool:
+    return all(full_isrs(cluster, topic, count) for topic, count in
+               ((TOPIC, PARTITIONS), (OUT, PARTITIONS), ("__transaction_state", 4), ("__consumer_offsets", 4)))
+
+
+def coordinator_node(cluster: NetnsCluster, brokers: list[NetnsBroker] | None = None) -> int:
+    """The broker FindCoordinator (key type 1), asked of ``brokers``, names for a transactional
+    id of the workload."""
+    done = cluster.net.run(cluster.client, workload_command([
+        "coordinator", "--bootstrap", cluster.bootstrap(brokers or cluster.brokers), "--transactional-id",
+        "jepsen-p0", "--seconds", "20"]), timeout=40, cwd=ROOT, env=client_env())
+    assert done.returncode == 0, f"no transaction coordinator found: {done.stderr[-2000:]}"
+    return int(json.loads(done.stdout.splitlines()[-1])["node_id"])
+
+
+def coordinator_moved(cluster: NetnsCluster, brokers: list[NetnsBroker], away_from: int) -> None:
+    """Wait until the other brokers name another broker's coordinator (the cut-off one's
+    ZooKeeper session expired and another was elected)."""
+    others = [b for i, b in enumerate(brokers, start=1) if i != away_from]
+    wait_until(lambda: coordinator_node(cluster, others) != away_from, SESSION_MS / 1000 + 20,
+               f"a coordinator elected away from broker {away_from}", interval=0.5)
+
+
+def start(cluster: NetnsCluster) -> list[NetnsBroker]:
+    brokers = cluster.start_brokers(3, SETTINGS)
+    for topic in (TOPIC, OUT):
+        cluster.create(topic, PARTITIONS, 3, {"min.insync.replicas": "2"})
+    # __transaction_state is created by the first elected coordinator, with the brokers alive then,
+    # and widened as the others join: the faults start once every replica of everything is in sync.
+    coordinator_node(cluster)
+    wait_until(lambda: all_in_sync(cluster), 60, "every partition with three in-sync replicas", interval=0.5)
+    return brokers
+
+
+def run_with_fault(cluster: NetnsCluster, tmp_path: Any, fault: Callable[[list[NetnsBroker]], str]) -> None:
+    """The workload, the fault in its middle, then the read-back and the checker's judgement."""
+    brokers = start(cluster)
+    seed = int(os.environ.get("CASTLE_NEMESIS_SEED", time.time_ns() % 1_000_000))
+    with Workload(cluster, str(tmp_path), seed) as load:
+        wait_until(lambda: load.committed_so_far() >= 20, 60, "twenty committed transactions before the fault",
+                   interval=0.5)
+        began = time.time()
+        what = fault(brokers)
+        ended = time.time()
+        wait_until(lambda: all_in_sync(cluster), 60, "every replica back in sync after the fault", interval=0.5)
+        before = load.committed_so_far()
+        wait_until(lambda: load.committed_so_far() >= before + 20, 60, "twenty more committed after the fault",
+                   interval=0.5)
+    what += f"; {load.during(began, ended)}"
+    print(f"seed {seed}; fault: {what}")
+    assert load.code == 0, f"workload exit {load.code}: {load.stderr()}"
+    history = history_of(load.out)
+    read_back(cluster, history)
+    report = history.check()
+    print(report.summary())  # shown with -rP: how much the run exercised
+    print(load.stderr())
+    assert report.ok, f"seed {seed}, fault: {what}\n{report.summary()}\nworkload stderr:\n{load.stderr()}"
+    counts = report.counts
+    assert counts.get("committed", 0) >= 40 and counts.get("aborted", 0) > 0, report.summary()
+    outputs = sum(len(records) for (topic, _p), records in history.committed_log.items() if topic == OUT)
+    assert outputs > 0 and history.group_offsets, f"the transform stage committed nothing: {report.summary()}"
+
+
+def test_kill_9_of_a_partition_leader_during_transactions(netns_cluster: NetnsCluster, tmp_path: Any) -> None:  # noqa: F811
+    def fault(brokers: list[NetnsBroker]) -> str:
+        victim_id = netns_cluster.describe(brokers, TOPIC)[0][0]
+        victim = brokers[victim_id - 1]
+        victim.kill()
+        others = [b for b in brokers if b is not victim]
+        wait_until(lambda: netns_cluster.describe(others, TOPIC).get(0, (-1,))[0] not in (-1, victim_id),
+                   SESSION_MS / 1000 + 30, f"a new leader of {TOPIC}-0", interval=0.5)
+        time.sleep(2)
+        victim.launch()
+        victim.wait_ready()
+        return f"kill -9 of broker {victim_id} (leader of {TOPIC}-0), restarted"
+
+    run_with_fault(netns_cluster, tmp_path, fault)
+
+
+def test_kill_9_of_the_transaction_coordinator_process(netns_cluster: NetnsCluster, tmp_path: Any) -> None:  # noqa: F811
+    def fault(brokers: list[NetnsBroker]) -> str:
+        killed = []
+        for _round in range(2):
+            node = coordinator_node(netns_cluster)
+            broker = brokers[node - 1]
+            pid = broker.coordinator_pid()
+            assert pid is not None, f"broker {node} has no coordinator process"
+            os.kill(pid, signal.SIGKILL)
+            killed.append(f"broker {node}'s coordinator pid {pid}")
+            wait_until(lambda: broker.coordinator_pid() not in (None, pid), 30, "a new coordinator process")
+            time.sleep(4)
+        return "kill -9 of " + ", then ".join(killed)
+
+    run_with_fault(netns_cluster, tmp_path, fault)
+
+
+def test_sigstop_of_the_coordinators_broker_past_its_session(netns_cluster: NetnsCluster, tmp_path: Any) -> None:  # noqa: F811
+    def fault(brokers: list[NetnsBroker]) -> str:
+        node = coordinator_node(netns_cluster)
+        broker = brokers[node - 1]
+        os.killpg(broker.pid, signal.SIGSTOP)
+        stopped = time.monotonic()
+        try:
+            coordinator_moved(netns_cluster, brokers, node)  # its session expired: another coordinator elected
+            time.sleep(3)  # transactions go on with the new coordinator while the old one is frozen
+        finally:
+            os.killpg(broker.pid, signal.SIGCONT)
+        return f"SIGSTOP of broker {node} (the coordinator's) for {time.monotonic() - stopped:.1f} s, then SIGCONT"
+
+    run_with_fault(netns_cluster, tmp_path, fault)
+
+
+def test_network_partition_of_the_coordinators_broker(netns_cluster: NetnsCluster, network: Network,  # noqa: F811
+                                                      tmp_path: Any) -> None:
+    def fault(brokers: list[NetnsBroker]) -> str:
+        node = coordinator_node(netns_cluster)
+        broker = brokers[node - 1]
+        network.isolate(broker.member)
+        cut = time.monotonic()
+        try:
+            coordinator_moved(netns_cluster, brokers, node)  # cut off past its session: another coordinator
+            time.sleep(3)
+        finally:
+            network.heal(broker.member)
+        assert broker.process is not None and broker.process.poll() is None, broker.stderr()
+        return f"network partition of broker {node} (the coordinator's) for {time.monotonic() - cut:.1f} s, then healed"
+
+    run_with_fault(netns_cluster, tmp_path, fault)
