@@ -75,6 +75,9 @@ class Report:
     unstable_read: list[Anomaly] = field(default_factory=list)
     offsets: list[Anomaly] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
+    # How each indeterminate transaction turned out (diagnostics, not a violation): its id,
+    # "visible" or "invisible" (or "partial"), and the error that left it unknown.
+    resolved: list[str] = field(default_factory=list)
 
     KINDS = ("aborted_read", "lost", "duplicated", "partial", "phantom", "unstable_read", "offsets")
 
@@ -92,6 +95,9 @@ class Report:
                 lines.extend(f"    {a}" for a in found[:examples])
                 if len(found) > examples:
                     lines.append(f"    ... and {len(found) - examples} more")
+        if self.resolved:
+            lines.append(f"  indeterminate, as they turned out: {len(self.resolved)}")
+            lines.extend(f"    {r}" for r in self.resolved[:examples])
         return "\n".join(lines)
 
 
@@ -148,7 +154,6 @@ class TxnHistory:
         for txn in self.txns.values():
             counts[txn.outcome] += 1
         counts["records"] = sum(len(r) for r in self.committed_log.values())
-        report.counts = dict(counts)
 
         for value, where in sorted(found.items()):
             if len(where) > 1:
@@ -169,6 +174,8 @@ class TxnHistory:
                     (present if any(k == key for k, _o in found.get(value, ())) else missing).append((key, value))
             keys_present = tuple(sorted({k for k, _v in present}))
             keys_missing = tuple(sorted({k for k, _v in missing}))
+            if txn.outcome == ABORTED and any((k, v) in seen_uncommitted for k, vs in txn.writes.items() for v in vs):
+                counts["aborted_in_log"] += 1  # its data reached the log: read_committed had to skip it
             if txn.outcome == ABORTED and present:
                 at = ", ".join(f"{v!r}@{name(k)}" for k, v in present)
                 report.aborted_read.append(Anomaly(txn.id, keys_present, f"aborted, yet read_committed read {at}"))
@@ -177,12 +184,17 @@ class TxnHistory:
                                                               if (k, v) in seen_uncommitted else "")
                                    for k, v in missing)
                 report.lost.append(Anomaly(txn.id, keys_missing, f"committed, yet missing: {detail}"))
+            if txn.outcome == INDETERMINATE:
+                turned = "partial" if present and missing else "visible" if present else "invisible"
+                report.resolved.append(f"{txn.id}: {turned} ({txn.error or 'never ended'})")
+                counts[f"indeterminate_{turned}"] += 1
             if present and missing:
                 report.partial.append(Anomaly(
                     txn.id, tuple(sorted(set(keys_present) | set(keys_missing))),
                     f"{txn.outcome}{' (' + txn.error + ')' if txn.error else ''}, not all-or-nothing: read from "
                     f"{', '.join(map(name, keys_present))}; missing {len(missing)} value(s) from "
                     f"{', '.join(map(name, keys_missing))}"))
+        report.counts = dict(counts)
         self._check_live_reads(report, writer, found)
         self._check_offsets(report, found)
         return report

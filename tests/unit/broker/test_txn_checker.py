@@ -47,7 +47,10 @@ def only(report: Report, kind: str) -> list[str]:
 def test_a_clean_history_passes() -> None:
     report = clean().check()
     assert report.ok, report.summary()
-    assert report.counts == {"committed": 2, "aborted": 2, "indeterminate": 1, "records": 6}
+    assert report.counts == {"committed": 2, "aborted": 2, "aborted_in_log": 2, "indeterminate": 1,
+                             "indeterminate_visible": 1, "records": 6}
+    assert report.resolved == ["p0-t2: visible (timed out)"]
+    assert "p0-t2: visible (timed out)" in report.summary()
 
 
 def test_an_indeterminate_transaction_may_be_absent_everywhere() -> None:
@@ -55,6 +58,7 @@ def test_an_indeterminate_transaction_may_be_absent_everywhere() -> None:
     h.final(A, [(0, "p0-t0-0")])
     h.final(B, [(0, "p0-t0-1")])
     assert h.check().ok, h.check().summary()
+    assert h.check().resolved == ["p0-t2: invisible (timed out)"]
 
 
 def test_an_aborted_value_read_is_caught() -> None:
