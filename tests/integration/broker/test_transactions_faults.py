@@ -11,7 +11,9 @@ transactions. One fault per test, while transactions are in flight:
 - kill -9 of the elected coordinator process (the one FindCoordinator names; its supervisor
   starts another, which wins the election again and finishes what the dead one had prepared);
 - SIGSTOP of the coordinator's broker for longer than its ZooKeeper session, then SIGCONT;
-- a full network partition of the coordinator's broker, then its healing.
+- a full network partition of the coordinator's broker, then its healing;
+- that broker cut off from ZooKeeper and the other brokers only, the clients still reaching it;
+- two faults drawn at random (kill -9 of the coordinator's whole broker among them).
 
 Then every partition is read back to its end (read_committed and read_uncommitted) once no
 transaction is open, and tests/integration/txn_checker.py judges the whole history: no aborted
@@ -230,6 +232,18 @@ def kill_a_leader(cluster: NetnsCluster, net: Network, brokers: list[NetnsBroker
     return f"kill -9 of broker {victim_id} (leader of {TOPIC}-{partition}), restarted"
 
 
+def kill_the_coordinators_broker(cluster: NetnsCluster, net: Network, brokers: list[NetnsBroker]) -> str:
+    """kill -9 of every process of the coordinator's broker (so of the leaders it has too), then
+    its restart: the others elect a coordinator once its ZooKeeper session expires."""
+    node = coordinator_node(cluster)
+    broker = brokers[node - 1]
+    broker.kill()
+    coordinator_moved(cluster, brokers, node)
+    broker.launch()
+    broker.wait_ready()
+    return f"kill -9 of broker {node} (the coordinator's), restarted"
+
+
 def kill_the_coordinator(cluster: NetnsCluster, net: Network, brokers: list[NetnsBroker]) -> str:
     """kill -9 of the elected coordinator process; its supervisor starts another, which is
     elected again and finishes what the dead one had prepared."""
@@ -295,6 +309,7 @@ def cut_the_coordinator_from_the_cluster(cluster: NetnsCluster, net: Network, br
 
 
 FAULTS = {"kill-leader": kill_a_leader, "kill-coordinator": kill_the_coordinator,
+          "kill-coordinator-broker": kill_the_coordinators_broker,
           "stop-coordinator-broker": stop_the_coordinators_broker,
           "isolate-coordinator-broker": isolate_the_coordinators_broker,
           "cut-coordinator-off": cut_the_coordinator_from_the_cluster}
@@ -334,7 +349,8 @@ def test_the_coordinators_broker_cut_off_from_zookeeper_and_brokers_but_not_clie
 
 def test_a_randomized_sequence_of_faults_during_transactions(netns_cluster: NetnsCluster, network: Network,  # noqa: F811
                                                              tmp_path: Any) -> None:
-    """Two faults drawn from the five (a seed printed for replay: CASTLE_NEMESIS_SEED), each
+    """Two faults drawn from the six (the five above, and kill -9 of the coordinator's whole
+    broker; a seed printed for replay: CASTLE_NEMESIS_SEED), each
     undone and the replicas back in sync before the next, in one run judged as a whole."""
     seed = int(os.environ.get("CASTLE_NEMESIS_SEED", time.time_ns() % 1_000_000))
     chosen = random.Random(seed).sample(sorted(FAULTS), 2)
