@@ -10,6 +10,8 @@ transactions. One fault per test, while transactions are in flight:
 - kill -9 of the broker leading a partition of the topic (every process of it), then its restart;
 - kill -9 of the elected coordinator process (the one FindCoordinator names; its supervisor
   starts another, which wins the election again and finishes what the dead one had prepared);
+- kill -9 of the leader of a __transaction_state partition, then of the group's __consumer_offsets
+  partition (the coordinator writes both as a client of the leading broker);
 - SIGSTOP of the coordinator's broker for longer than its ZooKeeper session, then SIGCONT;
 - a full network partition of the coordinator's broker, then its healing;
 - that broker cut off from ZooKeeper and the other brokers only, the clients still reaching it;
@@ -34,6 +36,8 @@ from typing import Any, Callable
 
 import pytest
 
+from coordination.groups import offsets_schema
+from coordination.transactions import schema as txn_schema
 from tests.integration.conftest import wait_until
 from tests.integration.netns import Network, network  # noqa: F401  (fixture)
 from tests.integration.netns_cluster import ROOT, NetnsBroker, NetnsCluster, client_env, netns_cluster  # noqa: F401
@@ -232,6 +236,34 @@ def kill_a_leader(cluster: NetnsCluster, net: Network, brokers: list[NetnsBroker
     return f"kill -9 of broker {victim_id} (leader of {TOPIC}-{partition}), restarted"
 
 
+def kill_a_leader_of(cluster: NetnsCluster, brokers: list[NetnsBroker], topic: str, partition: int) -> str:
+    """kill -9 of every process of the broker leading ``topic``-``partition``, a new leader
+    elected, then its restart and every replica back in sync."""
+    victim_id = cluster.describe(brokers, topic)[partition][0]
+    victim = brokers[victim_id - 1]
+    victim.kill()
+    others = [b for b in brokers if b is not victim]
+    wait_until(lambda: cluster.describe(others, topic).get(partition, (-1,))[0] not in (-1, victim_id),
+               SESSION_MS / 1000 + 30, f"a new leader of {topic}-{partition}", interval=0.5)
+    time.sleep(2)
+    victim.launch()
+    victim.wait_ready()
+    wait_until(lambda: all_in_sync(cluster), 60, f"every replica in sync after broker {victim_id}'s restart",
+               interval=0.5)
+    return f"kill -9 of broker {victim_id} (leader of {topic}-{partition}), restarted"
+
+
+def kill_the_leaders_of_the_coordinators_partitions(cluster: NetnsCluster, net: Network,
+                                                    brokers: list[NetnsBroker]) -> str:
+    """The coordinator writes its state and the stage's offsets to partitions other brokers may
+    lead (as a Kafka client): kill -9 of the leader of the __transaction_state partition of a
+    producer's transactional id, then of the leader of the group's __consumer_offsets partition."""
+    state = txn_schema.partition_for("jepsen-p0", 4)
+    offsets = offsets_schema.partition_for(GROUP, 4)
+    return ", then ".join([kill_a_leader_of(cluster, brokers, "__transaction_state", state),
+                           kill_a_leader_of(cluster, brokers, "__consumer_offsets", offsets)])
+
+
 def kill_the_coordinators_broker(cluster: NetnsCluster, net: Network, brokers: list[NetnsBroker]) -> str:
     """kill -9 of every process of the coordinator's broker (so of the leaders it has too), then
     its restart: the others elect a coordinator once its ZooKeeper session expires."""
@@ -310,6 +342,7 @@ def cut_the_coordinator_from_the_cluster(cluster: NetnsCluster, net: Network, br
 
 FAULTS = {"kill-leader": kill_a_leader, "kill-coordinator": kill_the_coordinator,
           "kill-coordinator-broker": kill_the_coordinators_broker,
+          "kill-internal-leaders": kill_the_leaders_of_the_coordinators_partitions,
           "stop-coordinator-broker": stop_the_coordinators_broker,
           "isolate-coordinator-broker": isolate_the_coordinators_broker,
           "cut-coordinator-off": cut_the_coordinator_from_the_cluster}
@@ -328,6 +361,12 @@ def test_kill_9_of_the_transaction_coordinator_process(netns_cluster: NetnsClust
         return ", then ".join(kill_the_coordinator(netns_cluster, network, brokers) for _round in range(2))
 
     run_with_fault(netns_cluster, tmp_path, fault)
+
+
+def test_kill_9_of_the_leaders_of_the_transaction_state_and_the_groups_offsets(
+        netns_cluster: NetnsCluster, network: Network, tmp_path: Any) -> None:  # noqa: F811
+    run_with_fault(netns_cluster, tmp_path,
+                   lambda brokers: kill_the_leaders_of_the_coordinators_partitions(netns_cluster, network, brokers))
 
 
 def test_sigstop_of_the_coordinators_broker_past_its_session(netns_cluster: NetnsCluster, network: Network,  # noqa: F811
@@ -349,7 +388,7 @@ def test_the_coordinators_broker_cut_off_from_zookeeper_and_brokers_but_not_clie
 
 def test_a_randomized_sequence_of_faults_during_transactions(netns_cluster: NetnsCluster, network: Network,  # noqa: F811
                                                              tmp_path: Any) -> None:
-    """Two faults drawn from the six (the five above, and kill -9 of the coordinator's whole
+    """Two faults drawn from the seven (the six above, and kill -9 of the coordinator's whole
     broker; a seed printed for replay: CASTLE_NEMESIS_SEED), each
     undone and the replicas back in sync before the next, in one run judged as a whole."""
     seed = int(os.environ.get("CASTLE_NEMESIS_SEED", time.time_ns() % 1_000_000))
