@@ -20,6 +20,8 @@ finds (each kind a list of ``Anomaly``, each naming the transaction and the part
 - duplicated: one value at several positions (any partitions);
 - partial: a transaction whose values are read from some of its partitions and not others;
 - phantom: a value read that no transaction wrote to that partition;
+- reordered: one producer's transactions read from a partition out of the order it ran them
+  (a producer's writes to a partition keep their order in Kafka);
 - unstable_read: the stage (a read_committed consumer, during the run) consumed a value at an
   offset where the final read_committed log does not have it (data it saw was rolled back or
   moved); a consumed value of an aborted transaction is an aborted_read;
@@ -63,6 +65,8 @@ class Txn:
     # input offset, input value).
     sources: dict[str, tuple[Key, int, str]] = field(default_factory=dict)
     error: str = ""
+    producer: str = ""  # who ran it ("p1" for "p1-t7"), and its place among that producer's transactions
+    sequence: int = 0
 
 
 @dataclass
@@ -72,6 +76,7 @@ class Report:
     duplicated: list[Anomaly] = field(default_factory=list)
     partial: list[Anomaly] = field(default_factory=list)
     phantom: list[Anomaly] = field(default_factory=list)
+    reordered: list[Anomaly] = field(default_factory=list)
     unstable_read: list[Anomaly] = field(default_factory=list)
     offsets: list[Anomaly] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
@@ -79,7 +84,7 @@ class Report:
     # "visible" or "invisible" (or "partial"), and the error that left it unknown.
     resolved: list[str] = field(default_factory=list)
 
-    KINDS = ("aborted_read", "lost", "duplicated", "partial", "phantom", "unstable_read", "offsets")
+    KINDS = ("aborted_read", "lost", "duplicated", "partial", "phantom", "reordered", "unstable_read", "offsets")
 
     @property
     def ok(self) -> bool:
@@ -116,7 +121,10 @@ class TxnHistory:
               sources: dict[str, tuple[Key, int, str]] | None = None) -> Txn:
         """A transaction about to run: until ``end`` names its outcome it is indeterminate."""
         assert txn_id not in self.txns, f"transaction {txn_id} begun twice"
-        txn = Txn(txn_id, {k: list(v) for k, v in writes.items()}, INDETERMINATE, dict(sources or {}))
+        producer = txn_id.rsplit("-t", 1)[0]
+        sequence = sum(1 for t in self.txns.values() if t.producer == producer)
+        txn = Txn(txn_id, {k: list(v) for k, v in writes.items()}, INDETERMINATE, dict(sources or {}), "", producer,
+                  sequence)
         self.txns[txn_id] = txn
         return txn
 
@@ -195,9 +203,24 @@ class TxnHistory:
                     f"{', '.join(map(name, keys_present))}; missing {len(missing)} value(s) from "
                     f"{', '.join(map(name, keys_missing))}"))
         report.counts = dict(counts)
+        self._check_order(report, writer)
         self._check_live_reads(report, writer, found)
         self._check_offsets(report, found)
         return report
+
+    def _check_order(self, report: Report, writer: dict[tuple[Key, str], Txn]) -> None:
+        for key, records in sorted(self.committed_log.items()):
+            last: dict[str, tuple[Txn, int]] = {}  # producer -> its latest transaction read here, at which offset
+            for offset, value in records:
+                txn = writer.get((key, value))
+                if txn is None:
+                    continue
+                before = last.get(txn.producer)
+                if before is not None and before[0].sequence > txn.sequence:
+                    report.reordered.append(Anomaly(txn.id, (key,), f"{value!r} at {name(key)}@{offset}, after "
+                                                                    f"{before[0].id}'s value at @{before[1]}, which "
+                                                                    f"{txn.producer} ran later"))
+                last[txn.producer] = (txn, offset)
 
     def _check_live_reads(self, report: Report, writer: dict[tuple[Key, str], Txn],
                           found: dict[str, list[tuple[Key, int]]]) -> None:

@@ -97,9 +97,13 @@ def test_an_indeterminate_transaction_half_visible_is_partial() -> None:
 
 def test_a_value_read_twice_is_duplicated() -> None:
     h = clean()
-    h.final(A, [(0, "p0-t0-0"), (4, "p0-t2-0"), (6, "p0-t0-0")])
+    h.final(A, [(0, "p0-t0-0"), (1, "p0-t0-0"), (4, "p0-t2-0")])
     (message,) = only(h.check(), "duplicated")
-    assert message.startswith("p0-t0 on txn[0], txn[0]:") and "txn[0]@0, txn[0]@6" in message
+    assert message.startswith("p0-t0 on txn[0], txn[0]:") and "txn[0]@0, txn[0]@1" in message
+    # Read again after a later transaction of its producer: out of order too.
+    h.final(A, [(0, "p0-t0-0"), (4, "p0-t2-0"), (6, "p0-t0-0")])
+    report = h.check()
+    assert [k for k in Report.KINDS if getattr(report, k)] == ["duplicated", "reordered"], report.summary()
 
 
 def test_a_value_never_written_there_is_a_phantom() -> None:
@@ -165,3 +169,13 @@ def test_a_transaction_begun_and_never_ended_counts_as_indeterminate() -> None:
     h.final(A, [(0, "p0-t0-0"), (4, "p0-t2-0"), (8, "p1-t0-0")])
     (message,) = only(h.check(), "partial")
     assert message.startswith("p1-t0 on txn[0], txn[1]: indeterminate")
+
+
+def test_a_producers_transactions_read_out_of_order_are_reordered() -> None:
+    h = clean()
+    h.begin("p0-t3", {A: ["p0-t3-0"], B: ["p0-t3-1"]})
+    h.end("p0-t3", COMMITTED)
+    h.final(A, [(0, "p0-t0-0"), (4, "p0-t2-0"), (6, "p0-t3-0")])
+    h.final(B, [(0, "p0-t0-1"), (2, "p0-t3-1"), (4, "p0-t2-1")])  # t3 before t2 on B
+    (message,) = only(h.check(), "reordered")
+    assert message.startswith("p0-t2 on txn[1]:") and "after p0-t3's value at @2, which p0 ran later" in message
