@@ -224,16 +224,7 @@ def run_with_fault(cluster: NetnsCluster, tmp_path: Any, fault: Callable[[list[N
 # every replica to be back in sync.
 def kill_a_leader(cluster: NetnsCluster, net: Network, brokers: list[NetnsBroker], partition: int = 0) -> str:
     """kill -9 of every process of the broker leading a partition of the topic, then its restart."""
-    victim_id = cluster.describe(brokers, TOPIC)[partition][0]
-    victim = brokers[victim_id - 1]
-    victim.kill()
-    others = [b for b in brokers if b is not victim]
-    wait_until(lambda: cluster.describe(others, TOPIC).get(partition, (-1,))[0] not in (-1, victim_id),
-               SESSION_MS / 1000 + 30, f"a new leader of {TOPIC}-{partition}", interval=0.5)
-    time.sleep(2)
-    victim.launch()
-    victim.wait_ready()
-    return f"kill -9 of broker {victim_id} (leader of {TOPIC}-{partition}), restarted"
+    return kill_a_leader_of(cluster, brokers, TOPIC, partition)
 
 
 def kill_a_leader_of(cluster: NetnsCluster, brokers: list[NetnsBroker], topic: str, partition: int) -> str:
