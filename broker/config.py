@@ -230,6 +230,11 @@ SETTINGS: list[Setting] = [
             "The transaction.version feature level advertised as finalized (Kafka's feature; supported 0-2): 2 lets "
             "Kafka 4.x clients use KIP-890's protocol (the broker adds partitions, every end bumps the epoch); 1 holds "
             "them to the first one. Every cluster member should have the same."),
+    Setting("transaction.partition.verification.enable", _bool, True,
+            "A transactional batch from a transaction.version 1 producer opens its transaction on a partition only once "
+            "the transaction coordinator confirms the partition was added (KIP-890); false appends it unchecked, as "
+            "brokers before Kafka 3.6 did, which lets a late write leave a hanging transaction. Version 2 producers "
+            "are always checked: that is how their partitions are added."),
     Setting("producer.id.expiration.ms", integer_in(1, INT_MAX), 86_400_000,
             "A producer id with no write to a partition for this long is forgotten there (never one with an open "
             "transaction)."),

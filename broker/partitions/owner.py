@@ -85,13 +85,17 @@ class Owner:
     def __init__(self, index: int, logs: LogManager, topics: TopicView, owns: Callable[[TopicPartition], bool],
                  appended: Callable[[TopicPartition, AppendInfo], None], fence_epoch: Callable[[], int],
                  replication: Callable[["Owner"], Replication], roles: Callable[[], Iterable[tuple[TopicPartition, Any]]],
-                 assigned_elsewhere: Callable[[TopicPartition], bool] = lambda _tp: False) -> None:
+                 assigned_elsewhere: Callable[[TopicPartition], bool] = lambda _tp: False,
+                 verifies: Callable[[int], bool] = lambda _version: True) -> None:
         self.index = index
         self.logs = logs
         self.topics = topics
         self.owns = owns
         self._appended = appended
         self._fence_epoch = fence_epoch
+        # Whether a transactional batch from a Produce of this version must be verified with
+        # the transaction coordinator before it opens a transaction here.
+        self._verifies = verifies
         # Leader or follower of each owned partition, from ``roles()`` (tp, PartitionView).
         self.replication = replication(self)
         self._roles = roles
@@ -199,7 +203,7 @@ class Owner:
                     if duplicate is not None:
                         # A retry of a batch already appended: answer with its original offsets.
                         return AppendResult(ErrorCode.none, duplicate.first_offset, -1, partition_log.log_start_offset)
-                    if (first.is_transactional and not from_coordinator
+                    if (first.is_transactional and not from_coordinator and self._verifies(version)
                             and not state.in_transaction(first.producer_id, first.producer_epoch)):
                         # This batch would open the producer's transaction here: only once the
                         # transaction coordinator confirms the partition is in it (KIP-890).

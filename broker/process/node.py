@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterator, TypeVar
 
 import orjson
 
+from broker.apis.txn_produce import ADDS_PARTITIONS_FROM
 from broker.config import BrokerConfig
 from broker.context import RequestContext
 from broker.coordinator.forwarded import Forwarded, RequestBody
@@ -91,7 +92,7 @@ class WorkerNode:
                                {t.name: t.configs for t in self.registry.all()},
                                owns=self.owns, clean_shutdown=clean_shutdown)
         self.owner = Owner(index, self.logs, self.registry, self.owns, self._appended, self.fence_epoch,
-                           self._make_replication, self._owned_views, self._assigned_elsewhere)
+                           self._make_replication, self._owned_views, self._assigned_elsewhere, self._verifies)
         self.replica_fetcher = ReplicaFetcher(self.node_id, self.owner.replication, self.owner.log_for,
                                               self._topic_id, self._broker_address, config.get_int,
                                               self._wake, client_security)
@@ -143,6 +144,13 @@ class WorkerNode:
                 tp = TopicPartition(info.name, partition)
                 if self.node_id in view.replicas and owner_index(tp, self.count) == self.index:
                     yield tp, view
+
+    def _verifies(self, produce_version: int) -> bool:
+        """A transactional batch is verified before it opens a transaction: always for a
+        producer that adds partitions this way (transaction.version 2), else as configured."""
+        config = self.config
+        return (config.get_bool("transaction.partition.verification.enable")
+                or (produce_version >= ADDS_PARTITIONS_FROM and config.get_int("transaction.version") >= 2))
 
     def _assigned_elsewhere(self, tp: TopicPartition) -> bool:
         """The cluster records ``tp``'s replicas, and this broker is not one of them."""

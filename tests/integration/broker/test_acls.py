@@ -17,6 +17,7 @@ Raw kio requests are used where a client library would hide the code a broker an
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import os
@@ -86,7 +87,14 @@ def set_user_offline(broker: Broker, user: str, password: str) -> None:
 
 @pytest.fixture(scope="module")
 def acl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AclBroker]:
-    base = str(tmp_path_factory.mktemp("acls"))
+    with running_acl_broker(str(tmp_path_factory.mktemp("acls"))) as secured:
+        yield secured
+
+
+@contextlib.contextmanager
+def running_acl_broker(base: str, **settings: Any) -> Iterator[AclBroker]:
+    """A broker with the authorizer on, a PLAINTEXT and a SASL_PLAINTEXT listener, the users of
+    PASSWORDS and ``settings`` on top; stopped (and checked to stop cleanly) at the end."""
     broker = Broker(base, 2, {})
     sasl_port = free_port()
     while sasl_port in (broker.port, broker.metrics_port):
@@ -94,7 +102,7 @@ def acl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AclBroker]:
     listeners = f"PLAINTEXT://{HOST}:{broker.port},SASL_PLAINTEXT://{HOST}:{sasl_port}"
     config = {"listeners": listeners, "authorizer.class.name": AUTHORIZER, "super.users": "User:admin",
               "allow.everyone.if.no.acl.found": "false", "num.partitions": 2,
-              "group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions": 2}
+              "group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions": 2, **settings}
     broker.config_file = os.path.join(base, "server.properties")
     with open(broker.config_file, "w") as handle:
         handle.write("".join(f"{key}={value}\n" for key, value in config.items()))
