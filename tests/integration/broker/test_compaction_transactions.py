@@ -22,8 +22,9 @@ from tests.integration.protocol.test_transactions_wire import (
     broker_secret,
     create_topic,
     fetch,
-    idempotent_producer,
     marker,
+    transactional_producer,
+    txn_id,
     write_markers,
 )
 
@@ -40,7 +41,7 @@ def produce(client: KioClient, topic: str, pairs: list[tuple[bytes, bytes]], *, 
     batch = encode_batch(records, producer_id=producer[0] if producer else -1,
                          producer_epoch=producer[1] if producer else -1, base_sequence=sequence,
                          is_transactional=producer is not None)
-    answer = client.call(PRODUCE, 9, request(PRODUCE, 9, transactional_id="tx-compact" if producer else None,
+    answer = client.call(PRODUCE, 9, request(PRODUCE, 9, transactional_id=txn_id(topic) if producer else None,
                                              acks=-1, timeout=5000, topic_data=[{"name": topic, "partition_data": [
                                                  {"index": 0, "records": batch}]}]))
     assert answer.responses[0].partition_responses[0].error_code == 0
@@ -75,7 +76,7 @@ def test_the_cleaner_removes_an_aborted_transaction_and_read_committed_sees_no_c
     topic = "txn-compacted"
     with KioClient(broker.bootstrap) as client:
         create_topic(client, topic)
-        producer = idempotent_producer(client)
+        producer = transactional_producer(client, topic, (0,))
         produce(client, topic, [(b"k1", b"aborted-1"), (b"k2", b"aborted-2")], producer=producer, sequence=0)
     with KioClient(broker.bootstrap, client_id=coordinator_client_id(1)) as coordinator:
         assert _prove_broker(coordinator, broker_secret(broker), 0) == 0

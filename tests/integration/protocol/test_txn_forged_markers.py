@@ -2,8 +2,10 @@
 against a real broker: INVALID_RECORD, as Kafka's LogValidator refuses control records
 from clients, alone or behind an ordinary batch. Without a transactional id a record set
 opening with a marker fails before (a marker batch is transactional, and KafkaApis looks
-at each partition's first batch: TRANSACTIONAL_ID_AUTHORIZATION_FAILED). The committed
-transaction and the open one stay exactly as they were."""
+at each partition's first batch: TRANSACTIONAL_ID_AUTHORIZATION_FAILED). The producer's
+partitions are in its coordinator's transaction, so Kafka's KIP-890 verification, which
+ReplicaManager runs before the validator, confirms them and the answer stays INVALID_RECORD.
+The committed transaction and the open one stay exactly as they were."""
 
 from __future__ import annotations
 
@@ -27,9 +29,10 @@ from tests.integration.protocol.test_transactions_wire import (
     broker_secret,
     create_topic,
     fetch,
-    idempotent_producer,
     marker,
     produce_transactional,
+    transactional_producer,
+    txn_id,
     write_markers,
 )
 
@@ -56,7 +59,7 @@ def test_a_produced_control_batch_is_refused_and_changes_nothing(broker: Broker)
     topic = "txn-forged"
     with KioClient(broker.bootstrap) as client:
         create_topic(client, topic)
-        producer = idempotent_producer(client)
+        producer = transactional_producer(client, topic)
         for partition in (0, 1):
             assert produce_transactional(client, topic, partition, producer, 0, [b"a", b"b"]).error_code == 0
     with KioClient(broker.bootstrap, client_id=coordinator_client_id(1)) as coordinator:
@@ -74,7 +77,7 @@ def test_a_produced_control_batch_is_refused_and_changes_nothing(broker: Broker)
                 for records in (forged, ordinary + forged):
                     first_is_marker = records is forged
                     for transactional_id, expected in (
-                            ("tx-wire", ErrorCode.invalid_record),
+                            (txn_id(topic), ErrorCode.invalid_record),
                             (None, ErrorCode.transactional_id_authorization_failed if first_is_marker
                              else ErrorCode.invalid_record)):
                         code = produce_raw(client, topic, partition, records, transactional_id)
