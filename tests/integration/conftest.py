@@ -340,6 +340,25 @@ def stop_all(brokers: Iterable[Broker]) -> list[str]:
     return unclean
 
 
+def start_cluster_broker(broker_factory: Callable[..., Broker], zk_connect: str, node_id: int, workers: int = 1,
+                         settings: dict[str, Any] | None = None) -> Broker:
+    """A broker of the ZooKeeper cluster at ``zk_connect`` (``settings`` on top), returned once
+    its coordinator process registered it: it does so a moment after the workers serve, and
+    until then CreateTopics counts no live broker for it."""
+    from kazoo.client import KazooClient
+
+    broker = broker_factory(workers=workers, overrides={
+        "zookeeper.connect": zk_connect, "node.id": node_id, "zookeeper.session.timeout.ms": 4000, **(settings or {})})
+    client = KazooClient(hosts=zk_connect)
+    client.start(timeout=10)
+    try:
+        wait_until(lambda: client.exists(f"/brokers/ids/{node_id}"), 20, f"broker {node_id} registered")
+    finally:
+        client.stop()
+        client.close()
+    return broker
+
+
 @pytest.fixture
 def broker_factory(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[Callable[..., Broker]]:
     brokers: list[Broker] = []

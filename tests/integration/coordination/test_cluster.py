@@ -19,7 +19,7 @@ import pytest
 from kazoo.client import KazooClient
 from kio.schema.errors import ErrorCode
 
-from tests.integration.conftest import Broker, round_trip, wait_until
+from tests.integration.conftest import Broker, round_trip, start_cluster_broker, wait_until
 from tests.integration.coordination.test_group_protocol import request
 from tests.integration.coordination.test_groups import MemberProcess, consumed_values, create_topic, produce, wait_for_split
 from tests.integration.kio_client import KioClient
@@ -62,16 +62,8 @@ def node_ids(broker_ids: Any) -> set[int]:
 @pytest.fixture
 def cluster(broker_factory: Callable[..., Broker], zk_connect: str) -> Callable[..., Broker]:
     def start(node_id: int, **extra: Any) -> Broker:
-        broker = broker_factory(workers=2, overrides={**cluster_settings(zk_connect, node_id), **extra})
-        # Its coordinator process registers it in ZooKeeper a moment after the workers
-        # serve; until then CreateTopics counts no live broker for it.
-        client = zk(zk_connect)
-        try:
-            wait_until(lambda: client.exists(f"/brokers/ids/{node_id}"), 20, f"broker {node_id} registered")
-        finally:
-            client.stop()
-            client.close()
-        return broker
+        return start_cluster_broker(broker_factory, zk_connect, node_id, workers=2,
+                                    settings={**cluster_settings(zk_connect, node_id), **extra})
 
     return start
 

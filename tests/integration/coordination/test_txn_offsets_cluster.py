@@ -11,10 +11,9 @@ import uuid
 from typing import Callable
 
 import pytest
-from kazoo.client import KazooClient
 
 from coordination.groups.offsets_schema import partition_for
-from tests.integration.conftest import Broker, wait_until
+from tests.integration.conftest import Broker, start_cluster_broker, wait_until
 from tests.integration.coordination.test_group_protocol import request
 from tests.integration.kio_client import KioClient
 
@@ -25,17 +24,8 @@ SOURCE = "txo-cluster-in"
 
 
 def _start(broker_factory: Callable[..., Broker], zk_connect: str, node_id: int) -> Broker:
-    broker = broker_factory(workers=1, overrides={
-        "zookeeper.connect": zk_connect, "node.id": node_id, "zookeeper.session.timeout.ms": 4000,
+    return start_cluster_broker(broker_factory, zk_connect, node_id, settings={
         "offsets.topic.num.partitions": OFFSETS_PARTITIONS, "transaction.state.log.num.partitions": 2})
-    client = KazooClient(hosts=zk_connect)
-    client.start(timeout=10)
-    try:
-        wait_until(lambda: client.exists(f"/brokers/ids/{node_id}"), 20, f"broker {node_id} registered")
-    finally:
-        client.stop()
-        client.close()
-    return broker
 
 
 def _coordinator_node(bootstrap: str, group: str) -> int:

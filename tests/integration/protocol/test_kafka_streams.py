@@ -27,9 +27,8 @@ from typing import Callable
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
-from kazoo.client import KazooClient
 
-from tests.integration.conftest import Broker, wait_until
+from tests.integration.conftest import Broker, start_cluster_broker
 from tests.java_clients import JavaProcess, ensure_classes, missing_tools, start_java
 
 pytestmark = [pytest.mark.integration, pytest.mark.transactions, pytest.mark.java_clients, pytest.mark.timeout(300)]
@@ -194,17 +193,8 @@ def test_streams_word_count_exactly_once_across_a_kill_on_two_brokers(
 
 
 def _cluster_broker(broker_factory: Callable[..., Broker], zk_connect: str, node_id: int) -> Broker:
-    broker = broker_factory(workers=1, overrides={
-        "zookeeper.connect": zk_connect, "node.id": node_id, "zookeeper.session.timeout.ms": 4000,
+    return start_cluster_broker(broker_factory, zk_connect, node_id, settings={
         "offsets.topic.num.partitions": 4, "transaction.state.log.num.partitions": 4})
-    client = KazooClient(hosts=zk_connect)
-    client.start(timeout=10)
-    try:
-        wait_until(lambda: client.exists(f"/brokers/ids/{node_id}"), 20, f"broker {node_id} registered")
-    finally:
-        client.stop()
-        client.close()
-    return broker
 
 
 def _kill_and_restart(bootstrap: str, tmp_path: Path, replicas: int) -> None:
