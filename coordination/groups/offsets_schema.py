@@ -79,6 +79,7 @@ from storage.records import Record, decode_batch, encode_batch
 
 Buffer = bytes | bytearray | memoryview
 
+INT8 = struct.Struct(">b")
 INT16 = struct.Struct(">h")
 assert INT16.size == 2
 INT32 = struct.Struct(">i")
@@ -167,11 +168,12 @@ Entry = tuple[int, OffsetKey | GroupKey, OffsetValue | GroupValue | None]
 # --- reading ----------------------------------------------------------------------------
 
 
-class _Reader:
+class SchemaReader:
     """A cursor over one key or value. Every read checks the bytes are there, so callers
     see OffsetsSchemaError, never IndexError or struct.error."""
 
     __slots__ = ("data", "position", "what")
+    error: type[OffsetsSchemaError] = OffsetsSchemaError  # a subclass's schemas raise their own
 
     def __init__(self, data: Buffer, what: str) -> None:
         self.data = bytes(data)
@@ -179,7 +181,7 @@ class _Reader:
         self.what = what
 
     def fail(self, message: str) -> OffsetsSchemaError:
-        return OffsetsSchemaError(f"{self.what}: {message} (byte {self.position} of {len(self.data)})")
+        return self.error(f"{self.what}: {message} (byte {self.position} of {len(self.data)})")
 
     def _take(self, size: int, field: str) -> int:
         """Advance over ``size`` bytes; the position they start at."""
@@ -188,6 +190,16 @@ class _Reader:
             raise self.fail(f"{field} needs {size} bytes, {len(self.data) - start} left")
         self.position = start + size
         return start
+
+    def take(self, size: int, field: str) -> bytes:
+        if size < 0:
+            raise self.fail(f"{field} has a negative size {size}")
+        start = self._take(size, field)
+        return self.data[start : start + size]
+
+    def int8(self, field: str) -> int:
+        value: int = INT8.unpack_from(self.data, self._take(INT8.size, field))[0]
+        return value
 
     def int16(self, field: str) -> int:
         value: int = INT16.unpack_from(self.data, self._take(INT16.size, field))[0]
@@ -242,10 +254,14 @@ class _Reader:
         return self.data[start : start + length]
 
     def array_count(self, field: str, flexible: bool) -> int:
-        count = self.uvarint(field) - 1 if flexible else self.int32(field)
+        count = self.nullable_array_count(field, flexible)
         if count < 0:
             raise self.fail(f"non-nullable array {field} is null")
         return count
+
+    def nullable_array_count(self, field: str, flexible: bool) -> int:
+        """An array's element count; -1 for a null array."""
+        return self.uvarint(field) - 1 if flexible else self.int32(field)
 
     def skip_tagged_fields(self) -> None:
         """Unknown tagged fields are skipped (we know none of these schemas' tags)."""
@@ -260,7 +276,7 @@ class _Reader:
 
 def decode_key(data: Buffer) -> OffsetKey | GroupKey | None:
     """The key of a __consumer_offsets record; None for a record type we do not know."""
-    reader = _Reader(data, "__consumer_offsets key")
+    reader = SchemaReader(data, "__consumer_offsets key")
     record_type = reader.int16("key type")
     key: OffsetKey | GroupKey
     if record_type in OFFSET_COMMIT_KEY_TYPES:
@@ -277,7 +293,7 @@ def decode_key(data: Buffer) -> OffsetKey | GroupKey | None:
 
 def decode_offset_value(data: Buffer) -> OffsetValue:
     """An OffsetCommitValue of any version Kafka defines (0-4)."""
-    reader = _Reader(data, "OffsetCommitValue")
+    reader = SchemaReader(data, "OffsetCommitValue")
     version = reader.int16("version")
     if version not in OFFSET_VALUE_VERSIONS:
         raise reader.fail(f"unknown version {version}")
@@ -296,7 +312,7 @@ def decode_offset_value(data: Buffer) -> OffsetValue:
 
 def decode_group_value(data: Buffer) -> GroupValue:
     """A GroupMetadataValue of any version Kafka defines (0-4)."""
-    reader = _Reader(data, "GroupMetadataValue")
+    reader = SchemaReader(data, "GroupMetadataValue")
     version = reader.int16("version")
     if version not in GROUP_VALUE_VERSIONS:
         raise reader.fail(f"unknown version {version}")
@@ -316,7 +332,7 @@ def decode_group_value(data: Buffer) -> GroupValue:
     return GroupValue(protocol_type, generation, protocol, leader, state_timestamp, members)
 
 
-def _read_member(reader: _Reader, version: int, flexible: bool) -> MemberValue:
+def _read_member(reader: SchemaReader, version: int, flexible: bool) -> MemberValue:
     member_id = reader.string("memberId", flexible)
     instance_id = reader.nullable_string("groupInstanceId", flexible) if version >= 3 else None
     client_id = reader.string("clientId", flexible)

@@ -27,16 +27,12 @@ import logging
 import struct
 from dataclasses import dataclass, field
 
-from coordination.groups.offsets_schema import Buffer, OffsetsSchemaError
+from coordination.groups.offsets_schema import INT8, INT16, INT32, INT64, Buffer, OffsetsSchemaError, SchemaReader
 from coordination.groups.offsets_schema import partition_for as _partition_for
 from storage.records import Record, encode_batch, iter_batches
 
 log = logging.getLogger(__name__)
 
-INT8 = struct.Struct(">b")
-INT16 = struct.Struct(">h")
-INT32 = struct.Struct(">i")
-INT64 = struct.Struct(">q")
 
 KEY_VERSION = 0
 VALUE_VERSION_WRITTEN = 0
@@ -55,56 +51,11 @@ class TxnSchemaError(OffsetsSchemaError):
     """A key or value that is not one of these schemas' versions, or bytes that are not one."""
 
 
-class _Reader:
-    """A cursor over one key or value; every read checks the bytes are there, so callers
-    see TxnSchemaError, never IndexError or struct.error."""
+class _TxnReader(SchemaReader):
+    """The __consumer_offsets records' reader, raising TxnSchemaError."""
 
-    def __init__(self, data: Buffer, what: str) -> None:
-        self.data = bytes(data)
-        self.position = 0
-        self.what = what
-
-    def take(self, size: int, field: str) -> bytes:
-        start = self.position
-        if size < 0 or size > len(self.data) - start:
-            raise TxnSchemaError(f"{self.what}: {field} needs {size} bytes, {len(self.data) - start} left")
-        self.position = start + size
-        return self.data[start:start + size]
-
-    def fixed(self, fmt: struct.Struct, field: str) -> int:
-        value: int = fmt.unpack(self.take(fmt.size, field))[0]
-        return value
-
-    def uvarint(self, field: str) -> int:
-        result = 0
-        for index in range(5):
-            byte = self.take(1, field)[0]
-            result |= (byte & 0x7F) << (7 * index)
-            if byte < 0x80:
-                return result
-        raise TxnSchemaError(f"{self.what}: {field}: varint longer than 5 bytes")
-
-    def string(self, field: str, flexible: bool) -> str:
-        size = self.uvarint(field) - 1 if flexible else self.fixed(INT16, field)
-        if size < 0:
-            raise TxnSchemaError(f"{self.what}: non-nullable {field} is null")
-        try:
-            return self.take(size, field).decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise TxnSchemaError(f"{self.what}: {field} is not UTF-8: {exc.reason}") from None
-
-    def array_count(self, field: str, flexible: bool) -> int:
-        """An array's element count; -1 for a null array."""
-        return self.uvarint(field) - 1 if flexible else self.fixed(INT32, field)
-
-    def skip_tagged_fields(self) -> None:
-        for _ in range(self.uvarint("tagged field count")):
-            self.uvarint("tag")
-            self.take(self.uvarint("tagged field size"), "tagged field")
-
-    def finish(self) -> None:
-        if self.position != len(self.data):
-            raise TxnSchemaError(f"{self.what}: {len(self.data) - self.position} bytes left after the last field")
+    __slots__ = ()
+    error = TxnSchemaError
 
 
 @dataclass(frozen=True)
@@ -229,8 +180,8 @@ def state_batch(entries: list[tuple[bytes, bytes | None]], timestamp: int) -> by
 def decode_key(data: Buffer) -> str | None:
     """The transactional id of a key; None for a key version Kafka does not know (its
     loader skips those)."""
-    reader = _Reader(data, "TransactionLogKey")
-    version = reader.fixed(INT16, "version")
+    reader = _TxnReader(data, "TransactionLogKey")
+    version = reader.int16("version")
     if version != KEY_VERSION:
         return None
     transactional_id = reader.string("transactionalId", False)
@@ -239,30 +190,30 @@ def decode_key(data: Buffer) -> str | None:
 
 
 def decode_value(data: Buffer) -> TxnLogValue:
-    reader = _Reader(data, "TransactionLogValue")
-    version = reader.fixed(INT16, "version")
+    reader = _TxnReader(data, "TransactionLogValue")
+    version = reader.int16("version")
     if version not in VALUE_VERSIONS:
         raise TxnSchemaError(f"TransactionLogValue version {version} is unknown")
     flexible = version >= FIRST_FLEXIBLE_VALUE_VERSION
-    producer_id = reader.fixed(INT64, "producerId")
-    producer_epoch = reader.fixed(INT16, "producerEpoch")
-    timeout_ms = reader.fixed(INT32, "transactionTimeoutMs")
-    status = reader.fixed(INT8, "transactionStatus")
-    count = reader.array_count("transactionPartitions", flexible)
+    producer_id = reader.int64("producerId")
+    producer_epoch = reader.int16("producerEpoch")
+    timeout_ms = reader.int32("transactionTimeoutMs")
+    status = reader.int8("transactionStatus")
+    count = reader.nullable_array_count("transactionPartitions", flexible)
     partitions: dict[str, tuple[int, ...]] | None = None
     if count >= 0:
         partitions = {}
         for _ in range(count):
             topic = reader.string("topic", flexible)
-            ids = reader.array_count("partitionIds", flexible)
+            ids = reader.nullable_array_count("partitionIds", flexible)
             if ids < 0:
                 raise TxnSchemaError("TransactionLogValue: non-nullable partitionIds is null")
-            partitions[topic] = partitions.get(topic, ()) + tuple(reader.fixed(INT32, "partitionId")
+            partitions[topic] = partitions.get(topic, ()) + tuple(reader.int32("partitionId")
                                                                   for _ in range(ids))
             if flexible:
                 reader.skip_tagged_fields()
-    last_update_ms = reader.fixed(INT64, "transactionLastUpdateTimestampMs")
-    start_ms = reader.fixed(INT64, "transactionStartTimestampMs")
+    last_update_ms = reader.int64("transactionLastUpdateTimestampMs")
+    start_ms = reader.int64("transactionStartTimestampMs")
     tagged = {TAG_PREVIOUS_PRODUCER_ID: NO_PRODUCER_ID, TAG_NEXT_PRODUCER_ID: NO_PRODUCER_ID,
               TAG_CLIENT_TRANSACTION_VERSION: 0}
     unknown: list[tuple[int, bytes]] = []
