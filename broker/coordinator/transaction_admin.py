@@ -25,22 +25,16 @@ from kio.static.protocol import Entity
 
 from broker.context import CoordinatorContext
 from broker.coordinator.api import coordinator_api
+from broker.coordinator.transactions import transaction_coordinator
 from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
 from broker.protocol.requests import DescribeTransactionsRequest, ListTransactionsRequest
 from coordination.acls.model import Operation, ResourceType
-from coordination.transactions.coordinator import TransactionCoordinator
 from coordination.transactions.views import InvalidPattern, ListFilters, TxnDescription
 
 DESCRIBE_TRANSACTIONS = 65
 LIST_TRANSACTIONS = 66
-
-
-def _coordinator(ctx: CoordinatorContext) -> TransactionCoordinator:
-    if ctx.transactions is None:
-        raise RuntimeError("this coordinator process has no transaction coordinator")
-    return ctx.transactions
 
 
 def _describable(ctx: CoordinatorContext, transactional_id: str) -> bool:
@@ -75,7 +69,7 @@ def _topics(ctx: CoordinatorContext, description: TxnDescription) -> list[dict[s
 
 @coordinator_api(DESCRIBE_TRANSACTIONS, "DescribeTransactions", 0, 0, error_response=_describe_error)
 def serve_describe_transactions(ctx: CoordinatorContext, request: DescribeTransactionsRequest) -> Entity:
-    coordinator = _coordinator(ctx)
+    coordinator = transaction_coordinator(ctx)
     states = []
     for transactional_id in request.transactional_ids:
         if not _describable(ctx, transactional_id):
@@ -105,7 +99,7 @@ def serve_list_transactions(ctx: CoordinatorContext, request: ListTransactionsRe
                               getattr(request, "transactional_id_pattern", None))
     except InvalidPattern:
         return _list_error(request, version, int(ErrorCode.invalid_regular_expression))
-    code, listings = _coordinator(ctx).list_transactions(filters)
+    code, listings = transaction_coordinator(ctx).list_transactions(filters)
     if code:
         return _list_error(request, version, code)
     return _list_answer(version, 0, filters.unknown_states(), [

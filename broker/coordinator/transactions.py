@@ -57,7 +57,8 @@ def _for_version(code: int, version: int, fenced_from: int = 2) -> int:
     return int(code)
 
 
-def _coordinator(ctx: CoordinatorContext) -> TransactionCoordinator:
+def transaction_coordinator(ctx: CoordinatorContext) -> TransactionCoordinator:
+    """The process's transaction coordinator (every coordinator process has one)."""
     if ctx.transactions is None:
         raise RuntimeError("this coordinator process has no transaction coordinator")
     return ctx.transactions
@@ -89,7 +90,7 @@ async def serve_init_producer_id(ctx: CoordinatorContext, request: InitProducerI
     if (producer_id == -1) != (epoch == -1):
         return _init_answer(version, ErrorCode.invalid_request)
     expected = None if producer_id == -1 else (producer_id, epoch)
-    result = await _coordinator(ctx).init_producer_id(transactional_id, milliseconds(request.transaction_timeout),
+    result = await transaction_coordinator(ctx).init_producer_id(transactional_id, milliseconds(request.transaction_timeout),
                                                       expected)
     return _init_answer(version, result.error_code, result.producer_id, result.producer_epoch)
 
@@ -137,7 +138,7 @@ async def _serve_batches(ctx: CoordinatorContext, request: AddPartitionsToTxnReq
     """A broker's batch: each transaction verified or added, an answer per partition."""
     if not ctx.from_broker():
         return _batches_answer(version, ErrorCode.cluster_authorization_failed, {})
-    coordinator = _coordinator(ctx)
+    coordinator = transaction_coordinator(ctx)
     results: dict[str, dict[TopicPartition, int]] = {}
     for txn in getattr(request, "transactions", ()):
         partitions = [TopicPartition(topic.name, int(p)) for topic in txn.topics for p in topic.partitions]
@@ -177,7 +178,7 @@ async def serve_add_partitions_to_txn(ctx: CoordinatorContext, request: AddParti
     if refused:
         return _add_partitions_answer(version, {tp: refused.get(tp, int(ErrorCode.operation_not_attempted))
                                                 for tp in partitions})
-    code = await _coordinator(ctx).add_partitions(transactional_id, int(getattr(request, "v3_and_below_producer_id")),
+    code = await transaction_coordinator(ctx).add_partitions(transactional_id, int(getattr(request, "v3_and_below_producer_id")),
                                                   int(getattr(request, "v3_and_below_producer_epoch")), set(partitions))
     return _add_partitions_error(request, version, code)
 
@@ -195,7 +196,7 @@ async def serve_add_offsets_to_txn(ctx: CoordinatorContext, request: AddOffsetsT
         return _add_offsets_error(request, version, ErrorCode.transactional_id_authorization_failed)
     if not ctx.allowed(Operation.READ, ResourceType.GROUP, request.group_id):
         return _add_offsets_error(request, version, ErrorCode.group_authorization_failed)
-    code = await _coordinator(ctx).add_offsets(request.transactional_id, int(request.producer_id),
+    code = await transaction_coordinator(ctx).add_offsets(request.transactional_id, int(request.producer_id),
                                                int(request.producer_epoch), request.group_id)
     return _add_offsets_error(request, version, code)
 
@@ -220,7 +221,7 @@ async def serve_end_txn(ctx: CoordinatorContext, request: EndTxnRequest) -> Enti
     version = ctx.api_version
     if not _write_allowed(ctx, request.transactional_id):
         return _end_txn_error(request, version, ErrorCode.transactional_id_authorization_failed)
-    result = await _coordinator(ctx).end_transaction(request.transactional_id, int(request.producer_id),
+    result = await transaction_coordinator(ctx).end_transaction(request.transactional_id, int(request.producer_id),
                                                      int(request.producer_epoch), bool(request.committed),
                                                      TV_2 if version >= END_TXN_V2 else TV_1)
     return _end_txn_answer(version, result.error_code, result.producer_id, result.producer_epoch)
