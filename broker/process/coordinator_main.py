@@ -178,6 +178,9 @@ class WorkerTopicLog:
         self.locate: Locator = lambda _partition: (node_id, "", -1)
         self._remote: dict[tuple[str, int, int], RemotePartitionClient] = {}
         self.files = SegmentFiles(capacity=16)
+        # Awaited before every append: False when the topic cannot be made ready (a topic
+        # created on first use, as Kafka creates __transaction_state).
+        self.before_append: Callable[[], Awaitable[bool]] | None = None
 
     def _link(self, tp: TopicPartition) -> RemotePartitionOps:
         return self.links[owner_index(tp, self.workers)]
@@ -191,6 +194,8 @@ class WorkerTopicLog:
         return client
 
     async def append(self, partition: int, batch: bytes) -> int:
+        if self.before_append is not None and not await self.before_append():
+            return int(ErrorCode.coordinator_not_available)
         tp = TopicPartition(self.topic, partition)
         holder, host, port = self.locate(partition)
         if holder != self.node_id:
@@ -307,6 +312,8 @@ class CoordinatorProcess:
                                       config.get_int("transaction.state.log.num.partitions"), self.node_id,
                                       txn_schema.entries_of)
         self.txn_log.locate = lambda partition: self.locate_partition(TRANSACTION_TOPIC, partition)
+        self.txn_log.before_append = self._transaction_topic_ready
+        self._txn_topic: asyncio.Future[None] | None = None
         # The ACLs the group and offset APIs check (the workers check the others).
         self.security = BrokerSecurity(config)
         # Caches kept by watches, so the answers to workers never wait on ZooKeeper.
@@ -688,9 +695,11 @@ class CoordinatorProcess:
         self.transactions.loading = True
         await self._ensure_internal_topic(self.offsets_log, self.config.get_int("offsets.topic.replication.factor"),
                                           lambda _factor: offsets_topic_configs(self.config))
-        await self._ensure_internal_topic(self.txn_log,
-                                          self.config.get_int("transaction.state.log.replication.factor"),
-                                          lambda factor: transaction_topic_configs(self.config, factor))
+        self._txn_topic = None
+        txn_topic_exists = await asyncio.get_running_loop().run_in_executor(None, self._has_topic, TRANSACTION_TOPIC)
+        if txn_topic_exists:
+            self._txn_topic = asyncio.ensure_future(self._ensure_transaction_topic())
+            await self._txn_topic
         # A note to a worker that is not up yet is dropped (a broker's start elects its
         # coordinator while its workers boot); each has answered a call by now.
         self._tell_epoch()
@@ -706,7 +715,7 @@ class CoordinatorProcess:
         log.info("coordinator: loaded %d records, %d groups (had %d)", sum(len(entries) for _p, entries in loaded),
                  len(self.coordinator.groups), groups_before)
         txn_entries: list[tuple[Any, Any]] = []
-        for partition in range(self.txn_log.partitions):
+        for partition in range(self.txn_log.partitions if txn_topic_exists else 0):
             txn_entries.extend(await self._read_partition(self.txn_log, partition))
         # Every transaction found prepared gets its markers and its completion written now
         # (the group coordinator, loaded first, is told of each marker on its partitions).
@@ -714,6 +723,29 @@ class CoordinatorProcess:
         self.transactions.active = not self.suspended
         log.info("coordinator: loaded %d __transaction_state records, %d transactional ids", len(txn_entries),
                  len(self.transactions.transactions))
+
+    def _has_topic(self, topic: str) -> bool:
+        self.registry.refresh()
+        return self.registry.get(topic) is not None
+
+    async def _ensure_transaction_topic(self) -> None:
+        await self._ensure_internal_topic(self.txn_log, self.config.get_int("transaction.state.log.replication.factor"),
+                                          lambda factor: transaction_topic_configs(self.config, factor))
+
+    async def _transaction_topic_ready(self) -> bool:
+        """__transaction_state is created by the first write to it, as Kafka creates it on the
+        first transactional request, not at election: a cluster whose clients never use
+        transactions keeps no 50 partitions (their files, maps and descriptors) for them.
+        Concurrent first writes wait for one creation; a failed one is tried again by the next."""
+        if self._txn_topic is None or (self._txn_topic.done() and (self._txn_topic.cancelled()
+                                                                    or self._txn_topic.exception() is not None)):
+            self._txn_topic = asyncio.ensure_future(self._ensure_transaction_topic())
+        try:
+            await asyncio.shield(self._txn_topic)
+        except Exception as exc:
+            log.warning("coordinator: cannot create %s: %s", TRANSACTION_TOPIC, exc)
+            return False
+        return True
 
     async def _read_partition(self, topic_log: WorkerTopicLog, partition: int) -> list[tuple[Any, Any]]:
         """A partition's records; while its leader is down (this process, as controller,

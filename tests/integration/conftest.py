@@ -278,7 +278,7 @@ class Broker:
                 continue
         return out
 
-    def stderr(self, tail: int = 200) -> str:
+    def stderr(self, tail: int = 2000) -> str:
         try:
             with open(self.stderr_path, "rb") as handle:
                 lines = handle.read().decode(errors="replace").splitlines()

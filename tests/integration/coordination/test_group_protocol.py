@@ -179,13 +179,18 @@ def test_find_coordinator_every_version(broker: Any, version: int) -> None:
         else:
             answer = client.call(FIND, version, request(FIND, version, key="a", key_type=0))
             assert (answer.error_code, answer.node_id, answer.host, answer.port) == (0, 0, broker.host, broker.port)
-        if version >= 1:  # transaction coordinators are not offered yet
+        if version >= 1:  # key type 1: the transaction coordinator, the same elected process
             if version >= 4:
-                refused = client.call(FIND, version, request(FIND, version, key_type=1, coordinator_keys=["tx"]))
-                assert refused.coordinators[0].error_code == ErrorCode.transactional_id_authorization_failed
+                found = client.call(FIND, version, request(FIND, version, key_type=1, coordinator_keys=["tx"]))
+                (coordinator,) = found.coordinators
+                assert (coordinator.key, coordinator.error_code, coordinator.node_id, coordinator.host,
+                        coordinator.port) == ("tx", 0, 0, broker.host, broker.port)
             else:
-                refused = client.call(FIND, version, request(FIND, version, key="tx", key_type=1))
-                assert refused.error_code == ErrorCode.transactional_id_authorization_failed
+                found = client.call(FIND, version, request(FIND, version, key="tx", key_type=1))
+                assert (found.error_code, found.node_id, found.host, found.port) == (0, 0, broker.host, broker.port)
+            unknown = client.call(FIND, version, request(FIND, version, key="k", key_type=2, coordinator_keys=["k"]))
+            codes = [c.error_code for c in unknown.coordinators] if version >= 4 else [unknown.error_code]
+            assert codes == [ErrorCode.invalid_request]
 
 
 @pytest.mark.parametrize("version", range(0, 7))
