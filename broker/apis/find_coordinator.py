@@ -60,7 +60,7 @@ async def handle_find_coordinator(ctx: RequestContext, request: FindCoordinatorR
         return _answer(version, [_entry(k, ErrorCode.invalid_request, message=f"unknown key type {key_type}")
                                  for k in keys])
     try:
-        code, node_id, host, port = await ctx.node.find_coordinator()
+        code, node_id, host, port = await ctx.node.find_coordinator(transactions=key_type == TRANSACTION)
     except KafkaError as exc:
         code, node_id, host, port = int(exc.code), -1, "", -1
     if code:

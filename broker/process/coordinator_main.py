@@ -358,7 +358,11 @@ class CoordinatorProcess:
 
         return asyncio.ensure_future(answer())
 
-    def _find_call(self, _body: memoryview) -> "Parts | asyncio.Future[Parts]":
+    def _find_call(self, body: memoryview) -> "Parts | asyncio.Future[Parts]":
+        if len(body) and body[0] == 1 and self.topics is not None:
+            # Asked for a transaction coordinator: Kafka creates __transaction_state then, on
+            # whichever broker is asked; the first transactional write waits for the same creation.
+            self._in_background(self._transaction_topic_ready())
         if self.started.is_set():
             return peer_codec.encode_found(*self.find())
 

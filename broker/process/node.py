@@ -50,6 +50,8 @@ from storage.releaser import RELEASER
 from storage.types import TopicPartition
 
 log = logging.getLogger(__name__)
+
+FIND_TRANSACTIONS = b"\x01"  # a FIND's body when a client asked for a transaction coordinator
 T = TypeVar("T")
 
 JOIN_GROUP = 11
@@ -307,10 +309,13 @@ class WorkerNode:
                                 partitions: list[TopicPartition], add: bool) -> dict[TopicPartition, int]:
         return await self.txn_verifier.check(transactional_id, producer_id, producer_epoch, partitions, add)
 
-    async def find_coordinator(self) -> tuple[int, int, str, int]:
+    async def find_coordinator(self, transactions: bool = False) -> tuple[int, int, str, int]:
+        """(error, node id, host, port) of the elected coordinator; ``transactions``: asked for
+        a transactional id, which makes sure __transaction_state exists, as in Kafka."""
         await self._coordinator_restarted()
         try:
-            return await self.mesh.call(self.coordinator_endpoint, Op.FIND, [], peer_codec.decode_found, 10)
+            return await self.mesh.call(self.coordinator_endpoint, Op.FIND, [FIND_TRANSACTIONS if transactions else b""],
+                                        peer_codec.decode_found, 10)
         except KafkaError:
             return int(ErrorCode.coordinator_not_available), -1, "", -1
 
