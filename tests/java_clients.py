@@ -32,6 +32,8 @@ import time
 from pathlib import Path
 from typing import IO
 
+import pytest
+
 from loadtest import maven_jars
 
 KAFKA_VERSION = os.environ.get("CASTLE_KAFKA_JAVA_VERSION", "4.4.0")
@@ -212,3 +214,14 @@ def start_java(main_class: str, args: list[str], log_dir: Path, name: str | None
     """``jvm_flags`` e.g. ``["-Dorg.slf4j.simpleLogger.log.org.apache.kafka.clients.consumer=info"]``: the
     clients log at WARN on stderr unless told otherwise."""
     return JavaProcess(main_class, args, log_dir, name or main_class.rsplit(".", 1)[-1], jvm_flags)
+
+
+@pytest.fixture(autouse=True)
+def java_present() -> None:
+    """Autouse in every module that imports it. CI installs a JDK and Maven (.ci/run): their
+    absence is a failure, not a skip."""
+    missing = missing_tools()
+    if missing:
+        pytest.fail(f"Kafka's Java clients and Kafka Streams need {', '.join(missing)} on PATH "
+                    "(apt-get install default-jdk-headless maven)")
+    ensure_classes()  # fetched and compiled once, here rather than inside a test's own waits

@@ -19,20 +19,13 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.integration.conftest import Broker
-from tests.java_clients import ensure_classes, lines_with, missing_tools, run_java, start_java
+from tests.java_clients import java_present, lines_with, run_java, start_java
 
 pytestmark = [pytest.mark.integration, pytest.mark.transactions, pytest.mark.java_clients, pytest.mark.timeout(300)]
 
+__all__ = ["java_present"]  # the autouse fixture: Java must be on PATH
+
 TIMEOUT = 30.0
-
-
-@pytest.fixture(autouse=True)
-def java_present() -> None:
-    """CI installs a JDK and Maven (.ci/run): their absence is a failure, not a skip."""
-    missing = missing_tools()
-    if missing:
-        pytest.fail(f"the Java clients need {', '.join(missing)} on PATH (apt-get install default-jdk-headless maven)")
-    ensure_classes()  # fetched and compiled once, here rather than inside a test's own waits
 
 
 def _create_topics(broker: Broker, partitions: int, *names: str) -> None:

@@ -29,24 +29,17 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from tests.integration.conftest import Broker, start_cluster_broker
-from tests.java_clients import JavaProcess, ensure_classes, missing_tools, start_java
+from tests.java_clients import JavaProcess, java_present, start_java
 
 pytestmark = [pytest.mark.integration, pytest.mark.transactions, pytest.mark.java_clients, pytest.mark.timeout(300)]
+
+__all__ = ["java_present"]  # the autouse fixture: Java must be on PATH
 
 TIMEOUT = 30.0
 WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliett", "kilo",
          "lima", "mike", "november", "oscar", "papa"]
 LINES = 1200
 WORDS_PER_LINE = 5
-
-
-@pytest.fixture(autouse=True)
-def java_present() -> None:
-    """CI installs a JDK and Maven (.ci/run): their absence is a failure, not a skip."""
-    missing = missing_tools()
-    if missing:
-        pytest.fail(f"Kafka Streams needs {', '.join(missing)} on PATH (apt-get install default-jdk-headless maven)")
-    ensure_classes()  # fetched and compiled once, here rather than inside a test's own waits
 
 
 def line(i: int) -> str:
