@@ -374,7 +374,7 @@ class PartitionLog:
                           record_count, len(headers), size)
 
     def append_marker(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int, *,
-                      leader_epoch: int, now: int | None = None) -> AppendInfo:
+                      leader_epoch: int, now: int | None = None, transaction_version: int = 0) -> AppendInfo:
         """Append a COMMIT or ABORT marker (one control batch) for ``producer_id``'s
         transaction, as the transaction coordinator asks through WriteTxnMarkers.
 
@@ -382,7 +382,8 @@ class PartitionLog:
         written with a newer epoch, TransactionCoordinatorFencedError when a newer
         coordinator already wrote a marker for it. A producer with no open transaction
         here still gets its marker (Kafka's rule: harmless, and a retried marker must
-        not fail)."""
+        not fail). ``transaction_version``: the transaction's, for the verifications the
+        marker voids (ProducerStateManager.marker_written)."""
         code = self.producer_state.check_marker(producer_id, producer_epoch, coordinator_epoch)
         if code == INVALID_PRODUCER_EPOCH:
             raise InvalidProducerEpochError(f"{self.tp}: marker of producer {producer_id} with epoch {producer_epoch}, "
@@ -394,7 +395,9 @@ class PartitionLog:
         now = now_ms() if now is None else now
         batch = encode_control_batch(CONTROL_TYPE_COMMIT if commit else CONTROL_TYPE_ABORT, coordinator_epoch,
                                      producer_id=producer_id, producer_epoch=producer_epoch, timestamp=now)
-        return self.append(batch, leader_epoch=leader_epoch, now=now)
+        info = self.append(batch, leader_epoch=leader_epoch, now=now)
+        self.producer_state.marker_written(producer_id, producer_epoch, transaction_version)
+        return info
 
     def _after_append(self, record_count: int) -> None:
         if not self.replicated:

@@ -154,6 +154,15 @@ class RetainedBatch(NamedTuple):
 
 
 @dataclass(slots=True)
+class Verification:
+    """A producer's transaction waiting for the coordinator's word on this partition."""
+
+    epoch: int
+    guard: int
+    lowest_sequence: int
+
+
+@dataclass(slots=True)
 class ProducerEntry:
     """One producer's state; the first eight fields are exactly a snapshot entry."""
 
@@ -244,7 +253,7 @@ class ProducerStateManager:
         self.unreplicated: deque[CompletedTxn] = deque()
         self.first_unstable = -1
         # Producer id -> (epoch, guard) of a verification under way (see the module doc).
-        self.verifying: dict[int, tuple[int, int]] = {}
+        self.verifying: dict[int, Verification] = {}
 
     # ----------------------------------------------------------------- verification
 
@@ -255,22 +264,42 @@ class ProducerStateManager:
         return (entry is not None and entry.current_txn_first_offset >= 0
                 and entry.producer_epoch == producer_epoch)
 
-    def start_verification(self, producer_id: int, producer_epoch: int) -> int:
+    def start_verification(self, producer_id: int, producer_epoch: int, base_sequence: int) -> int:
         """The guard an append verified by the coordinator must present; requests of the
-        same producer and epoch verifying at once share it."""
+        same producer and epoch verifying at once share it. The lowest sequence waiting is
+        kept: until the transaction opens here, a batch above it is refused as out of order
+        (a retriable answer for it), so a pipelined later batch whose answer comes back
+        first cannot be appended before the first and wedge the producer (Kafka's
+        VerificationStateEntry.lowestSequence)."""
         current = self.verifying.get(producer_id)
-        if current is not None and current[0] == producer_epoch:
-            return current[1]
-        guard = next(_GUARDS)
+        if current is not None and current.epoch == producer_epoch:
+            current.lowest_sequence = min(current.lowest_sequence, base_sequence)
+            return current.guard
         if len(self.verifying) >= MAX_VERIFYING:
             # Guards of producers the coordinator refused stay until a marker; the oldest go first.
             del self.verifying[next(iter(self.verifying))]
-        self.verifying[producer_id] = (producer_epoch, guard)
-        return guard
+        verification = self.verifying[producer_id] = Verification(producer_epoch, next(_GUARDS), base_sequence)
+        return verification.guard
 
     def verified(self, producer_id: int, producer_epoch: int, guard: int) -> bool:
         """Whether ``guard`` is still this producer's: no marker came since it was handed out."""
-        return self.verifying.get(producer_id) == (producer_epoch, guard)
+        current = self.verifying.get(producer_id)
+        return current is not None and current.epoch == producer_epoch and current.guard == guard
+
+    def marker_written(self, producer_id: int, producer_epoch: int, transaction_version: int) -> None:
+        """A marker ended the producer's transaction here: a verification begun for that
+        transaction is void (its batch, late, must not open a transaction no coordinator
+        will end). Under transaction.version 2 the marker carries the bumped epoch, which is
+        the next transaction's: a verification at that epoch is the next transaction's and
+        stays (the client may start it before this marker lands). Under 0-1 the next
+        transaction keeps the epoch but cannot send before its AddPartitionsToTxn, which
+        waits for every marker, so a verification at the marker's epoch is the ended one's."""
+        verification = self.verifying.get(producer_id)
+        if verification is None:
+            return
+        if transaction_version >= 2 and verification.epoch >= producer_epoch:
+            return
+        del self.verifying[producer_id]
 
     # ----------------------------------------------------------------- validation
 
@@ -298,6 +327,9 @@ class ProducerStateManager:
             return INVALID_PRODUCER_EPOCH if entry is not None and header.producer_epoch < entry.producer_epoch else NONE
         if header.base_sequence < 0:
             return OUT_OF_ORDER_SEQUENCE_NUMBER
+        verification = self.verifying.get(header.producer_id) if self.verifying else None
+        if verification is not None and header.base_sequence > verification.lowest_sequence:
+            return OUT_OF_ORDER_SEQUENCE_NUMBER  # a lower sequence of the producer is still verifying
         if entry is None or entry.producer_epoch < 0:
             return NONE
         if header.producer_epoch < entry.producer_epoch:
@@ -354,8 +386,6 @@ class ProducerStateManager:
         completed = None
         if header.is_control:
             completed = self._apply_marker(entry, header, marker)
-            if self.verifying:
-                self.verifying.pop(header.producer_id, None)  # the transaction it was verified for is over
         else:
             _apply_data_batch(entry, header)
             if entry.current_txn_first_offset >= 0 and entry.producer_id not in self.ongoing:

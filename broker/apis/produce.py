@@ -37,12 +37,12 @@ whose partitions the broker adds to its transaction (KIP-890).
 from __future__ import annotations
 
 from broker.apis.metadata import INTERNAL_TOPICS, current_leader, leader_endpoints
-from broker.apis.txn_produce import verify_transactional
+from broker.apis.txn_produce import append_transactional
 from broker.authorization import allowed, topic_allowed
 from broker.context import NO_RESPONSE, RequestContext, Response, WorkerServices
 from broker.dispatch import api
 from broker.links.forwarding import on_owners
-from broker.partitions.partition_ops import NO_FENCE, VERIFICATION_NEEDED, AppendItem, AppendResult, CommitItem
+from broker.partitions.partition_ops import NO_FENCE, AppendItem, AppendResult, CommitItem
 from broker.partitions.remote_partition import epoch_from_client_id
 from broker.protocol import produce_request
 from broker.protocol.errors import ErrorCode
@@ -181,12 +181,12 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Respon
                 entries.append((index, slot))
                 slots.append(slot)
                 items.append(AppendItem(TopicPartition(name, index), records, version))
-    if items:
+    if items and request.transactional_id is not None:
+        await append_transactional(node, request.transactional_id, version, items, slots)
+    elif items:
         results = await on_owners(node, items, lambda ops, part: ops.append(part), AppendResult)
         for slot, result in zip(slots, results):
             slot.result = result
-        if request.transactional_id is not None and any(r.error_code == VERIFICATION_NEEDED for r in results):
-            await verify_transactional(node, request.transactional_id, version, items, slots)
     if internal_items:
         epoch = coordinator_epoch if coordinator_epoch is not None else NO_FENCE
         for slot, result in zip(internal_slots, await on_owners(node, internal_items,

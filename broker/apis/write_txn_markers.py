@@ -80,7 +80,8 @@ async def handle_write_txn_markers(ctx: RequestContext, request: WriteTxnMarkers
                 partitions.append(entry)
                 pending.append(entry)
                 items.append(MarkerItem(TopicPartition(topic.name, index), marker.producer_id, marker.producer_epoch,
-                                        marker.transaction_result, marker.coordinator_epoch))
+                                        marker.transaction_result, marker.coordinator_epoch,
+                                        int(getattr(marker, "transaction_version", 0))))  # v2 only
             topics.append((topic.name, partitions))
         answers.append((marker.producer_id, topics))
     if items:

@@ -351,16 +351,17 @@ def decode_commit_wait(data: Buffer) -> tuple[list[CommitItem], int]:
 def encode_markers(items: Sequence[MarkerItem], timeout_ms: int) -> list[bytes]:
     return [_I32.pack(timeout_ms), *_encode_runs([item.tp for item in items], (
         ("q", [item.producer_id for item in items]), ("h", [item.producer_epoch for item in items]),
-        ("B", [1 if item.commit else 0 for item in items]), ("i", [item.coordinator_epoch for item in items])))]
+        ("B", [1 if item.commit else 0 for item in items]), ("i", [item.coordinator_epoch for item in items]),
+        ("B", [item.transaction_version for item in items])))]
 
 
 def decode_markers(data: Buffer) -> tuple[list[MarkerItem], int]:
     reader = Reader(data)
     timeout_ms = reader.i32()
-    tps, (producer_ids, producer_epochs, commits, coordinator_epochs) = _decode_runs(reader, "qhBi")
-    items = [MarkerItem(tp, producer_id, producer_epoch, bool(commit), coordinator_epoch)
-             for tp, producer_id, producer_epoch, commit, coordinator_epoch
-             in zip(tps, producer_ids, producer_epochs, commits, coordinator_epochs)]
+    tps, (producer_ids, producer_epochs, commits, coordinator_epochs, versions) = _decode_runs(reader, "qhBiB")
+    items = [MarkerItem(tp, producer_id, producer_epoch, bool(commit), coordinator_epoch, version)
+             for tp, producer_id, producer_epoch, commit, coordinator_epoch, version
+             in zip(tps, producer_ids, producer_epochs, commits, coordinator_epochs, versions)]
     return items, timeout_ms
 
 

@@ -209,7 +209,8 @@ class Owner:
                         # transaction coordinator confirms the partition is in it (KIP-890).
                         if not guard:
                             return AppendResult(VERIFICATION_NEEDED,
-                                                state.start_verification(first.producer_id, first.producer_epoch))
+                                                state.start_verification(first.producer_id, first.producer_epoch,
+                                                                         first.base_sequence))
                         if not state.verified(first.producer_id, first.producer_epoch, guard):
                             return AppendResult(ErrorCode.invalid_txn_state, error_message=(
                                 f"producer {first.producer_id}'s transaction ended before its batch came"))
@@ -366,7 +367,7 @@ class Owner:
             return ErrorCode.not_enough_replicas
         try:
             info = partition_log.append_marker(item.producer_id, item.producer_epoch, item.commit, item.coordinator_epoch,
-                                               leader_epoch=leader_epoch)
+                                               leader_epoch=leader_epoch, transaction_version=item.transaction_version)
         except StorageError as exc:
             return exc.kafka_error_code
         except Exception as exc:

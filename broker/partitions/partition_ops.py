@@ -84,6 +84,7 @@ class MarkerItem(NamedTuple):
     producer_epoch: int
     commit: bool  # False: ABORT
     coordinator_epoch: int  # of the transaction coordinator's __transaction_state partition
+    transaction_version: int = 0  # the transaction's (WriteTxnMarkers v2): 2 when EndTxn bumped the epoch
 
 
 class AppendResult(NamedTuple):

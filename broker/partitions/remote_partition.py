@@ -78,7 +78,7 @@ _MAX_EPOCH = (1 << 63) - 1
 
 PRODUCE, FETCH, LIST_OFFSETS, API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 0, 1, 2, 18, 17, 36
 WRITE_TXN_MARKERS = 27
-PRODUCE_VERSION, FETCH_VERSION, LIST_OFFSETS_VERSION, WRITE_TXN_MARKERS_VERSION = 9, 12, 7, 1
+PRODUCE_VERSION, FETCH_VERSION, LIST_OFFSETS_VERSION, WRITE_TXN_MARKERS_VERSION = 9, 12, 7, 2
 EARLIEST_TIMESTAMP, LATEST_TIMESTAMP = -2, -1
 
 READ_CHUNK = 1 << 20
@@ -259,16 +259,18 @@ class RemotePartitionClient:
             return int(exc.code)
 
     async def write_txn_markers(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
-                                partitions: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
+                                partitions: Sequence[TopicPartition], transaction_version: int = 0
+                                ) -> dict[TopicPartition, int]:
         """One transaction's COMMIT (or ABORT) marker on each of ``partitions``, which this
-        broker leads (WriteTxnMarkers v1); the error code of each partition. The connection
+        broker leads (WriteTxnMarkers v2, with the transaction's version); the error code of
+        each partition. The connection
         must be a broker's (ClientSecurity's proof or inter-broker SASL): the broker refuses
         anyone else with CLUSTER_AUTHORIZATION_FAILED."""
         by_topic: dict[str, list[int]] = {}
         for tp in partitions:
             by_topic.setdefault(tp.topic, []).append(tp.partition)
         body = {"markers": [{"producer_id": producer_id, "producer_epoch": producer_epoch, "transaction_result": commit,
-                             "coordinator_epoch": coordinator_epoch,
+                             "coordinator_epoch": coordinator_epoch, "transaction_version": transaction_version,
                              "topics": [{"name": name, "partition_indexes": indexes} for name, indexes in by_topic.items()]}]}
         codes = {tp: int(ErrorCode.unknown_server_error) for tp in partitions}  # left out of the answer: a broken broker
         try:

@@ -37,7 +37,7 @@ class WorkerMarkerWriter:
         self.remote_client = remote_client
 
     async def write(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
-                    partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
+                    partitions: list[TopicPartition], transaction_version: int = 0) -> dict[TopicPartition, int]:
         codes: dict[TopicPartition, int] = {}
         local: dict[int, list[MarkerItem]] = {}
         remote: dict[tuple[str, int], list[TopicPartition]] = {}
@@ -45,14 +45,14 @@ class WorkerMarkerWriter:
             leader, host, port = self.locate(tp)
             if leader == self.node_id:
                 local.setdefault(owner_index(tp, len(self.links)), []).append(
-                    MarkerItem(tp, producer_id, producer_epoch, commit, coordinator_epoch))
+                    MarkerItem(tp, producer_id, producer_epoch, commit, coordinator_epoch, transaction_version))
             elif leader < 0 or port < 0:
                 codes[tp] = int(ErrorCode.not_leader_or_follower)  # retried once a leader is known
             else:
                 remote.setdefault((host, port), []).append(tp)
         calls: list[Awaitable[dict[TopicPartition, int]]] = [
             self._local(self.links[index], items) for index, items in local.items()]
-        calls += [self._remote(host, port, tps, producer_id, producer_epoch, commit, coordinator_epoch)
+        calls += [self._remote(host, port, tps, producer_id, producer_epoch, commit, coordinator_epoch, transaction_version)
                   for (host, port), tps in remote.items()]
         for answered in await asyncio.gather(*calls):
             codes.update(answered)
@@ -67,10 +67,12 @@ class WorkerMarkerWriter:
         return {item.tp: int(code) for item, code in zip(items, codes)}
 
     async def _remote(self, host: str, port: int, partitions: list[TopicPartition], producer_id: int,
-                      producer_epoch: int, commit: bool, coordinator_epoch: int) -> dict[TopicPartition, int]:
+                      producer_epoch: int, commit: bool, coordinator_epoch: int, transaction_version: int
+                      ) -> dict[TopicPartition, int]:
         try:
             return await self.remote_client(host, port).write_txn_markers(producer_id, producer_epoch, commit,
-                                                                          coordinator_epoch, partitions)
+                                                                          coordinator_epoch, partitions,
+                                                                          transaction_version)
         except KafkaError as exc:
             return {tp: int(exc.code) for tp in partitions}
         except OSError as exc:

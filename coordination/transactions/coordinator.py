@@ -65,9 +65,10 @@ class TxnStateLog(Protocol):
 
 class MarkerWriter(Protocol):
     async def write(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
-                    partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
+                    partitions: list[TopicPartition], transaction_version: int = 0) -> dict[TopicPartition, int]:
         """A COMMIT or ABORT marker on each partition: a Kafka error code per partition,
-        once the marker is committed there."""
+        once the marker is committed there. ``transaction_version``: the transaction's
+        (WriteTxnMarkers v2), which tells the partition what the marker's epoch means."""
         ...
 
 
@@ -504,7 +505,8 @@ class TransactionCoordinator:
             if not targets:
                 break
             try:
-                results = await self.markers.write(producer_id, producer_epoch, commit, self.epoch, targets)
+                results = await self.markers.write(producer_id, producer_epoch, commit, self.epoch, targets,
+                                                   metadata.client_transaction_version)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:

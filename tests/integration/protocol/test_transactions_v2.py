@@ -24,7 +24,7 @@ from kio.schema.errors import ErrorCode
 from storage.records import CONTROL_TYPE_COMMIT, Record, encode_batch, iter_batches, parse_control_record
 from tests.integration.conftest import Broker
 from tests.integration.coordination.test_group_protocol import request
-from tests.integration.kio_client import KioClient
+from tests.integration.kio_client import KioClient, decode_response, read_frame
 from tests.integration.protocol.test_leader_epochs import _prove_broker
 from tests.integration.protocol.test_transactions_wire import broker_secret, create_topic, fetch, latest
 
@@ -179,8 +179,12 @@ def test_a_v2_transaction_adds_its_partitions_and_every_end_bumps_the_epoch(brok
         ended = end_txn(client, 5, txn, producer, True)
         bumped = (producer[0], producer[1] + 1)
         assert (ended.error_code, int(ended.producer_id), int(ended.producer_epoch)) == (0, *bumped)
-        # A retry of that EndTxn (its answer lost) carries the epoch before: the same answer.
-        retried = end_txn(client, 5, txn, producer, True)
+        # A retry of that EndTxn (its answer lost) carries the epoch before: the same answer,
+        # once the markers are written (CONCURRENT_TRANSACTIONS while they are, as Kafka answers).
+        deadline = time.monotonic() + 30
+        while (retried := end_txn(client, 5, txn, producer, True)).error_code == ErrorCode.concurrent_transactions:
+            assert time.monotonic() < deadline, "the markers were never written"
+            time.sleep(0.02)
         assert (retried.error_code, int(retried.producer_id), int(retried.producer_epoch)) == (0, *bumped)
         settle(client, topic, [0, 1])
         for partition in (0, 1):
@@ -212,3 +216,41 @@ def test_an_operator_holds_the_cluster_at_transaction_version_1(broker: Broker) 
         ended = end_txn(client, 5, txn, producer, True)
         assert (ended.error_code, int(ended.producer_id), int(ended.producer_epoch)) == (0, *producer), "no bump"
 
+
+
+@TWO_PARTITIONS
+def test_pipelined_requests_of_a_starting_transaction_append_in_the_order_they_came(broker: Broker) -> None:
+    """A client pipelines its Produce requests. The first of a transaction verifies its
+    partitions (one of them in the other worker) while the next ones arrive for the same
+    partition: those must wait for it, else one is appended, or refused out of order,
+    before it, and the client takes that refusal as fatal. Every request is answered
+    NONE, at offsets in the order the requests were sent."""
+    topic, txn = "kip890-pipelined", "pipelined-producer"
+    with KioClient(broker.bootstrap) as client:
+        create_topic(client, topic)
+        producer = init(client, txn, version=5)
+        for _round in range(8):
+            def batch(sequence: int, count: int) -> bytes:
+                return encode_batch([Record(i, 1_700_000_000_000, None, b"v") for i in range(count)],
+                                    producer_id=producer[0], producer_epoch=producer[1], base_sequence=sequence,
+                                    is_transactional=True)
+
+            def body(parts: list[tuple[int, bytes]]) -> Any:
+                return request(PRODUCE, 12, transactional_id=txn, acks=-1, timeout=5000, topic_data=[
+                    {"name": topic, "partition_data": [{"index": p, "records": b} for p, b in parts]}])
+
+            sent = [client.send(PRODUCE, 12, body([(0, batch(0, 3)), (1, batch(0, 2))])),
+                    client.send(PRODUCE, 12, body([(0, batch(3, 1))])),
+                    client.send(PRODUCE, 12, body([(0, batch(4, 2))]))]
+            answers = []
+            for correlation_id in sent:
+                got, answer = decode_response(PRODUCE, 12, read_frame(client.sock))
+                assert got == correlation_id
+                answers.append({int(p.index): (int(p.error_code), int(p.base_offset))
+                                for t in answer.responses for p in t.partition_responses})
+            assert [code for a in answers for code, _offset in a.values()] == [0, 0, 0, 0], answers
+            first, second, third = answers[0][0][1], answers[1][0][1], answers[2][0][1]
+            assert (second, third) == (first + 3, first + 4), "partition 0's batches in the order sent"
+            ended = end_txn(client, 5, txn, producer, True)
+            assert ended.error_code == 0
+            producer = (int(ended.producer_id), int(ended.producer_epoch))

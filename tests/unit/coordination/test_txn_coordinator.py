@@ -81,14 +81,15 @@ class FileMarkerWriter:
         return self.logs[tp]
 
     async def write(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
-                    partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
+                    partitions: list[TopicPartition], transaction_version: int = 0) -> dict[TopicPartition, int]:
         results = {}
         for tp in partitions:
             pending_failures = self.failures.get(tp)
             if pending_failures:
                 results[tp] = pending_failures.pop(0)
                 continue
-            self.log(tp).append_marker(producer_id, producer_epoch, commit, coordinator_epoch, leader_epoch=0)
+            self.log(tp).append_marker(producer_id, producer_epoch, commit, coordinator_epoch, leader_epoch=0,
+                                       transaction_version=transaction_version)
             self.written.append((tp, producer_id, producer_epoch, commit, coordinator_epoch))
             results[tp] = 0
         return results

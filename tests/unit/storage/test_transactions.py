@@ -395,10 +395,49 @@ def test_lso_and_aborted_transactions_match_a_model(ops):
 
 def test_verification_guards_are_per_epoch_and_bounded(tmp_path) -> None:
     manager = producer_state.ProducerStateManager(str(tmp_path))
-    guard = manager.start_verification(5, 0)
-    assert manager.start_verification(5, 0) == guard and manager.verified(5, 0, guard)
+    guard = manager.start_verification(5, 0, 0)
+    assert manager.start_verification(5, 0, 3) == guard and manager.verified(5, 0, guard)
     assert not manager.verified(5, 1, guard), "another epoch's guard"
-    assert manager.start_verification(5, 1) != guard and not manager.verified(5, 0, guard)
+    assert manager.start_verification(5, 1, 0) != guard and not manager.verified(5, 0, guard)
     for producer_id in range(100, 100 + producer_state.MAX_VERIFYING):
-        manager.start_verification(producer_id, 0)
+        manager.start_verification(producer_id, 0, 0)
     assert len(manager.verifying) == producer_state.MAX_VERIFYING and 5 not in manager.verifying, "the oldest went"
+
+
+def _header(raw: bytes):
+    (_position, header), = iter_headers(memoryview(raw))
+    return header
+
+
+def test_while_a_lower_sequence_verifies_a_higher_one_is_refused_as_out_of_order(tmp_path) -> None:
+    """Two pipelined batches of a transaction's start verify at once; if the second's answer
+    comes first it must not be appended before the first (which would then be refused, a
+    fatal error for the client): it is refused as out of order, which the client retries."""
+    log = open_log(tmp_path)
+    state = log.producer_state
+    guard = state.start_verification(7, 0, 3)
+    assert state.start_verification(7, 0, 0) == guard, "the lower sequence joins the same verification"
+    later, first = txn_batch(7, 3, count=2), txn_batch(7, 0, count=3)
+    assert state.check_sequence(_header(later)) == producer_state.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert state.check_sequence(_header(first)) == producer_state.NONE
+    log.append(first)
+    assert 7 not in state.verifying, "the transaction is open here: no verification left"
+    assert state.check_sequence(_header(later)) == producer_state.NONE
+    log.close()
+
+
+@pytest.mark.parametrize("transaction_version, kept", [(1, False), (2, True)])
+def test_a_marker_voids_the_ended_transactions_verification_not_the_next_ones(tmp_path, transaction_version, kept):
+    """Under transaction.version 2 the marker carries the epoch EndTxn bumped to, which the
+    next transaction uses: its verification, begun before the marker landed, must survive.
+    Under 1 a verification at the marker's epoch belongs to the ended transaction."""
+    log = open_log(tmp_path)
+    state = log.producer_state
+    log.append(txn_batch(9, 0, epoch=3))
+    guard = state.start_verification(9, 4, 0)
+    log.append_marker(9, 4, True, 0, leader_epoch=0, transaction_version=transaction_version)
+    assert state.verified(9, 4, guard) is kept
+    older = state.start_verification(9, 4, 0)
+    log.append_marker(9, 5, False, 0, leader_epoch=0, transaction_version=2)
+    assert not state.verified(9, 4, older), "an older epoch's verification is void under any version"
+    log.close()
