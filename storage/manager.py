@@ -31,7 +31,7 @@ import os
 import shutil
 import threading
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Mapping
 
 from storage import checkpoint, files
@@ -304,6 +304,10 @@ class LogManager:
         self._configs.clear()
         for tp, partition_log in list(self.logs.items()):
             partition_log.update_config(self.log_config_for(tp.topic))
+
+    def set_producer_id_expiration_ms(self, expiration_ms: int) -> None:
+        """A new producer.id.expiration.ms (a SIGHUP reload): the next expiry check uses it."""
+        self.config = replace(self.config, producer_id_expiration_ms=expiration_ms)
 
     def topic_overrides(self, topic: str) -> dict[str, Any]:
         return dict(self._topic_overrides.get(topic, {}))

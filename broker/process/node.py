@@ -327,7 +327,9 @@ class WorkerNode:
         """SIGHUP (broker/process/reload.py): take the supervisor's new dynamic settings."""
         changed = apply_in_child(self.config, self.run_dir)
         self.security.reload_certificates()
-        if set(changed) - {"log.level"}:
+        if "producer.id.expiration.ms" in changed:
+            self.logs.set_producer_id_expiration_ms(self.config.get_int("producer.id.expiration.ms"))
+        if set(changed) - {"log.level", "producer.id.expiration.ms"}:
             self.logs.set_default_log_config(LogConfig.from_broker_config(self.config.storage_settings()))
         log.info("worker %d: reloaded%s", self.index, "".join(f" {k}={v}" for k, v in sorted(changed.items())))
 

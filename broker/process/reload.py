@@ -1,8 +1,9 @@
 """SIGHUP: read the configuration again and apply what can change while serving.
 
-Dynamic settings: ``log.level`` and the broker-level defaults of every topic setting
-(retention, flush policy, segment size, cleanup…: storage.config.TOPIC_KEYS), which the
-logs take without a restart (PartitionLog.update_config; topics' own overrides still win).
+Dynamic settings: ``log.level``, ``producer.id.expiration.ms`` (dynamic in Kafka too) and
+the broker-level defaults of every topic setting (retention, flush policy, segment size,
+cleanup…: storage.config.TOPIC_KEYS), which the logs take without a restart
+(PartitionLog.update_config; topics' own overrides still win).
 Anything else that changed is named in a warning and waits for a restart. Connections
 are untouched: no listener, socket or process is replaced.
 
@@ -30,7 +31,7 @@ from storage.config import TOPIC_KEYS
 log = logging.getLogger(__name__)
 
 # log.retention.hours/minutes only feed log.retention.ms (broker/config.py load_config).
-DYNAMIC = frozenset({"log.level", "log.retention.hours", "log.retention.minutes"}
+DYNAMIC = frozenset({"log.level", "log.retention.hours", "log.retention.minutes", "producer.id.expiration.ms"}
                     | {spec.broker_key for spec in TOPIC_KEYS.values() if spec.broker_key})
 
 

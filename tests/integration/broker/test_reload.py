@@ -94,3 +94,23 @@ def test_json_log_lines_name_their_process(broker_factory: Any) -> None:
     entries = [orjson.loads(line) for line in lines]  # every line is one JSON object
     assert {e["role"] for e in entries} >= {"supervisor", "worker 0", "worker 1", "coordinator"}
     assert all({"time", "level", "pid", "logger", "message"} <= set(e) for e in entries)
+
+
+def test_sighup_applies_a_new_producer_id_expiration(broker_factory: Any, tmp_path: Any) -> None:
+    """producer.id.expiration.ms is dynamic, as in Kafka: an idempotent producer's state,
+    kept for the default day, goes at the next check once a reload shortens it."""
+    from tests.integration.protocol.test_transactions_admin import describe_producers
+
+    settings = {**BASE, "producer.id.expiration.check.interval.ms": "300"}
+    broker, path = start_from_file(broker_factory, tmp_path, settings)
+    topic = "expiring-producers"
+    confluent_produce(broker.bootstrap, topic, make_records(20, 1, "idempotent"), **{"batch.size": 2048})
+    with KioClient(broker.bootstrap) as client:
+        def active() -> int:
+            return len(describe_producers(client, {topic: [0]})[(topic, 0)].active_producers)
+
+        assert active() == 1
+        write_properties(path, {**settings, "producer.id.expiration.ms": "1000"})
+        os.kill(broker.pid, signal.SIGHUP)
+        wait_until(lambda: active() == 0, 20, "the producer expired under the reloaded setting")
+    assert "reloaded producer.id.expiration.ms=1000" in broker.stderr(1000)
