@@ -28,14 +28,14 @@ __all__ = ["java_present"]  # the autouse fixture: Java must be on PATH
 TIMEOUT = 30.0
 
 
-def _create_topics(broker: Broker, partitions: int, *names: str) -> None:
+def java_create_topics(broker: Broker, partitions: int, *names: str) -> None:
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     for future in admin.create_topics([NewTopic(name, partitions, 1) for name in names],
                                       operation_timeout=10).values():
         future.result(timeout=TIMEOUT)
 
 
-def _consume(broker: Broker, topic: str, expect: int, isolation: str = "read_committed") -> str:
+def java_consume(broker: Broker, topic: str, expect: int, isolation: str = "read_committed") -> str:
     done = run_java("castle.TxnConsumer", [f"bootstrap={broker.bootstrap}", f"topic={topic}", f"expect={expect}",
                                            f"isolation={isolation}", "settle-ms=1500", "timeout-ms=30000"],
                     timeout=90)
@@ -43,7 +43,7 @@ def _consume(broker: Broker, topic: str, expect: int, isolation: str = "read_com
     return done.stdout
 
 
-def _produce(broker: Broker, topic: str, txn_id: str, pattern: str, records: int) -> str:
+def java_produce(broker: Broker, topic: str, txn_id: str, pattern: str, records: int) -> str:
     done = run_java("castle.TxnProducer", [f"bootstrap={broker.bootstrap}", f"topic={topic}", f"txn-id={txn_id}",
                                            f"pattern={pattern}", f"records={records}"], timeout=120)
     assert done.returncode == 0, f"producer exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
@@ -52,22 +52,22 @@ def _produce(broker: Broker, topic: str, txn_id: str, pattern: str, records: int
 
 def test_java_transactional_producer_read_committed_consumer(broker: Broker) -> None:
     topic, pattern, per_txn = "java-tx", "CACCAAC", 12
-    _create_topics(broker, 3, topic)
-    out = _produce(broker, topic, "java-tx-producer", pattern, per_txn)
+    java_create_topics(broker, 3, topic)
+    out = java_produce(broker, topic, "java-tx-producer", pattern, per_txn)
     assert [w[0] for w in lines_with(out, "COMMITTED")] == [str(i) for i, c in enumerate(pattern) if c == "C"]
     assert [w[0] for w in lines_with(out, "ABORTED")] == [str(i) for i, c in enumerate(pattern) if c == "A"]
     assert lines_with(out, "DONE") == [[]]
     committed = [f"t{t}-{i}" for t, c in enumerate(pattern) if c == "C" for i in range(per_txn)]
     aborted = [f"t{t}-{i}" for t, c in enumerate(pattern) if c == "A" for i in range(per_txn)]
 
-    read = _consume(broker, topic, len(committed))
+    read = java_consume(broker, topic, len(committed))
     records = lines_with(read, "RECORD")  # partition offset key value
     assert sorted(value for _p, _o, _k, value in records) == sorted(committed)
     for partition in range(3):  # per partition, in the order produced
         mine = [value for p, _o, _k, value in records if p == str(partition)]
         assert mine == [v for v in committed if int(v.split("-")[1]) % 3 == partition]
     # Nothing is open: the last stable offset is the log end, past the last marker.
-    uncommitted = _consume(broker, topic, len(committed) + len(aborted), "read_uncommitted")
+    uncommitted = java_consume(broker, topic, len(committed) + len(aborted), "read_uncommitted")
     assert sorted(r[3] for r in lines_with(uncommitted, "RECORD")) == sorted(committed + aborted)
     assert lines_with(read, "END") == lines_with(uncommitted, "END")
     for partition_name, end in lines_with(read, "END"):
@@ -80,7 +80,7 @@ def test_java_open_transaction_holds_read_committed_back_until_fenced(broker: Br
     """A transaction left open (its producer killed) bounds read_committed at its first offset; a new
     producer with the same transactional.id fences it and aborts it, and the bound moves on."""
     topic = "java-open"
-    _create_topics(broker, 1, topic)
+    java_create_topics(broker, 1, topic)
     stuck = start_java("castle.TxnProducer", [f"bootstrap={broker.bootstrap}", f"topic={topic}",
                                               "txn-id=java-open-producer", "pattern=CO", "records=5"],
                        tmp_path, "stuck-producer")
@@ -88,15 +88,15 @@ def test_java_open_transaction_holds_read_committed_back_until_fenced(broker: Br
         stuck.wait_for_line(r"^OPEN 1$", timeout=60)
     finally:
         stuck.kill()
-    read = _consume(broker, topic, 5)
+    read = java_consume(broker, topic, 5)
     assert [r[3] for r in lines_with(read, "RECORD")] == [f"t0-{i}" for i in range(5)]
     assert lines_with(read, "END") == [["0", "6"]]  # 5 records and the marker; the open one starts at 6
-    uncommitted = _consume(broker, topic, 10, "read_uncommitted")
+    uncommitted = java_consume(broker, topic, 10, "read_uncommitted")
     assert lines_with(uncommitted, "END") == [["0", "11"]]
 
-    out = _produce(broker, topic, "java-open-producer", "C", 5)  # InitProducerId aborts the open one
+    out = java_produce(broker, topic, "java-open-producer", "C", 5)  # InitProducerId aborts the open one
     assert lines_with(out, "COMMITTED") == [["0"]]
-    read = _consume(broker, topic, 10)
+    read = java_consume(broker, topic, 10)
     assert [r[3] for r in lines_with(read, "RECORD")] == [f"t0-{i}" for i in range(5)] * 2
     assert lines_with(read, "END") == [["0", "18"]]  # 5 + marker + 5 aborted + marker + 5 + marker
 
@@ -106,7 +106,7 @@ def test_java_consume_transform_produce_with_send_offsets(broker: Broker) -> Non
     metadata of a subscribed consumer); aborted rounds are redone; every input is copied exactly
     once and the group's committed offsets are the input's end."""
     source, sink, group = "java-ctp-in", "java-ctp-out", f"java-ctp-{uuid.uuid4().hex[:6]}"
-    _create_topics(broker, 2, source, sink)
+    java_create_topics(broker, 2, source, sink)
     producer = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True})
     inputs = [f"in{i}" for i in range(60)]
     for i, value in enumerate(inputs):
@@ -122,10 +122,10 @@ def test_java_consume_transform_produce_with_send_offsets(broker: Broker) -> Non
     assert lines_with(done.stdout, "ABORTED"), done.stdout
     assert copied_in == len(inputs), done.stdout
 
-    read = _consume(broker, sink, len(inputs))
+    read = java_consume(broker, sink, len(inputs))
     copies = Counter(r[3] for r in lines_with(read, "RECORD"))
     assert copies == Counter(f"copy:{value}" for value in inputs)
-    uncommitted = _consume(broker, sink, len(inputs) + 1, "read_uncommitted")
+    uncommitted = java_consume(broker, sink, len(inputs) + 1, "read_uncommitted")
     assert len(lines_with(uncommitted, "RECORD")) > len(inputs), "the aborted copies are in the log"
 
     consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False})
@@ -141,7 +141,7 @@ def test_java_concurrent_producers_interleave_committed_and_aborted(broker: Brok
     transactions interleave in every partition, so a read_committed fetch gets aborted transactions
     of several producers in one answer and must drop exactly those batches."""
     topic, per_txn = "java-interleaved", 30
-    _create_topics(broker, 2, topic)
+    java_create_topics(broker, 2, topic)
     patterns = {"p0-": "CACACACA", "p1-": "AACCAACC", "p2-": "CCCAAACA"}
     producers = [start_java("castle.TxnProducer", [f"bootstrap={broker.bootstrap}", f"topic={topic}",
                                                    f"txn-id=java-interleaved-{prefix}", f"pattern={pattern}",
@@ -159,9 +159,9 @@ def test_java_concurrent_producers_interleave_committed_and_aborted(broker: Brok
     everything = [f"{prefix}t{t}-{i}" for prefix, pattern in patterns.items()
                   for t in range(len(pattern)) for i in range(per_txn)]
 
-    read = _consume(broker, topic, len(committed))
+    read = java_consume(broker, topic, len(committed))
     assert sorted(r[3] for r in lines_with(read, "RECORD")) == sorted(committed)
-    uncommitted = lines_with(_consume(broker, topic, len(everything), "read_uncommitted"), "RECORD")
+    uncommitted = lines_with(java_consume(broker, topic, len(everything), "read_uncommitted"), "RECORD")
     assert sorted(r[3] for r in uncommitted) == sorted(everything)
     # The transactions did interleave: in some partition a producer's records follow another's
     # before that other's transaction ended.

@@ -16,7 +16,7 @@ import pytest
 from storage.records import CONTROL_TYPE_ABORT, CONTROL_TYPE_COMMIT, iter_batches, parse_control_record
 from tests.integration.conftest import Broker
 from tests.integration.kio_client import KioClient
-from tests.integration.protocol.test_java_transactions import _consume, _create_topics, _produce, java_present
+from tests.integration.protocol.test_java_transactions import java_consume, java_create_topics, java_present, java_produce
 from tests.integration.protocol.test_transactions_wire import READ_UNCOMMITTED, fetch
 from tests.java_clients import lines_with
 
@@ -36,11 +36,11 @@ def markers(broker: Broker, topic: str) -> list[tuple[int, int, int]]:
 
 
 def produce_and_read(broker: Broker, topic: str) -> list[tuple[int, int, int]]:
-    _create_topics(broker, 2, topic)
-    out = _produce(broker, topic, f"{topic}-producer", PATTERN, PER_TXN)
+    java_create_topics(broker, 2, topic)
+    out = java_produce(broker, topic, f"{topic}-producer", PATTERN, PER_TXN)
     assert [w[0] for w in lines_with(out, "COMMITTED")] == ["0", "2"] and lines_with(out, "ABORTED") == [["1"]]
     committed = [f"t{t}-{i}" for t, c in enumerate(PATTERN) if c == "C" for i in range(PER_TXN)]
-    read = _consume(broker, topic, len(committed))
+    read = java_consume(broker, topic, len(committed))
     assert sorted(r[3] for r in lines_with(read, "RECORD")) == sorted(committed)
     found = markers(broker, topic)
     assert [kind for _pid, _epoch, kind in found] == [TYPES[c] for c in PATTERN]
