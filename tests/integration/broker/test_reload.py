@@ -18,7 +18,10 @@ from tests.integration.protocol.test_protocol_raw import _req
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
-BASE = {"log.retention.check.interval.ms": "300", "log.segment.bytes": "4096", "log.level": "INFO"}
+# Time retention off: the records carry 2023 timestamps, which the default 7 days would delete
+# at the first check, before the reload under test.
+BASE = {"log.retention.check.interval.ms": "300", "log.segment.bytes": "4096", "log.level": "INFO",
+        "log.retention.ms": "-1"}
 
 
 def write_properties(path: str, settings: dict[str, str]) -> None:
