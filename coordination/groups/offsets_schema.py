@@ -9,7 +9,7 @@ start with an int16::
     key    int16 record type (Kafka calls it the key version): 0 and 1 offset commit,
            2 group metadata; 3 and up are KIP-848 / share / streams group records, which
            decode_key returns as None, so the classic load skips them (the consumer
-           group's, 3-8 and 16, are read by consumer_records.py)
+           group's, 3-8 and 16, are read by consumer/records.py)
     value  int16 value version, then that version's fields; a null value is a tombstone
 
 Non-flexible encodings (every key; values v0-v3), big-endian::

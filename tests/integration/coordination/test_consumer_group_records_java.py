@@ -1,4 +1,4 @@
-"""Castle's consumer group records (coordination/groups/consumer_records.py) against Kafka's own
+"""Castle's consumer group records (coordination/groups/consumer/records.py) against Kafka's own
 serializer: the group coordinator's GroupCoordinatorRecordSerde and generated record classes, from
 the broker jars of the Kafka peer (loadtest/kafka_peer.py, ~/.cache/castle-kafka-broker/<version>).
 
@@ -19,8 +19,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from coordination.groups import consumer_records as cr
-from coordination.groups.consumer_records import (
+from coordination.groups.consumer import records as cr
+from coordination.groups.consumer.records import (
     ClassicMemberMetadata,
     ClassicProtocol,
     ConsumerGroupCurrentMemberAssignmentKey,

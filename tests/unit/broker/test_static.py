@@ -265,7 +265,7 @@ def test_mypy_passes_on_the_pipeline_and_the_load_tools():
 
 # docs/ARCHITECTURE.md is a newcomer's map, read in one sitting; docs/BENCHMARKS.md is today's
 # table first (the rounds' history is in git).
-DOC_LIMITS = {"docs/ARCHITECTURE.md": 490, "docs/BENCHMARKS.md": 340}
+DOC_LIMITS = {"docs/ARCHITECTURE.md": 500, "docs/BENCHMARKS.md": 340}
 
 
 def test_the_docs_stay_short():

@@ -16,9 +16,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordination.groups import consumer_records as cr
 from coordination.groups import offsets_schema as schema
-from coordination.groups.consumer_records import (
+from coordination.groups.consumer import records as cr
+from coordination.groups.consumer.records import (
     ClassicMemberMetadata,
     ClassicProtocol,
     ConsumerGroupCurrentMemberAssignmentKey,
