@@ -361,16 +361,22 @@ def _put(out: bytearray, fmt: struct.Struct, value: int, field: str) -> None:
         raise OffsetsSchemaError(f"{field} {value!r} does not fit {fmt.size * 8} bits") from None
 
 
-def _put_string(out: bytearray, value: str | None, field: str) -> None:
-    if value is None:
-        out += INT16.pack(-1)
-        return
+def string_bytes(value: str, field: str) -> bytes:
+    """``value`` as a Kafka string's UTF-8 bytes; OffsetsSchemaError if it cannot be one."""
     try:
         raw = value.encode("utf-8")
     except UnicodeEncodeError as exc:  # a lone surrogate: Java would write '?'
         raise OffsetsSchemaError(f"{field} is not encodable as UTF-8: {exc.reason}") from None
     if len(raw) > _MAX_STRING_BYTES:
         raise OffsetsSchemaError(f"{field} is {len(raw)} bytes of UTF-8, more than {_MAX_STRING_BYTES}")
+    return raw
+
+
+def _put_string(out: bytearray, value: str | None, field: str) -> None:
+    if value is None:
+        out += INT16.pack(-1)
+        return
+    raw = string_bytes(value, field)
     out += INT16.pack(len(raw))
     out += raw
 

@@ -61,10 +61,18 @@ import uuid
 from dataclasses import dataclass
 from typing import Callable, ClassVar, Union
 
-from coordination.groups.offsets_schema import INT8, INT16, INT32, INT64, Buffer, OffsetsSchemaError, SchemaReader
+from coordination.groups.offsets_schema import (
+    INT8,
+    INT16,
+    INT32,
+    INT64,
+    Buffer,
+    OffsetsSchemaError,
+    SchemaReader,
+    string_bytes,
+)
 
 VALUE_VERSION = 0  # the only version of every value; flexible
-_MAX_STRING_BYTES = 0x7FFF
 _INT32_MAX = (1 << 31) - 1
 TAG_0 = 0  # every schema here has at most one tagged field, tag 0
 _UUID_SIZE = 16
@@ -291,13 +299,7 @@ class _Writer:
         self.out += value.bytes
 
     def _utf8(self, value: str, field: str) -> bytes:
-        try:
-            raw = value.encode("utf-8")
-        except UnicodeEncodeError as exc:  # a lone surrogate: Java would write '?'
-            raise OffsetsSchemaError(f"{field} is not encodable as UTF-8: {exc.reason}") from None
-        if len(raw) > _MAX_STRING_BYTES:
-            raise OffsetsSchemaError(f"{field} is {len(raw)} bytes of UTF-8, more than {_MAX_STRING_BYTES}")
-        return raw
+        return string_bytes(value, field)
 
     def string(self, value: str, field: str) -> None:
         """A non-flexible (key) string: int16 length."""
