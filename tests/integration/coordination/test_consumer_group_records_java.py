@@ -38,7 +38,7 @@ from coordination.groups.consumer.records import (
 from loadtest.kafka_peer import DEFAULT_VERSION, broker_jars, missing_tools
 from tests.unit.coordination.test_consumer_group_records import EVERY_KEY, EVERY_VALUE, TOPIC_A, texts, values
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.integration, pytest.mark.kafka_serde, pytest.mark.timeout(600)]
 
 SOURCE = Path(__file__).resolve().parents[2] / "java_coordinator" / "castle" / "ConsumerGroupRecords.java"
 COMPILE_TIMEOUT = 180.0
