@@ -44,9 +44,9 @@ first unstable offset, the smallest first offset of both, is cached in
 Verification (KIP-890): a transactional batch that would open a transaction here is
 appended only once the transaction coordinator confirmed the partition is in the
 producer's transaction. While that question is out, ``verifying`` holds a guard per
-producer id (Kafka's VerificationStateEntry); a marker for the producer, or its
-transaction opening, removes it, so an answer that comes back after the transaction ended
-no longer matches and the late batch is refused instead of opening a transaction no
+producer id (Kafka's VerificationStateEntry); the transaction opening here, or a marker
+ending the transaction it was for (``marker_written``), removes it, so an answer that
+comes back after the transaction ended no longer matches and the late batch is refused instead of opening a transaction no
 coordinator knows (a hanging transaction). Guards live in memory only.
 
 Not thread-safe: the owning partition log serialises calls under its append lock.
@@ -252,7 +252,7 @@ class ProducerStateManager:
         # Closed transactions whose marker is at or above the high watermark, marker order.
         self.unreplicated: deque[CompletedTxn] = deque()
         self.first_unstable = -1
-        # Producer id -> (epoch, guard) of a verification under way (see the module doc).
+        # Producer id -> its verification under way (see the module doc).
         self.verifying: dict[int, Verification] = {}
 
     # ----------------------------------------------------------------- verification

@@ -121,7 +121,7 @@ async def _append(node: WorkerServices, items: list[AppendItem], slots: Sequence
 
 async def _verify(node: WorkerServices, transactional_id: str, version: int, items: list[AppendItem],
                   slots: Sequence[Slot]) -> None:
-    """Every item answered VERIFICATION_NEEDED: asked about, then appended or refused."""
+    """The items answered VERIFICATION_NEEDED: asked about, then appended or refused."""
     waiting = [(item, slot) for item, slot in zip(items, slots) if slot.result.error_code == VERIFICATION_NEEDED]
     if not waiting:
         return
@@ -131,15 +131,9 @@ async def _verify(node: WorkerServices, transactional_id: str, version: int, ite
             slot.result = AppendResult(ErrorCode.invalid_producer_id_mapping,
                                        error_message="transactional records of more than one producer id")
         return
-    await _verify_and_append(node, transactional_id, version, headers[0].producer_epoch, waiting)
-
-
-async def _verify_and_append(node: WorkerServices, transactional_id: str, version: int, producer_epoch: int,
-                             waiting: list[tuple[AppendItem, Slot]]) -> None:
     guards: dict[TopicPartition, int] = {item.tp: slot.result.base_offset for item, slot in waiting}
-    producer_id = parse_header(memoryview(waiting[0][0].records), 0).producer_id
     try:
-        codes = await node.check_transaction(transactional_id, producer_id, producer_epoch,
+        codes = await node.check_transaction(transactional_id, headers[0].producer_id, headers[0].producer_epoch,
                                              sorted(guards), add=_adds_partitions(node, version))
     except Exception as exc:  # never let VERIFICATION_NEEDED reach the client
         failed = int(code_for_exception(exc))

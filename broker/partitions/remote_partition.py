@@ -263,9 +263,8 @@ class RemotePartitionClient:
                                 ) -> dict[TopicPartition, int]:
         """One transaction's COMMIT (or ABORT) marker on each of ``partitions``, which this
         broker leads (WriteTxnMarkers v2, with the transaction's version); the error code of
-        each partition. The connection
-        must be a broker's (ClientSecurity's proof or inter-broker SASL): the broker refuses
-        anyone else with CLUSTER_AUTHORIZATION_FAILED."""
+        each partition. The connection must be a broker's (ClientSecurity's proof or
+        inter-broker SASL): the broker refuses anyone else with CLUSTER_AUTHORIZATION_FAILED."""
         by_topic: dict[str, list[int]] = {}
         for tp in partitions:
             by_topic.setdefault(tp.topic, []).append(tp.partition)

@@ -51,29 +51,13 @@ from coordination.groups.replay import OffsetsRecord, load_entries
 from coordination.groups.requests import JoiningMember, MemberRef
 from storage.records import iter_batches
 from tests.unit.coordination.test_coordinator_offsets import FileOffsetsLog, coordinator, known
+from tests.unit.coordination.test_offsets_schema import i16, i32, i64, string
 
 # --- the primitive types, spelled out independently of the module under test -------------
 
 
 def i8(n: int) -> bytes:
     return struct.pack(">b", n)
-
-
-def i16(n: int) -> bytes:
-    return struct.pack(">h", n)
-
-
-def i32(n: int) -> bytes:
-    return struct.pack(">i", n)
-
-
-def i64(n: int) -> bytes:
-    return struct.pack(">q", n)
-
-
-def string(text: str) -> bytes:
-    raw = text.encode()
-    return i16(len(raw)) + raw
 
 
 def uvarint(n: int) -> bytes:
