@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
 from broker.listeners import ListenerSet, parse_endpoints, parse_protocol_map
+from coordination.groups.consumer.assignors import DEFAULT_ASSIGNORS, parse_assignors
 from storage.config import INT_MAX, TOPIC_KEYS, LogConfig, integer_in
 
 Parser = Callable[[str], Any]
@@ -37,6 +38,11 @@ def _log_level(value: str) -> str:
     if text not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
         raise ValueError(f"expected DEBUG, INFO, WARNING, ERROR or CRITICAL, not {value!r}")
     return text
+
+
+def _assignors(value: str) -> str:
+    names = parse_assignors(str(value))  # ValueError (UnsupportedAssignor) names what is known
+    return ",".join(names)
 
 
 def _choice(*allowed: str) -> Parser:
@@ -204,6 +210,14 @@ SETTINGS: list[Setting] = [
     Setting("group.initial.rebalance.delay.ms", integer_in(0, INT_MAX), 3_000,
             "How long the first rebalance of an empty group waits for more members."),
     Setting("group.max.size", integer_in(1, INT_MAX), INT_MAX, "Members a group may have."),
+    # The consumer group protocol (KIP-848), Kafka's names and defaults.
+    Setting("group.consumer.session.timeout.ms", integer_in(1, INT_MAX), 45_000,
+            "A consumer group member that sends no heartbeat for this long is fenced."),
+    Setting("group.consumer.heartbeat.interval.ms", integer_in(1, INT_MAX), 5_000,
+            "How often consumer group members are told to heartbeat."),
+    Setting("group.consumer.max.size", integer_in(1, INT_MAX), INT_MAX, "Members a consumer group may have."),
+    Setting("group.consumer.assignors", _assignors, DEFAULT_ASSIGNORS,
+            "Server-side assignors (uniform, range, or Kafka's class names); the first is the default."),
     Setting("offsets.topic.num.partitions", integer_in(1, INT_MAX), 50, "Partitions of __consumer_offsets (fixed once created)."),
     Setting("offsets.topic.segment.bytes", integer_in(14, INT_MAX), 100 * 1024 * 1024, "segment.bytes of __consumer_offsets."),
     Setting("offsets.retention.minutes", integer_in(1, INT_MAX), 7 * 24 * 60, "Offsets of an empty group are kept this long."),

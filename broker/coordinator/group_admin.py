@@ -24,10 +24,8 @@ from broker.protocol.errors import ErrorCode
 from broker.protocol.requests import DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest
 from coordination.acls.model import CLUSTER_NAME, Operation, ResourceType
 from coordination.groups.coordinator import GroupSummary
-from coordination.groups.state import GroupState
 
 NO_OPERATIONS = -(2**31)
-CLASSIC = "classic"
 
 # ---------------------------------------------------------------------- DescribeGroups
 DESCRIBE_GROUPS = 15
@@ -88,19 +86,17 @@ def _list_error(request: ListGroupsRequest, version: int, code: int) -> Entity:
 @coordinator_api(LIST_GROUPS, "ListGroups", 0, 5, error_response=_list_error)
 def serve_list_groups(ctx: CoordinatorContext, request: ListGroupsRequest) -> Entity:
     version = ctx.api_version
-    states: set[GroupState] | None = None
     wanted_states = getattr(request, "states_filter", ())
-    if wanted_states:
-        states = {s for s in (GroupState.from_wire(name) for name in wanted_states) if s is not None}
+    states = {name.lower() for name in wanted_states} if wanted_states else None
     types = {t.lower() for t in getattr(request, "types_filter", ())}
     code, groups = ctx.coordinator.list_groups(states)
-    if types and CLASSIC not in types:
-        groups = []
+    if types:
+        groups = [entry for entry in groups if entry[3] in types]
     if not ctx.allowed(Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):  # Kafka: else only describable groups
         groups = [entry for entry in groups if ctx.allowed(Operation.DESCRIBE, ResourceType.GROUP, entry[0])]
     return build(codec.response_class(LIST_GROUPS, version), {"throttle_time": 0, "error_code": code, "groups": [
-        {"group_id": g, "protocol_type": protocol_type, "group_state": state, "group_type": CLASSIC}
-        for g, protocol_type, state in groups]})
+        {"group_id": g, "protocol_type": protocol_type, "group_state": state, "group_type": group_type}
+        for g, protocol_type, state, group_type in groups]})
 
 
 # ---------------------------------------------------------------------- DeleteGroups

@@ -24,10 +24,12 @@ OffsetCommit v0-1 and OffsetFetch v0 (Kafka 4.0 dropped them) are read by hand a
 process reads them (the worker forwards the body as it came).
 
 Version notes: OffsetCommit v2-4 retention_time (an explicit expiry), v3 throttle time,
-v6 committed_leader_epoch, v7 group_instance_id, v8 flexible, v9 = v8 (KIP-848 member
-epochs are for the new protocol, not advertised). OffsetFetch v2 null topics = all and a
+v6 committed_leader_epoch, v7 group_instance_id, v8 flexible, v9 = v8 on the wire, its
+generation is a consumer group member's epoch (KIP-848: STALE_MEMBER_EPOCH; a consumer
+group's members must use v9+, UNSUPPORTED_VERSION below). OffsetFetch v2 null topics = all and a
 top-level error, v5 committed_leader_epoch, v6 flexible, v7 require_stable, v8 several
-groups per request, v9 member id and epoch (new protocol; ignored for classic groups).
+groups per request, v9 member id and epoch (checked against a consumer group's members: UNKNOWN_MEMBER_ID,
+STALE_MEMBER_EPOCH; ignored for classic groups).
 TxnOffsetCommit v2 committed_leader_epoch, v3 flexible with generation, member id and
 instance id, v4 = v3 (the client may get TRANSACTION_ABORTABLE). v5 is transaction.version
 2's (KIP-890): the commit also adds the group's offsets partition to the transaction, as
@@ -91,7 +93,8 @@ async def serve_offset_commit(ctx: CoordinatorContext, request: OffsetCommitRequ
     retention = milliseconds(getattr(request, "retention_time", None))
     member = MemberRef(int(request.generation_id_or_member_epoch), request.member_id,
                        getattr(request, "group_instance_id", None))
-    committed = iter(await ctx.coordinator.commit_offsets(request.group_id, member, retention, entries, ctx.topic_exists)
+    committed = iter(await ctx.coordinator.commit_offsets(request.group_id, member, retention, entries, ctx.topic_exists,
+                                                          ctx.api_version)
                      if entries else [])
     codes = [next(committed) if readable[t.name] else ErrorCode.topic_authorization_failed
              for t in request.topics for _p in t.partitions]
@@ -108,7 +111,8 @@ def _wanted(topics: Any) -> list[tuple[str, int]] | None:
     return [(t.name, int(p)) for t in topics for p in t.partition_indexes]
 
 
-def _group_answer(ctx: CoordinatorContext, group_id: str, topics: Any, require_stable: bool) -> dict[str, Any]:
+def _group_answer(ctx: CoordinatorContext, group_id: str, topics: Any, require_stable: bool,
+                  member: tuple[str | None, int] | None = None) -> dict[str, Any]:
     """One group's offsets in the shape every version shares (v8+ nests it in groups).
     Kafka's checks: DESCRIBE on the group (else the group's error), DESCRIBE on each topic
     named (else TOPIC_AUTHORIZATION_FAILED for it); asked for all, only describable topics."""
@@ -120,7 +124,8 @@ def _group_answer(ctx: CoordinatorContext, group_id: str, topics: Any, require_s
         return ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, topic)
 
     asked = None if wanted is None else [(t, p) for t, p in wanted if describable(t)]
-    code, found = ctx.coordinator.fetch_offsets(group_id, asked, require_stable) if asked is None or asked else (0, [])
+    code, found = ctx.coordinator.fetch_offsets(group_id, asked, require_stable, member) if asked is None or asked \
+        else (0, [])
     if code:
         found = [(t, p, None, code) for t, p in asked or ()]
     if wanted is None:
@@ -160,7 +165,9 @@ def _fetch_error(request: OffsetFetchRequest, version: int, code: int) -> Entity
 def serve_offset_fetch(ctx: CoordinatorContext, request: OffsetFetchRequest) -> Entity:
     version = ctx.api_version
     if isinstance(request, (OffsetFetchV8, OffsetFetchV9)):  # v8 asks for several groups at once
-        groups = [_group_answer(ctx, g.group_id, g.topics, request.require_stable) for g in request.groups]
+        groups = [_group_answer(ctx, g.group_id, g.topics, request.require_stable,
+                                (getattr(g, "member_id", None), int(getattr(g, "member_epoch", -1))))
+                  for g in request.groups]
         return build(codec.response_class(OFFSET_FETCH, version), {"throttle_time": 0, "groups": groups})
     answer = _group_answer(ctx, request.group_id, request.topics, bool(getattr(request, "require_stable", False)))
     del answer["group_id"]  # before v8 the response is the one group's answer, and does not name it

@@ -45,7 +45,8 @@ import os
 import signal
 import socket
 import threading
-from typing import Any, Awaitable, Callable, Coroutine, Iterator
+import uuid
+from typing import Any, Awaitable, Callable, Coroutine, Iterable, Iterator
 
 import orjson
 
@@ -71,6 +72,8 @@ from broker.protocol.errors import ErrorCode, KafkaError
 from broker.security.broker_security import BrokerSecurity
 from broker.security.inter_broker import ClientSecurity, inter_broker_security
 from coordination.backend import CoordinationBackend, TopicRegistry
+from coordination.groups.consumer.assignors import parse_assignors
+from coordination.groups.consumer.heartbeat import ConsumerSettings
 from coordination.groups.coordinator import CoordinatorSettings, GroupCoordinator
 from coordination.groups.group import CONSUMER_PROTOCOL_TYPE, Group, parse_assignment_partitions
 from coordination.groups.replay import load_entries
@@ -123,6 +126,39 @@ def settings_from(config: BrokerConfig) -> CoordinatorSettings:
         offsets_retention_ms=config.get_int("offsets.retention.minutes") * 60_000,
         offsets_retention_check_interval_ms=config.get_int("offsets.retention.check.interval.ms"),
     )
+
+
+def consumer_settings_from(config: BrokerConfig) -> ConsumerSettings:
+    return ConsumerSettings(
+        session_timeout_ms=config.get_int("group.consumer.session.timeout.ms"),
+        heartbeat_interval_ms=config.get_int("group.consumer.heartbeat.interval.ms"),
+        max_size=config.get_int("group.consumer.max.size"),
+        assignors=parse_assignors(config.get_str("group.consumer.assignors")),
+    )
+
+
+TOPIC_REFRESH_SECONDS = 1.0
+
+
+class RegistryCatalog:
+    """The topic registry as the consumer group protocol reads it (a TopicCatalog)."""
+
+    def __init__(self, registry: TopicRegistry) -> None:
+        self.registry = registry
+
+    def version(self) -> int:
+        return self.registry.snapshot_generation
+
+    def by_name(self, name: str) -> tuple[uuid.UUID, int] | None:
+        info = self.registry.get(name)
+        return None if info is None else (info.topic_id, info.partitions)
+
+    def name_of(self, topic_id: uuid.UUID) -> str | None:
+        info = self.registry.by_id(topic_id)
+        return None if info is None else info.name
+
+    def names(self) -> Iterable[str]:
+        return [info.name for info in self.registry.all()]
 
 
 def transaction_topic_configs(config: BrokerConfig, replication_factor: int) -> dict[str, str]:
@@ -321,7 +357,7 @@ class CoordinatorProcess:
         self.inter_broker = listeners.inter_broker
         self.brokers: dict[int, Endpoints] = {self.node_id: listeners.advertised}
         self.elected: tuple[int, int] | None = None
-        self.coordinator = GroupCoordinator(settings_from(config), self.offsets_log)
+        self.coordinator = GroupCoordinator(settings_from(config), self.offsets_log, consumer_settings_from(config))
         self.coordinator.on_group_change = self._mirror_group
         markers = WorkerMarkerWriter(self.txn_log.links, self.node_id,
                                      lambda tp: self.locate_partition(tp.topic, tp.partition), self.txn_log.remote_client)
@@ -482,6 +518,7 @@ class CoordinatorProcess:
             log.exception("coordinator: cannot open the coordination backend")
             return BOOT_ERROR
         self.topics = self.opened.topics()
+        self.coordinator.consumer.catalog = RegistryCatalog(self.topics)
         try:
             secret = await loop.run_in_executor(None, self.opened.broker_secret)
         except Exception:
@@ -502,7 +539,7 @@ class CoordinatorProcess:
             self.opened.watch_brokers(lambda: loop.call_soon_threadsafe(self._refresh_soon))
             self.opened.watch_coordinator(lambda: loop.call_soon_threadsafe(self._refresh_soon))
         tasks = [loop.create_task(self._campaign_forever()), loop.create_task(self._tick()),
-                 loop.create_task(self._heartbeat())]
+                 loop.create_task(self._heartbeat()), loop.create_task(self._refresh_topics())]
         if self.zookeeper:
             tasks.append(loop.create_task(self._control()))
         log.info("coordinator (pid %d) campaigning as broker %d", os.getpid(), self.node_id)
@@ -810,6 +847,19 @@ class CoordinatorProcess:
                 self.transactions.tick()
             except Exception:
                 log.exception("coordinator tick failed")
+
+    async def _refresh_topics(self) -> None:
+        """Keep the topic registry current (off the loop), so consumer groups see topics
+        appear, go and grow: subscriptions by regular expression resolve again and targets
+        are recomputed on the members' next heartbeats."""
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(TOPIC_REFRESH_SECONDS)
+            if self.topics is not None and self.coordinator.active:
+                try:
+                    await loop.run_in_executor(None, self.topics.refresh)
+                except Exception as exc:
+                    log.warning("coordinator: cannot refresh the topic registry: %s", exc)
 
     async def _heartbeat(self) -> None:
         while True:

@@ -38,6 +38,18 @@ from kio.schema.api_versions.v1.request import ApiVersionsRequest as _ApiVersion
 from kio.schema.api_versions.v2.request import ApiVersionsRequest as _ApiVersionsRequestV2
 from kio.schema.api_versions.v3.request import ApiVersionsRequest as _ApiVersionsRequestV3
 from kio.schema.api_versions.v4.request import ApiVersionsRequest as _ApiVersionsRequestV4
+from kio.schema.consumer_group_describe.v0.request import (
+    ConsumerGroupDescribeRequest as _ConsumerGroupDescribeRequestV0,
+)
+from kio.schema.consumer_group_describe.v1.request import (
+    ConsumerGroupDescribeRequest as _ConsumerGroupDescribeRequestV1,
+)
+from kio.schema.consumer_group_heartbeat.v0.request import (
+    ConsumerGroupHeartbeatRequest as _ConsumerGroupHeartbeatRequestV0,
+)
+from kio.schema.consumer_group_heartbeat.v1.request import (
+    ConsumerGroupHeartbeatRequest as _ConsumerGroupHeartbeatRequestV1,
+)
 from kio.schema.create_partitions.v0.request import CreatePartitionsRequest as _CreatePartitionsRequestV0
 from kio.schema.create_partitions.v1.request import CreatePartitionsRequest as _CreatePartitionsRequestV1
 from kio.schema.create_partitions.v2.request import CreatePartitionsRequest as _CreatePartitionsRequestV2
@@ -518,6 +530,18 @@ ListTransactionsRequest = Union[
     _ListTransactionsRequestV2,
 ]
 
+# key 68
+ConsumerGroupHeartbeatRequest = Union[
+    _ConsumerGroupHeartbeatRequestV0,
+    _ConsumerGroupHeartbeatRequestV1,
+]
+
+# key 69
+ConsumerGroupDescribeRequest = Union[
+    _ConsumerGroupDescribeRequestV0,
+    _ConsumerGroupDescribeRequestV1,
+]
+
 from broker.protocol.acl_requests import CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest  # noqa: E402
 
 BY_KEY: dict[int, object] = {
@@ -563,5 +587,7 @@ BY_KEY: dict[int, object] = {
     61: DescribeProducersRequest,
     65: DescribeTransactionsRequest,
     66: ListTransactionsRequest,
+    68: ConsumerGroupHeartbeatRequest,
+    69: ConsumerGroupDescribeRequest,
 }
 

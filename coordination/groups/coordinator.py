@@ -35,6 +35,8 @@ from typing import Any, Callable, Coroutine, Iterable, Protocol, Sequence
 from kio.schema.errors import ErrorCode
 
 from coordination.groups import offsets_schema as schema
+from coordination.groups.consumer.heartbeat import ConsumerSettings
+from coordination.groups.consumer.service import ConsumerGroupService
 from coordination.groups.group import Group, Member
 from coordination.groups.replay import LoadEntry, OffsetsRecord, TxnMarker
 from coordination.groups.requests import JoiningMember, MemberRef
@@ -108,6 +110,10 @@ class GroupSummary:
     members: list[MemberSummary]
 
 
+def _state_name(group: Group) -> str:
+    return group.modern.state.value if group.modern is not None else group.state.wire_name
+
+
 # Append failures a client should see as coordinator trouble (Kafka's
 # GroupMetadataManager maps them the same way).
 def _commit_error(code: int) -> int:
@@ -124,9 +130,12 @@ def _commit_error(code: int) -> int:
 class GroupCoordinator:
     """All the groups whose __consumer_offsets partitions this coordinator serves."""
 
-    def __init__(self, settings: CoordinatorSettings, offsets_log: OffsetsLog) -> None:
+    def __init__(self, settings: CoordinatorSettings, offsets_log: OffsetsLog,
+                 consumer_settings: ConsumerSettings | None = None) -> None:
         self.settings = settings
         self.log = offsets_log
+        # The consumer group protocol (KIP-848): heartbeats, describes, its members' checks.
+        self.consumer = ConsumerGroupService(self, consumer_settings or ConsumerSettings())
         self._background: set[asyncio.Task[Any]] = set()
         self.groups: dict[str, Group] = {}
         self.active = False  # elected and loaded: serving
@@ -162,6 +171,15 @@ class GroupCoordinator:
                 self._complete(producer_id, committed, partition)
 
     # ------------------------------------------------------------------ availability
+    def unavailable(self) -> int:
+        """COORDINATOR_LOAD_IN_PROGRESS while loading, NOT_COORDINATOR when not elected, else 0."""
+        return self._unavailable()
+
+    @staticmethod
+    def commit_error(code: int) -> int:
+        """An append's error as the client of a coordinator write sees it."""
+        return _commit_error(code)
+
     def _unavailable(self) -> int:
         if self.loading:
             return int(E.coordinator_load_in_progress)
@@ -191,12 +209,17 @@ class GroupCoordinator:
                     self._complete(entry.producer_id, entry.committed, partition)
                 else:
                     self._replay(entry)
+        for group in self.groups.values():
+            self.consumer.loaded(group)
         for group_id in [g for g, group in self.groups.items() if not group.members and not group.offsets
-                         and group.generation == 0 and not self.pending.has_group(g)]:
+                         and group.generation == 0 and group.modern is None and not self.pending.has_group(g)]:
             del self.groups[group_id]
 
     def _replay(self, record: OffsetsRecord) -> None:
         key, value = record.key, record.value
+        if not isinstance(key, (schema.OffsetKey, schema.GroupKey)):
+            self.consumer.replay(key, value)  # type: ignore[arg-type]
+            return
         if isinstance(key, schema.OffsetKey):
             group = self.groups.get(key.group)
             partition = (key.topic, key.partition)
@@ -213,7 +236,9 @@ class GroupCoordinator:
             else:
                 group.set_offset(partition, value, record.offset)
         elif value is None:
-            self.groups.pop(key.group, None)
+            group = self.groups.get(key.group)
+            if group is not None and group.modern is None:
+                self.groups.pop(key.group, None)
         else:
             assert isinstance(value, schema.GroupValue)
             self.groups[key.group] = self._restore_group(key.group, value, self.groups.get(key.group))
@@ -271,6 +296,10 @@ class GroupCoordinator:
         if group.is_(GroupState.DEAD):
             # The group is being deleted; the client finds the coordinator again.
             return JoinResult(int(E.coordinator_not_available), member_id=member_id)
+        if group.modern is not None:
+            code = await self._make_classic(group)
+            if code:
+                return JoinResult(code, member_id=member_id)
         if not group.supports(protocol_type, protocols):
             return JoinResult(int(E.inconsistent_group_protocol), member_id=member_id)
         if not member_id:
@@ -278,6 +307,21 @@ class GroupCoordinator:
                                                    rebalance_timeout_ms, client_id, client_host, require_known_member_id)
         return await self._join_known_member(group, member_id, group_instance_id, protocol_type, protocols,
                                              session_timeout_ms, rebalance_timeout_ms, client_id, client_host)
+
+    async def _make_classic(self, group: Group) -> int:
+        """A JoinGroup for a consumer group: refused while it has members; an empty one
+        becomes a classic group (its consumer records tombstoned, its offsets kept), as Kafka does."""
+        assert group.modern is not None
+        if group.modern.members:
+            return int(E.inconsistent_group_protocol)
+        entries = self.consumer.deletion_entries(group)
+        code = await self.log.append(self.partition_for(group.group_id), schema.offsets_batch(entries, int(time.time() * 1000)))
+        if code:
+            return _commit_error(code)
+        if group.modern is not None and not group.modern.members:
+            group.modern = None
+            group.protocol_type = None
+        return 0 if group.modern is None else int(E.inconsistent_group_protocol)
 
     async def _join_unknown_member(self, group: Group, group_instance_id: str | None, protocol_type: str,
                                    protocols: list[tuple[str, bytes]], session_timeout_ms: int, rebalance_timeout_ms: int,
@@ -609,6 +653,7 @@ class GroupCoordinator:
                 if leader is None or leader.sync_waiter is None:
                     missing = [m.member_id for m in group.members.values() if m.sync_waiter is None]
                     self._remove_members(group, missing, "sent no SyncGroup in time")
+        self.consumer.expire(now)
         interval = self.settings.offsets_retention_check_interval_ms / 1000
         if now - self._last_expiry_check >= interval:
             self._last_expiry_check = now
@@ -617,8 +662,9 @@ class GroupCoordinator:
     # ------------------------------------------------------------------ offsets
     async def commit_offsets(self, group_id: str, sender: MemberRef, retention_ms: int,
                              offsets: Sequence[tuple[str, int, int, int, str | None]],
-                             known_topic: Callable[[str, int], bool]) -> list[int]:
-        """offsets: (topic, partition, offset, leader epoch, metadata). One code per entry."""
+                             known_topic: Callable[[str, int], bool], api_version: int | None = None) -> list[int]:
+        """offsets: (topic, partition, offset, leader epoch, metadata). One code per entry.
+        ``api_version``: the OffsetCommit version (a consumer group's members need v9+)."""
         generation, member_id, group_instance_id = sender.generation, sender.member_id, sender.group_instance_id
         code = self._unavailable()
         if code:
@@ -629,11 +675,17 @@ class GroupCoordinator:
         if group is None:
             if generation >= 0:
                 # A member of a generation this coordinator never saw (or of a deleted group).
-                return [int(E.illegal_generation)] * len(offsets)
+                code = int(E.stale_member_epoch if api_version is not None and api_version >= 9 and member_id
+                           else E.illegal_generation)
+                return [code] * len(offsets)
             group = self.groups[group_id] = Group(group_id)  # simple consumer: commits without joining
         if group.is_(GroupState.DEAD):
             return [int(E.coordinator_not_available)] * len(offsets)
-        if not (generation < 0 and group.is_(GroupState.EMPTY)):
+        if group.modern is not None:
+            code = self.consumer.check_commit(group.modern, sender, api_version, [(t, p) for t, p, *_ in offsets])
+            if code:
+                return [code] * len(offsets)
+        elif not (generation < 0 and group.is_(GroupState.EMPTY)):
             code = self._check_member(group, member_id, group_instance_id)
             if not code and generation != group.generation:
                 code = int(E.illegal_generation)
@@ -698,7 +750,7 @@ class GroupCoordinator:
             if sender.generation >= 0:
                 return [int(E.illegal_generation)] * len(offsets)
             group = self.groups[group_id] = Group(group_id)  # a simple consumer's group
-        code = self._check_txn_sender(group, sender)
+        code = self._check_txn_sender(group, sender, [(t, p) for t, p, *_ in offsets])
         if code:
             return [code] * len(offsets)
         now_ms = int(time.time() * 1000)
@@ -725,9 +777,11 @@ class GroupCoordinator:
                     self.pending.add(producer_id, group_id, key, OrderedOffset(value, order))
         return results
 
-    def _check_txn_sender(self, group: Group, sender: MemberRef) -> int:
+    def _check_txn_sender(self, group: Group, sender: MemberRef, partitions: Sequence[tuple[str, int]] = ()) -> int:
         if group.is_(GroupState.DEAD):
             return int(E.coordinator_not_available)
+        if group.modern is not None:
+            return self.consumer.check_commit(group.modern, sender, None, partitions, transactional=True)
         if sender.generation < 0 and group.is_(GroupState.EMPTY):
             return 0
         if sender.generation >= 0 or sender.member_id or sender.group_instance_id is not None:
@@ -761,15 +815,21 @@ class GroupCoordinator:
                     group.set_offset(partition, pending.value, pending.order)
 
     def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None, require_stable: bool = False,
+                      member: tuple[str | None, int] | None = None,
                       ) -> tuple[int, list[tuple[str, int, schema.OffsetValue | None, int]]]:
         """(group error, [(topic, partition, value or None, partition error)]); ``partitions``
         None = all committed. With ``require_stable`` (OffsetFetch v7+) a partition with
         transactional offsets pending answers UNSTABLE_OFFSET_COMMIT and no offset: the
-        client asks again once the transaction is over (KIP-447)."""
+        client asks again once the transaction is over (KIP-447). ``member``: the (member
+        id, member epoch) of OffsetFetch v9+, checked against a consumer group's members."""
         code = self._unavailable()
         if code:
             return code, []
         group = self.groups.get(group_id)
+        if group is not None and group.modern is not None and member is not None:
+            code = self.consumer.check_fetch(group.modern, member[0], member[1])
+            if code:
+                return code, []
         offsets = group.offsets if group is not None else {}
         wanted = sorted(offsets) if partitions is None else partitions
         found: list[tuple[str, int, schema.OffsetValue | None, int]] = []
@@ -789,7 +849,9 @@ class GroupCoordinator:
         if group is None or group.is_(GroupState.DEAD):
             return int(E.group_id_not_found), []
         subscribed: set[str] = set()
-        if not group.is_(GroupState.EMPTY):
+        if group.modern is not None:
+            subscribed = self.consumer.subscribed_topics(group)
+        elif not group.is_(GroupState.EMPTY):
             topics = group.subscribed_topics()
             if topics is None:
                 return int(E.non_empty_group), []
@@ -813,6 +875,7 @@ class GroupCoordinator:
             (schema.encode_key(schema.OffsetKey(group.group_id, t, p)), None) for t, p in partitions]
         if include_group:
             records.append((schema.encode_key(schema.GroupKey(group.group_id)), None))
+            records += self.consumer.deletion_entries(group)
         if not records:
             return 0
         code = await self.log.append(self.partition_for(group.group_id), schema.offsets_batch(records, int(time.time() * 1000)))
@@ -874,6 +937,9 @@ class GroupCoordinator:
 
         self._in_background(write())
 
+    def in_background(self, work: Coroutine[Any, Any, Any]) -> None:
+        self._in_background(work)
+
     def _in_background(self, work: Coroutine[Any, Any, Any]) -> None:
         """Run ``work`` as a task this coordinator holds until it is done (the loop keeps
         only weak references to tasks)."""
@@ -887,7 +953,9 @@ class GroupCoordinator:
         if code:
             return GroupSummary(code, group_id, "", "", "", [])
         group = self.groups.get(group_id)
-        if group is None:
+        if group is None or group.modern is not None:
+            # A consumer group is described by ConsumerGroupDescribe (admin clients fall back
+            # to DescribeGroups on this answer, and from it to ConsumerGroupDescribe).
             return GroupSummary(int(E.group_id_not_found), group_id, GroupState.DEAD.wire_name, "", "", [])
         stable = group.is_(GroupState.STABLE)
         members = [MemberSummary(m.member_id, m.group_instance_id, m.client_id, m.client_host,
@@ -897,8 +965,9 @@ class GroupCoordinator:
         return GroupSummary(0, group_id, group.state.wire_name, group.protocol_type or "",
                             (group.protocol_name or "") if stable else "", members)
 
-    def list_groups(self, states: set[GroupState] | None) -> tuple[int, list[tuple[str, str, str]]]:
-        """The groups this broker coordinates. A broker that coordinates none (not the
+    def list_groups(self, states: set[str] | None) -> tuple[int, list[tuple[str, str, str, str]]]:
+        """The groups this broker coordinates: (group id, protocol type, state, group type);
+        ``states`` filters by state name, lower case. A broker that coordinates none (not the
         elected coordinator) answers an empty list with no error, as a Kafka broker that
         leads no __consumer_offsets partition does: admin clients ask every broker and
         merge the answers, so each group must come from exactly one of them."""
@@ -906,8 +975,10 @@ class GroupCoordinator:
             return int(E.coordinator_load_in_progress), []
         if not self.active:
             return 0, []
-        return 0, [(g.group_id, g.protocol_type or "", g.state.wire_name) for g in self.groups.values()
-                   if not g.is_(GroupState.DEAD) and (states is None or g.state in states)]
+        return 0, [(g.group_id, g.protocol_type or "", g.modern.state.value if g.modern is not None else g.state.wire_name,
+                    "consumer" if g.modern is not None else "classic")
+                   for g in self.groups.values()
+                   if not g.is_(GroupState.DEAD) and (states is None or _state_name(g).lower() in states)]
 
     async def delete_groups(self, group_ids: Sequence[str]) -> list[int]:
         results = []

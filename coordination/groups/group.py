@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from coordination.groups.consumer.group import ConsumerGroup
 from coordination.groups.offsets_schema import OffsetValue
 from coordination.groups.state import GroupState, check_transition
 
@@ -82,6 +83,9 @@ class Group:
     join_not_before: float = 0.0
     # CompletingRebalance: when a missing leader assignment gives up on this generation.
     sync_deadline: float = 0.0
+    # A consumer group (KIP-848): its consumer-protocol state (consumer/service.py); None for a
+    # classic group. Its classic fields stay empty, and ``state`` is Empty or Stable.
+    modern: ConsumerGroup | None = None
 
     # ------------------------------------------------------------------ state
     def transition(self, target: GroupState) -> None:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Union
 
 from coordination.groups import offsets_schema as schema
+from coordination.groups.consumer import records as consumer_records
 from coordination.groups.offsets_schema import GroupKey, GroupValue, OffsetKey, OffsetValue
 from storage.errors import CorruptRecordError
 from storage.records import Record, iter_batches, parse_control_record
@@ -18,8 +19,9 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class OffsetsRecord:
-    key: OffsetKey | GroupKey
-    value: OffsetValue | GroupValue | None  # None: a tombstone
+    # The classic records (offsets_schema.py) and the consumer protocol's (consumer/records.py).
+    key: OffsetKey | GroupKey | consumer_records.ConsumerGroupKey
+    value: OffsetValue | GroupValue | consumer_records.ConsumerGroupValue | None  # None: a tombstone
     offset: int = -1  # its offset in the partition
     # The producer of the transactional batch it came in (TxnOffsetCommit); NO_PRODUCER_ID
     # for every other batch: its offset waits for that producer's marker.
@@ -81,7 +83,10 @@ def _record_of(record: Record, producer_id: int) -> OffsetsRecord | None:
     try:
         key = schema.decode_key(record.key)
         if key is None:
-            return None
+            decoded = consumer_records.decode_record(record.key, record.value)
+            if decoded is None:
+                return None
+            return OffsetsRecord(decoded[0], decoded[1], record.offset, producer_id)
         if record.value is None:
             value: OffsetValue | GroupValue | None = None
         elif isinstance(key, OffsetKey):

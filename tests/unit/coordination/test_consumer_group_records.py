@@ -442,7 +442,7 @@ def _classic_value(key: bytes, value: bytes) -> Any:
     return schema.decode_offset_value(value) if isinstance(decoded, schema.OffsetKey) else schema.decode_group_value(value)
 
 
-def test_a_load_skips_consumer_group_records_and_keeps_the_classic_state(tmp_path: Any, caplog: Any) -> None:
+def test_a_load_reads_consumer_group_records_beside_the_classic_state(tmp_path: Any, caplog: Any) -> None:
     classic_dir, mixed_dir = tmp_path / "classic", tmp_path / "mixed"
     os.makedirs(classic_dir)
     os.makedirs(mixed_dir)
@@ -465,9 +465,11 @@ def test_a_load_skips_consumer_group_records_and_keeps_the_classic_state(tmp_pat
         # The mixed log: every classic batch again, each followed by the consumer group
         # records, and one batch mixing both kinds.
         expected: list[list[tuple[Any, Any]]] = [[] for _ in classic_log.logs]
+        batches = [0 for _ in classic_log.logs]
         for partition, log in enumerate(classic_log.logs):
             data = log.read_bytes(0, 1 << 24) if log.log_end_offset else b""
             for _header, records in iter_batches(data):
+                batches[partition] += 1
                 pairs: list[tuple[bytes, bytes | None]] = [
                     (record.key, record.value) for record in records if record.key is not None]
                 decoded = [(schema.decode_key(k), None if v is None else _classic_value(k, v)) for k, v in pairs]
@@ -479,10 +481,18 @@ def test_a_load_skips_consumer_group_records_and_keeps_the_classic_state(tmp_pat
 
         with caplog.at_level(logging.WARNING, logger="coordination.groups.replay"):
             classic_loaded, mixed_loaded = classic_log.loaded(), mixed_log.loaded()
-        assert not caplog.records, "consumer group records are skipped quietly, not as unreadable"
+        assert not caplog.records, "consumer group records are read, none as unreadable"
 
         def kinds(loaded: list[tuple[int, list[Any]]]) -> list[tuple[int, list[tuple[Any, Any]]]]:
-            return [(p, [(e.key, e.value) for e in entries if isinstance(e, OffsetsRecord)]) for p, entries in loaded]
+            return [(p, [(e.key, e.value) for e in entries if isinstance(e, OffsetsRecord)
+                         and isinstance(e.key, (schema.OffsetKey, schema.GroupKey))]) for p, entries in loaded]
+
+        written = [(key, value) for key, value in zip(EVERY_KEY, EVERY_VALUE)] + [(ConsumerGroupMetadataKey("g"), None)]
+        for _p, entries in mixed_loaded:
+            consumer = [(e.key, e.value) for e in entries if isinstance(e, OffsetsRecord)
+                        and not isinstance(e.key, (schema.OffsetKey, schema.GroupKey))]
+            # after each classic batch: every consumer record, then the first two again
+            assert consumer == (written + written[:2]) * batches[_p]
 
         assert [records for _p, records in kinds(mixed_loaded)] == expected  # every classic record (twice), nothing else
         assert any(expected), "the classic state was written"

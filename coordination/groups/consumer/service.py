@@ -1,0 +1,352 @@
+"""The ``consumer`` group protocol (KIP-848) served by the group coordinator: heartbeats,
+describes, deadlines, and the checks offset requests make of a consumer group's members.
+
+The coordinator (coordination/groups/coordinator.py) owns the groups and the log and hands
+the consumer-protocol work to this class. A group's heartbeats run one at a time (a lock per
+group, held across the append): heartbeat.py decides the records from the group as it
+stands, they are appended to the group's __consumer_offsets partition, and only once they are
+in does ``ConsumerGroup.apply`` fold them in and the answer go out. A write that fails
+changes nothing; the member gets the coordinator error and tries again.
+
+A group is of one kind at a time. ``coordination.groups.group.Group`` carries its offsets
+and classic state; ``Group.modern`` holds the consumer-protocol state when the group is a
+consumer group. An empty classic group becomes a consumer group on the first consumer
+heartbeat (its classic record tombstoned, its offsets kept), and an empty consumer group a
+classic one on the first JoinGroup, as Kafka does; groups with members keep their kind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from kio.schema.errors import ErrorCode
+
+from coordination.groups import offsets_schema as schema
+from coordination.groups.consumer import records as rec
+from coordination.groups.consumer.group import (
+    LEAVE_GROUP_MEMBER_EPOCH,
+    LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+    ConsumerGroup,
+    ConsumerMember,
+    Record,
+    Target,
+    TopicCatalog,
+    deletion_records,
+    encode,
+)
+from coordination.groups.consumer.heartbeat import (
+    ConsumerSettings,
+    HeartbeatAnswer,
+    HeartbeatError,
+    HeartbeatRequest,
+    Plan,
+    assignor_name,
+    fence,
+    heartbeat,
+    leave,
+    validate,
+)
+from coordination.groups.consumer.reconciliation import ConsumerGroupState, MemberState
+from coordination.groups.group import Group
+from coordination.groups.requests import MemberRef
+from coordination.groups.state import GroupState
+
+if TYPE_CHECKING:  # the coordinator imports this module
+    from coordination.groups.coordinator import GroupCoordinator
+
+log = logging.getLogger(__name__)
+E = ErrorCode
+PROTOCOL_TYPE = "consumer"
+MODERN_OFFSET_COMMIT_VERSION = 9  # OffsetCommit v9+ carries member epochs
+
+
+class NoTopics:
+    """The catalog before the process has its topic registry."""
+
+    def version(self) -> int:
+        return 0
+
+    def by_name(self, name: str) -> tuple[uuid.UUID, int] | None:
+        return None
+
+    def name_of(self, topic_id: uuid.UUID) -> str | None:
+        return None
+
+    def names(self) -> Iterable[str]:
+        return ()
+
+
+@dataclass(frozen=True)
+class MemberDescription:
+    member: ConsumerMember
+    target: Target
+
+
+@dataclass(frozen=True)
+class GroupDescription:
+    error_code: int
+    group_id: str
+    error_message: str | None = None
+    state: str = ConsumerGroupState.DEAD.value
+    group_epoch: int = 0
+    assignment_epoch: int = 0
+    assignor: str = ""
+    members: tuple[MemberDescription, ...] = ()
+
+
+class ConsumerGroupService:
+    def __init__(self, coordinator: GroupCoordinator, settings: ConsumerSettings) -> None:
+        self.coordinator = coordinator
+        self.settings = settings
+        self.catalog: TopicCatalog = NoTopics()
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._fencing: set[tuple[str, str]] = set()
+
+    def _lock(self, group_id: str) -> asyncio.Lock:
+        lock = self._locks.get(group_id)
+        if lock is None:
+            lock = self._locks[group_id] = asyncio.Lock()
+        return lock
+
+    # ------------------------------------------------------------------ ConsumerGroupHeartbeat
+    async def heartbeat(self, request: HeartbeatRequest) -> HeartbeatAnswer:
+        code = self.coordinator.unavailable()
+        if code:
+            return HeartbeatAnswer(code)
+        try:
+            validate(request, self.settings)
+        except HeartbeatError as exc:
+            return HeartbeatAnswer(exc.code, exc.message)
+        async with self._lock(request.group_id):
+            try:
+                group, prelude = self._group_for(request)
+                if request.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
+                    plan = leave(group, request, self.catalog)
+                else:
+                    plan = heartbeat(group, request, self.settings, self.catalog, _now_ms())
+            except HeartbeatError as exc:
+                return HeartbeatAnswer(exc.code, exc.message)
+            code = await self._write(group, prelude, plan.records)
+            if code:
+                return HeartbeatAnswer(code)
+            self._after(group, plan)
+            return plan.answer
+
+    def _group_for(self, request: HeartbeatRequest) -> tuple[ConsumerGroup, list[tuple[bytes, bytes | None]]]:
+        """The group the heartbeat is for, and records to write before the heartbeat's own
+        (the tombstone of the empty classic group it replaces)."""
+        group_id = request.group_id
+        group = self.coordinator.groups.get(group_id)
+        joining = request.member_epoch == 0
+        if group is None or group.is_(GroupState.DEAD):
+            if not joining:
+                raise HeartbeatError(int(E.group_id_not_found), f"Consumer group {group_id} not found.")
+            return ConsumerGroup(group_id), []
+        if group.modern is not None:
+            return group.modern, []
+        if joining and not group.members and group.is_(GroupState.EMPTY):
+            # An empty classic group (perhaps only offsets) becomes a consumer group.
+            prelude: list[tuple[bytes, bytes | None]] = []
+            if group.generation > 0:
+                prelude.append((schema.encode_key(schema.GroupKey(group_id)), None))
+            return ConsumerGroup(group_id), prelude
+        raise HeartbeatError(int(E.group_id_not_found), f"Group {group_id} is not a consumer group.")
+
+    async def _write(self, modern: ConsumerGroup, prelude: list[tuple[bytes, bytes | None]], records: list[Record]) -> int:
+        entries = prelude + encode(records)
+        if not entries:
+            return 0
+        code = await self.coordinator.log.append(self.coordinator.partition_for(modern.group_id),
+                                                 schema.offsets_batch(entries, _now_ms()))
+        return self.coordinator.commit_error(code) if code else 0
+
+    def _after(self, modern: ConsumerGroup, plan: Plan) -> None:
+        """Fold the written records in, then keep the member's deadlines."""
+        group = self._install(modern)
+        for key, value in plan.records:
+            modern.apply(key, value)
+        now = time.monotonic()
+        member_id = plan.member_id
+        if member_id is not None and member_id in modern.members:
+            modern.session_deadlines[member_id] = now + self.settings.session_timeout_ms / 1000
+            member = modern.members[member_id]
+            if plan.revoking_at_epoch is None:
+                modern.revocation_deadlines.pop(member_id, None)
+            elif modern.revocation_deadlines.get(member_id, (None, 0.0))[0] != plan.revoking_at_epoch:
+                timeout = max(member.rebalance_timeout_ms, 0) / 1000
+                modern.revocation_deadlines[member_id] = (plan.revoking_at_epoch, now + timeout)
+        self.settle(group)
+
+    def _install(self, modern: ConsumerGroup) -> Group:
+        groups = self.coordinator.groups
+        group = groups.get(modern.group_id)
+        if group is None or group.is_(GroupState.DEAD):
+            group = groups[modern.group_id] = Group(modern.group_id)
+        if group.modern is not modern:
+            group.modern = modern
+            group.protocol_type, group.protocol_name, group.generation, group.leader_id = PROTOCOL_TYPE, None, 0, None
+        return group
+
+    @staticmethod
+    def settle(group: Group) -> None:
+        """The classic state that stands for a consumer group in the code both kinds share
+        (offset expiry, deletion): Empty without members, else Stable."""
+        assert group.modern is not None
+        state = GroupState.STABLE if group.modern.members else GroupState.EMPTY
+        if group.state is not state:
+            group.state = state
+            group.state_timestamp = _now_ms()
+
+    # ------------------------------------------------------------------ deadlines
+    def expire(self, now: float) -> None:
+        """Fence members whose session ran out, or that did not revoke in time (tick)."""
+        for group in list(self.coordinator.groups.values()):
+            modern = group.modern
+            if modern is None:
+                continue
+            for member_id, deadline in list(modern.session_deadlines.items()):
+                if now > deadline:
+                    self._fence_soon(modern.group_id, member_id, None, "the member session expired")
+            for member_id, (epoch, deadline) in list(modern.revocation_deadlines.items()):
+                if now > deadline:
+                    self._fence_soon(modern.group_id, member_id, epoch, "it did not revoke its partitions in time")
+
+    def _fence_soon(self, group_id: str, member_id: str, epoch: int | None, reason: str) -> None:
+        if (group_id, member_id) in self._fencing:
+            return
+        self._fencing.add((group_id, member_id))
+
+        async def run() -> None:
+            try:
+                async with self._lock(group_id):
+                    group = self.coordinator.groups.get(group_id)
+                    modern = group.modern if group is not None else None
+                    member = modern.members.get(member_id) if modern is not None else None
+                    if modern is None or member is None or (epoch is not None and member.member_epoch != epoch):
+                        if modern is not None:
+                            modern.revocation_deadlines.pop(member_id, None)
+                        return
+                    if epoch is None and time.monotonic() <= modern.session_deadlines.get(member_id, 0.0):
+                        return  # it heartbeated while this waited for the lock
+                    plan = fence(modern, member, self.catalog)
+                    code = await self._write(modern, [], plan.records)
+                    if code:
+                        log.warning("group %s: member %s not fenced (error %d); retrying", group_id, member_id, code)
+                        return
+                    log.info("group %s: member %s fenced: %s", group_id, member_id, reason)
+                    self._after(modern, plan)
+            finally:
+                self._fencing.discard((group_id, member_id))
+
+        self.coordinator.in_background(run())
+
+    def loaded(self, group: Group) -> None:
+        """A group replayed by a load: every member gets a fresh session, as in Kafka."""
+        modern = group.modern
+        if modern is None:
+            return
+        if modern.deleted:
+            group.modern = None
+            return
+        now = time.monotonic()
+        for member_id, member in modern.members.items():
+            modern.session_deadlines[member_id] = now + self.settings.session_timeout_ms / 1000
+            if member.assignment.state is MemberState.UNREVOKED_PARTITIONS:
+                modern.revocation_deadlines[member_id] = (member.member_epoch,
+                                                          now + max(member.rebalance_timeout_ms, 0) / 1000)
+        group.protocol_type = PROTOCOL_TYPE
+        self.settle(group)
+
+    # ------------------------------------------------------------------ ConsumerGroupDescribe
+    def describe(self, group_ids: Sequence[str]) -> list[GroupDescription]:
+        out = []
+        for group_id in group_ids:
+            code = self.coordinator.unavailable()
+            group = self.coordinator.groups.get(group_id)
+            if code:
+                out.append(GroupDescription(code, group_id))
+            elif group is None or group.is_(GroupState.DEAD):
+                out.append(GroupDescription(int(E.group_id_not_found), group_id, f"Group {group_id} not found."))
+            elif group.modern is None:
+                out.append(GroupDescription(int(E.group_id_not_found), group_id,
+                                            f"Group {group_id} is not a consumer group."))
+            else:
+                modern = group.modern
+                members = tuple(MemberDescription(m, modern.target_of(m.member_id)) for m in modern.members.values())
+                out.append(GroupDescription(0, group_id, None, modern.state.value, modern.group_epoch,
+                                            modern.assignment_epoch, assignor_name(modern, self.settings), members))
+        return out
+
+    # ------------------------------------------------------------------ offsets of consumer groups
+    def check_commit(self, modern: ConsumerGroup, sender: MemberRef, api_version: int | None,
+                     partitions: Iterable[tuple[str, int]], transactional: bool = False) -> int:
+        """Kafka's ConsumerGroup.validateOffsetCommit: a commit without a member epoch is an
+        admin's or a simple consumer's, allowed while the group is empty; otherwise the member
+        must exist and send its epoch (STALE_MEMBER_EPOCH), or an older epoch at which it was
+        already assigned every partition it commits."""
+        if sender.generation < 0 and not modern.members:
+            return 0
+        if transactional and sender.generation < 0 and not sender.member_id and sender.group_instance_id is None:
+            return 0
+        member = modern.members.get(sender.member_id)
+        if member is None:
+            return int(E.unknown_member_id)
+        if not transactional and api_version is not None and api_version < MODERN_OFFSET_COMMIT_VERSION:
+            return int(E.unsupported_version)
+        if sender.generation == member.member_epoch:
+            return 0
+        if 0 <= sender.generation < member.member_epoch and self._assigned_by(member, sender.generation, partitions):
+            return 0
+        return int(E.stale_member_epoch)
+
+    def _assigned_by(self, member: ConsumerMember, epoch: int, partitions: Iterable[tuple[str, int]]) -> bool:
+        for topic, partition in partitions:
+            found = self.catalog.by_name(topic)
+            if found is None:
+                return False
+            assigned_at = member.assignment.assigned.get(found[0], {}).get(partition)
+            if assigned_at is None or assigned_at > epoch:
+                return False
+        return True
+
+    @staticmethod
+    def check_fetch(modern: ConsumerGroup, member_id: str | None, member_epoch: int) -> int:
+        """OffsetFetch v9+: a member asking must be one, at its current epoch."""
+        if member_epoch < 0 and not member_id:
+            return 0
+        member = modern.members.get(member_id or "")
+        if member is None:
+            return int(E.unknown_member_id)
+        if member_epoch != member.member_epoch:
+            return int(E.stale_member_epoch)
+        return 0
+
+    @staticmethod
+    def deletion_entries(group: Group) -> list[tuple[bytes, bytes | None]]:
+        """The records that delete a group's consumer-protocol state with it."""
+        return encode(deletion_records(group.modern)) if group.modern is not None else []
+
+    def replay(self, key: rec.ConsumerGroupKey, value: rec.ConsumerGroupValue | None) -> None:
+        """One consumer-protocol record of a load, in log order."""
+        groups = self.coordinator.groups
+        group = groups.get(key.group_id)
+        if group is None:
+            if value is None:
+                return
+            group = groups[key.group_id] = Group(key.group_id)
+        if group.modern is None:
+            group.modern = ConsumerGroup(key.group_id)
+        group.modern.apply(key, value)
+
+    def subscribed_topics(self, group: Group) -> set[str]:
+        return group.modern.subscribed_topic_names() if group.modern is not None else set()
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
