@@ -45,8 +45,7 @@ import os
 import signal
 import socket
 import threading
-import uuid
-from typing import Any, Awaitable, Callable, Coroutine, Iterable, Iterator
+from typing import Any, Awaitable, Callable, Coroutine, Iterator
 
 import orjson
 
@@ -74,6 +73,7 @@ from broker.security.inter_broker import ClientSecurity, inter_broker_security
 from coordination.backend import CoordinationBackend, TopicRegistry
 from coordination.groups.consumer.assignors import parse_assignors
 from coordination.groups.consumer.heartbeat import ConsumerSettings
+from coordination.groups.consumer.service import RegistryCatalog
 from coordination.groups.coordinator import CoordinatorSettings, GroupCoordinator
 from coordination.groups.group import CONSUMER_PROTOCOL_TYPE, Group, parse_assignment_partitions
 from coordination.groups.replay import load_entries
@@ -138,27 +138,6 @@ def consumer_settings_from(config: BrokerConfig) -> ConsumerSettings:
 
 
 TOPIC_REFRESH_SECONDS = 1.0
-
-
-class RegistryCatalog:
-    """The topic registry as the consumer group protocol reads it (a TopicCatalog)."""
-
-    def __init__(self, registry: TopicRegistry) -> None:
-        self.registry = registry
-
-    def version(self) -> int:
-        return self.registry.snapshot_generation
-
-    def by_name(self, name: str) -> tuple[uuid.UUID, int] | None:
-        info = self.registry.get(name)
-        return None if info is None else (info.topic_id, info.partitions)
-
-    def name_of(self, topic_id: uuid.UUID) -> str | None:
-        info = self.registry.by_id(topic_id)
-        return None if info is None else info.name
-
-    def names(self) -> Iterable[str]:
-        return [info.name for info in self.registry.all()]
 
 
 def transaction_topic_configs(config: BrokerConfig, replication_factor: int) -> dict[str, str]:

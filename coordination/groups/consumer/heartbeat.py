@@ -180,11 +180,11 @@ def heartbeat(group: ConsumerGroup, request: HeartbeatRequest, settings: Consume
 
     # 1. The member and the group's subscriptions.
     bump = False
-    if updated != member or member.member_id not in group.members:
+    is_new = member.member_id not in group.members and replaced is None
+    if updated != member or is_new:
         records.append(member_record(gid, updated))
         bump = (updated.subscribed_topic_names != member.subscribed_topic_names
-                or updated.subscribed_topic_regex != member.subscribed_topic_regex
-                or member.member_id not in group.members)
+                or updated.subscribed_topic_regex != member.subscribed_topic_regex or is_new)
     members = {mid: m for mid, m in group.members.items() if replaced is None or mid != replaced.member_id}
     members[updated.member_id] = updated
     resolved, regex_records = _resolve_regexes(group, members.values(), catalog, now_ms)

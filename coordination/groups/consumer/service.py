@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
+from coordination.backend import TopicRegistry
 from coordination.groups import offsets_schema as schema
 from coordination.groups.consumer import records as rec
 from coordination.groups.consumer.group import (
@@ -80,6 +81,27 @@ class NoTopics:
 
     def names(self) -> Iterable[str]:
         return ()
+
+
+class RegistryCatalog:
+    """The topic registry as the consumer group protocol reads it (a TopicCatalog)."""
+
+    def __init__(self, registry: TopicRegistry) -> None:
+        self.registry = registry
+
+    def version(self) -> int:
+        return self.registry.snapshot_generation
+
+    def by_name(self, name: str) -> tuple[uuid.UUID, int] | None:
+        info = self.registry.get(name)
+        return None if info is None else (info.topic_id, info.partitions)
+
+    def name_of(self, topic_id: uuid.UUID) -> str | None:
+        info = self.registry.by_id(topic_id)
+        return None if info is None else info.name
+
+    def names(self) -> Iterable[str]:
+        return [info.name for info in self.registry.all()]
 
 
 @dataclass(frozen=True)
