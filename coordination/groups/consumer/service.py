@@ -94,6 +94,8 @@ class RegistryCatalog:
 
     def by_name(self, name: str) -> tuple[uuid.UUID, int] | None:
         info = self.registry.get(name)
+        if info is None and self.registry.refresh():  # created a moment ago, perhaps
+            info = self.registry.get(name)
         return None if info is None else (info.topic_id, info.partitions)
 
     def name_of(self, topic_id: uuid.UUID) -> str | None:

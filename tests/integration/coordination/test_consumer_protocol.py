@@ -1,0 +1,195 @@
+"""The consumer group protocol (KIP-848) on a real broker: raw ConsumerGroupHeartbeat and
+ConsumerGroupDescribe requests (every advertised version, bad input), librdkafka consumers with
+``group.protocol=consumer``, and a group that carries on, with no rebalance, after its
+coordinator process is killed -9."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import uuid
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from kio.schema.errors import ErrorCode
+
+from tests.integration.clients import confluent_create_topic, confluent_produce, make_records
+from tests.integration.conftest import Broker, wait_until
+from tests.integration.coordination.test_group_protocol import request
+from tests.integration.kio_client import KioClient
+
+CONSUMER_BROKER = {"group.consumer.heartbeat.interval.ms": 300, "group.consumer.session.timeout.ms": 6000,
+                   "offsets.topic.num.partitions": 3}
+pytestmark = [pytest.mark.integration, pytest.mark.parametrize("broker", [CONSUMER_BROKER], indirect=True)]
+
+HEARTBEAT, DESCRIBE, COMMIT, FETCH, METADATA, LIST_GROUPS, DESCRIBE_GROUPS = 68, 69, 8, 9, 3, 16, 15
+
+
+def beat(client: KioClient, version: int = 1, **fields: Any) -> Any:
+    for name, default in (("rebalance_timeout", -1), ("instance_id", None), ("rack_id", None),
+                          ("subscribed_topic_names", None), ("subscribed_topic_regex", None),
+                          ("server_assignor", None), ("topic_partitions", None)):
+        fields.setdefault(name, default)
+    return client.call(HEARTBEAT, version, request(HEARTBEAT, version, **fields))
+
+
+def describe(client: KioClient, group: str, version: int = 1) -> Any:
+    answer = client.call(DESCRIBE, version, request(DESCRIBE, version, group_ids=[group], include_authorized_operations=True))
+    return answer.groups[0]
+
+
+def topic_id(client: KioClient, name: str) -> uuid.UUID:
+    answer = client.call(METADATA, 12, request(METADATA, 12, topics=[{"name": name, "topic_id": uuid.UUID(int=0)}],
+                                               allow_auto_topic_creation=False, include_topic_authorized_operations=False))
+    return answer.topics[0].topic_id
+
+
+def held(answer: Any) -> dict[uuid.UUID, list[int]]:
+    return {t.topic_id: sorted(int(p) for p in t.partitions) for t in answer.assignment.topic_partitions}
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_raw_heartbeats_join_leave_and_bad_input_changes_nothing(broker: Broker, version: int) -> None:
+    name = f"cgh-{version}"
+    confluent_create_topic(broker.bootstrap, name, 4)
+    group = f"raw-{version}"
+    with KioClient(broker.bootstrap) as client:
+        tid = topic_id(client, name)
+        first = beat(client, version, group_id=group, member_id="" if version == 0 else "m-1", member_epoch=0,
+                     rebalance_timeout=30000, subscribed_topic_names=[name], topic_partitions=[])
+        assert first.error_code == ErrorCode.none and first.member_epoch == 1 and first.member_id
+        assert held(first) == {tid: [0, 1, 2, 3]}
+        assert 0 < first.heartbeat_interval.total_seconds() * 1000 <= 300
+        member = first.member_id
+        owned = [{"topic_id": tid, "partitions": [0, 1, 2, 3]}]
+        steady = beat(client, version, group_id=group, member_id=member, member_epoch=1, topic_partitions=owned)
+        assert (steady.error_code, steady.member_epoch, steady.assignment) == (ErrorCode.none, 1, None)
+        before = describe(client, group)
+        assert (before.group_state, before.group_epoch, before.assignment_epoch, before.assignor_name) == \
+            ("Stable", 1, 1, "uniform")
+        assert [(m.member_id, m.member_epoch) for m in before.members] == [(member, 1)]
+
+        bad = [
+            (dict(member_id=member, member_epoch=9, topic_partitions=owned), ErrorCode.fenced_member_epoch),
+            (dict(member_id="nobody", member_epoch=1, topic_partitions=[]), ErrorCode.unknown_member_id),
+            (dict(member_id=member, member_epoch=0, rebalance_timeout=30000, subscribed_topic_names=[name],
+                  topic_partitions=owned), ErrorCode.invalid_request),
+            (dict(member_id=member, member_epoch=0, rebalance_timeout=30000, subscribed_topic_names=[name],
+                  topic_partitions=[], server_assignor="sticky"), ErrorCode.unsupported_assignor),
+            (dict(member_id=member, member_epoch=-7), ErrorCode.invalid_request),
+            (dict(member_id=member, member_epoch=1, instance_id=""), ErrorCode.invalid_request),
+        ]
+        if version >= 1:
+            bad.append((dict(member_id=member, member_epoch=0, rebalance_timeout=30000, subscribed_topic_regex="(?<=x)y",
+                             topic_partitions=[]), ErrorCode.invalid_regular_expression))
+        for fields, code in bad:
+            answer = beat(client, version, group_id=group, **fields)
+            assert answer.error_code == code, (fields, answer)
+            assert answer.error_message
+        assert beat(client, version, group_id="", member_id="x", member_epoch=1).error_code == ErrorCode.invalid_request
+        after = describe(client, group)
+        assert (after.group_state, after.group_epoch, after.assignment_epoch) == (before.group_state, 1, 1)
+        assert [(m.member_id, m.member_epoch) for m in after.members] == [(member, 1)]
+
+        assert describe(client, "no-such-group").error_code == ErrorCode.group_id_not_found
+        listed = client.call(LIST_GROUPS, 5, request(LIST_GROUPS, 5, states_filter=[], types_filter=["consumer"]))
+        assert (group, "Stable", "consumer") in {(g.group_id, g.group_state, g.group_type) for g in listed.groups}
+        # DescribeGroups (the classic protocol's) does not describe a consumer group.
+        classic = client.call(DESCRIBE_GROUPS, 6, request(DESCRIBE_GROUPS, 6, groups=[group],
+                                                         include_authorized_operations=False))
+        assert classic.groups[0].error_code == ErrorCode.group_id_not_found
+
+        left = beat(client, version, group_id=group, member_id=member, member_epoch=-1)
+        assert (left.error_code, left.member_epoch) == (ErrorCode.none, -1)
+        empty = describe(client, group)
+        assert (empty.group_state, empty.group_epoch, list(empty.members)) == ("Empty", 2, [])
+
+
+def _consumer(broker: Broker, group: str, **extra: Any) -> Consumer:
+    return Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "group.protocol": "consumer",
+                     "auto.offset.reset": "earliest", "enable.auto.commit": False, **extra})
+
+
+def _poll_all(consumers: list[Consumer], want: int, seen: dict[tuple[int, int], bytes], timeout: float) -> None:
+    """Poll each consumer in turn until ``seen`` holds ``want`` distinct records; commit each batch."""
+    deadline = time.monotonic() + timeout
+    while len(seen) < want and time.monotonic() < deadline:
+        for consumer in consumers:
+            messages = consumer.consume(200, 0.1)
+            for message in messages:
+                assert message.error() is None, message.error()
+                key = (message.partition(), message.offset())
+                assert key not in seen, f"record {key} read twice"
+                seen[key] = message.value()
+            if messages:
+                consumer.commit(asynchronous=False)
+    assert len(seen) == want, f"read {len(seen)} of {want}"
+
+
+def _committed(broker: Broker, group: str, topic: str, partitions: int) -> list[int]:
+    probe = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+    try:
+        return [tp.offset for tp in probe.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=10)]
+    finally:
+        probe.close()
+
+
+def test_librdkafka_consumers_share_a_topic_and_one_closing_hands_its_partitions_over(broker: Broker) -> None:
+    topic, group = "cgp-share", "cgp-share-group"
+    confluent_create_topic(broker.bootstrap, topic, 4)
+    confluent_produce(broker.bootstrap, topic, make_records(400, 4, "a"))
+    one, two = _consumer(broker, group), _consumer(broker, group)
+    try:
+        one.subscribe([topic])
+        two.subscribe([topic])
+        seen: dict[tuple[int, int], bytes] = {}
+        _poll_all([one, two], 400, seen, 60)
+        wait_until(lambda: (one.consume(10, 0.1), two.consume(10, 0.1)) and len(one.assignment()) == 2
+                   and len(two.assignment()) == 2, 30, "an even split")
+        assert {tp.partition for tp in one.assignment()}.isdisjoint({tp.partition for tp in two.assignment()})
+        two.close()
+        confluent_produce(broker.bootstrap, topic, make_records(200, 4, "b"))
+        _poll_all([one], 600, seen, 60)
+        assert len(one.assignment()) == 4
+        assert _committed(broker, group, topic, 4) == [150, 150, 150, 150]
+    finally:
+        one.close()
+
+
+def test_the_coordinator_killed_9_resumes_the_group_without_a_rebalance(broker: Broker) -> None:
+    topic, group = "cgp-kill", "cgp-kill-group"
+    confluent_create_topic(broker.bootstrap, topic, 4)
+    confluent_produce(broker.bootstrap, topic, make_records(400, 4, "a"))
+    members = [_consumer(broker, group), _consumer(broker, group)]
+    try:
+        for member in members:
+            member.subscribe([topic])
+        seen: dict[tuple[int, int], bytes] = {}
+        _poll_all(members, 400, seen, 60)
+        with KioClient(broker.bootstrap) as client:
+            def stable() -> Any:
+                for member in members:
+                    member.consume(10, 0.1)
+                described = describe(client, group)
+                return described if described.group_state == "Stable" and len(described.members) == 2 else None
+
+            before = wait_until(stable, 30, "a stable group of two")
+        committed_before = _committed(broker, group, topic, 4)
+        old = broker.coordinator_pid()
+        assert old is not None
+        os.kill(old, signal.SIGKILL)
+        wait_until(lambda: broker.coordinator_pid() not in (None, old), 30, "a new coordinator process")
+        confluent_produce(broker.bootstrap, topic, make_records(200, 4, "b"))
+        _poll_all(members, 600, seen, 90)
+        with KioClient(broker.bootstrap) as client:
+            after = wait_until(stable, 30, "the group stable again")
+        assert after.group_epoch == before.group_epoch, "the new coordinator resumed the group: no rebalance"
+        assert {(m.member_id, m.member_epoch) for m in after.members} == {(m.member_id, m.member_epoch) for m in before.members}
+        committed_after = _committed(broker, group, topic, 4)
+        assert all(a >= b for a, b in zip(committed_after, committed_before)), (committed_before, committed_after)
+        assert committed_after == [150, 150, 150, 150]
+    finally:
+        for member in members:
+            member.close()
