@@ -2,14 +2,17 @@
 
     python -m tests.integration.group_member CLIENT BOOTSTRAP GROUP TOPIC [SECONDS]
 
-CLIENT is confluent, kafka-python or aiokafka. The member subscribes with the range
-assignor, consumes, and commits synchronously after every poll that returned records.
+CLIENT is confluent, kafka-python or aiokafka (the classic protocol, the range assignor),
+or confluent-consumer (librdkafka with group.protocol=consumer, KIP-848: the broker assigns,
+incrementally). The member consumes, and commits synchronously after every poll that
+returned records (a commit the coordinator refuses is reported, not fatal).
 It prints one JSON object per line on stdout (flushed at once, so a killed member's
 output is complete up to its death):
 
     {"event": "assigned", "partitions": [0, 1]}
     {"event": "record", "partition": 0, "offset": 5, "value": "..."}
     {"event": "committed", "offsets": {"0": 6}}       # next offsets, as committed
+    {"event": "commit_failed", "error": "..."}        # confluent-consumer: e.g. STALE_MEMBER_EPOCH
     {"event": "closed"}
 
 It stops after SECONDS (default 60) or on SIGTERM, leaving the group cleanly. Its
@@ -53,19 +56,31 @@ def report(batches: dict[Any, list[Any]], assignment: list[int], last_assignment
     return positions
 
 
-def run_confluent(bootstrap: str, group: str, topic: str, deadline: float) -> None:
-    from confluent_kafka import Consumer, TopicPartition
+def run_confluent(bootstrap: str, group: str, topic: str, deadline: float, protocol: str = "classic") -> None:
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-    assigned: list[int] = []
+    held: set[int] = set()
 
+    # Each call names the partitions given or taken away (all of them under the classic
+    # protocol, only the change under the consumer protocol): the member reports what it
+    # then holds.
     def on_assign(_consumer: Any, partitions: list[Any]) -> None:
-        assigned[:] = sorted(p.partition for p in partitions)
-        emit(event="assigned", partitions=assigned)
+        held.update(p.partition for p in partitions)
+        emit(event="assigned", partitions=sorted(held))
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
-                         "enable.auto.commit": False, "session.timeout.ms": SESSION_TIMEOUT_MS,
-                         "heartbeat.interval.ms": HEARTBEAT_MS, "partition.assignment.strategy": "range"})
-    consumer.subscribe([topic], on_assign=on_assign)
+    def on_revoke(_consumer: Any, partitions: list[Any]) -> None:
+        held.difference_update(p.partition for p in partitions)
+        emit(event="assigned", partitions=sorted(held))
+
+    config = {"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+              "enable.auto.commit": False}
+    if protocol == "consumer":  # the broker owns sessions, heartbeats and assignment
+        config["group.protocol"] = "consumer"
+    else:
+        config.update({"session.timeout.ms": SESSION_TIMEOUT_MS, "heartbeat.interval.ms": HEARTBEAT_MS,
+                       "partition.assignment.strategy": "range"})
+    consumer = Consumer(config)
+    consumer.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_revoke)
     while not stop and time.time() < deadline:
         messages = consumer.consume(100, 0.2)
         positions: dict[int, int] = {}
@@ -75,7 +90,11 @@ def run_confluent(bootstrap: str, group: str, topic: str, deadline: float) -> No
             emit(event="record", partition=message.partition(), offset=message.offset(), value=message.value().decode())
             positions[message.partition()] = message.offset() + 1
         if positions:
-            consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in positions.items()], asynchronous=False)
+            try:
+                consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in positions.items()], asynchronous=False)
+            except KafkaException as exc:
+                emit(event="commit_failed", error=str(exc))
+                continue
             emit(event="committed", offsets={str(p): o for p, o in positions.items()})
     consumer.close()
     emit(event="closed")
@@ -148,7 +167,8 @@ def run_aiokafka(bootstrap: str, group: str, topic: str, deadline: float) -> Non
     asyncio.run(main())
 
 
-RUNNERS = {"confluent": run_confluent, "kafka-python": run_kafka_python, "aiokafka": run_aiokafka}
+RUNNERS = {"confluent": run_confluent, "kafka-python": run_kafka_python, "aiokafka": run_aiokafka,
+           "confluent-consumer": lambda *args: run_confluent(*args, protocol="consumer")}
 
 
 def main(argv: list[str]) -> int:

@@ -18,6 +18,7 @@ from kio.schema.errors import ErrorCode
 from tests.integration.clients import confluent_create_topic, confluent_produce, make_records
 from tests.integration.conftest import Broker, wait_until
 from tests.integration.coordination.test_group_protocol import request
+from tests.integration.coordination.test_groups import members  # noqa: F401  (the member processes fixture)
 from tests.integration.kio_client import KioClient
 
 CONSUMER_BROKER = {"group.consumer.heartbeat.interval.ms": 300, "group.consumer.session.timeout.ms": 6000,
@@ -193,3 +194,56 @@ def test_the_coordinator_killed_9_resumes_the_group_without_a_rebalance(broker: 
     finally:
         for member in members:
             member.close()
+
+
+def test_members_killed_9_lose_no_record_and_never_share_a_partition(broker: Broker, members: Any) -> None:
+    """Four member processes (librdkafka, group.protocol=consumer) on six partitions while
+    records keep coming; two are killed -9 and one more joins. Checked throughout, from the
+    coordinator's describes: no partition is held by two members at once, and committed
+    offsets never move back. At the end: every record was read by the group."""
+    topic, group = "cgp-faults", "cgp-faults-group"
+    confluent_create_topic(broker.bootstrap, topic, 6)
+    processes = [members("confluent-consumer", broker.bootstrap, group, topic, 120) for _ in range(4)]
+    sent: set[str] = set()
+    last_committed = [0] * 6
+    with KioClient(broker.bootstrap) as client:
+        def check() -> Any:
+            described = describe(client, group)
+            holders: dict[int, str] = {}
+            for member in described.members:
+                for assigned in member.assignment.topic_partitions:
+                    for partition in assigned.partitions:
+                        assert int(partition) not in holders, f"partition {partition} held twice: {described}"
+                        holders[int(partition)] = member.member_id
+            committed = _committed(broker, group, topic, 6)
+            for p, offset in enumerate(committed):
+                if offset >= 0:
+                    assert offset >= last_committed[p], f"partition {p}: committed {offset} after {last_committed[p]}"
+                    last_committed[p] = offset
+            return described
+
+        def run_for(seconds: float, tag: str) -> None:
+            sent.update(produce_values(broker, topic, 6, 120, tag))
+            deadline = time.monotonic() + seconds
+            while time.monotonic() < deadline:
+                check()
+                time.sleep(0.2)
+
+        run_for(4, "start")
+        processes[0].kill()
+        run_for(3, "one-killed")
+        processes.append(members("confluent-consumer", broker.bootstrap, group, topic, 120))
+        processes[1].kill()
+        run_for(3, "two-killed")
+        sent.update(produce_values(broker, topic, 6, 120, "end"))
+        seen = lambda: {value for m in processes for _p, _o, value in m.records()}  # noqa: E731
+        wait_until(lambda: check() and seen() >= sent, 60, "every record read by the group")
+        final = wait_until(lambda: (lambda d: d if d.group_state == "Stable" and len(d.members) == 3 else None)(check()),
+                           30, "the three live members stable")
+        assert sorted(int(p) for m in final.members for t in m.assignment.topic_partitions for p in t.partitions) == \
+            list(range(6))
+
+
+def produce_values(broker: Broker, topic: str, partitions: int, count: int, tag: str) -> set[str]:
+    from tests.integration.coordination.test_groups import produce
+    return produce(broker.bootstrap, topic, partitions, count, tag)
