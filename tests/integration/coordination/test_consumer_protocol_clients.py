@@ -16,6 +16,7 @@ itself (loadtest/kafka_peer.py, one broker for the module), which is how they we
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from pathlib import Path
 from typing import Any, Callable, Iterator, Protocol
@@ -87,10 +88,11 @@ class Members:
         self.log_dir = log_dir
         self.started: list[Any] = []
 
-    def start(self, kind: str, name: str, group: str, subscription: str) -> Any:
-        """``subscription`` is ``topics=a,b`` or ``pattern=<regex>`` (Java and Go only)."""
-        words = [f"bootstrap={self.bootstrap}", f"group={group}", subscription, "group.protocol=consumer",
-                 f"client.id={name}"]
+    def start(self, kind: str, name: str, group: str, subscription: str, configs: dict[str, str] | None = None) -> Any:
+        """``subscription`` is ``topics=a,b`` or ``pattern=<regex>`` (Java and Go only); ``configs``
+        Kafka's consumer configs (``group.remote.assignor``, ``group.instance.id``)."""
+        configs = {"group.protocol": "consumer", "client.id": name, **(configs or {})}
+        words = [f"bootstrap={self.bootstrap}", f"group={group}", subscription, *(f"{k}={v}" for k, v in configs.items())]
         member: Any
         if kind == "java":
             member = start_java("castle.GroupConsumer", words, self.log_dir, name)
@@ -100,7 +102,7 @@ class Members:
             what, _, value = subscription.partition("=")
             assert what == "topics", "the confluent member takes topics only"
             member = ConfluentGroupConsumer(self.bootstrap, group, value.split(","), name,
-                                            configs={"client.id": name})
+                                            protocol=configs.pop("group.protocol"), configs=configs)
         self.started.append(member)
         return member
 
@@ -181,12 +183,12 @@ def committed(bootstrap: str, group: str, topic: str, partitions: int = PARTITIO
     return {f"{tp.topic}:{tp.partition}": tp.offset for tp in answer.topic_partitions}
 
 
-def group_type(bootstrap: str, group: str) -> Any:
-    """The group's type as DescribeConsumerGroups reports it: CONSUMER for a KIP-848 group."""
+def describe(bootstrap: str, group: str) -> Any:
+    """The group as DescribeConsumerGroups reports it (librdkafka asks ConsumerGroupDescribe first)."""
     from confluent_kafka.admin import AdminClient
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    return admin.describe_consumer_groups([group], request_timeout=30)[group].result(timeout=30).type
+    return admin.describe_consumer_groups([group], request_timeout=30)[group].result(timeout=30)
 
 
 # ---------------------------------------------------------------------- what the members printed
@@ -194,21 +196,21 @@ def all_partitions(topic: str, partitions: int = PARTITIONS) -> set[str]:
     return {f"{topic}:{p}" for p in range(partitions)}
 
 
-def wait_split(group_members: list[Any], topic: str, partitions: int = PARTITIONS) -> list[set[str]]:
-    """Until every member holds a nonempty share of the topic, the shares disjoint and together
-    every partition; the shares."""
+def wait_split(group_members: list[Any], expected: set[str]) -> list[set[str]]:
+    """Until every member holds a nonempty share of ``expected`` (``topic:partition`` words), the
+    shares disjoint and together all of it; the shares."""
     def split() -> list[set[str]] | None:
         closed = [m.name for m in group_members if lines.done(m.stdout()) is not None]
         if closed:  # a client that gave up (e.g. Java's UnsupportedVersionException) never joins
             raise AssertionError(f"{closed} closed while joining")
         shares = [lines.owned(m.stdout()) for m in group_members]
         union = set().union(*shares)
-        if all(shares) and sum(len(s) for s in shares) == len(union) and union == all_partitions(topic, partitions):
+        if all(shares) and sum(len(s) for s in shares) == len(union) and union == expected:
             return shares
         return None
 
     try:
-        return wait_until(split, WAIT_S, f"{len(group_members)} members to split {topic}", interval=0.2)
+        return wait_until(split, WAIT_S, f"{len(group_members)} members to split {sorted(expected)}", interval=0.2)
     except AssertionError as exc:
         raise AssertionError(f"no split ({exc}):\n" + "\n".join(f"== {m.name}\n{m.report()}" for m in group_members)) from None
 
@@ -240,15 +242,31 @@ def assert_read_once(group_members: list[Any], topic: str, values: set[str]) -> 
     assert read == values, f"missing {sorted(values - read)[:10]}, unexpected {sorted(read - values)[:10]}"
 
 
-def assert_consumer_protocol(bootstrap: str, group: str, group_members: list[Any]) -> None:
-    """The broker runs the group as a consumer-protocol group; franz-go says it chose the protocol
-    (it falls back to the classic one, otherwise silently, when the broker does not serve it)."""
+def assert_described(bootstrap: str, group: str, group_members: list[Any], assignor: str = "uniform",
+                     instances: dict[str, str] | None = None) -> None:
+    """The broker runs the group as a consumer-protocol group with ``assignor``, its members (by
+    client id) holding what they printed (and with ``instances``, these static instance ids); and
+    franz-go says it chose the protocol (it falls back to the classic one, otherwise silently,
+    when the broker does not serve it)."""
     from confluent_kafka import ConsumerGroupType
 
-    assert group_type(bootstrap, group) == ConsumerGroupType.CONSUMER
     for member in group_members:
         if "PROTOCOL" in member.stdout():
             assert "PROTOCOL consumer\n" in member.stdout(), member.report()
+    printed = {m.name: lines.owned(m.stdout()) for m in group_members}
+
+    def as_printed() -> Any:
+        description = describe(bootstrap, group)
+        held = {m.client_id: {f"{tp.topic}:{tp.partition}" for tp in m.assignment.topic_partitions}
+                for m in description.members}
+        return description if held == printed else None
+
+    description = wait_until(as_printed, 30, f"the description of {group} to show the members' assignments",
+                             interval=0.5)
+    assert description.type == ConsumerGroupType.CONSUMER
+    assert description.partition_assignor == assignor
+    if instances is not None:
+        assert {m.client_id: m.group_instance_id for m in description.members} == instances
 
 
 def stop_cleanly(member: Any) -> int:
@@ -267,8 +285,8 @@ def test_two_members_split_a_topic_and_read_each_record_once(request: pytest.Fix
     confluent_create_topic(bootstrap, topic, PARTITIONS)
     first = members.start(kind, f"{kind}-1", group, f"topics={topic}")
     second = members.start(kind, f"{kind}-2", group, f"topics={topic}")
-    shares = wait_split([first, second], topic)
-    assert_consumer_protocol(bootstrap, group, [first, second])
+    shares = wait_split([first, second], all_partitions(topic))
+    assert_described(bootstrap, group, [first, second])
 
     values = produce(bootstrap, topic, RECORDS, "split")
     wait_read([first, second], values)
@@ -288,8 +306,8 @@ def test_a_member_that_leaves_hands_its_partitions_over_at_its_commits(request: 
     confluent_create_topic(bootstrap, topic, PARTITIONS)
     stays = members.start(kind, f"{kind}-stays", group, f"topics={topic}")
     leaves = members.start(kind, f"{kind}-leaves", group, f"topics={topic}")
-    _, left_share = wait_split([stays, leaves], topic)
-    assert_consumer_protocol(bootstrap, group, [stays, leaves])
+    _, left_share = wait_split([stays, leaves], all_partitions(topic))
+    assert_described(bootstrap, group, [stays, leaves])
     before = produce(bootstrap, topic, RECORDS // 2, "before")
     wait_read([stays, leaves], before)
 
@@ -320,7 +338,7 @@ def test_java_pattern_subscription_takes_a_topic_created_later(request: pytest.F
     member = members.start("java", "java-pattern", group, f"pattern={prefix}-.*")
     wait_until(lambda: lines.owned(member.stdout()) == all_partitions(old, 2), WAIT_S,
                f"the member to be assigned {old}")
-    assert_consumer_protocol(bootstrap, group, [member])
+    assert_described(bootstrap, group, [member])
 
     confluent_create_topic(bootstrap, new, 2)
     wait_until(lambda: lines.owned(member.stdout()) == all_partitions(old, 2) | all_partitions(new, 2), WAIT_S,
@@ -340,12 +358,71 @@ def test_java_and_confluent_members_share_one_group(request: pytest.FixtureReque
     confluent_create_topic(bootstrap, topic, PARTITIONS)
     java = members.start("java", "java-member", group, f"topics={topic}")
     confluent = members.start("confluent", "confluent-member", group, f"topics={topic}")
-    wait_split([java, confluent], topic)
-    assert_consumer_protocol(bootstrap, group, [java, confluent])
+    wait_split([java, confluent], all_partitions(topic))
+    assert_described(bootstrap, group, [java, confluent])
 
     values = produce(bootstrap, topic, RECORDS, "mixed")
     wait_read([java, confluent], values)
     assert all(lines.records(m.stdout()) for m in (java, confluent)), "both members read"
     assert sum(stop_cleanly(m) for m in (java, confluent)) == RECORDS
     assert_read_once([java, confluent], topic, values)
+    assert committed(bootstrap, group, topic) == end_offsets(bootstrap, topic)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_range_assignor_gives_each_member_the_same_partitions_of_every_topic(
+        request: pytest.FixtureRequest, kind: str, bootstrap: str, members: Members) -> None:
+    needs(request, kind)
+    first_topic, second_topic, group = new_name(f"range-{kind}"), new_name(f"range-{kind}"), new_name(f"g-{kind}")
+    for topic in (first_topic, second_topic):
+        confluent_create_topic(bootstrap, topic, 2)
+    subscription = f"topics={first_topic},{second_topic}"
+    first = members.start(kind, f"{kind}-1", group, subscription, {"group.remote.assignor": "range"})
+    second = members.start(kind, f"{kind}-2", group, subscription, {"group.remote.assignor": "range"})
+    shares = wait_split([first, second], all_partitions(first_topic, 2) | all_partitions(second_topic, 2))
+    assert_described(bootstrap, group, [first, second], assignor="range")
+    for share in shares:  # range co-partitions: partition i of every topic to one member
+        assert {int(word.rsplit(":", 1)[1]) for word in share} in ({0}, {1}), shares
+
+    values = {topic: produce(bootstrap, topic, 20, topic, partitions=2) for topic in (first_topic, second_topic)}
+    wait_read([first, second], values[first_topic] | values[second_topic])
+    for member in (first, second):
+        stop_cleanly(member)
+    for topic in (first_topic, second_topic):
+        assert_read_once([first, second], topic, values[topic])
+
+
+STATIC_HOLD_S = 6.0  # several heartbeats of the member that stays: time enough to be handed what it must not get
+
+
+@pytest.mark.java_clients
+def test_a_static_member_that_comes_back_gets_its_partitions_back(request: pytest.FixtureRequest, bootstrap: str,
+                                                                  members: Members) -> None:
+    """A static member (group.instance.id) that closes leaves with epoch -2: the coordinator keeps
+    its partitions for it (until the session timeout) instead of handing them to the others, and
+    a member started with the same instance id takes them back where the first one committed."""
+    needs(request, "java")
+    topic, group = new_name("static"), new_name("g-static")
+    confluent_create_topic(bootstrap, topic, PARTITIONS)
+    stays = members.start("java", "java-static-1", group, f"topics={topic}", {"group.instance.id": "static-1"})
+    bounces = members.start("java", "java-static-2", group, f"topics={topic}", {"group.instance.id": "static-2"})
+    stays_share, bounced_share = wait_split([stays, bounces], all_partitions(topic))
+    assert_described(bootstrap, group, [stays, bounces],
+                     instances={"java-static-1": "static-1", "java-static-2": "static-2"})
+    before = produce(bootstrap, topic, RECORDS // 2, "before")
+    wait_read([stays, bounces], before)
+
+    stop_cleanly(bounces)
+    time.sleep(STATIC_HOLD_S)
+    assert lines.owned(stays.stdout()) == stays_share, "a static member's partitions wait for it"
+    back = members.start("java", "java-static-2b", group, f"topics={topic}", {"group.instance.id": "static-2"})
+    wait_until(lambda: lines.owned(back.stdout()) == bounced_share, WAIT_S,
+               f"the member back with instance id static-2 to hold {sorted(bounced_share)}")
+    assert_described(bootstrap, group, [stays, back],
+                     instances={"java-static-1": "static-1", "java-static-2b": "static-2"})
+    after = produce(bootstrap, topic, RECORDS // 2, "after")
+    wait_read([stays, back], after)
+    for member in (stays, back):
+        stop_cleanly(member)
+    assert_read_once([stays, bounces, back], topic, before | after)
     assert committed(bootstrap, group, topic) == end_offsets(bootstrap, topic)
