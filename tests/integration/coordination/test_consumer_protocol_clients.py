@@ -5,8 +5,11 @@ group coordinator assigns the partitions (ConsumerGroupHeartbeat), the members c
 their member epoch (OffsetCommit/OffsetFetch v9 and up).
 
 Two members split a topic and read each record once; a member that leaves hands its partitions
-over at its committed offsets; a Java member's broker-side regex subscription takes a topic
-created after it subscribed; a Java and a librdkafka member share one group.
+over at its committed offsets; the range assignor co-partitions; a Java member's broker-side
+regex subscription takes a topic created after it subscribed; a Java and a librdkafka member
+share one group; a static Java member that comes back gets its partitions back. Each time
+ConsumerGroupDescribe (through librdkafka's DescribeConsumerGroups) must show what the members
+printed, and OffsetFetch (the admin's) the committed offsets at the end offsets.
 
 The group coordinator does not serve the protocol yet, so the module is skipped; with
 ``CASTLE_KIP848_AGAINST_KAFKA=<version>`` (e.g. 4.4.0) the same tests run against Apache Kafka
@@ -38,6 +41,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(600),
 PARTITIONS = 4
 RECORDS = 200  # 50 a partition
 WAIT_S = 90.0  # a member's start (a JVM), then the heartbeats that carry the assignment
+# Once Castle has the consumer protocol's heartbeat interval, the 1 s of KAFKA_SETTINGS belongs here too.
 CASTLE_SETTINGS = {"group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions": 4}
 # Kafka's default heartbeat interval of the consumer protocol is 5 s; each step of a handover
 # waits for one, so the tests ask for 1 s (and lower the floor that guards it).
@@ -46,11 +50,15 @@ KAFKA_SETTINGS = {"group.consumer.heartbeat.interval.ms": "1000", "group.consume
 
 
 class Member(Protocol):
+    """A Java or Go member (tests/client_process.py) or a confluent-kafka one, alike to a test."""
+
     name: str
 
     def stdout(self) -> str: ...
 
     def report(self, tail: int = 6000) -> str: ...
+
+    def stop(self, timeout: float = ...) -> object: ...
 
 
 # ---------------------------------------------------------------------- the broker
@@ -86,14 +94,14 @@ class Members:
     def __init__(self, bootstrap: str, log_dir: Path) -> None:
         self.bootstrap = bootstrap
         self.log_dir = log_dir
-        self.started: list[Any] = []
+        self.started: list[Member] = []
 
-    def start(self, kind: str, name: str, group: str, subscription: str, configs: dict[str, str] | None = None) -> Any:
+    def start(self, kind: str, name: str, group: str, subscription: str, configs: dict[str, str] | None = None) -> Member:
         """``subscription`` is ``topics=a,b`` or ``pattern=<regex>`` (Java and Go only); ``configs``
         Kafka's consumer configs (``group.remote.assignor``, ``group.instance.id``)."""
         configs = {"group.protocol": "consumer", "client.id": name, **(configs or {})}
         words = [f"bootstrap={self.bootstrap}", f"group={group}", subscription, *(f"{k}={v}" for k, v in configs.items())]
-        member: Any
+        member: Member
         if kind == "java":
             member = start_java("castle.GroupConsumer", words, self.log_dir, name)
         elif kind == "go":
@@ -196,7 +204,7 @@ def all_partitions(topic: str, partitions: int = PARTITIONS) -> set[str]:
     return {f"{topic}:{p}" for p in range(partitions)}
 
 
-def wait_split(group_members: list[Any], expected: set[str]) -> list[set[str]]:
+def wait_split(group_members: list[Member], expected: set[str]) -> list[set[str]]:
     """Until every member holds a nonempty share of ``expected`` (``topic:partition`` words), the
     shares disjoint and together all of it; the shares."""
     def split() -> list[set[str]] | None:
@@ -215,7 +223,7 @@ def wait_split(group_members: list[Any], expected: set[str]) -> list[set[str]]:
         raise AssertionError(f"no split ({exc}):\n" + "\n".join(f"== {m.name}\n{m.report()}" for m in group_members)) from None
 
 
-def wait_read(group_members: list[Any], values: set[str]) -> None:
+def wait_read(group_members: list[Member], values: set[str]) -> None:
     def read() -> bool:
         return values <= {r.value for m in group_members for r in lines.records(m.stdout())}
 
@@ -227,7 +235,7 @@ def wait_read(group_members: list[Any], values: set[str]) -> None:
                              + "\n".join(f"== {m.name}\n{m.report()}" for m in group_members)) from None
 
 
-def assert_read_once(group_members: list[Any], topic: str, values: set[str]) -> None:
+def assert_read_once(group_members: list[Member], topic: str, values: set[str]) -> None:
     """Every record of ``topic`` read by exactly one member, once, and nothing else of it read."""
     seen: dict[tuple[int, int], str] = {}
     for member in group_members:
@@ -242,7 +250,7 @@ def assert_read_once(group_members: list[Any], topic: str, values: set[str]) -> 
     assert read == values, f"missing {sorted(values - read)[:10]}, unexpected {sorted(read - values)[:10]}"
 
 
-def assert_described(bootstrap: str, group: str, group_members: list[Any], assignor: str = "uniform",
+def assert_described(bootstrap: str, group: str, group_members: list[Member], assignor: str = "uniform",
                      instances: dict[str, str] | None = None) -> None:
     """The broker runs the group as a consumer-protocol group with ``assignor``, its members (by
     client id) holding what they printed (and with ``instances``, these static instance ids); and
@@ -269,7 +277,7 @@ def assert_described(bootstrap: str, group: str, group_members: list[Any], assig
         assert {m.client_id: m.group_instance_id for m in description.members} == instances
 
 
-def stop_cleanly(member: Any) -> int:
+def stop_cleanly(member: Member) -> int:
     member.stop()
     count = lines.done(member.stdout())
     assert count is not None, f"{member.name} did not close cleanly:\n{member.report()}"
