@@ -24,17 +24,14 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
-import re
 import shutil
-import signal
 import subprocess
-import time
 from pathlib import Path
-from typing import IO
 
 import pytest
 
 from loadtest import maven_jars
+from tests.client_process import ClientProcess, lines_with  # noqa: F401  (lines_with: re-exported to the tests)
 
 KAFKA_VERSION = os.environ.get("CASTLE_KAFKA_JAVA_VERSION", "4.4.0")
 # kafka-clients depends on slf4j-api 1.7; declaring 2.x first makes it the one copied, the one the
@@ -123,90 +120,12 @@ def run_java(main_class: str, args: list[str], timeout: float = 120) -> subproce
                           env=_environment())
 
 
-def lines_with(stdout: str, first_word: str) -> list[list[str]]:
-    """The words of every line of ``stdout`` whose first word is ``first_word`` (that word left out)."""
-    found = []
-    for line in stdout.splitlines():
-        words = line.split()
-        if words and words[0] == first_word:
-            found.append(words[1:])
-    return found
-
-
-class JavaProcess:
-    """A program running in the background; stdout and stderr go to files in ``log_dir`` (read
-    while it runs, kept for the failure report). Stopped by its own PID."""
+class JavaProcess(ClientProcess):
+    """A program running in the background (tests/client_process.py), stopped by its own PID."""
 
     def __init__(self, main_class: str, args: list[str], log_dir: Path, name: str,
                  jvm_flags: list[str] | None = None) -> None:
-        command = java_command(main_class, args, jvm_flags)
-        log_dir.mkdir(parents=True, exist_ok=True)
-        self.stdout_path = log_dir / f"{name}.out"
-        self.stderr_path = log_dir / f"{name}.err"
-        self._stdout: IO[bytes] = open(self.stdout_path, "wb")
-        self._stderr: IO[bytes] = open(self.stderr_path, "wb")
-        self.process = subprocess.Popen(command, stdout=self._stdout, stderr=self._stderr, stdin=subprocess.DEVNULL,
-                                        env=_environment())
-        self.pid = self.process.pid
-        self.name = name
-
-    def stdout(self) -> str:
-        return self.stdout_path.read_text(errors="replace")
-
-    def stderr(self) -> str:
-        return self.stderr_path.read_text(errors="replace")
-
-    def wait_for_line(self, pattern: str, timeout: float) -> re.Match[str]:
-        """The first stdout line matching the regular expression ``pattern``; fails after ``timeout``
-        seconds, or at once when the process exits without printing one."""
-        regex = re.compile(pattern)
-        deadline = time.monotonic() + timeout
-        while True:
-            exited = self.process.poll() is not None
-            for line in self.stdout().splitlines():
-                match = regex.search(line)
-                if match:
-                    return match
-            if exited:
-                raise AssertionError(f"{self.name} exited {self.process.returncode} before printing /{pattern}/:\n"
-                                     f"{self.report()}")
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{self.name}: no line /{pattern}/ in {timeout} s:\n{self.report()}")
-            time.sleep(0.1)
-
-    def wait(self, timeout: float) -> int:
-        """The exit code; fails (and kills the process) after ``timeout`` seconds."""
-        try:
-            return self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            raise AssertionError(f"{self.name} still running after {timeout} s:\n{self.report()}") from None
-
-    def kill(self) -> None:
-        """SIGKILL (an unclean stop: no close, no flush, no transaction ended) and reap."""
-        if self.process.poll() is None:
-            os.kill(self.pid, signal.SIGKILL)
-        self.process.wait(30)
-        self._close_files()
-
-    def stop(self, timeout: float = 30.0) -> int:
-        """SIGTERM (the program's shutdown hook closes its clients), SIGKILL after ``timeout`` s."""
-        if self.process.poll() is None:
-            os.kill(self.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                os.kill(self.pid, signal.SIGKILL)
-                self.process.wait(30)
-        self._close_files()
-        return self.process.returncode
-
-    def _close_files(self) -> None:
-        self._stdout.close()
-        self._stderr.close()
-
-    def report(self, tail: int = 6000) -> str:
-        return f"--- stdout\n{self.stdout()[-tail:]}\n--- stderr\n{self.stderr()[-tail:]}"
+        super().__init__(java_command(main_class, args, jvm_flags), log_dir, name, env=_environment())
 
 
 def start_java(main_class: str, args: list[str], log_dir: Path, name: str | None = None,
