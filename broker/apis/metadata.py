@@ -121,7 +121,9 @@ async def handle_metadata(ctx: RequestContext, request: MetadataRequest) -> Resp
         for wanted in requested:
             name = wanted.name
             topic_id = getattr(wanted, "topic_id", None)
-            if name is None and topic_id is not None and topic_id != ZERO_UUID:
+            # By id (v10+): the name is null, or empty as Kafka's Java consumer sends it when it
+            # resolves the topic ids of its assignment (KIP-848).
+            if not name and topic_id is not None and topic_id != ZERO_UUID:
                 info = node.registry.by_id(topic_id)
                 topics.append(_topic_entry(node, info) if info else _error_entry(ErrorCode.unknown_topic_id, None, topic_id))
                 continue

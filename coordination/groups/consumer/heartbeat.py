@@ -106,6 +106,7 @@ class Plan:
     records: list[Record] = field(default_factory=list)
     member_id: str | None = None  # the member whose session the heartbeat renews
     revoking_at_epoch: int | None = None
+    catalog_version: int | None = None  # the topics' version the regular expressions were resolved at
 
 
 class HeartbeatError(Exception):
@@ -231,7 +232,7 @@ def heartbeat(group: ConsumerGroup, request: HeartbeatRequest, settings: Consume
     if full_request or assigned_partitions_changed(member.assignment, after):
         answer.assignment = {topic: tuple(sorted(parts)) for topic, parts in after.assigned.items()}
     revoking = after.member_epoch if after.state is MemberState.UNREVOKED_PARTITIONS else None
-    return Plan(answer, records, updated.member_id, revoking)
+    return Plan(answer, records, updated.member_id, revoking, catalog.version())
 
 
 def _member_for(group: ConsumerGroup, request: HeartbeatRequest,

@@ -195,6 +195,8 @@ class ConsumerGroupService:
         group = self._install(modern)
         for key, value in plan.records:
             modern.apply(key, value)
+        if plan.catalog_version is not None:
+            modern.catalog_version = plan.catalog_version
         now = time.monotonic()
         member_id = plan.member_id
         if member_id is not None and member_id in modern.members:

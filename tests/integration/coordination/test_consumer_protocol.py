@@ -58,6 +58,10 @@ def test_raw_heartbeats_join_leave_and_bad_input_changes_nothing(broker: Broker,
     group = f"raw-{version}"
     with KioClient(broker.bootstrap) as client:
         tid = topic_id(client, name)
+        # Kafka's Java consumer resolves its assignment's topic ids with an empty name.
+        by_id = client.call(METADATA, 12, request(METADATA, 12, topics=[{"name": "", "topic_id": tid}],
+                                                  allow_auto_topic_creation=False, include_topic_authorized_operations=False))
+        assert [(t.error_code, t.name, t.topic_id) for t in by_id.topics] == [(ErrorCode.none, name, tid)]
         first = beat(client, version, group_id=group, member_id="" if version == 0 else "m-1", member_epoch=0,
                      rebalance_timeout=30000, subscribed_topic_names=[name], topic_partitions=[])
         assert first.error_code == ErrorCode.none and first.member_epoch == 1 and first.member_id
@@ -163,15 +167,15 @@ def test_the_coordinator_killed_9_resumes_the_group_without_a_rebalance(broker: 
     topic, group = "cgp-kill", "cgp-kill-group"
     confluent_create_topic(broker.bootstrap, topic, 4)
     confluent_produce(broker.bootstrap, topic, make_records(400, 4, "a"))
-    members = [_consumer(broker, group), _consumer(broker, group)]
+    consumers = [_consumer(broker, group), _consumer(broker, group)]
     try:
-        for member in members:
+        for member in consumers:
             member.subscribe([topic])
         seen: dict[tuple[int, int], bytes] = {}
-        _poll_all(members, 400, seen, 60)
+        _poll_all(consumers, 400, seen, 60)
         with KioClient(broker.bootstrap) as client:
             def stable() -> Any:
-                for member in members:
+                for member in consumers:
                     member.consume(10, 0.1)
                 described = describe(client, group)
                 return described if described.group_state == "Stable" and len(described.members) == 2 else None
@@ -183,7 +187,7 @@ def test_the_coordinator_killed_9_resumes_the_group_without_a_rebalance(broker: 
         os.kill(old, signal.SIGKILL)
         wait_until(lambda: broker.coordinator_pid() not in (None, old), 30, "a new coordinator process")
         confluent_produce(broker.bootstrap, topic, make_records(200, 4, "b"))
-        _poll_all(members, 600, seen, 90)
+        _poll_all(consumers, 600, seen, 90)
         with KioClient(broker.bootstrap) as client:
             after = wait_until(stable, 30, "the group stable again")
         assert after.group_epoch == before.group_epoch, "the new coordinator resumed the group: no rebalance"
@@ -192,11 +196,11 @@ def test_the_coordinator_killed_9_resumes_the_group_without_a_rebalance(broker: 
         assert all(a >= b for a, b in zip(committed_after, committed_before)), (committed_before, committed_after)
         assert committed_after == [150, 150, 150, 150]
     finally:
-        for member in members:
+        for member in consumers:
             member.close()
 
 
-def test_members_killed_9_lose_no_record_and_never_share_a_partition(broker: Broker, members: Any) -> None:
+def test_members_killed_9_lose_no_record_and_never_share_a_partition(broker: Broker, members: Any) -> None:  # noqa: F811
     """Four member processes (librdkafka, group.protocol=consumer) on six partitions while
     records keep coming; two are killed -9 and one more joins. Checked throughout, from the
     coordinator's describes: no partition is held by two members at once, and committed

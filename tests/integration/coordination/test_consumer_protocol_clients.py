@@ -35,14 +35,14 @@ from tests.java_clients import start_java
 
 AGAINST_KAFKA = os.environ.get("CASTLE_KIP848_AGAINST_KAFKA", "")
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(600),
-              pytest.mark.skipif(not AGAINST_KAFKA, reason="KIP-848 not served yet")]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
 PARTITIONS = 4
 RECORDS = 200  # 50 a partition
 WAIT_S = 90.0  # a member's start (a JVM), then the heartbeats that carry the assignment
 # Once Castle has the consumer protocol's heartbeat interval, the 1 s of KAFKA_SETTINGS belongs here too.
-CASTLE_SETTINGS = {"group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions": 4}
+CASTLE_SETTINGS = {"group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions": 4,
+                   "group.consumer.heartbeat.interval.ms": 1000}
 # Kafka's default heartbeat interval of the consumer protocol is 5 s; each step of a handover
 # waits for one, so the tests ask for 1 s (and lower the floor that guards it).
 KAFKA_SETTINGS = {"group.consumer.heartbeat.interval.ms": "1000", "group.consumer.min.heartbeat.interval.ms": "1000",
