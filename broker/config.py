@@ -216,6 +216,8 @@ SETTINGS: list[Setting] = [
     Setting("group.consumer.heartbeat.interval.ms", integer_in(1, INT_MAX), 5_000,
             "How often consumer group members are told to heartbeat."),
     Setting("group.consumer.max.size", integer_in(1, INT_MAX), INT_MAX, "Members a consumer group may have."),
+    Setting("group.consumer.migration.policy", _choice("disabled", "downgrade", "upgrade", "bidirectional"),
+            "bidirectional", "Which online changes between classic and consumer groups are made (KIP-848)."),
     Setting("group.consumer.assignors", _assignors, DEFAULT_ASSIGNORS,
             "Server-side assignors (uniform, range, or Kafka's class names); the first is the default."),
     Setting("offsets.topic.num.partitions", integer_in(1, INT_MAX), 50, "Partitions of __consumer_offsets (fixed once created)."),

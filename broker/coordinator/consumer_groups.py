@@ -10,8 +10,8 @@ described.
 
 Version notes: ConsumerGroupHeartbeat v1 adds SubscribedTopicRegex and requires the client
 to name itself (a non-empty member id, KIP-1082; v0 lets the coordinator name a joining
-member). ConsumerGroupDescribe v1 adds each member's MemberType (KIP-1099): 1, "consumer",
-for every member here (no classic members live in a consumer group yet).
+member). ConsumerGroupDescribe v1 adds each member's MemberType (KIP-1099): 0 for a member
+that joined with the classic protocol (online migration), 1 for the consumer protocol's.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from coordination.groups.consumer.service import GroupDescription
 
 CONSUMER_GROUP_HEARTBEAT = 68
 CONSUMER_GROUP_DESCRIBE = 69
-MEMBER_TYPE_CONSUMER = 1
+MEMBER_TYPE_CLASSIC, MEMBER_TYPE_CONSUMER = 0, 1  # KIP-1099
 NO_OPERATIONS = -2147483648  # Kafka's "not asked for"
 
 
@@ -96,7 +96,8 @@ def _described(ctx: CoordinatorContext, described: GroupDescription, with_operat
         "subscribed_topic_names": list(m.member.subscribed_topic_names),
         "subscribed_topic_regex": m.member.subscribed_topic_regex,
         "assignment": assignment(m.member.assignment.assigned), "target_assignment": assignment(m.target),
-        "member_type": MEMBER_TYPE_CONSUMER} for m in described.members]
+        "member_type": MEMBER_TYPE_CLASSIC if m.member.uses_classic_protocol else MEMBER_TYPE_CONSUMER}
+        for m in described.members]
     operations = NO_OPERATIONS
     if with_operations and described.error_code == 0:
         operations = _group_operations(ctx, described.group_id)

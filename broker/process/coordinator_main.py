@@ -134,6 +134,7 @@ def consumer_settings_from(config: BrokerConfig) -> ConsumerSettings:
         heartbeat_interval_ms=config.get_int("group.consumer.heartbeat.interval.ms"),
         max_size=config.get_int("group.consumer.max.size"),
         assignors=parse_assignors(config.get_str("group.consumer.assignors")),
+        migration_policy=config.get_str("group.consumer.migration.policy"),
     )
 
 

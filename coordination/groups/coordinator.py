@@ -35,6 +35,7 @@ from typing import Any, Callable, Coroutine, Iterable, Protocol, Sequence
 from kio.schema.errors import ErrorCode
 
 from coordination.groups import offsets_schema as schema
+from coordination.groups.consumer.classic_members import ClassicJoin
 from coordination.groups.consumer.heartbeat import ConsumerSettings
 from coordination.groups.consumer.service import ConsumerGroupService
 from coordination.groups.group import Group, Member
@@ -296,6 +297,13 @@ class GroupCoordinator:
         if group.is_(GroupState.DEAD):
             # The group is being deleted; the client finds the coordinator again.
             return JoinResult(int(E.coordinator_not_available), member_id=member_id)
+        if group.modern is not None and group.modern.members:
+            # A classic member of a consumer group (KIP-848): the consumer protocol assigns for it.
+            answer = await self.consumer.classic_join(ClassicJoin(
+                group_id, member_id, group_instance_id, protocol_type, tuple(protocols), session_timeout_ms,
+                rebalance_timeout_ms, client_id, client_host, require_known_member_id))
+            return JoinResult(answer.error_code, answer.generation, protocol_type if not answer.error_code else None,
+                              answer.protocol_name, "", answer.member_id, [])
         if group.modern is not None:
             code = await self._make_classic(group)
             if code:
@@ -307,6 +315,26 @@ class GroupCoordinator:
                                                    rebalance_timeout_ms, client_id, client_host, require_known_member_id)
         return await self._join_known_member(group, member_id, group_instance_id, protocol_type, protocols,
                                              session_timeout_ms, rebalance_timeout_ms, client_id, client_host)
+
+    def release_classic(self, group: Group) -> None:
+        """A classic group became a consumer group (online upgrade): its parked JoinGroup and
+        SyncGroup requests are answered REBALANCE_IN_PROGRESS (the members join the consumer
+        group next), and its classic members go (they now live in ``group.modern``)."""
+        for member in group.members.values():
+            self._answer_join(member, JoinResult(int(E.rebalance_in_progress), member_id=member.member_id))
+            self._answer_sync(member, SyncResult(int(E.rebalance_in_progress)))
+        group.members.clear()
+        group.static_members.clear()
+        group.pending_members.clear()
+        group.leader_id = None
+
+    def replace_with_classic(self, group_id: str, value: schema.GroupValue, reason: str) -> None:
+        """A consumer group whose members all speak the classic protocol becomes a classic group
+        (online downgrade, its records already written): its members rejoin in a rebalance."""
+        group = self._restore_group(group_id, value, self.groups.get(group_id))
+        self.groups[group_id] = group
+        if group.members:
+            self._prepare_rebalance(group, reason)
 
     async def _make_classic(self, group: Group) -> int:
         """A JoinGroup for a consumer group: refused while it has members; an empty one
@@ -515,6 +543,10 @@ class GroupCoordinator:
             return SyncResult(int(E.unknown_member_id))
         if group.is_(GroupState.DEAD):
             return SyncResult(int(E.coordinator_not_available))
+        if group.modern is not None:
+            code, assignment = self.consumer.classic_sync(group_id, member_id, group_instance_id, generation,
+                                                          protocol_type, protocol_name)
+            return SyncResult(code, protocol_type, protocol_name, assignment) if not code else SyncResult(code)
         code = self._check_member(group, member_id, group_instance_id)
         if code:
             return SyncResult(code)
@@ -571,6 +603,8 @@ class GroupCoordinator:
             return int(E.unknown_member_id)
         if group.is_(GroupState.DEAD):
             return int(E.coordinator_not_available)
+        if group.modern is not None:
+            return self.consumer.classic_heartbeat(group_id, member_id, group_instance_id, generation)
         code = self._check_member(group, member_id, group_instance_id)
         if code:
             return code
@@ -584,6 +618,14 @@ class GroupCoordinator:
         return 0
 
     # ------------------------------------------------------------------ LeaveGroup
+    async def leave(self, group_id: str, leaving: list[tuple[str, str | None]]) -> tuple[int, list[int]]:
+        """LeaveGroup of either kind of group: a consumer group's classic members leave through
+        the consumer protocol (a write); a classic group's at once (``leave_group``)."""
+        group = self.groups.get(group_id)
+        if group is not None and group.modern is not None and not self._unavailable():
+            return 0, await self.consumer.classic_leave(group_id, leaving)
+        return self.leave_group(group_id, leaving)
+
     def leave_group(self, group_id: str, leaving: list[tuple[str, str | None]]) -> tuple[int, list[int]]:
         """(top-level error, per-member errors). A member given only by its
         group.instance.id (member id "") leaves by instance id, as admin tools do."""
@@ -674,8 +716,9 @@ class GroupCoordinator:
             return [int(E.invalid_group_id)] * len(offsets)
         if group is None:
             if generation >= 0:
-                # A member of a generation this coordinator never saw (or of a deleted group).
-                code = int(E.stale_member_epoch if api_version is not None and api_version >= 9 and member_id
+                # A member of a generation this coordinator never saw (or of a deleted group): from
+                # v9 Kafka answers GROUP_ID_NOT_FOUND, which both protocols' clients understand.
+                code = int(E.group_id_not_found if api_version is not None and api_version >= 9
                            else E.illegal_generation)
                 return [code] * len(offsets)
             group = self.groups[group_id] = Group(group_id)  # simple consumer: commits without joining

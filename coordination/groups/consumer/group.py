@@ -69,21 +69,29 @@ class ConsumerMember:
     rebalance_timeout_ms: int = -1
     server_assignor: str | None = None
     assignment: CurrentAssignment = field(default_factory=CurrentAssignment)
+    # A member that speaks the classic protocol (JoinGroup, SyncGroup) in a consumer group: its
+    # session timeout and the protocols it offered, as its JoinGroup sent them.
+    classic: rec.ClassicMemberMetadata | None = None
 
     @property
     def member_epoch(self) -> int:
         return self.assignment.member_epoch
 
+    @property
+    def uses_classic_protocol(self) -> bool:
+        return self.classic is not None
+
     def metadata_value(self) -> rec.ConsumerGroupMemberMetadataValue:
         return rec.ConsumerGroupMemberMetadataValue(
             self.instance_id, self.rack_id, self.client_id, self.client_host, self.subscribed_topic_names,
-            self.subscribed_topic_regex, self.rebalance_timeout_ms, self.server_assignor)
+            self.subscribed_topic_regex, self.rebalance_timeout_ms, self.server_assignor, self.classic)
 
     def with_metadata(self, value: rec.ConsumerGroupMemberMetadataValue) -> ConsumerMember:
         return replace(self, instance_id=value.instance_id, rack_id=value.rack_id, client_id=value.client_id,
                        client_host=value.client_host, subscribed_topic_names=tuple(value.subscribed_topic_names),
                        subscribed_topic_regex=value.subscribed_topic_regex,
-                       rebalance_timeout_ms=value.rebalance_timeout_ms, server_assignor=value.server_assignor)
+                       rebalance_timeout_ms=value.rebalance_timeout_ms, server_assignor=value.server_assignor,
+                       classic=value.classic_member_metadata)
 
 
 @dataclass

@@ -68,6 +68,7 @@ class ConsumerSettings:
     heartbeat_interval_ms: int = 5_000
     max_size: int = 2**31 - 1
     assignors: tuple[str, ...] = ("uniform", "range")
+    migration_policy: str = "bidirectional"  # group.consumer.migration.policy: which kind changes are made
 
 
 @dataclass(frozen=True)
@@ -168,16 +169,40 @@ def heartbeat(group: ConsumerGroup, request: HeartbeatRequest, settings: Consume
               now_ms: int) -> Plan:
     """A heartbeat of epoch 0 or more (the caller sends leaves to ``leave``). Raises
     HeartbeatError with Kafka's code for a request it refuses; ``group`` is left as it was."""
-    gid = group.group_id
     records: list[Record] = []
     member, replaced = _member_for(group, request, settings)
     if replaced is not None:
-        records.extend(removal_records(gid, replaced.member_id))
-        records.append(member_record(gid, member))
-        if group.target_of(replaced.member_id):
-            records.append(target_member_record(gid, member.member_id, group.target_of(replaced.member_id)))
-        records.append(current_assignment_record(gid, member.member_id, member.assignment))
+        records.extend(replacement_records(group, replaced, member))
     updated = _updated(member, request)
+    after = advance(group, member, updated, replaced, request.owned, settings, catalog, now_ms, records)
+    answer = HeartbeatAnswer(member_id=updated.member_id, member_epoch=after.member_epoch,
+                             heartbeat_interval_ms=settings.heartbeat_interval_ms)
+    full_request = request.member_epoch == 0 or (request.rebalance_timeout_ms != -1
+                                                  and request.subscribed_topic_names is not None
+                                                  and request.owned is not None)
+    if full_request or assigned_partitions_changed(member.assignment, after):
+        answer.assignment = {topic: tuple(sorted(parts)) for topic, parts in after.assigned.items()}
+    revoking = after.member_epoch if after.state is MemberState.UNREVOKED_PARTITIONS else None
+    return Plan(answer, records, updated.member_id, revoking, catalog.version())
+
+
+def replacement_records(group: ConsumerGroup, replaced: ConsumerMember, member: ConsumerMember) -> list[Record]:
+    """A static member back under a new member id takes the old one's place (Kafka's replaceMember)."""
+    gid = group.group_id
+    records = removal_records(gid, replaced.member_id)
+    records.append(member_record(gid, member))
+    if group.target_of(replaced.member_id):
+        records.append(target_member_record(gid, member.member_id, group.target_of(replaced.member_id)))
+    records.append(current_assignment_record(gid, member.member_id, member.assignment))
+    return records
+
+
+def advance(group: ConsumerGroup, member: ConsumerMember, updated: ConsumerMember, replaced: ConsumerMember | None,
+            owned: OwnedPartitions | None, settings: ConsumerSettings, catalog: TopicCatalog, now_ms: int,
+            records: list[Record]) -> CurrentAssignment:
+    """Steps 1 to 3 for a member whose request made ``member`` into ``updated`` (the records go
+    to ``records``); its assignment after the step. Shared by both protocols' members."""
+    gid = group.group_id
 
     # 1. The member and the group's subscriptions.
     bump = False
@@ -219,20 +244,11 @@ def heartbeat(group: ConsumerGroup, request: HeartbeatRequest, settings: Consume
     after = before
     if not before.is_reconciled_to(target_epoch):
         after = reconcile(before, target_epoch, targets.get(updated.member_id, {}),
-                          request.owned, lambda topic, p: group.owners.holder(topic, p) not in (None, *others),
+                          owned, lambda topic, p: group.owners.holder(topic, p) not in (None, *others),
                           subscribed_topics=topic_ids)
         if after != before:
             records.append(current_assignment_record(gid, updated.member_id, after))
-
-    answer = HeartbeatAnswer(member_id=updated.member_id, member_epoch=after.member_epoch,
-                             heartbeat_interval_ms=settings.heartbeat_interval_ms)
-    full_request = request.member_epoch == 0 or (request.rebalance_timeout_ms != -1
-                                                  and request.subscribed_topic_names is not None
-                                                  and request.owned is not None)
-    if full_request or assigned_partitions_changed(member.assignment, after):
-        answer.assignment = {topic: tuple(sorted(parts)) for topic, parts in after.assigned.items()}
-    revoking = after.member_epoch if after.state is MemberState.UNREVOKED_PARTITIONS else None
-    return Plan(answer, records, updated.member_id, revoking, catalog.version())
+    return after
 
 
 def _member_for(group: ConsumerGroup, request: HeartbeatRequest,

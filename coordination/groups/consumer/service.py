@@ -30,6 +30,19 @@ from kio.schema.errors import ErrorCode
 from coordination.backend import TopicRegistry
 from coordination.groups import offsets_schema as schema
 from coordination.groups.consumer import records as rec
+from coordination.groups.consumer.classic_members import (
+    ClassicJoin,
+    ClassicJoinAnswer,
+    can_downgrade,
+    classic_heartbeat,
+    classic_join,
+    classic_member,
+    classic_sync,
+    downgrade_records,
+    downgrade_value,
+    upgrade_enabled,
+    upgrade_records,
+)
 from coordination.groups.consumer.group import (
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
@@ -156,11 +169,107 @@ class ConsumerGroupService:
                     plan = heartbeat(group, request, self.settings, self.catalog, _now_ms())
             except HeartbeatError as exc:
                 return HeartbeatAnswer(exc.code, exc.message)
+            leaving = request.member_id if request.member_epoch == LEAVE_GROUP_MEMBER_EPOCH else None
+            if leaving is not None and can_downgrade(group, leaving, self.settings):
+                code = await self._downgrade(group, leaving)
+                return HeartbeatAnswer(code) if code else plan.answer
             code = await self._write(group, prelude, plan.records)
             if code:
                 return HeartbeatAnswer(code)
             self._after(group, plan)
             return plan.answer
+
+    async def _downgrade(self, modern: ConsumerGroup, leaving: str) -> int:
+        """The last consumer-protocol member leaves: the classic members left form a classic group."""
+        value = downgrade_value(modern, leaving, self.catalog, _now_ms())
+        code = await self.coordinator.log.append(self.coordinator.partition_for(modern.group_id),
+                                                 schema.offsets_batch(downgrade_records(modern, value), _now_ms()))
+        if code:
+            return self.coordinator.commit_error(code)
+        log.info("group %s: downgraded to a classic group as member %s left", modern.group_id, leaving)
+        self.coordinator.replace_with_classic(modern.group_id, value, f"the consumer group's member {leaving} left")
+        return 0
+
+    async def _remove(self, modern: ConsumerGroup, member: ConsumerMember) -> int:
+        """Take a member out (it left, or a deadline passed): a downgrade when only classic members
+        would be left and the policy allows it, else a fence."""
+        if can_downgrade(modern, member.member_id, self.settings):
+            return await self._downgrade(modern, member.member_id)
+        plan = fence(modern, member, self.catalog)
+        code = await self._write(modern, [], plan.records)
+        if not code:
+            self._after(modern, plan)
+        return code
+
+    # ------------------------------------------------------------------ classic members
+    def _modern(self, group_id: str) -> ConsumerGroup | None:
+        group = self.coordinator.groups.get(group_id)
+        return group.modern if group is not None else None
+
+    async def classic_join(self, join: ClassicJoin) -> ClassicJoinAnswer:
+        """A JoinGroup to a consumer group: answered at once with the member's epoch as its
+        generation (the coordinator assigns; no member leads)."""
+        async with self._lock(join.group_id):
+            modern = self._modern(join.group_id)
+            if modern is None:  # it changed kind while this waited: the client joins again
+                return ClassicJoinAnswer(int(E.rebalance_in_progress), join.member_id)
+            try:
+                answer, plan = classic_join(modern, join, self.settings, self.catalog, _now_ms())
+            except HeartbeatError as exc:
+                return ClassicJoinAnswer(exc.code, join.member_id)
+            if answer.error_code:
+                return answer
+            code = await self._write(modern, [], plan.records)
+            if code:
+                return ClassicJoinAnswer(code, join.member_id)
+            self._after(modern, plan)
+            return answer
+
+    def classic_sync(self, group_id: str, member_id: str, instance_id: str | None, generation: int,
+                     protocol_type: str | None, protocol_name: str | None) -> tuple[int, bytes]:
+        modern = self._modern(group_id)
+        if modern is None:
+            return int(E.rebalance_in_progress), b""
+        try:
+            assignment = classic_sync(modern, member_id, instance_id, generation, protocol_type, protocol_name,
+                                      self.catalog)
+        except HeartbeatError as exc:
+            return exc.code, b""
+        self._renew(modern, classic_member(modern, member_id, instance_id))
+        return 0, assignment
+
+    def classic_heartbeat(self, group_id: str, member_id: str, instance_id: str | None, generation: int) -> int:
+        modern = self._modern(group_id)
+        if modern is None:
+            return int(E.rebalance_in_progress)
+        try:
+            member = classic_member(modern, member_id, instance_id)
+        except HeartbeatError as exc:
+            return exc.code
+        self._renew(modern, member)
+        try:
+            return classic_heartbeat(modern, member_id, instance_id, generation)
+        except HeartbeatError as exc:
+            return exc.code
+
+    async def classic_leave(self, group_id: str, leaving: Sequence[tuple[str, str | None]]) -> list[int]:
+        codes = []
+        async with self._lock(group_id):
+            for member_id, instance_id in leaving:
+                modern = self._modern(group_id)
+                if modern is None:
+                    codes.append(int(E.unknown_member_id))
+                    continue
+                try:
+                    member = classic_member(modern, member_id, instance_id)
+                except HeartbeatError as exc:
+                    codes.append(exc.code)
+                    continue
+                codes.append(await self._remove(modern, member))
+        return codes
+
+    def _renew(self, modern: ConsumerGroup, member: ConsumerMember) -> None:
+        modern.session_deadlines[member.member_id] = time.monotonic() + self._session_s(member)
 
     def _group_for(self, request: HeartbeatRequest) -> tuple[ConsumerGroup, list[tuple[bytes, bytes | None]]]:
         """The group the heartbeat is for, and records to write before the heartbeat's own
@@ -180,6 +289,15 @@ class ConsumerGroupService:
             if group.generation > 0:
                 prelude.append((schema.encode_key(schema.GroupKey(group_id)), None))
             return ConsumerGroup(group_id), prelude
+        if joining and upgrade_enabled(self.settings) and group.protocol_type == PROTOCOL_TYPE \
+                and len(group.members) < self.settings.max_size:
+            # Online upgrade: the classic members become members of a consumer group holding
+            # what they hold; the records of both kinds go in the heartbeat's batch.
+            converted = upgrade_records(group, self.catalog, _now_ms())
+            modern = ConsumerGroup(group_id)
+            for key, value in converted:
+                modern.apply(key, value)
+            return modern, [(schema.encode_key(schema.GroupKey(group_id)), None)] + encode(converted)
         raise HeartbeatError(int(E.group_id_not_found), f"Group {group_id} is not a consumer group.")
 
     async def _write(self, modern: ConsumerGroup, prelude: list[tuple[bytes, bytes | None]], records: list[Record]) -> int:
@@ -198,10 +316,12 @@ class ConsumerGroupService:
         if plan.catalog_version is not None:
             modern.catalog_version = plan.catalog_version
         now = time.monotonic()
+        for other_id, other in modern.members.items():  # members a conversion brought in
+            modern.session_deadlines.setdefault(other_id, now + self._session_s(other))
         member_id = plan.member_id
         if member_id is not None and member_id in modern.members:
-            modern.session_deadlines[member_id] = now + self.settings.session_timeout_ms / 1000
             member = modern.members[member_id]
+            modern.session_deadlines[member_id] = now + self._session_s(member)
             if plan.revoking_at_epoch is None:
                 modern.revocation_deadlines.pop(member_id, None)
             elif modern.revocation_deadlines.get(member_id, (None, 0.0))[0] != plan.revoking_at_epoch:
@@ -209,12 +329,18 @@ class ConsumerGroupService:
                 modern.revocation_deadlines[member_id] = (plan.revoking_at_epoch, now + timeout)
         self.settle(group)
 
+    def _session_s(self, member: ConsumerMember) -> float:
+        timeout = member.classic.session_timeout_ms if member.classic is not None else self.settings.session_timeout_ms
+        return timeout / 1000
+
     def _install(self, modern: ConsumerGroup) -> Group:
         groups = self.coordinator.groups
         group = groups.get(modern.group_id)
         if group is None or group.is_(GroupState.DEAD):
             group = groups[modern.group_id] = Group(modern.group_id)
         if group.modern is not modern:
+            if group.members or group.pending_members:
+                self.coordinator.release_classic(group)  # upgraded: its parked joins rejoin
             group.modern = modern
             group.protocol_type, group.protocol_name, group.generation, group.leader_id = PROTOCOL_TYPE, None, 0, None
         return group
@@ -260,13 +386,11 @@ class ConsumerGroupService:
                         return
                     if epoch is None and time.monotonic() <= modern.session_deadlines.get(member_id, 0.0):
                         return  # it heartbeated while this waited for the lock
-                    plan = fence(modern, member, self.catalog)
-                    code = await self._write(modern, [], plan.records)
+                    code = await self._remove(modern, member)
                     if code:
                         log.warning("group %s: member %s not fenced (error %d); retrying", group_id, member_id, code)
                         return
                     log.info("group %s: member %s fenced: %s", group_id, member_id, reason)
-                    self._after(modern, plan)
             finally:
                 self._fencing.discard((group_id, member_id))
 

@@ -251,3 +251,62 @@ def test_members_killed_9_lose_no_record_and_never_share_a_partition(broker: Bro
 def produce_values(broker: Broker, topic: str, partitions: int, count: int, tag: str) -> set[str]:
     from tests.integration.coordination.test_groups import produce
     return produce(broker.bootstrap, topic, partitions, count, tag)
+
+
+def _classic_consumer(broker: Broker, group: str, client_id: str) -> Consumer:
+    return Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                     "enable.auto.commit": False, "client.id": client_id, "session.timeout.ms": 6000,
+                     "heartbeat.interval.ms": 500, "partition.assignment.strategy": "range"})
+
+
+def test_a_classic_group_upgrades_online_and_downgrades_when_its_last_consumer_member_leaves(broker: Broker) -> None:
+    """group.consumer.migration.policy=bidirectional (the default): two classic members, then a
+    consumer-protocol member joins (the group becomes a consumer group, the classic members
+    keep consuming in it), then it leaves (the group is classic again). Every record is read
+    once, and the group reads on through both changes."""
+    topic, group = "cgp-migrate", "cgp-migrate-group"
+    confluent_create_topic(broker.bootstrap, topic, 4)
+    confluent_produce(broker.bootstrap, topic, make_records(200, 4, "a"))
+    classic = [_classic_consumer(broker, group, f"classic-{i}") for i in range(2)]
+    modern = _consumer(broker, group, **{"client.id": "modern"})
+    try:
+        for member in classic:
+            member.subscribe([topic])
+        seen: dict[tuple[int, int], bytes] = {}
+        _poll_all(classic, 200, seen, 60)
+        modern.subscribe([topic])
+        with KioClient(broker.bootstrap) as client:
+            def upgraded() -> Any:
+                for member in (*classic, modern):
+                    member.consume(10, 0.05)
+                described = describe(client, group)
+                held = [sorted(int(p) for t in m.assignment.topic_partitions for p in t.partitions)
+                        for m in described.members]
+                return described if described.error_code == 0 and len(described.members) == 3 and all(held) \
+                    and sorted(p for h in held for p in h) == [0, 1, 2, 3] else None
+
+            described = wait_until(upgraded, 40, "a consumer group of the two classic members and the new one")
+            assert sorted((m.client_id, m.member_type) for m in described.members) == \
+                [("classic-0", 0), ("classic-1", 0), ("modern", 1)]
+            confluent_produce(broker.bootstrap, topic, make_records(200, 4, "b"))
+            _poll_all([*classic, modern], 400, seen, 60)
+            modern.close()
+
+            def downgraded() -> Any:
+                for member in classic:
+                    member.consume(10, 0.05)
+                answer = client.call(DESCRIBE_GROUPS, 5, request(DESCRIBE_GROUPS, 5, groups=[group],
+                                                                include_authorized_operations=False))
+                described = answer.groups[0]
+                return described if described.error_code == 0 and described.group_state == "Stable" \
+                    and len(described.members) == 2 and all(len(m.member_assignment) > 10 for m in described.members) \
+                    else None
+
+            wait_until(downgraded, 40, "the classic group of the two classic members again")
+            assert describe(client, group).error_code == ErrorCode.group_id_not_found
+        confluent_produce(broker.bootstrap, topic, make_records(200, 4, "c"))
+        _poll_all(classic, 600, seen, 60)
+        assert _committed(broker, group, topic, 4) == [150, 150, 150, 150]
+    finally:
+        for member in classic:
+            member.close()

@@ -289,7 +289,9 @@ def test_bad_group_requests_get_error_codes(broker: Any) -> None:
             ("nope", 0): ErrorCode.unknown_topic_or_partition, ("t", 99): ErrorCode.unknown_topic_or_partition}
         assert commit(client, 9, "bad", [("t", 0, 1)], generation=generation, member_id=member, metadata="m" * 5000) == {
             ("t", 0): ErrorCode.offset_metadata_too_large}
-        assert commit(client, 9, "ghost", [("t", 0, 1)], generation=4, member_id="m") == {("t", 0): ErrorCode.illegal_generation}
+        # A group that does not exist: v9 answers GROUP_ID_NOT_FOUND, older versions ILLEGAL_GENERATION (Kafka's split).
+        assert commit(client, 9, "ghost", [("t", 0, 1)], generation=4, member_id="m") == {("t", 0): ErrorCode.group_id_not_found}
+        assert commit(client, 8, "ghost", [("t", 0, 1)], generation=4, member_id="m") == {("t", 0): ErrorCode.illegal_generation}
         # Still a working group after all that.
         assert heartbeat(client, 4, "bad", generation, member) == 0
         assert commit(client, 9, "bad", [("t", 0, 9)], generation=generation, member_id=member) == {("t", 0): 0}
