@@ -152,9 +152,9 @@ def _leave_error(request: LeaveGroupRequest, version: int, code: int) -> Entity:
 
 
 @coordinator_api(LEAVE_GROUP, "LeaveGroup", 0, 5, error_response=_leave_error)
-def serve_leave_group(ctx: CoordinatorContext, request: LeaveGroupRequest) -> Entity:
+async def serve_leave_group(ctx: CoordinatorContext, request: LeaveGroupRequest) -> Entity:
     if not ctx.allowed(Operation.READ, ResourceType.GROUP, request.group_id):
         return _leave_error(request, ctx.api_version, ErrorCode.group_authorization_failed)
     leaving = _leaving(request)
-    code, codes = ctx.coordinator.leave_group(request.group_id, leaving)
+    code, codes = await ctx.coordinator.leave_group(request.group_id, leaving)
     return _leave_answer(ctx.api_version, code, leaving, codes)
