@@ -156,5 +156,5 @@ async def serve_leave_group(ctx: CoordinatorContext, request: LeaveGroupRequest)
     if not ctx.allowed(Operation.READ, ResourceType.GROUP, request.group_id):
         return _leave_error(request, ctx.api_version, ErrorCode.group_authorization_failed)
     leaving = _leaving(request)
-    code, codes = await ctx.coordinator.leave(request.group_id, leaving)
+    code, codes = await ctx.coordinator.leave_group(request.group_id, leaving)
     return _leave_answer(ctx.api_version, code, leaving, codes)

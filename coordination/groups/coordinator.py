@@ -138,6 +138,8 @@ class GroupCoordinator:
         # The consumer group protocol (KIP-848): heartbeats, describes, its members' checks.
         self.consumer = ConsumerGroupService(self, consumer_settings or ConsumerSettings())
         self._background: set[asyncio.Task[Any]] = set()
+        # Group metadata records being written in the background, by group id.
+        self._group_writes: dict[str, asyncio.Future[None]] = {}
         self.groups: dict[str, Group] = {}
         self.active = False  # elected and loaded: serving
         self._loading = False
@@ -437,7 +439,37 @@ class GroupCoordinator:
         group.add(member)
         if group.is_(GroupState.EMPTY, GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
             self._prepare_rebalance(group, f"member {member.member_id} joined")
+        elif group.is_(GroupState.PREPARING_REBALANCE):
+            self._extend_initial_delay(group)
         return await self._await_join(group, member)
+
+    def _extend_initial_delay(self, group: Group) -> None:
+        """A new member joined while the group waits out its initial delay: more may be on
+        their way, so the join phase ends only once the delay has passed with no new
+        member, and never after the cap set when it began. Kafka extends by whole delays
+        at fixed points (tryCompleteInitialRebalanceElseSchedule); counting the delay from
+        the last arrival ends the phase no later than Kafka does, and sooner when the
+        members come together."""
+        now = time.monotonic()
+        if not group.join_not_before or now >= group.join_not_before:
+            return  # not an initial rebalance, or its delay is over
+        group.join_not_before = min(now + self.settings.initial_rebalance_delay_ms / 1000, group.rebalance_deadline)
+        self._complete_join_at(group, group.join_not_before)
+
+    def _complete_join_at(self, group: Group, when: float) -> None:
+        """End the join phase as soon as ``when`` (monotonic) comes, rather than at the
+        next tick, if every member has joined by then. A stale call finds the group in
+        another state, or its delay moved later, and does nothing."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # no loop (a synchronous caller): tick() ends it
+        # A hair late: the loop may run a timer a clock tick early, before ``when`` has come.
+        loop.call_later(max(0.0, when - time.monotonic()) + 0.001, self._join_delay_over, group)
+
+    def _join_delay_over(self, group: Group) -> None:
+        if self.active and self.groups.get(group.group_id) is group:
+            self._maybe_complete_join(group)
 
     async def _await_join(self, group: Group, member: Member) -> JoinResult:
         future: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
@@ -468,7 +500,14 @@ class GroupCoordinator:
         group.transition(GroupState.PREPARING_REBALANCE)
         group.rebalance_deadline = now + group.max_rebalance_timeout_ms() / 1000
         delay = self.settings.initial_rebalance_delay_ms / 1000
-        group.join_not_before = now + delay if was_empty and delay > 0 else 0.0
+        group.join_not_before = 0.0
+        if was_empty and delay > 0:
+            # The group's first rebalance waits group.initial.rebalance.delay.ms for the
+            # other members to arrive, extended while they keep arriving, up to the
+            # rebalance timeout (but never less than the delay), as Kafka caps it.
+            group.rebalance_deadline = max(group.rebalance_deadline, now + delay)
+            group.join_not_before = now + delay
+            self._complete_join_at(group, group.join_not_before)
         log.info("group %s: preparing to rebalance (generation %d): %s", group.group_id, group.generation, reason)
 
     def _maybe_complete_join(self, group: Group, force: bool = False) -> None:
@@ -489,6 +528,13 @@ class GroupCoordinator:
             if member.group_instance_id is None:
                 group.remove(member.member_id)
         group.pending_members.clear()
+        if group.members and not any(m.awaiting_join for m in group.members.values()):
+            # Only static members are left and none of them rejoined: a generation nobody
+            # would hear of. Wait one more rebalance timeout for them to come back, or
+            # for their sessions to expire (Kafka postpones the same way).
+            group.rebalance_deadline = time.monotonic() + group.max_rebalance_timeout_ms() / 1000
+            log.info("group %s: no member rejoined; the join phase goes on", group.group_id)
+            return
         if group.leader_id is not None and group.leader_id in group.members and not group.members[group.leader_id].awaiting_join:
             joined = [m.member_id for m in group.members.values() if m.awaiting_join]
             if joined:
@@ -618,21 +664,19 @@ class GroupCoordinator:
         return 0
 
     # ------------------------------------------------------------------ LeaveGroup
-    async def leave(self, group_id: str, leaving: list[tuple[str, str | None]]) -> tuple[int, list[int]]:
-        """LeaveGroup of either kind of group: a consumer group's classic members leave through
-        the consumer protocol (a write); a classic group's at once (``leave_group``)."""
-        group = self.groups.get(group_id)
-        if group is not None and group.modern is not None and not self._unavailable():
-            return 0, await self.consumer.classic_leave(group_id, leaving)
-        return self.leave_group(group_id, leaving)
-
-    def leave_group(self, group_id: str, leaving: list[tuple[str, str | None]]) -> tuple[int, list[int]]:
+    async def leave_group(self, group_id: str, leaving: list[tuple[str, str | None]]) -> tuple[int, list[int]]:
         """(top-level error, per-member errors). A member given only by its
-        group.instance.id (member id "") leaves by instance id, as admin tools do."""
+        group.instance.id (member id "") leaves by instance id, as admin tools do. The
+        members are gone at once; a group left empty is Empty at once, and the answer
+        waits for that to be written (as Kafka answers after its records), so a
+        DeleteGroups right behind finds the group Empty in the log too."""
         code = self._unavailable()
         if code:
             return code, [code] * len(leaving)
         group = self.groups.get(group_id)
+        if group is not None and group.modern is not None:
+            # A consumer group's classic members leave through the consumer protocol (a write).
+            return 0, await self.consumer.classic_leave(group_id, leaving)
         if group is None or group.is_(GroupState.DEAD):
             return 0, [int(E.unknown_member_id)] * len(leaving)
         results = []
@@ -653,6 +697,9 @@ class GroupCoordinator:
                 removed.append(member_id)
         if removed:
             self._remove_members(group, removed, "left the group")
+        else:
+            self._maybe_complete_join(group)  # the join phase may have waited only for a pending member
+        await self._metadata_written(group)
         return 0, results
 
     def _remove_members(self, group: Group, member_ids: list[str], why: str) -> None:
@@ -914,6 +961,8 @@ class GroupCoordinator:
         return 0, results
 
     async def _write_tombstones(self, group: Group, partitions: list[tuple[str, int]], include_group: bool) -> int:
+        if include_group:
+            await self._metadata_written(group)  # else the group's last record could land after its tombstone
         records: list[tuple[bytes, bytes | None]] = [
             (schema.encode_key(schema.OffsetKey(group.group_id, t, p)), None) for t, p in partitions]
         if include_group:
@@ -978,7 +1027,23 @@ class GroupCoordinator:
             if code:
                 log.warning("group %s: metadata not written (error %d)", group.group_id, code)
 
-        self._in_background(write())
+        task = asyncio.ensure_future(write())
+        self._background.add(task)
+        self._group_writes[group.group_id] = task
+
+        def done(finished: asyncio.Future[None]) -> None:
+            self._background.discard(finished)
+            if self._group_writes.get(group.group_id) is finished:
+                del self._group_writes[group.group_id]
+
+        task.add_done_callback(done)
+
+    async def _metadata_written(self, group: Group) -> None:
+        """Wait for the group's metadata record written in the background, if one is on
+        its way: what comes next (an answer, the group's tombstone) must follow it."""
+        pending = self._group_writes.get(group.group_id)
+        if pending is not None:
+            await asyncio.shield(pending)
 
     def in_background(self, work: Coroutine[Any, Any, Any]) -> None:
         self._in_background(work)

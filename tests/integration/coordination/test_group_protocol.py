@@ -12,6 +12,7 @@ from __future__ import annotations
 import socket
 import struct
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -480,3 +481,35 @@ def test_requests_parked_in_a_coordinator_that_dies_are_answered_at_once(broker:
         wait_until(lambda: heartbeat(beating, 4, "parked-join", member.generation_id, member.member_id) in (
             0, ErrorCode.rebalance_in_progress), 30, "the successor serving the restored group")
         assert broker.coordinator_pid() not in (None, victim)
+
+
+def test_a_group_its_last_members_left_is_empty_and_deletable_at_once_and_stays_deleted(broker: Any) -> None:
+    group = "left-empty"
+    with KioClient(broker.bootstrap) as client, KioClient(broker.bootstrap) as other:
+        first = join_until_member(client, 9, group)  # generation 1, alone
+        sync(client, 5, group, first.generation_id, first.member_id, [(first.member_id, b"A")], protocol_name="range")
+        second_id = join(other, 9, group).member_id  # MEMBER_ID_REQUIRED
+        with ThreadPoolExecutor(1) as pool:  # both parked in JoinGroup until both have joined
+            wait_for_join = pool.submit(join, other, 9, group, member_id=second_id)
+            wait_until(lambda: heartbeat(client, 4, group, 1, first.member_id) == ErrorCode.rebalance_in_progress, 10,
+                       "the rebalance to start")
+            rejoined = join(client, 9, group, member_id=first.member_id)
+            second = wait_for_join.result(10)
+        assert rejoined.error_code == 0 and second.error_code == 0 and rejoined.generation_id == 2
+        leave_request = request(LEAVE, 5, group_id=group, members=[
+            {"member_id": first.member_id, "group_instance_id": None, "reason": "closing"},
+            {"member_id": second.member_id, "group_instance_id": None, "reason": "closing"}])
+        left = client.call(LEAVE, 5, leave_request)
+        assert left.error_code == 0 and [m.error_code for m in left.members] == [0, 0]
+        # No wait: the answer to LeaveGroup comes once the group is Empty and written.
+        described = client.call(DESCRIBE, 5, request(DESCRIBE, 5, groups=[group], include_authorized_operations=False))
+        assert (described.groups[0].error_code, described.groups[0].group_state, described.groups[0].members) == (0, "Empty", ())
+        deleted = client.call(DELETE, 2, request(DELETE, 2, groups_names=[group]))
+        assert [(r.group_id, r.error_code) for r in deleted.results] == [(group, 0)]
+    broker.restart()
+    with KioClient(broker.bootstrap) as client:
+        wait_until(lambda: heartbeat(client, 4, "probe", 1, "probe") == ErrorCode.unknown_member_id, 20,
+                   "the coordinator to finish loading")
+        described = client.call(DESCRIBE, 5, request(DESCRIBE, 5, groups=[group], include_authorized_operations=False))
+        assert (described.groups[0].error_code, described.groups[0].group_state) == (0, "Dead"), \
+            "not loaded again: the group's tombstone came after its Empty record"

@@ -173,3 +173,56 @@ def test_committed_offsets_survive_a_broker_restart(broker: Any, members: Any) -
     assert sorted(consumed_values([resumed])) == sorted(second), "resumed exactly at the committed offsets"
     assert {(p, o) for p, o, _ in resumed.records()} == {(p, 50 + i) for p in range(3) for i in range(20)}
 
+
+
+# Kafka's defaults for the join phase (group.initial.rebalance.delay.ms=3000): the members'
+# session (6 s) is longer than anything that must happen here.
+DEFAULT_DELAY_BROKER = {"offsets.topic.num.partitions": 4}
+
+
+def describe_state(bootstrap: str, group: str) -> str:
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    return str(admin.describe_consumer_groups([group])[group].result(15).state.name)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize("broker", [DEFAULT_DELAY_BROKER], indirect=True)
+def test_a_group_grows_shrinks_and_empties_without_waiting_for_sessions(broker: Any, members: Any, client: str) -> None:
+    """Three members form a group, a fourth joins, one closes, the rest close: each change
+    converges once the members have rejoined, and the emptied group is Empty, and
+    deletable, as soon as the last one has closed."""
+    from confluent_kafka.admin import AdminClient
+
+    create_topic(broker.bootstrap, "grow", 12)
+    group_id = f"g-grow-{client}"
+    started = time.monotonic()
+    group = [members(client, broker.bootstrap, group_id, "grow") for _ in range(3)]
+    wait_for_split(group, 12)
+    formed = time.monotonic() - started
+
+    started = time.monotonic()
+    group.append(members(client, broker.bootstrap, group_id, "grow"))
+    wait_for_split(group, 12)
+    grown = time.monotonic() - started
+
+    leaving, group = group[0], group[1:]
+    held_by_leaving = set(leaving.assignment() or ())
+    started = time.monotonic()
+    assert leaving.stop() == 0 and leaving.snapshot("closed"), "closed cleanly (LeaveGroup sent)"
+    wait_for_split(group, 12)
+    handed_over = time.monotonic() - started
+    assert held_by_leaving <= {p for m in group for p in m.assignment() or ()}
+
+    for member in group:
+        assert member.stop() == 0 and member.snapshot("closed")
+    closed_at = time.monotonic()
+    wait_until(lambda: describe_state(broker.bootstrap, group_id) == "EMPTY", 15, "the group described as Empty")
+    emptied = time.monotonic() - closed_at
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.delete_consumer_groups([group_id])[group_id].result(15)  # raises unless deleted
+    assert describe_state(broker.bootstrap, group_id) == "DEAD", "gone"
+    print(f"{client}: three formed in {formed:.2f} s (member processes starting included), a fourth joined in "
+          f"{grown:.2f} s, a close handed over in {handed_over:.2f} s, Empty {emptied:.2f} s after the last close")

@@ -92,7 +92,7 @@ def test_a_classic_member_joins_a_consumer_group_and_follows_its_assignment(make
         synced = await coord.sync_group("g", MemberRef(again.generation, joined.member_id, None), None, None, [])
         assert {p for _t, p in parse_assignment_partitions(synced.assignment)} == {0, 1} - modern.held()
         assert coord.heartbeat("g", MemberRef(again.generation, joined.member_id, None)) == 0
-        assert await coord.leave("g", [("nobody", None)]) == (0, [E_UNKNOWN_MEMBER])
+        assert await coord.leave_group("g", [("nobody", None)]) == (0, [E_UNKNOWN_MEMBER])
 
     asyncio.run(scenario())
 
