@@ -22,7 +22,7 @@ first old member gave some up after the newcomer came. The brokers run with thei
 defaults for the group settings unless an option sets them on both: ``--heartbeat-interval-ms``
 (group.consumer.heartbeat.interval.ms; Kafka also gets group.consumer.min.heartbeat.interval.ms
 no higher), ``--initial-rebalance-delay-ms`` (group.initial.rebalance.delay.ms); the JSON
-reports the values each broker ran with (Kafka's as its log prints them).
+reports the values each broker ran with, as it describes them (DescribeConfigs).
 
 With ``--compare kafka`` both brokers run for the whole invocation; one uncounted warm-up
 round per broker (both protocols) comes first, then the brokers alternate round by round.
@@ -38,7 +38,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import statistics
 import sys
 import tempfile
@@ -56,10 +55,12 @@ from loadtest.machine import git_state, machine_info
 
 TOPIC = "bench-group-join"
 PROTOCOLS = ("classic", "consumer")
-# The group settings reported per broker (those Kafka has; Castle has no min heartbeat interval).
+# The group settings reported per broker, as it describes them (DescribeConfigs); a broker
+# reports those it has (Castle has no minimum heartbeat interval, no assignment interval).
 GROUP_SETTINGS = ("group.initial.rebalance.delay.ms", "group.consumer.heartbeat.interval.ms",
                   "group.consumer.min.heartbeat.interval.ms", "group.consumer.session.timeout.ms",
-                  "group.consumer.assignors", "group.min.session.timeout.ms", "offsets.topic.num.partitions")
+                  "group.consumer.assignors", "group.consumer.assignment.interval.ms",
+                  "group.min.session.timeout.ms", "offsets.topic.num.partitions")
 now = time.monotonic
 
 
@@ -255,8 +256,6 @@ def _heartbeat_overrides(args: argparse.Namespace, kafka: bool) -> dict[str, str
 
 
 def start_castle(args: argparse.Namespace, out_dir: str) -> tuple[OwnBroker, Target]:
-    from broker.config import SETTINGS
-
     overrides = _heartbeat_overrides(args, kafka=False)
     overrides.update(parse_key_values(args.castle_override, "--castle-override"))
     own = OwnBroker(tempfile.mkdtemp(prefix="castle-", dir=out_dir), overrides)
@@ -265,8 +264,7 @@ def start_castle(args: argparse.Namespace, out_dir: str) -> tuple[OwnBroker, Tar
     except BaseException:
         own.stop()
         raise
-    defaults = {s.name: str(s.default) for s in SETTINGS}
-    settings = {k: own.settings.get(k, defaults[k]) for k in GROUP_SETTINGS if k in defaults}
+    settings = described_settings(own.bootstrap, GROUP_SETTINGS)
     info(f"started castle serve (pid {own.pid}) on {own.bootstrap}; {settings}")
     return own, Target("castle", own.bootstrap, settings)
 
@@ -282,24 +280,20 @@ def start_kafka(args: argparse.Namespace, out_dir: str) -> tuple[KafkaPeer, Targ
     except BaseException:
         peer.stop()
         raise
-    settings = kafka_logged_settings(log, GROUP_SETTINGS)
+    settings = described_settings(peer.bootstrap, GROUP_SETTINGS)
     info(f"started Kafka {args.kafka_version} (pid {peer.pid}) on {peer.bootstrap}; {settings}")
     return peer, Target(f"kafka-{args.kafka_version}", peer.bootstrap, settings)
 
 
-def kafka_logged_settings(log_path: str, names: tuple[str, ...]) -> dict[str, str]:
-    """The values Kafka says it runs with: its log's "KafkaConfig values" block, ``name = value`` lines."""
-    try:
-        with open(log_path, encoding="utf-8", errors="replace") as handle:
-            text = handle.read()
-    except OSError:
-        return {}
-    found: dict[str, str] = {}
-    for name in names:
-        match = re.search(rf"^\s*{re.escape(name)} = (.*)$", text, re.MULTILINE)
-        if match:
-            found[name] = match.group(1).strip()
-    return found
+def described_settings(bootstrap: str, names: tuple[str, ...]) -> dict[str, str]:
+    """The values the broker says it runs with (DescribeConfigs of the broker), of those it has."""
+    from confluent_kafka.admin import ConfigResource
+
+    admin = _admin(bootstrap)
+    (node,) = admin.list_topics(timeout=10).brokers  # one broker
+    resource = ConfigResource(ConfigResource.Type.BROKER, str(node))
+    described = admin.describe_configs([resource], request_timeout=10)[resource].result(15)
+    return {name: str(described[name].value) for name in names if name in described}
 
 
 def create_topic(bootstrap: str, partitions: int) -> None:

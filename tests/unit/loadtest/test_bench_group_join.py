@@ -1,13 +1,11 @@
 """loadtest.bench_group_join's bookkeeping: when a group counts as stable, the order of the
-rounds, the medians and ratios, the settings read back from Kafka's log."""
+rounds, the medians and ratios, the options."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from loadtest.bench_group_join import Target, kafka_logged_settings, parse_args, ratios, schedule, stable, summarize
+from loadtest.bench_group_join import Target, parse_args, ratios, schedule, stable, summarize
 
 
 def test_stable_needs_every_partition_once_every_member_some_and_balance() -> None:
@@ -39,18 +37,6 @@ def test_medians_leave_warm_ups_out_and_ratios_divide_by_the_other_broker() -> N
     assert summary["castle"]["consumer"]["join_all_s_each"] == [2.0, 4.0, 3.0]
     assert summary["castle"]["consumer"]["join_all_s_median"] == 3.0
     assert ratios(summary, "castle", "kafka") == {"consumer": {"join_all_s": 0.5, "join_one_s": 1.0, "empty_s": 1.0}}
-
-
-def test_kafka_settings_are_read_from_its_config_dump(tmp_path: Path) -> None:
-    log = tmp_path / "kafka.log"
-    log.write_text("[2026-01-01 00:00:00,000] INFO KafkaConfig values: \n"
-                   "\tgroup.consumer.heartbeat.interval.ms = 5000\n"
-                   "\tgroup.consumer.min.heartbeat.interval.ms = 5000\n"
-                   "\tgroup.initial.rebalance.delay.ms = 3000\n")
-    names = ("group.consumer.heartbeat.interval.ms", "group.initial.rebalance.delay.ms", "group.max.size")
-    assert kafka_logged_settings(str(log), names) == {"group.consumer.heartbeat.interval.ms": "5000",
-                                                      "group.initial.rebalance.delay.ms": "3000"}
-    assert kafka_logged_settings(str(tmp_path / "absent.log"), names) == {}
 
 
 def test_every_member_and_the_newcomer_must_be_able_to_hold_a_partition() -> None:
