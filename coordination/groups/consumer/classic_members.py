@@ -51,10 +51,10 @@ from coordination.groups.consumer.heartbeat import (
     HeartbeatAnswer,
     HeartbeatError,
     Plan,
-    _metadata_hash,
-    _subscription_metadata,
     advance,
+    metadata_hash_of,
     replacement_records,
+    subscription_metadata,
 )
 from coordination.groups.consumer.reconciliation import CurrentAssignment, MemberState
 from coordination.groups.group import CONSUMER_PROTOCOL_TYPE, Group, parse_assignment_partitions
@@ -256,8 +256,8 @@ def upgrade_records(classic: Group, catalog: TopicCatalog, now_ms: int) -> list[
         records.append(target_member_record(gid, member.member_id,
                                             {topic: frozenset(parts) for topic, parts in assigned.items()}))
         records.append(current_assignment_record(gid, member.member_id, member.assignment))
-    subscribed = _subscription_metadata(members, {}, catalog)
-    records.append(epoch_record(gid, generation, _metadata_hash(subscribed)))
+    subscribed = subscription_metadata(members, {}, catalog)
+    records.append(epoch_record(gid, generation, metadata_hash_of(subscribed)))
     records.append(target_epoch_record(gid, generation, now_ms))
     return records
 

@@ -216,8 +216,8 @@ def advance(group: ConsumerGroup, member: ConsumerMember, updated: ConsumerMembe
     resolved, regex_records = _resolve_regexes(group, members.values(), catalog, now_ms)
     records.extend(regex_records)
     bump = bump or bool(regex_records)
-    subscribed = _subscription_metadata(members.values(), resolved, catalog)
-    metadata_hash = _metadata_hash(subscribed)
+    subscribed = subscription_metadata(members.values(), resolved, catalog)
+    metadata_hash = metadata_hash_of(subscribed)
     group_epoch = group.group_epoch
     if bump or metadata_hash != group.metadata_hash:
         group_epoch += 1
@@ -363,7 +363,7 @@ def _resolve_regexes(group: ConsumerGroup, members: object, catalog: TopicCatalo
     return resolved, records
 
 
-def _subscription_metadata(members: object, resolved: Mapping[str, frozenset[str]],
+def subscription_metadata(members: object, resolved: Mapping[str, frozenset[str]],
                            catalog: TopicCatalog) -> dict[str, tuple[uuid.UUID, int]]:
     """name -> (topic id, partitions) of every existing topic some member subscribes to."""
     names: set[str] = set()
@@ -377,7 +377,7 @@ def _subscription_metadata(members: object, resolved: Mapping[str, frozenset[str
     return out
 
 
-def _metadata_hash(subscribed: Mapping[str, tuple[uuid.UUID, int]]) -> int:
+def metadata_hash_of(subscribed: Mapping[str, tuple[uuid.UUID, int]]) -> int:
     """A fingerprint of the subscribed topics (names, ids, partition counts), kept in the group
     epoch record: a coordinator that loads the group compares it with the topics it sees and
     bumps the epoch only when they changed meanwhile. Never 0, the value of "not written"."""
@@ -444,6 +444,6 @@ def fence(group: ConsumerGroup, member: ConsumerMember, catalog: TopicCatalog,
     gid = group.group_id
     records = removal_records(gid, member.member_id)
     rest = [m for mid, m in group.members.items() if mid != member.member_id]
-    subscribed = _subscription_metadata(rest, group.resolved, catalog)
-    records.append(epoch_record(gid, group.group_epoch + 1, _metadata_hash(subscribed)))
+    subscribed = subscription_metadata(rest, group.resolved, catalog)
+    records.append(epoch_record(gid, group.group_epoch + 1, metadata_hash_of(subscribed)))
     return Plan(answer or HeartbeatAnswer(), records)
