@@ -202,16 +202,25 @@ def classic_sync(group: ConsumerGroup, member_id: str, instance_id: str | None, 
         raise _error(E.inconsistent_group_protocol, "the protocol does not match the member's")
     if member.member_epoch < group.group_epoch:
         raise _error(E.rebalance_in_progress, "the group moved to a newer epoch: rejoin")
+    return encode_assignment(_assigned_by_name(member, catalog), _version_of(protocols[0].metadata))
+
+
+def _assigned_by_name(member: ConsumerMember, catalog: TopicCatalog) -> dict[str, list[int]]:
+    """The member's assigned partitions keyed by topic name (the embedded protocol's keys)."""
     by_name: dict[str, list[int]] = {}
     for topic, parts in member.assignment.assigned.items():
         name = catalog.name_of(topic) if isinstance(topic, uuid.UUID) else topic
         if name is not None:
             by_name[name] = sorted(parts)
+    return by_name
+
+
+def _version_of(metadata: bytes) -> int:
+    """The embedded protocol version to answer a member in: its subscription's (0 if unreadable)."""
     try:
-        version = parse_version(protocols[0].metadata)
+        return parse_version(metadata)
     except EmbeddedProtocolError:
-        version = 0
-    return encode_assignment(by_name, version)
+        return 0
 
 
 def classic_heartbeat(group: ConsumerGroup, member_id: str, instance_id: str | None, generation: int) -> int:
@@ -273,18 +282,11 @@ def downgrade_value(group: ConsumerGroup, leaving: str, catalog: TopicCatalog, n
     for member in members:
         assert member.classic is not None
         metadata = {p.name: p.metadata for p in member.classic.supported_protocols}
-        by_name: dict[str, list[int]] = {}
-        for topic, parts in member.assignment.assigned.items():
-            name = catalog.name_of(topic) if isinstance(topic, uuid.UUID) else topic
-            if name is not None:
-                by_name[name] = sorted(parts)
-        try:
-            version = parse_version(metadata.get(protocol, b""))
-        except EmbeddedProtocolError:
-            version = 0
+        subscription = metadata.get(protocol, b"")
+        assignment = encode_assignment(_assigned_by_name(member, catalog), _version_of(subscription))
         values.append(schema.MemberValue(member.member_id, member.instance_id, member.client_id, member.client_host,
                                          max(member.rebalance_timeout_ms, 0), member.classic.session_timeout_ms,
-                                         metadata.get(protocol, b""), encode_assignment(by_name, version)))
+                                         subscription, assignment))
     return schema.GroupValue(CONSUMER_PROTOCOL_TYPE, group.group_epoch, protocol, members[0].member_id, now_ms,
                              tuple(values))
 

@@ -141,16 +141,27 @@ def _committed(broker: Broker, group: str, topic: str, partitions: int) -> list[
         probe.close()
 
 
-def test_librdkafka_consumers_share_a_topic_and_one_closing_hands_its_partitions_over(broker: Broker) -> None:
-    topic, group = "cgp-share", "cgp-share-group"
+def _group_that_read_400(broker: Broker, topic: str, group: str) -> tuple[list[Consumer], dict[tuple[int, int], bytes]]:
+    """Two consumer-protocol members of ``group`` that read the 400 records of a new 4-partition topic."""
     confluent_create_topic(broker.bootstrap, topic, 4)
     confluent_produce(broker.bootstrap, topic, make_records(400, 4, "a"))
-    one, two = _consumer(broker, group), _consumer(broker, group)
+    consumers = [_consumer(broker, group), _consumer(broker, group)]
+    for member in consumers:
+        member.subscribe([topic])
+    seen: dict[tuple[int, int], bytes] = {}
     try:
-        one.subscribe([topic])
-        two.subscribe([topic])
-        seen: dict[tuple[int, int], bytes] = {}
-        _poll_all([one, two], 400, seen, 60)
+        _poll_all(consumers, 400, seen, 60)
+    except BaseException:
+        for member in consumers:
+            member.close()
+        raise
+    return consumers, seen
+
+
+def test_librdkafka_consumers_share_a_topic_and_one_closing_hands_its_partitions_over(broker: Broker) -> None:
+    topic, group = "cgp-share", "cgp-share-group"
+    (one, two), seen = _group_that_read_400(broker, topic, group)
+    try:
         wait_until(lambda: (one.consume(10, 0.1), two.consume(10, 0.1)) and len(one.assignment()) == 2
                    and len(two.assignment()) == 2, 30, "an even split")
         assert {tp.partition for tp in one.assignment()}.isdisjoint({tp.partition for tp in two.assignment()})
@@ -165,14 +176,8 @@ def test_librdkafka_consumers_share_a_topic_and_one_closing_hands_its_partitions
 
 def test_the_coordinator_killed_9_resumes_the_group_without_a_rebalance(broker: Broker) -> None:
     topic, group = "cgp-kill", "cgp-kill-group"
-    confluent_create_topic(broker.bootstrap, topic, 4)
-    confluent_produce(broker.bootstrap, topic, make_records(400, 4, "a"))
-    consumers = [_consumer(broker, group), _consumer(broker, group)]
+    consumers, seen = _group_that_read_400(broker, topic, group)
     try:
-        for member in consumers:
-            member.subscribe([topic])
-        seen: dict[tuple[int, int], bytes] = {}
-        _poll_all(consumers, 400, seen, 60)
         with KioClient(broker.bootstrap) as client:
             def stable() -> Any:
                 for member in consumers:
