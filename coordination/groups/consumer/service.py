@@ -23,7 +23,7 @@ import time
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any, Coroutine, Protocol
 
 from kio.schema.errors import ErrorCode
 
@@ -71,8 +71,32 @@ from coordination.groups.group import Group
 from coordination.groups.requests import MemberRef
 from coordination.groups.state import GroupState
 
-if TYPE_CHECKING:  # the coordinator imports this module
-    from coordination.groups.coordinator import GroupCoordinator
+
+class OffsetsAppender(Protocol):
+    async def append(self, partition: int, batch: bytes) -> int: ...
+
+
+class GroupHost(Protocol):
+    """What this service needs of the group coordinator that owns it (coordinator.py): its
+    groups, its log, and the classic side of a group that changes kind."""
+
+    groups: dict[str, Group]
+
+    @property
+    def log(self) -> OffsetsAppender: ...
+
+    def unavailable(self) -> int: ...
+
+    def partition_for(self, group_id: str) -> int: ...
+
+    def commit_error(self, code: int) -> int: ...
+
+    def in_background(self, work: Coroutine[Any, Any, Any]) -> None: ...
+
+    def release_classic(self, group: Group) -> None: ...
+
+    def replace_with_classic(self, group_id: str, value: schema.GroupValue, reason: str) -> None: ...
+
 
 log = logging.getLogger(__name__)
 E = ErrorCode
@@ -138,7 +162,7 @@ class GroupDescription:
 
 
 class ConsumerGroupService:
-    def __init__(self, coordinator: GroupCoordinator, settings: ConsumerSettings) -> None:
+    def __init__(self, coordinator: GroupHost, settings: ConsumerSettings) -> None:
         self.coordinator = coordinator
         self.settings = settings
         self.catalog: TopicCatalog = NoTopics()
