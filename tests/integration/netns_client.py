@@ -19,6 +19,7 @@ FindCoordinator names, and says which node answered:
     {"type": "describe", "at": 1.5, "node": 2, "error": 0, "state": "Stable", "group_epoch": 3,
      "assignment_epoch": 3, "members": [{"member_id": "m", "member_epoch": 3, "partitions": [0, 1]}]}
     {"type": "committed", "at": 1.6, "node": 2, "offsets": {"0": 41}}   OffsetFetch: partitions with an offset
+    {"type": "no-coordinator", "at": 1.7}   no broker named a coordinator, or the one named did not answer
 
 produce and consume run for --seconds or until SIGTERM, whichever is first; produce then
 flushes (bounded by message.timeout.ms) before it exits.
@@ -271,7 +272,9 @@ def group_watch(args: argparse.Namespace) -> int:
     try:
         while not stop.is_set() and time.monotonic() < deadline:
             described = link.call(69, 1, {"group_ids": [args.group], "include_authorized_operations": False})
-            if described is not None:
+            if described is None:
+                emit(type="no-coordinator", at=time.time())  # none named, or the one named did not answer
+            else:
                 node, answer = described
                 group = answer.groups[0]
                 emit(type="describe", at=time.time(), node=node, error=int(group.error_code), state=group.group_state,

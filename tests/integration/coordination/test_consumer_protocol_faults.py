@@ -33,16 +33,18 @@ from typing import Any, Callable
 
 import pytest
 
+from coordination.groups import offsets_schema
 from tests.integration.conftest import wait_until
 from tests.integration.netns import Network, network  # noqa: F401  (fixture)
 from tests.integration.netns_cluster import ROOT, NetnsBroker, NetnsCluster, client_env, netns_cluster  # noqa: F401
 
 pytestmark = [pytest.mark.integration, pytest.mark.zookeeper, pytest.mark.replication, pytest.mark.timeout(240)]
 
-TOPIC, GROUP, PARTITIONS, MEMBERS = "cgp-cut", "cgp-cut-group", 6, 3
+TOPIC, PARTITIONS, MEMBERS = "cgp-cut", 6, 3
+OFFSETS_PARTITIONS = 4
 SESSION_MS = 4000  # zookeeper.session.timeout.ms: a cut-off broker's session expires after this
 SETTINGS = {"zookeeper.session.timeout.ms": SESSION_MS, "replica.lag.time.max.ms": 3000,
-            "offsets.topic.num.partitions": 4, "offsets.topic.replication.factor": 3, "min.insync.replicas": 2,
+            "offsets.topic.num.partitions": OFFSETS_PARTITIONS, "offsets.topic.replication.factor": 3, "min.insync.replicas": 2,
             "group.consumer.heartbeat.interval.ms": 500, "group.consumer.session.timeout.ms": 6000}
 
 
@@ -58,8 +60,8 @@ class GroupRun:
     """The producer, the members and the watcher in the client namespace until the block ends;
     each then stopped by SIGTERM (the producer flushes, the members leave), bounded, by PID."""
 
-    def __init__(self, cluster: NetnsCluster, base_dir: str) -> None:
-        self.cluster, self.base_dir = cluster, base_dir
+    def __init__(self, cluster: NetnsCluster, base_dir: str, group: str) -> None:
+        self.cluster, self.base_dir, self.group = cluster, base_dir, group
         self.bootstrap = cluster.bootstrap(cluster.brokers)
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self.codes: dict[str, int | None] = {}
@@ -79,8 +81,8 @@ class GroupRun:
                                           "--message-timeout-ms", "20000"])
         for index in range(MEMBERS):
             self._start(f"member{index}", [sys.executable, "-m", "tests.integration.group_member", "confluent-consumer",
-                                           self.bootstrap, GROUP, TOPIC, "180"])
-        self._start("watcher", client + ["group-watch", "--bootstrap", self.bootstrap, "--group", GROUP, "--topic",
+                                           self.bootstrap, self.group, TOPIC, "180"])
+        self._start("watcher", client + ["group-watch", "--bootstrap", self.bootstrap, "--group", self.group, "--topic",
                                          TOPIC, "--partitions", str(PARTITIONS), "--seconds", "180",
                                          "--interval", "0.25"])
         return self
@@ -188,8 +190,14 @@ def summary(run: GroupRun) -> str:
     for e in events:
         counts[e["event"]] = counts.get(e["event"], 0) + 1
     epochs = [d["group_epoch"] for d in described]
+    # What the watcher got instead of a describe, by node and error code (the fault's bite).
+    refused: dict[str, int] = {}
+    for seen in run.observations():
+        if seen["type"] == "no-coordinator" or (seen["type"] == "describe" and seen["error"] != 0):
+            key = "none" if seen["type"] == "no-coordinator" else f"node {seen['node']} error {seen['error']}"
+            refused[key] = refused.get(key, 0) + 1
     return (f"acked {len(run.acked())}, read {len(run.read())} distinct; member events {counts}; "
-            f"describes by node {by_node}; group epochs {min(epochs, default=0)}..{max(epochs, default=0)}; "
+            f"describes by node {by_node}, refused {refused}; group epochs {min(epochs, default=0)}..{max(epochs, default=0)}; "
             f"commit observations {sum(o['type'] == 'committed' for o in run.observations())}")
 
 
@@ -200,12 +208,30 @@ def full_isrs(cluster: NetnsCluster, topic: str, partitions: int) -> bool:
 
 
 def all_in_sync(cluster: NetnsCluster) -> bool:
-    return full_isrs(cluster, TOPIC, PARTITIONS) and full_isrs(cluster, "__consumer_offsets", 4)
+    return full_isrs(cluster, TOPIC, PARTITIONS) and full_isrs(cluster, "__consumer_offsets", OFFSETS_PARTITIONS)
 
 
-def coordinator_node(cluster: NetnsCluster, brokers: list[NetnsBroker]) -> int:
-    """The broker FindCoordinator, asked of ``brokers``, names for the group."""
-    done = cluster.run(["group-coordinator", "--bootstrap", cluster.bootstrap(brokers), "--group", GROUP,
+def offsets_leader(cluster: NetnsCluster, group: str) -> int:
+    """The broker leading the __consumer_offsets partition that holds ``group``'s records."""
+    layout = cluster.describe(cluster.brokers, "__consumer_offsets")
+    return layout.get(offsets_schema.partition_for(group, OFFSETS_PARTITIONS), (-1,))[0]
+
+
+def group_stored_on(cluster: NetnsCluster, node: int) -> str:
+    """A group id whose records go to a __consumer_offsets partition ``node`` leads, so that
+    cutting ``node`` off takes away both the coordinator and the leader of the group's state:
+    the new coordinator loads the group from a partition whose leader is elected meanwhile."""
+    layout = cluster.describe(cluster.brokers, "__consumer_offsets")
+    for index in range(200):
+        group = f"cgp-cut-{index}"
+        if layout.get(offsets_schema.partition_for(group, OFFSETS_PARTITIONS), (-1,))[0] == node:
+            return group
+    raise AssertionError(f"broker {node} leads no partition of __consumer_offsets: {layout}")
+
+
+def coordinator_node(cluster: NetnsCluster, brokers: list[NetnsBroker], group: str) -> int:
+    """The broker FindCoordinator, asked of ``brokers``, names for ``group``."""
+    done = cluster.run(["group-coordinator", "--bootstrap", cluster.bootstrap(brokers), "--group", group,
                         "--seconds", "10"], timeout=30)
     assert done.returncode == 0, f"no group coordinator found: {done.stderr[-2000:]}"
     return int(json.loads(done.stdout.splitlines()[-1])["node_id"])
@@ -214,7 +240,7 @@ def coordinator_node(cluster: NetnsCluster, brokers: list[NetnsBroker]) -> int:
 def start(cluster: NetnsCluster) -> list[NetnsBroker]:
     brokers = cluster.start_brokers(3, SETTINGS)
     cluster.create(TOPIC, PARTITIONS, 3, {"min.insync.replicas": "2"})
-    coordinator_node(cluster, brokers)  # the first elected coordinator creates __consumer_offsets
+    coordinator_node(cluster, brokers, "any")  # the first elected coordinator creates __consumer_offsets
     wait_until(lambda: all_in_sync(cluster), 60, "every partition with three in-sync replicas", interval=0.5)
     return brokers
 
@@ -223,23 +249,29 @@ def run_with_cut(cluster: NetnsCluster, net: Network, tmp_path: Any,
                  cut: Callable[[NetnsBroker, list[NetnsBroker]], None], heal: Callable[[NetnsBroker], None],
                  what: str) -> None:
     brokers = start(cluster)
-    with GroupRun(cluster, str(tmp_path)) as run:
+    # One coordinator process serves every group: the broker hosting it is the one to cut off.
+    node = coordinator_node(cluster, brokers, "any")
+    group = group_stored_on(cluster, node)
+    with GroupRun(cluster, str(tmp_path), group) as run:
         try:
             wait_until(judged(run, lambda: run.stable_and_whole() and len(run.read()) >= 100), 60,
                        "the three members stable, holding the six partitions, and reading", interval=0.5)
-            node = coordinator_node(cluster, brokers)
+            assert coordinator_node(cluster, brokers, group) == node
+            stored_on = offsets_leader(cluster, group)
             victim = brokers[node - 1]
             others = [b for b in brokers if b is not victim]
             cut(victim, others)
             began = time.time()
             try:
                 # Its ZooKeeper session expires; the others elect a coordinator, which loads the group.
-                wait_until(lambda: coordinator_node(cluster, others) != node, SESSION_MS / 1000 + 20,
+                wait_until(lambda: coordinator_node(cluster, others, group) != node, SESSION_MS / 1000 + 20,
                            f"a coordinator elected away from broker {node}", interval=0.5)
+                elected = time.time()
                 # The clients find it (a zombie they still reach must send them on), and the group
                 # carries on with it for a while before the old one comes back.
-                wait_until(judged(run, lambda: {d["node"] for d in run.describes() if d["at"] >= began} - {node}), 30,
+                wait_until(judged(run, lambda: {d["node"] for d in run.describes() if d["at"] >= began} - {node}), 40,
                            f"the new coordinator answering the watcher while broker {node} is cut off", interval=0.5)
+                answered = min(d["at"] for d in run.describes() if d["at"] >= began and d["node"] != node)
                 time.sleep(2)
             finally:
                 heal(victim)
@@ -258,7 +290,10 @@ def run_with_cut(cluster: NetnsCluster, net: Network, tmp_path: Any,
                 print(f"member{index} stderr:\n{run.stderr(f'member{index}')}")
             raise
     moved = {d["node"] for d in run.describes() if began <= d["at"] <= healed}
-    print(f"{what} of broker {node} for {healed - began:.1f} s; {summary(run)}")  # shown with -rP
+    # Shown with -rP: how much the run exercised.
+    print(f"{what} of broker {node} for {healed - began:.1f} s (another coordinator elected after "
+          f"{elected - began:.1f} s, answering the watcher after {answered - began:.1f} s; the group's __consumer_offsets partition led by "
+          f"broker {stored_on} before, by {offsets_leader(cluster, group)} after); {summary(run)}")
     check(run)
     assert len(acked) > 300, summary(run)
     assert moved - {node}, f"no other coordinator answered a describe while broker {node} was cut off: {summary(run)}"
