@@ -9,7 +9,9 @@ that reads ConsumerGroupDescribe and OffsetFetch from whichever broker FindCoord
 
 The fault, once the group is stable and reading: the broker hosting the elected coordinator is
 cut off for longer than its ZooKeeper session, so another broker's coordinator is elected and
-loads the group from the replicated __consumer_offsets; then the cut is healed.
+loads the group from the replicated __consumer_offsets; then the cut is healed. The group id is
+picked so that the cut-off broker also leads the group's __consumer_offsets partition: the new
+coordinator loads from a partition whose leader is elected in the same moment.
 
 - cut off from ZooKeeper and the other brokers only (nftables in its namespace): the clients
   still reach it, and whatever it answers meanwhile is judged too;
@@ -245,7 +247,7 @@ def start(cluster: NetnsCluster) -> list[NetnsBroker]:
     return brokers
 
 
-def run_with_cut(cluster: NetnsCluster, net: Network, tmp_path: Any,
+def run_with_cut(cluster: NetnsCluster, tmp_path: Any,
                  cut: Callable[[NetnsBroker, list[NetnsBroker]], None], heal: Callable[[NetnsBroker], None],
                  what: str) -> None:
     brokers = start(cluster)
@@ -305,12 +307,12 @@ def run_with_cut(cluster: NetnsCluster, net: Network, tmp_path: Any,
 # ---------------------------------------------------------------------- the tests
 def test_the_coordinators_broker_cut_off_from_zookeeper_and_brokers_but_not_clients(
         netns_cluster: NetnsCluster, network: Network, tmp_path: Any) -> None:  # noqa: F811
-    run_with_cut(netns_cluster, network, tmp_path,
+    run_with_cut(netns_cluster, tmp_path,
                  lambda victim, others: network.drop(victim.member, ["zk"] + [b.member for b in others]),
                  lambda victim: network.undrop(victim.member), "cut off from ZooKeeper and brokers")
 
 
 def test_the_coordinators_broker_fully_partitioned_away(netns_cluster: NetnsCluster, network: Network,  # noqa: F811
                                                         tmp_path: Any) -> None:
-    run_with_cut(netns_cluster, network, tmp_path, lambda victim, _others: network.isolate(victim.member),
+    run_with_cut(netns_cluster, tmp_path, lambda victim, _others: network.isolate(victim.member),
                  lambda victim: network.heal(victim.member), "full network partition")
