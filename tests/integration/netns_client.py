@@ -1,7 +1,7 @@
 """Kafka clients for partition tests, run inside the client's network namespace.
 
     ip netns exec <client ns> python -m tests.integration.netns_client produce --bootstrap B --topic T --partitions 3
-    ... consume | read-all | describe | create | ping | zk-ready | zk-wait
+    ... consume | read-all | describe | create | ping | zk-ready | zk-wait | group-coordinator | group-watch
 
 The test process lives in the root namespace and cannot reach the brokers' addresses, so
 every client runs here, in a process of its own, and reports on stdout, one JSON object a
@@ -12,6 +12,14 @@ line, which the test feeds to a History (tests/integration/replication_history.p
     {"type": "info", "partition": 0, "value": "w38", "error": "..."} timed out: may or may not be
     {"type": "read", "partition": 0, "offset": 12, "value": "w36"}   what the consumer polled
     {"type": "final", "partition": 0, "records": [[0, "w0"], ...]}  read-all: offset 0 to the high watermark
+
+group-watch observes a consumer group (KIP-848) as a client sees it, from whichever broker
+FindCoordinator names, and says which node answered:
+
+    {"type": "describe", "at": 1.5, "node": 2, "error": 0, "state": "Stable", "group_epoch": 3,
+     "assignment_epoch": 3, "members": [{"member_id": "m", "member_epoch": 3, "partitions": [0, 1]}]}
+    {"type": "committed", "at": 1.6, "node": 2, "offsets": {"0": 41}}   OffsetFetch: partitions with an offset
+    {"type": "no-coordinator", "at": 1.7}   no broker named a coordinator, or the one named did not answer
 
 produce and consume run for --seconds or until SIGTERM, whichever is first; produce then
 flushes (bounded by message.timeout.ms) before it exits.
@@ -178,8 +186,119 @@ def zk_wait(args: argparse.Namespace) -> int:
         client.close()
 
 
+class CoordinatorLink:
+    """Raw requests to the broker FindCoordinator names for a group, found afresh on every
+    call (the coordinator moves under faults), trying the broker that answered last first.
+    Every socket operation is bounded, so a cut-off broker costs a timeout, never a hang."""
+
+    def __init__(self, bootstraps: list[str], group: str, timeout: float = 2.0) -> None:
+        self.bootstraps, self.group, self.timeout = bootstraps, group, timeout
+        self.clients: dict[str, Any] = {}
+
+    def _client(self, address: str) -> Any:
+        from tests.integration.kio_client import KioClient
+
+        if address not in self.clients:
+            self.clients[address] = KioClient(address, timeout=self.timeout, client_id="group-watch")
+        return self.clients[address]
+
+    def _drop(self, address: str) -> None:
+        client = self.clients.pop(address, None)
+        if client is not None:
+            client.close()
+
+    def call(self, api_key: int, version: int, fields: dict[str, Any]) -> tuple[int, Any] | None:
+        """(node id, answer) from the coordinator, or None if no broker named one that answered."""
+        from kio.index import load_request_schema
+
+        from broker.protocol.build import build
+
+        for address in list(self.bootstraps):
+            try:
+                found = self._client(address).call(10, 4, build(load_request_schema(10, 4),
+                                                                {"key_type": 0, "coordinator_keys": [self.group]}))
+            except (OSError, ConnectionError):
+                self._drop(address)
+                continue
+            named = found.coordinators[0]
+            if named.error_code != 0:
+                continue
+            # The one that answered goes first next time.
+            self.bootstraps.remove(address)
+            self.bootstraps.insert(0, address)
+            target = f"{named.host}:{named.port}"
+            try:
+                return int(named.node_id), self._client(target).call(api_key, version,
+                                                                     build(load_request_schema(api_key, version), fields))
+            except (OSError, ConnectionError):
+                self._drop(target)
+                return None
+        return None
+
+    def close(self) -> None:
+        for address in list(self.clients):
+            self._drop(address)
+
+
+def group_coordinator(args: argparse.Namespace) -> int:
+    """The node id FindCoordinator (key type 0) names for --group, asked of the --bootstrap
+    brokers in turn until one names a coordinator or --seconds pass."""
+    from kio.index import load_request_schema
+
+    from broker.protocol.build import build
+    from tests.integration.kio_client import KioClient
+
+    deadline = time.monotonic() + args.seconds
+    while time.monotonic() < deadline:
+        for address in args.bootstrap.split(","):
+            try:
+                with KioClient(address, timeout=2) as client:
+                    answer = client.call(10, 4, build(load_request_schema(10, 4),
+                                                      {"key_type": 0, "coordinator_keys": [args.group]}))
+            except (OSError, ConnectionError):
+                continue
+            if answer.coordinators[0].error_code == 0:
+                emit(node_id=int(answer.coordinators[0].node_id))
+                return 0
+        time.sleep(0.3)
+    return 1
+
+
+def group_watch(args: argparse.Namespace) -> int:
+    """ConsumerGroupDescribe and OffsetFetch of --group every --interval s, as the group's
+    coordinator answers them, until --seconds pass or SIGTERM."""
+    link = CoordinatorLink(args.bootstrap.split(","), args.group)
+    deadline = time.monotonic() + args.seconds
+    try:
+        while not stop.is_set() and time.monotonic() < deadline:
+            described = link.call(69, 1, {"group_ids": [args.group], "include_authorized_operations": False})
+            if described is None:
+                emit(type="no-coordinator", at=time.time())  # none named, or the one named did not answer
+            else:
+                node, answer = described
+                group = answer.groups[0]
+                emit(type="describe", at=time.time(), node=node, error=int(group.error_code), state=group.group_state,
+                     group_epoch=int(group.group_epoch), assignment_epoch=int(group.assignment_epoch),
+                     members=[{"member_id": m.member_id, "member_epoch": int(m.member_epoch),
+                               "partitions": sorted(int(p) for t in m.assignment.topic_partitions for p in t.partitions)}
+                              for m in group.members])
+            fetched = link.call(9, 7, {"group_id": args.group, "require_stable": False, "topics": [
+                {"name": args.topic, "partition_indexes": list(range(args.partitions))}]})
+            if fetched is not None:
+                node, answer = fetched
+                if int(answer.error_code) == 0:
+                    emit(type="committed", at=time.time(), node=node,
+                         offsets={str(p.partition_index): int(p.committed_offset) for t in answer.topics
+                                  for p in t.partitions if p.error_code == 0 and p.committed_offset >= 0})
+            stop.wait(args.interval)
+    finally:
+        link.close()
+    return 0
+
+
 COMMANDS = {"produce": produce, "consume": consume, "read-all": read_all, "describe": describe, "create": create,
-            "ping": ping, "zk-ready": zk_ready, "zk-wait": zk_wait}
+            "ping": ping, "zk-ready": zk_ready, "zk-wait": zk_wait,
+            "group-coordinator": group_coordinator, "group-watch": group_watch}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -196,6 +315,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--zk", default="")
     parser.add_argument("--path", default="/brokers/ids")
     parser.add_argument("--count", type=int, default=1)
+    parser.add_argument("--group", default="", help="group-watch: the consumer group")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: stop.set())  # stop producing/reading, then flush and exit
     return COMMANDS[args.command](args)
