@@ -56,7 +56,6 @@ OffsetsSchemaError, and so does a known tag whose data is not exactly its size.
 
 from __future__ import annotations
 
-import struct
 import uuid
 from dataclasses import dataclass
 from typing import Callable, ClassVar, Union
@@ -67,15 +66,11 @@ from coordination.groups.offsets_schema import (
     INT32,
     INT64,
     Buffer,
-    OffsetsSchemaError,
     SchemaReader,
-    string_bytes,
 )
+from coordination.groups.record_codec import TAG_0, RecordWriter, read_int32_array, read_tags, read_uuid
 
-VALUE_VERSION = 0  # the only version of every value; flexible
-_INT32_MAX = (1 << 31) - 1
-TAG_0 = 0  # every schema here has at most one tagged field, tag 0
-_UUID_SIZE = 16
+VALUE_VERSION = 0  # the only version of every value; flexible; every tagged field is tag 0
 
 
 # --- keys -------------------------------------------------------------------------------
@@ -274,87 +269,11 @@ VALUE_OF_KEY: dict[type, type] = {  # the value class of each key class
 # --- writing ----------------------------------------------------------------------------
 
 
-class _Writer:
-    """One key or value being written; every field is checked against its type, so a value
-    that does not fit its schema raises OffsetsSchemaError, never struct.error."""
-
-    __slots__ = ("out",)
-
-    def __init__(self) -> None:
-        self.out = bytearray()
-
-    def fixed(self, fmt: struct.Struct, value: int, field: str) -> None:
-        try:
-            self.out += fmt.pack(value)
-        except struct.error:
-            raise OffsetsSchemaError(f"{field} {value!r} does not fit {fmt.size * 8} bits") from None
-
-    def uvarint(self, value: int) -> None:
-        while value >= 0x80:
-            self.out.append((value & 0x7F) | 0x80)
-            value >>= 7
-        self.out.append(value)
-
-    def uuid(self, value: uuid.UUID) -> None:
-        self.out += value.bytes
-
-    def _utf8(self, value: str, field: str) -> bytes:
-        return string_bytes(value, field)
-
-    def string(self, value: str, field: str) -> None:
-        """A non-flexible (key) string: int16 length."""
-        raw = self._utf8(value, field)
-        self.out += INT16.pack(len(raw))
-        self.out += raw
-
-    def compact_string(self, value: str | None, field: str) -> None:
-        if value is None:
-            self.uvarint(0)
-            return
-        raw = self._utf8(value, field)
-        self.uvarint(len(raw) + 1)
-        self.out += raw
-
-    def compact_bytes(self, value: bytes, field: str) -> None:
-        if len(value) >= _INT32_MAX:
-            raise OffsetsSchemaError(f"{field} of {len(value)} bytes is too long")
-        self.uvarint(len(value) + 1)
-        self.out += value
-
-    def count(self, count: int, field: str) -> None:
-        """A compact array's count (the elements follow)."""
-        if count >= _INT32_MAX:
-            raise OffsetsSchemaError(f"{field} has {count} elements, too many")
-        self.uvarint(count + 1)
-
-    def int32_array(self, values: tuple[int, ...], field: str) -> None:
-        self.count(len(values), field)
-        for value in values:
-            self.fixed(INT32, value, field)
-
-    def tagged(self, fields: list[tuple[int, bytes]]) -> None:
-        """A tagged-field section of (tag, data) in ascending tag order."""
-        self.uvarint(len(fields))
-        for tag, data in sorted(fields):
-            self.uvarint(tag)
-            self.uvarint(len(data))
-            self.out += data
-
-    def no_tags(self) -> None:
-        self.out.append(0)
-
-
-def _sub_writer(write: Callable[[_Writer], None]) -> bytes:
-    writer = _Writer()
-    write(writer)
-    return bytes(writer.out)
-
-
 def encode_key(key: ConsumerGroupKey) -> bytes:
     """The key as Kafka writes it: int16 record type, then its strings (int16 lengths)."""
     if type(key) not in VALUE_OF_KEY:
         raise TypeError(f"not a consumer group record key: {key!r}")
-    writer = _Writer()
+    writer = RecordWriter()
     writer.out += INT16.pack(key.RECORD_TYPE)
     writer.string(key.group_id, "groupId")
     if isinstance(key, (ConsumerGroupMemberMetadataKey, ConsumerGroupTargetAssignmentMemberKey,
@@ -367,13 +286,13 @@ def encode_key(key: ConsumerGroupKey) -> bytes:
 
 def encode_value(value: ConsumerGroupValue) -> bytes:
     """The value (version 0, the only one) as Kafka writes it."""
-    writer = _Writer()
+    writer = RecordWriter()
     writer.out += INT16.pack(VALUE_VERSION)
     if isinstance(value, ConsumerGroupMetadataValue):
         writer.fixed(INT32, value.epoch, "epoch")
         tags = []
         if value.metadata_hash != 0:
-            tags.append((TAG_0, _sub_writer(lambda w: w.fixed(INT64, value.metadata_hash, "metadataHash"))))
+            tags.append((TAG_0, writer.sub(lambda w: w.fixed(INT64, value.metadata_hash, "metadataHash"))))
         writer.tagged(tags)
     elif isinstance(value, ConsumerGroupPartitionMetadataValue):
         _write_partition_metadata(writer, value)
@@ -383,7 +302,7 @@ def encode_value(value: ConsumerGroupValue) -> bytes:
         writer.fixed(INT32, value.assignment_epoch, "assignmentEpoch")
         tags = []
         if value.assignment_timestamp != 0:
-            tags.append((TAG_0, _sub_writer(lambda w: w.fixed(INT64, value.assignment_timestamp, "assignmentTimestamp"))))
+            tags.append((TAG_0, writer.sub(lambda w: w.fixed(INT64, value.assignment_timestamp, "assignmentTimestamp"))))
         writer.tagged(tags)
     elif isinstance(value, ConsumerGroupTargetAssignmentMemberValue):
         writer.count(len(value.topic_partitions), "topicPartitions")
@@ -411,7 +330,7 @@ def encode_value(value: ConsumerGroupValue) -> bytes:
     return bytes(writer.out)
 
 
-def _write_partition_metadata(writer: _Writer, value: ConsumerGroupPartitionMetadataValue) -> None:
+def _write_partition_metadata(writer: RecordWriter, value: ConsumerGroupPartitionMetadataValue) -> None:
     writer.count(len(value.topics), "topics")
     for topic in value.topics:
         writer.uuid(topic.topic_id)
@@ -428,7 +347,7 @@ def _write_partition_metadata(writer: _Writer, value: ConsumerGroupPartitionMeta
     writer.no_tags()
 
 
-def _write_member_metadata(writer: _Writer, value: ConsumerGroupMemberMetadataValue) -> None:
+def _write_member_metadata(writer: RecordWriter, value: ConsumerGroupMemberMetadataValue) -> None:
     writer.compact_string(value.instance_id, "instanceId")
     writer.compact_string(value.rack_id, "rackId")
     writer.compact_string(value.client_id, "clientId")
@@ -445,10 +364,10 @@ def _write_member_metadata(writer: _Writer, value: ConsumerGroupMemberMetadataVa
     elif classic == EMPTY_CLASSIC_MEMBER_METADATA:
         writer.tagged([])
     else:
-        writer.tagged([(TAG_0, _sub_writer(lambda w: _write_classic(w, classic)))])
+        writer.tagged([(TAG_0, writer.sub(lambda w: _write_classic(w, classic)))])
 
 
-def _write_classic(writer: _Writer, classic: ClassicMemberMetadata) -> None:
+def _write_classic(writer: RecordWriter, classic: ClassicMemberMetadata) -> None:
     writer.uvarint(1)  # a nullable struct's "present" marker
     writer.fixed(INT32, classic.session_timeout_ms, "sessionTimeoutMs")
     writer.count(len(classic.supported_protocols), "supportedProtocols")
@@ -459,7 +378,7 @@ def _write_classic(writer: _Writer, classic: ClassicMemberMetadata) -> None:
     writer.no_tags()
 
 
-def _write_current_partitions(writer: _Writer, topics: tuple[CurrentTopicPartitions, ...], field: str) -> None:
+def _write_current_partitions(writer: RecordWriter, topics: tuple[CurrentTopicPartitions, ...], field: str) -> None:
     writer.count(len(topics), field)
     for topic in topics:
         writer.uuid(topic.topic_id)
@@ -470,7 +389,7 @@ def _write_current_partitions(writer: _Writer, topics: tuple[CurrentTopicPartiti
         elif not epochs:
             writer.tagged([])
         else:
-            writer.tagged([(TAG_0, _sub_writer(lambda w: w.int32_array(epochs, "assignmentEpochs")))])
+            writer.tagged([(TAG_0, writer.sub(lambda w: w.int32_array(epochs, "assignmentEpochs")))])
 
 
 # --- reading ----------------------------------------------------------------------------
@@ -519,27 +438,6 @@ def decode_value(key_class: type, data: Buffer) -> ConsumerGroupValue:
     return value
 
 
-def _tags(reader: SchemaReader, known: Callable[[SchemaReader], None] | None = None) -> None:
-    """A tagged-field section: tag 0 (the only tag any of these schemas has) to ``known``,
-    reading exactly its bytes; other tags skipped."""
-    for _ in range(reader.uvarint("tagged field count")):
-        tag = reader.uvarint("tag")
-        raw = reader.take(reader.uvarint("tagged field size"), "tagged field")
-        if tag == TAG_0 and known is not None:
-            field_reader = SchemaReader(raw, f"{reader.what} tag {tag}")
-            known(field_reader)
-            field_reader.finish()
-
-
-def _int32_array(reader: SchemaReader, field: str) -> tuple[int, ...]:
-    # No preallocation from the count: a garbage count runs out of bytes, not of memory.
-    return tuple(reader.int32(field) for _ in range(reader.array_count(field, True)))
-
-
-def _uuid(reader: SchemaReader, field: str) -> uuid.UUID:
-    return uuid.UUID(bytes=reader.take(_UUID_SIZE, field))
-
-
 def _read_group_metadata(reader: SchemaReader) -> ConsumerGroupMetadataValue:
     epoch = reader.int32("epoch")
     metadata_hash = 0
@@ -548,25 +446,25 @@ def _read_group_metadata(reader: SchemaReader) -> ConsumerGroupMetadataValue:
         nonlocal metadata_hash
         metadata_hash = tag.int64("metadataHash")
 
-    _tags(reader, read_hash)
+    read_tags(reader, read_hash)
     return ConsumerGroupMetadataValue(epoch, metadata_hash)
 
 
 def _read_partition_metadata(reader: SchemaReader) -> ConsumerGroupPartitionMetadataValue:
     topics = []
     for _ in range(reader.array_count("topics", True)):
-        topic_id = _uuid(reader, "topicId")
+        topic_id = read_uuid(reader, "topicId")
         topic_name = reader.string("topicName", True)
         num_partitions = reader.int32("numPartitions")
         partitions = []
         for _ in range(reader.array_count("partitionMetadata", True)):
             partition = reader.int32("partition")
             racks = tuple(reader.string("racks", True) for _ in range(reader.array_count("racks", True)))
-            _tags(reader)
+            read_tags(reader)
             partitions.append(PartitionRacks(partition, racks))
-        _tags(reader)
+        read_tags(reader)
         topics.append(TopicMetadata(topic_id, topic_name, num_partitions, tuple(partitions)))
-    _tags(reader)
+    read_tags(reader)
     return ConsumerGroupPartitionMetadataValue(tuple(topics))
 
 
@@ -592,12 +490,12 @@ def _read_member_metadata(reader: SchemaReader) -> ConsumerGroupMemberMetadataVa
         for _ in range(tag.array_count("supportedProtocols", True)):
             name = tag.string("name", True)
             metadata = tag.bytes_("metadata", True)
-            _tags(tag)
+            read_tags(tag)
             protocols.append(ClassicProtocol(name, metadata))
-        _tags(tag)
+        read_tags(tag)
         classic = ClassicMemberMetadata(session_timeout, tuple(protocols))
 
-    _tags(reader, read_classic)
+    read_tags(reader, read_classic)
     return ConsumerGroupMemberMetadataValue(instance_id, rack_id, client_id, client_host, names, regex,
                                             rebalance_timeout, server_assignor, classic)
 
@@ -610,26 +508,26 @@ def _read_target_metadata(reader: SchemaReader) -> ConsumerGroupTargetAssignment
         nonlocal timestamp
         timestamp = tag.int64("assignmentTimestamp")
 
-    _tags(reader, read_timestamp)
+    read_tags(reader, read_timestamp)
     return ConsumerGroupTargetAssignmentMetadataValue(epoch, timestamp)
 
 
 def _read_target_member(reader: SchemaReader) -> ConsumerGroupTargetAssignmentMemberValue:
     topics = []
     for _ in range(reader.array_count("topicPartitions", True)):
-        topic_id = _uuid(reader, "topicId")
-        partitions = _int32_array(reader, "partitions")
-        _tags(reader)
+        topic_id = read_uuid(reader, "topicId")
+        partitions = read_int32_array(reader, "partitions")
+        read_tags(reader)
         topics.append(TargetTopicPartitions(topic_id, partitions))
-    _tags(reader)
+    read_tags(reader)
     return ConsumerGroupTargetAssignmentMemberValue(tuple(topics))
 
 
 def _read_current_partitions(reader: SchemaReader, field: str) -> tuple[CurrentTopicPartitions, ...]:
     topics = []
     for _ in range(reader.array_count(field, True)):
-        topic_id = _uuid(reader, "topicId")
-        partitions = _int32_array(reader, "partitions")
+        topic_id = read_uuid(reader, "topicId")
+        partitions = read_int32_array(reader, "partitions")
         epochs: tuple[int, ...] | None = ()  # when the tag is absent
 
         def read_epochs(tag: SchemaReader) -> None:
@@ -637,7 +535,7 @@ def _read_current_partitions(reader: SchemaReader, field: str) -> tuple[CurrentT
             count = tag.nullable_array_count("assignmentEpochs", True)
             epochs = None if count < 0 else tuple(tag.int32("assignmentEpochs") for _ in range(count))
 
-        _tags(reader, read_epochs)
+        read_tags(reader, read_epochs)
         topics.append(CurrentTopicPartitions(topic_id, partitions, epochs))
     return tuple(topics)
 
@@ -648,7 +546,7 @@ def _read_current_assignment(reader: SchemaReader) -> ConsumerGroupCurrentMember
     state = reader.int8("state")
     assigned = _read_current_partitions(reader, "assignedPartitions")
     pending = _read_current_partitions(reader, "partitionsPendingRevocation")
-    _tags(reader)
+    read_tags(reader)
     return ConsumerGroupCurrentMemberAssignmentValue(member_epoch, previous_epoch, state, assigned, pending)
 
 
@@ -656,7 +554,7 @@ def _read_regular_expression(reader: SchemaReader) -> ConsumerGroupRegularExpres
     topics = tuple(reader.string("topics", True) for _ in range(reader.array_count("topics", True)))
     version = reader.int64("version")
     timestamp = reader.int64("timestamp")
-    _tags(reader)
+    read_tags(reader)
     return ConsumerGroupRegularExpressionValue(topics, version, timestamp)
 
 

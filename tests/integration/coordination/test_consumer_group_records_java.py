@@ -10,9 +10,6 @@ and writes them back, which must give our bytes again.
 from __future__ import annotations
 
 import dataclasses
-import shutil
-import subprocess
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -35,14 +32,12 @@ from coordination.groups.consumer.records import (
     encode_key,
     encode_value,
 )
-from loadtest.kafka_peer import DEFAULT_VERSION, broker_jars, missing_tools
+from tests.integration.coordination.kafka_serde_java import compile_program, run_program
 from tests.unit.coordination.test_consumer_group_records import EVERY_KEY, EVERY_VALUE, TOPIC_A, texts, values
 
 pytestmark = [pytest.mark.integration, pytest.mark.kafka_serde, pytest.mark.timeout(600)]
 
-SOURCE = Path(__file__).resolve().parents[2] / "java_coordinator" / "castle" / "ConsumerGroupRecords.java"
-COMPILE_TIMEOUT = 180.0
-RUN_TIMEOUT = 60.0
+PROGRAM = "ConsumerGroupRecords"
 
 # The program's GOLDEN records, by name: what we encode for the same fields.
 GOLDEN: dict[str, tuple[ConsumerGroupKey, ConsumerGroupValue | None]] = {
@@ -63,25 +58,12 @@ GOLDEN["metadata-tombstone"] = (ConsumerGroupMetadataKey("g"), None)
 
 @pytest.fixture(scope="module")
 def classpath(tmp_path_factory: Any) -> str:
-    missing = missing_tools(DEFAULT_VERSION) + [tool for tool in ("javac",) if shutil.which(tool) is None]
-    if missing:
-        pytest.fail(f"Kafka's serializer needs {', '.join(missing)} on PATH (apt-get install default-jdk-headless maven)")
-    lib = broker_jars(DEFAULT_VERSION)
-    classes = tmp_path_factory.mktemp("classes")
-    done = subprocess.run(["javac", "-nowarn", "-encoding", "UTF-8", "--release", "17", "-cp", f"{lib}/*",
-                           "-d", str(classes), str(SOURCE)],
-                          capture_output=True, text=True, timeout=COMPILE_TIMEOUT, stdin=subprocess.DEVNULL)
-    assert done.returncode == 0, f"javac failed:\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
-    return f"{classes}:{lib}/*"
+    return compile_program(PROGRAM, tmp_path_factory.mktemp("classes"))
 
 
 def run_kafka_serde(classpath: str, records: list[tuple[bytes, bytes | None]]) -> list[list[str]]:
     stdin = "".join(f"{key.hex()} {'-' if value is None else value.hex()}\n" for key, value in records)
-    done = subprocess.run(["java", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xmx128m", "-cp", classpath,
-                           "castle.ConsumerGroupRecords"],
-                          input=stdin, capture_output=True, text=True, timeout=RUN_TIMEOUT)
-    assert done.returncode == 0, done.stderr[-4000:]
-    return [line.split(" ") for line in done.stdout.splitlines()]
+    return run_program(classpath, PROGRAM, stdin)
 
 
 def test_kafka_builds_the_bytes_we_write(classpath: str) -> None:
