@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 JVM_FLAGS = ["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xlog:disable", "-Xlog:all=warning:stderr"]
-ARCHIVE_TIMEOUT = 300.0
+ARCHIVE_TIMEOUT = 120.0  # made within a test's time (pytest-timeout): past this, the JVMs start without it
 
 # What the archiving session runs: a batch job with a shuffle, and the castle source registered.
 # The driver writes the archive as it exits, once its stdin closes; the job waits for that.
