@@ -387,12 +387,38 @@ def broker(request: pytest.FixtureRequest, broker_factory: Callable[..., Broker]
     return broker_factory(workers=workers, overrides=params)
 
 
+def shared_broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
+    """The body of a module's own ``broker`` fixture of scope "module": one broker for every
+    test of a module whose tests each keep to topics (and groups) of their own and leave it
+    serving, so that a test pays for its requests, not for starting a broker. Parametrized as
+    ``broker`` is (one broker per distinct parameter); stopped as broker_factory stops its own.
+
+        @pytest.fixture(scope="module")
+        def broker(request, tmp_path_factory):
+            yield from shared_broker(request, tmp_path_factory)
+    """
+    params = dict(getattr(request, "param", None) or {})
+    workers = int(params.pop("workers", 2))
+    broker = Broker(str(tmp_path_factory.mktemp("broker")), workers, params)
+    try:
+        broker.start()
+        yield broker
+    finally:
+        unclean = stop_all([broker])
+    if unclean:
+        pytest.fail("broker did not stop cleanly on SIGTERM: " + "\n".join(unclean))
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     outcome = yield
     report = outcome.get_result()
     if report.failed:
-        for broker in getattr(item, "_castle_brokers", []):
+        brokers = list(getattr(item, "_castle_brokers", []))
+        shared = getattr(item, "funcargs", {}).get("broker")  # a module's shared_broker
+        if isinstance(shared, Broker) and shared not in brokers:
+            brokers.append(shared)
+        for broker in brokers:
             report.sections.append((f"castle broker {broker.bootstrap} stderr ({broker.stderr_path})", broker.stderr()))
         for member in getattr(item, "_castle_members", []):  # test_groups.py's member processes
             report.sections.append((f"group member pid {member.pid} stderr ({member.stderr_path})", member.stderr_tail(60)))

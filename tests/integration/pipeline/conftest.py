@@ -18,6 +18,7 @@ from typing import Any, Iterator
 import pytest
 
 from tests.integration.conftest import Broker
+from tests.integration.pipeline.spark_jvm import ensure_archive, spark_jvm_env
 
 pyspark = pytest.importorskip("pyspark")
 
@@ -29,6 +30,7 @@ def spark() -> Iterator[Any]:
     # Executors must run our interpreter (the venv has pyarrow, confluent-kafka, pipeline).
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    os.environ.update(spark_jvm_env(ensure_archive()))
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
 

@@ -10,11 +10,14 @@ import signal
 import subprocess
 import sys
 
+from tests.integration.pipeline.spark_jvm import ensure_archive, spark_jvm_env
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
 def job_env(**extra: str) -> dict[str, str]:
-    return {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable, **extra}
+    return {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
+            **spark_jvm_env(ensure_archive()), **extra}
 
 
 def run_job(command: list[str], timeout: float, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -26,7 +26,12 @@ bootstrap, source, sink = sys.argv[1:4]
 spark = SparkSession.builder.master("local-cluster[2,1,1024]").config("spark.ui.enabled", "false").getOrCreate()
 spark.sparkContext.setLogLevel("ERROR")
 register(spark)
-executors = spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1  # less the driver
+import time
+# The executors register a moment after the session is up (the master launches their JVMs).
+context, deadline = spark.sparkContext._jsc.sc(), time.monotonic() + 60
+while context.getExecutorMemoryStatus().size() - 1 < 2 and time.monotonic() < deadline:
+    time.sleep(0.2)
+executors = context.getExecutorMemoryStatus().size() - 1  # less the driver
 df = (spark.read.format("castle").option("kafka.bootstrap.servers", bootstrap).option("subscribe", source)
       .option("minPartitions", "6").load())
 hosts = df.rdd.mapPartitions(lambda rows: [__import__("os").getpid()]).distinct().count()

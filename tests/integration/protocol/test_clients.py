@@ -3,9 +3,12 @@ compression codec, to a 6-partition topic, and reads them back byte for byte."""
 
 from __future__ import annotations
 
+from typing import Iterator
+
 import pytest
 
 from tests.integration.clients import CODECS, CONSUMERS, CREATE_TOPIC, PRODUCERS, assert_same, make_records
+from tests.integration.conftest import Broker, shared_broker
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -13,6 +16,12 @@ PARTITIONS = 6
 SIX_PARTITIONS = [{"num.partitions": PARTITIONS}]
 # 100k records through confluent-kafka over the five codecs, ~10k through each pure-Python client.
 COUNTS = {"confluent": 20_000, "kafka-python": 2_000, "aiokafka": 2_000}
+
+
+@pytest.fixture(scope="module")
+def broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
+    """One broker for the module (one per parameter): each test writes and reads a topic of its own."""
+    yield from shared_broker(request, tmp_path_factory)
 
 
 @pytest.mark.parametrize("codec", CODECS)

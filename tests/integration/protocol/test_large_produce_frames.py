@@ -10,17 +10,24 @@ from __future__ import annotations
 import socket
 import struct
 import time
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 
 from broker.protocol import codec
 from broker.protocol.build import build
 from storage.records import Record, decode_batch, encode_batch, iter_batches
+from tests.integration.conftest import Broker, shared_broker
 from tests.integration.kio_client import KioClient, decode_response, encode_request, read_frame
 from tests.integration.protocol.test_protocol_raw import _create_topic, _fetch, _produce
 
 pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
+    """One broker for the module: each test writes a topic of its own and leaves the broker serving."""
+    yield from shared_broker(request, tmp_path_factory)
 
 BIG = 200 * 1024  # well over LARGE_FRAME (64 KiB): received into a buffer of their own
 
@@ -66,13 +73,14 @@ def _values(client: KioClient, topic: str, topic_id: Any) -> list[bytes]:
 @pytest.mark.parametrize("version", [3, 9, 10])
 def test_a_large_produce_cut_anywhere_on_the_wire_arrives_whole(broker: Any, version: int) -> None:
     with KioClient(broker.bootstrap) as client:
-        topic_id = _create_topic(client, "cut")
+        topic = f"cut-v{version}"
+        topic_id = _create_topic(client, topic)
         sent: list[bytes] = []
         sock = _connect(broker)
         # Cuts inside the header, inside the records, and one byte at a time at the end.
         for correlation_id, cuts in enumerate([[3], [9, 30], [100, 70_000, 150_000], [-1, -2, -3]], start=1):
             records = _batch(b"%d" % correlation_id)
-            frame = _produce_frame("cut", records, correlation_id, version)
+            frame = _produce_frame(topic, records, correlation_id, version)
             points = sorted({c % len(frame) for c in cuts})
             start = 0
             for point in [*points, len(frame)]:
@@ -82,7 +90,7 @@ def test_a_large_produce_cut_anywhere_on_the_wire_arrives_whole(broker: Any, ver
             assert _answer(sock, correlation_id, version).error_code == 0
             sent.extend(r.value for r in decode_batch(records)[1])
         sock.close()
-        assert _values(client, "cut", topic_id) == sent
+        assert _values(client, topic, topic_id) == sent
 
 
 @pytest.mark.parametrize("broker", [{"workers": 1}], indirect=True)

@@ -7,13 +7,19 @@ from __future__ import annotations
 import socket
 import struct
 import warnings
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 
-from tests.integration.conftest import wait_until
+from tests.integration.conftest import Broker, shared_broker, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+
+@pytest.fixture(scope="module")
+def broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
+    """One broker for the module: each test keeps to topics and groups of its own."""
+    yield from shared_broker(request, tmp_path_factory)
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)

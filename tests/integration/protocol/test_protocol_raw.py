@@ -8,7 +8,7 @@ import socket
 import struct
 import time
 import uuid
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 
@@ -17,13 +17,20 @@ from broker.protocol import codec
 from broker.protocol.build import build
 from storage.compression import COMPRESSION_ZSTD
 from storage.records import Record, decode_batch, encode_batch
-from tests.integration.conftest import partition_owned_by
+from tests.integration.conftest import Broker, partition_owned_by, shared_broker
 from tests.integration.kio_client import KioClient, decode_response, encode_request, read_frame
 
 pytestmark = pytest.mark.integration
 
 apis.load_all()
 ADVERTISED = {key: (lo, hi) for key, lo, hi in dispatch.supported_ranges()}
+
+
+@pytest.fixture(scope="module")
+def broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
+    """One broker for the module (one per parameter): each test keeps to topics of its own (the
+    bad frames share a bystander that takes any record) and leaves the broker serving."""
+    yield from shared_broker(request, tmp_path_factory)
 
 
 def _req(api_key: int, version: int, data: dict[str, Any]) -> Any:
