@@ -55,6 +55,8 @@ from typing import Callable, Iterable, Sequence
 
 from kio.schema.errors import ErrorCode
 
+from coordination.share.records import StateBatch
+
 NONE = 0
 INVALID_REQUEST = ErrorCode.invalid_request.value
 INVALID_RECORD_STATE = ErrorCode.invalid_record_state.value
@@ -93,16 +95,6 @@ class AcquiredRecords:
 
     first_offset: int
     last_offset: int
-    delivery_count: int
-
-
-@dataclass(frozen=True)
-class StateBatch:
-    """One state batch of the share coordinator's snapshot (Kafka's PersisterStateBatch)."""
-
-    first_offset: int
-    last_offset: int
-    delivery_state: int  # a RecordState id
     delivery_count: int
 
 
@@ -385,8 +377,9 @@ class SharePartitionState:
 
     # -- persistence -----------------------------------------------------------------------
 
-    def state_batches(self) -> list[StateBatch]:
-        """The snapshot's state batches: maximal runs of equal (state, delivery count).
+    def state_batches(self) -> tuple[StateBatch, ...]:
+        """The snapshot's state batches: maximal runs of equal (state, delivery count), ready for
+        a ShareSnapshot / ShareUpdate value (records.py).
 
         What Kafka would have persisted: an acquisition is never written, so an ACQUIRED record
         appears as it was before (AVAILABLE, one delivery fewer), and records never delivered
@@ -408,7 +401,12 @@ class SharePartitionState:
                 out[-1] = StateBatch(out[-1].first_offset, run.last, int(state), count)
             else:
                 out.append(StateBatch(run.first, run.last, int(state), count))
-        return out
+        return tuple(out)
+
+    def delivery_complete_count(self) -> int:
+        """Records of the window already ACKNOWLEDGED or ARCHIVED (the snapshot's
+        deliveryCompleteCount: with SPSO and SPEO it tells how much of the window is left)."""
+        return sum(run.last - run.first + 1 for run in self._runs if run.state in TERMINAL)
 
     @classmethod
     def from_state(

@@ -20,8 +20,8 @@ from coordination.share.partition_state import (
     AcquiredRecords,
     RecordState,
     SharePartitionState,
-    StateBatch,
 )
+from coordination.share.records import StateBatch
 
 ACCEPT, RELEASE, REJECT, GAP = AcknowledgeType.ACCEPT, AcknowledgeType.RELEASE, AcknowledgeType.REJECT, AcknowledgeType.GAP
 LOCK = 30_000
@@ -253,11 +253,12 @@ def test_state_batches_are_what_kafka_persists() -> None:
     sp.acknowledge("m1", [(12, 13, ACCEPT), (14, 15, RELEASE), (16, 16, REJECT)], now_ms=1)
     sp.acquire("m2", (14, 14), 500, now_ms=2)  # 14 acquired again: persisted as before
     assert sp.start_offset == 10
-    assert sp.state_batches() == [
+    assert sp.state_batches() == (
         StateBatch(12, 13, RecordState.ACKNOWLEDGED, 1),
         StateBatch(14, 15, RecordState.AVAILABLE, 1),
         StateBatch(16, 16, RecordState.ARCHIVED, 1),
-    ]
+    )
+    assert sp.delivery_complete_count() == 3
 
 
 def test_from_state_rebuilds_with_locks_gone() -> None:
