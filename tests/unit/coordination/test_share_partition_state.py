@@ -415,8 +415,10 @@ class SharePartitionModel(RuleBasedStateMachine):
             head = sp.state_of(sp.start_offset).state
             assert head in (RecordState.AVAILABLE, RecordState.ACQUIRED), "SPSO past an unfinished record"
         holders: dict[int, str] = {}
+        complete = 0
         for offset in range(sp.start_offset, sp.end_offset):
             info = sp.state_of(offset)
+            complete += info.state in (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
             assert 0 <= info.delivery_count <= LIMIT
             if info.state == RecordState.ACQUIRED:
                 assert info.member_id in MEMBERS and info.delivery_count >= 1
@@ -429,6 +431,7 @@ class SharePartitionModel(RuleBasedStateMachine):
             for first, last in sp.acquired_by(member):
                 assert all(holders.pop(o) == member for o in range(first, last + 1)), "held by two members"
         assert not holders
+        assert sp.delivery_complete_count() == complete
         batches = sp.state_batches()
         for a, b in zip(batches, batches[1:]):
             assert a.last_offset < b.first_offset
