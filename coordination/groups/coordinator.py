@@ -239,9 +239,13 @@ class GroupCoordinator:
             else:
                 group.set_offset(partition, value, record.offset)
         elif value is None:
+            # The classic group's metadata goes; its offsets are records of their own and stay
+            # (DeleteGroups tombstones them first; a group that changed kind keeps them).
             group = self.groups.get(key.group)
             if group is not None and group.modern is None:
-                self.groups.pop(key.group, None)
+                kept = Group(key.group)
+                kept.offsets, kept.offset_order = group.offsets, group.offset_order
+                self.groups[key.group] = kept
         else:
             assert isinstance(value, schema.GroupValue)
             self.groups[key.group] = self._restore_group(key.group, value, self.groups.get(key.group))

@@ -129,3 +129,24 @@ def test_a_classic_group_is_upgraded_by_a_consumer_member_and_downgraded_when_it
         assert loaded.modern is None and set(loaded.members) == {joined.member_id}, "the log says so too"
 
     asyncio.run(scenario())
+
+
+def test_committed_offsets_survive_every_change_of_kind_and_a_reload(make_cluster: Any) -> None:  # noqa: F811
+    c = make_cluster()
+    c.topic("t", 2)
+
+    async def scenario() -> None:
+        coord = c.coord
+        joined = await coord.join_group("g", _join("", ["t"]), False)
+        ref = MemberRef(joined.generation, joined.member_id, None)
+        await coord.sync_group("g", ref, None, None, [(joined.member_id, encode_assignment({"t": [0, 1]}))])
+        assert await coord.commit_offsets("g", ref, -1, [("t", 0, 11, -1, "")], lambda _t, _p: True) == [0]
+        await Client(c, "m").beat()  # upgrade: the classic record is tombstoned
+        assert c.reload().groups["g"].offsets[("t", 0)].offset == 11
+        assert await c.coord.commit_offsets("g", MemberRef(-1, "", None), -1, [("t", 1, 5, -1, "")],
+                                            lambda _t, _p: True) != [0], "not while the group has members"
+        assert (await c.beat("m", -1, {})).error_code == 0  # downgrade
+        loaded = c.reload().groups["g"]
+        assert loaded.modern is None and loaded.offsets[("t", 0)].offset == 11
+
+    asyncio.run(scenario())
