@@ -20,6 +20,7 @@ ends the session, and the original client hears SESSION_EXPIRED when it reconnec
 
 from __future__ import annotations
 
+import fcntl
 import os
 import random
 import shutil
@@ -54,19 +55,42 @@ def unavailable_reason() -> str | None:
     return None
 
 
+# Ports this process has handed out, each held by an flock on a file of its own: the test
+# processes (xdist workers) never hand out the same port while both live. A port free now can
+# otherwise go to two workers starting brokers in the same second; with SO_REUSEPORT both
+# brokers bind it and share its connections (seen once: two tests' brokers on one port).
+_PORT_LOCKS_DIR = os.path.join(tempfile.gettempdir(), "castle-test-ports")
+_held_port_locks: list[int] = []
+
+
+def _reserve(port: int) -> bool:
+    os.makedirs(_PORT_LOCKS_DIR, exist_ok=True)
+    fd = os.open(os.path.join(_PORT_LOCKS_DIR, str(port)), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return False
+    _held_port_locks.append(fd)  # released when this process exits
+    return True
+
+
 def free_port() -> int:
     """A port free now, chosen below the kernel's ephemeral range: a port the OS hands
     out for bind(0) or connect() (a broker's own worker ports, any client's source port)
     could otherwise be the one a test is about to start a server on. CI once saw a
-    worker's OS-picked port equal the test broker's chosen client port."""
+    worker's OS-picked port equal the test broker's chosen client port. Never one another
+    live test process was given (``_reserve``)."""
     low = ephemeral_range_start()
+    chooser = random.Random(os.urandom(8))
     for _ in range(200):
-        port = random.randrange(max(1024, low - 12000), low)
+        port = chooser.randrange(max(1024, low - 12000), low)
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             try:
                 sock.bind(("127.0.0.1", port))
             except OSError:
                 continue
+        if _reserve(port):
             return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
