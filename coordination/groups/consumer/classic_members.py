@@ -52,6 +52,7 @@ from coordination.groups.consumer.heartbeat import (
     HeartbeatError,
     Plan,
     advance,
+    check_size,
     metadata_hash_of,
     replacement_records,
     subscription_metadata,
@@ -109,20 +110,19 @@ def classic_join(group: ConsumerGroup, join: ClassicJoin, settings: ConsumerSett
     unknown = not join.member_id
     member_id = join.member_id or f"{join.client_id or 'member'}-{uuid.uuid4()}"
     if unknown and join.instance_id is None and join.require_known_member_id:
-        if len(group.members) >= settings.max_size:
-            raise _error(E.group_max_size_reached, "the consumer group is full")
+        check_size(group, settings)
         return ClassicJoinAnswer(int(E.member_id_required), member_id), Plan(HeartbeatAnswer())
     records: list[Record] = []
     replaced: ConsumerMember | None = None
     if join.instance_id is None:
         member = group.members.get(member_id)
         if member is None:  # new, or back with the id MEMBER_ID_REQUIRED gave it (Kafka keeps no list of those)
-            _check_size(group, settings)
+            check_size(group, settings)
             member = ConsumerMember(member_id)
     else:
         static = group.static_member(join.instance_id)
         if static is None:
-            _check_size(group, settings)
+            check_size(group, settings)
             member = ConsumerMember(member_id)
         elif static.member_id == member_id:
             member = static
@@ -150,12 +150,6 @@ def classic_join(group: ConsumerGroup, join: ClassicJoin, settings: ConsumerSett
     after = advance(group, member, updated, replaced, owned, settings, catalog, now_ms, records)
     answer = ClassicJoinAnswer(0, member_id, after.member_epoch, join.protocols[0][0])
     return answer, Plan(HeartbeatAnswer(), records, member_id, None, catalog.version())
-
-
-def _check_size(group: ConsumerGroup, settings: ConsumerSettings) -> None:
-    if len(group.members) >= settings.max_size:
-        raise _error(E.group_max_size_reached,
-                     f"The consumer group has reached its maximum capacity of {settings.max_size} members.")
 
 
 def classic_member(group: ConsumerGroup, member_id: str, instance_id: str | None) -> ConsumerMember:

@@ -110,7 +110,6 @@ class ConsumerGroup:
     # Not persisted: the catalog version the subscribed topics were last resolved at, and
     # the deadlines (monotonic seconds) of the members' sessions and revocations.
     catalog_version: int = -1
-    subscribed: dict[str, tuple[uuid.UUID, int]] = field(default_factory=dict)  # name -> (id, partitions)
     session_deadlines: dict[str, float] = field(default_factory=dict)
     revocation_deadlines: dict[str, tuple[int, float]] = field(default_factory=dict)  # member -> (epoch, deadline)
     deleted: bool = False  # its group record was tombstoned
@@ -135,15 +134,7 @@ class ConsumerGroup:
         """Every topic name any member subscribes to, by name or through a regular expression."""
         names: set[str] = set()
         for member in self.members.values():
-            names.update(member.subscribed_topic_names)
-            if member.subscribed_topic_regex is not None:
-                names.update(self.resolved.get(member.subscribed_topic_regex, ()))
-        return names
-
-    def member_topics(self, member: ConsumerMember) -> set[str]:
-        names = set(member.subscribed_topic_names)
-        if member.subscribed_topic_regex is not None:
-            names.update(self.resolved.get(member.subscribed_topic_regex, ()))
+            names |= topics_of(member, self.resolved)
         return names
 
     def assignor_votes(self) -> list[str | None]:
@@ -194,6 +185,14 @@ class ConsumerGroup:
                 assert isinstance(value, rec.ConsumerGroupRegularExpressionValue)
                 self.resolved[key.regular_expression] = frozenset(value.topics)
         # ConsumerGroupPartitionMetadata (type 4) is recomputed from the topics: nothing to keep.
+
+
+def topics_of(member: ConsumerMember, resolved: Mapping[str, frozenset[str]]) -> set[str]:
+    """The topic names a member subscribes to: its names, and what its regular expression resolved to."""
+    names = set(member.subscribed_topic_names)
+    if member.subscribed_topic_regex is not None:
+        names.update(resolved.get(member.subscribed_topic_regex, ()))
+    return names
 
 
 # --- the records a change writes ------------------------------------------------------------

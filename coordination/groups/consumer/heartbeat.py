@@ -22,14 +22,14 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from kio.schema.errors import ErrorCode
 
 from coordination.groups.consumer import topic_regex
 from coordination.groups.consumer.assignment_spec import GroupSpec, MemberSubscription, TopicKey, TopicMetadata
-from coordination.groups.consumer.assignors import ASSIGNORS, preferred_assignor
+from coordination.groups.consumer.assignors import preferred_assignor
 from coordination.groups.consumer.group import (
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
@@ -46,6 +46,7 @@ from coordination.groups.consumer.group import (
     removal_records,
     target_epoch_record,
     target_member_record,
+    topics_of,
 )
 from coordination.groups.consumer.reconciliation import (
     CurrentAssignment,
@@ -239,7 +240,7 @@ def advance(group: ConsumerGroup, member: ConsumerMember, updated: ConsumerMembe
 
     # 3. Reconciliation.
     others = {updated.member_id} | ({replaced.member_id} if replaced is not None else set())
-    topic_ids = {subscribed[name][0] for name in _topics_of(updated, resolved) if name in subscribed}
+    topic_ids = {subscribed[name][0] for name in topics_of(updated, resolved) if name in subscribed}
     before = updated.assignment
     after = before
     if not before.is_reconciled_to(target_epoch):
@@ -262,7 +263,7 @@ def _member_for(group: ConsumerGroup, request: HeartbeatRequest,
             if not joining:
                 raise HeartbeatError(int(E.unknown_member_id),
                                      f"Member {member_id} is not a member of group {group.group_id}.")
-            _check_size(group, settings)
+            check_size(group, settings)
             return ConsumerMember(member_id), None
         if joining:
             # The member rejoins having given up everything it held (its client was fenced, or
@@ -275,7 +276,7 @@ def _member_for(group: ConsumerGroup, request: HeartbeatRequest,
         if static is None:
             existing = group.members.get(member_id)
             if existing is None:
-                _check_size(group, settings)
+                check_size(group, settings)
                 return ConsumerMember(member_id), None
             return replace(existing, assignment=CurrentAssignment()), None
         if static.member_id == member_id:
@@ -299,7 +300,7 @@ def _member_for(group: ConsumerGroup, request: HeartbeatRequest,
     return static, None
 
 
-def _check_size(group: ConsumerGroup, settings: ConsumerSettings) -> None:
+def check_size(group: ConsumerGroup, settings: ConsumerSettings) -> None:
     if len(group.members) >= settings.max_size:
         raise HeartbeatError(int(E.group_max_size_reached),
                              f"The consumer group has reached its maximum capacity of {settings.max_size} members.")
@@ -335,18 +336,11 @@ def _updated(member: ConsumerMember, request: HeartbeatRequest) -> ConsumerMembe
 # --- subscriptions ------------------------------------------------------------------------------
 
 
-def _topics_of(member: ConsumerMember, resolved: Mapping[str, frozenset[str]]) -> set[str]:
-    names = set(member.subscribed_topic_names)
-    if member.subscribed_topic_regex is not None:
-        names.update(resolved.get(member.subscribed_topic_regex, ()))
-    return names
-
-
-def _resolve_regexes(group: ConsumerGroup, members: object, catalog: TopicCatalog,
+def _resolve_regexes(group: ConsumerGroup, members: Iterable[ConsumerMember], catalog: TopicCatalog,
                      now_ms: int) -> tuple[dict[str, frozenset[str]], list[Record]]:
     """The topics each regular expression in use stands for now, and the records of those
     that changed (a regular expression no member uses any more is tombstoned)."""
-    in_use = {m.subscribed_topic_regex for m in members if m.subscribed_topic_regex is not None}  # type: ignore[attr-defined]
+    in_use = {m.subscribed_topic_regex for m in members if m.subscribed_topic_regex is not None}
     version = catalog.version()
     names = list(catalog.names())
     resolved: dict[str, frozenset[str]] = {}
@@ -363,12 +357,12 @@ def _resolve_regexes(group: ConsumerGroup, members: object, catalog: TopicCatalo
     return resolved, records
 
 
-def subscription_metadata(members: object, resolved: Mapping[str, frozenset[str]],
+def subscription_metadata(members: Iterable[ConsumerMember], resolved: Mapping[str, frozenset[str]],
                            catalog: TopicCatalog) -> dict[str, tuple[uuid.UUID, int]]:
     """name -> (topic id, partitions) of every existing topic some member subscribes to."""
     names: set[str] = set()
-    for member in members:  # type: ignore[attr-defined]
-        names |= _topics_of(member, resolved)
+    for member in members:
+        names |= topics_of(member, resolved)
     out = {}
     for name in sorted(names):
         found = catalog.by_name(name)
@@ -393,7 +387,7 @@ def compute_targets(members: Mapping[str, ConsumerMember], current: Mapping[str,
     """The next target assignment of every member, by the group's assignor, sticky to ``current``."""
     spec = GroupSpec({
         mid: MemberSubscription(
-            frozenset(subscribed[name][0] for name in _topics_of(m, resolved) if name in subscribed),
+            frozenset(subscribed[name][0] for name in topics_of(m, resolved) if name in subscribed),
             {topic: frozenset(parts) for topic, parts in current.get(mid, {}).items()}, m.rack_id, m.instance_id)
         for mid, m in members.items()})
     topics: dict[TopicKey, TopicMetadata] = {topic_id: TopicMetadata(partitions) for topic_id, partitions in subscribed.values()}
@@ -404,8 +398,7 @@ def compute_targets(members: Mapping[str, ConsumerMember], current: Mapping[str,
 
 
 def assignor_name(group: ConsumerGroup, settings: ConsumerSettings) -> str:
-    return preferred_assignor(group.assignor_votes(), settings.assignors).name if settings.assignors else \
-        next(iter(ASSIGNORS))
+    return preferred_assignor(group.assignor_votes(), settings.assignors).name
 
 
 # --- leaving and fencing ------------------------------------------------------------------------

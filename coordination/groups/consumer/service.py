@@ -206,10 +206,9 @@ class ConsumerGroupService:
     async def _downgrade(self, modern: ConsumerGroup, leaving: str) -> int:
         """The last consumer-protocol member leaves: the classic members left form a classic group."""
         value = downgrade_value(modern, leaving, self.catalog, _now_ms())
-        code = await self.coordinator.log.append(self.coordinator.partition_for(modern.group_id),
-                                                 schema.offsets_batch(downgrade_records(modern, value), _now_ms()))
+        code = await self._write(modern, downgrade_records(modern, value), [])
         if code:
-            return self.coordinator.commit_error(code)
+            return code
         log.info("group %s: downgraded to a classic group as member %s left", modern.group_id, leaving)
         self.coordinator.replace_with_classic(modern.group_id, value, f"the consumer group's member {leaving} left")
         return 0
@@ -325,6 +324,8 @@ class ConsumerGroupService:
         raise HeartbeatError(int(E.group_id_not_found), f"Group {group_id} is not a consumer group.")
 
     async def _write(self, modern: ConsumerGroup, prelude: list[tuple[bytes, bytes | None]], records: list[Record]) -> int:
+        """Append ``prelude`` (records already encoded) and ``records`` as one batch to the group's
+        partition; the client's error, 0 once appended."""
         entries = prelude + encode(records)
         if not entries:
             return 0
