@@ -99,6 +99,8 @@ def test_raw_heartbeats_join_leave_and_bad_input_changes_nothing(broker: Broker,
         assert [(m.member_id, m.member_epoch) for m in after.members] == [(member, 1)]
 
         assert describe(client, "no-such-group").error_code == ErrorCode.group_id_not_found
+        v0 = describe(client, group, version=0)  # v0 is v1 without the members' type
+        assert (v0.group_state, v0.group_epoch, [m.member_id for m in v0.members]) == ("Stable", 1, [member])
         listed = client.call(LIST_GROUPS, 5, request(LIST_GROUPS, 5, states_filter=[], types_filter=["consumer"]))
         assert (group, "Stable", "consumer") in {(g.group_id, g.group_state, g.group_type) for g in listed.groups}
         # DescribeGroups (the classic protocol's) does not describe a consumer group.
