@@ -22,11 +22,13 @@ from broker.links.forwarding import Router
 T = TypeVar("T")
 
 if TYPE_CHECKING:
+    from broker.apis.share_sessions import ShareSessions
     from broker.config import BrokerConfig
     from broker.coordinator.forwarded import RequestBody
     from broker.listeners import Listener
     from broker.network.segment_files import SegmentFiles
     from broker.partitions.purgatory import FetchPurgatory
+    from broker.partitions.share_partitions import ShareSettings
     from broker.process.metrics import WorkerMetrics
     from broker.security.broker_security import BrokerSecurity
     from broker.security.connection_auth import ConnectionAuth
@@ -117,6 +119,15 @@ class FetchServices(Protocol):
     def segment_files(self) -> "SegmentFiles": ...
 
 
+class ShareServices(Protocol):
+    @property
+    def share_sessions(self) -> "ShareSessions": ...
+
+    def share_settings(self, group_id: str) -> "ShareSettings":
+        """A share group's share partition settings (its group configs, else the broker's)."""
+        ...
+
+
 class CoordinatorAccess(Protocol):
     async def to_coordinator(self, ctx: "RequestContext", request: "RequestBody") -> bytes:
         """A coordinator API's request, undecoded, to the coordinator process: its encoded answer."""
@@ -158,7 +169,7 @@ class BrokerIdentity(Protocol):
     def security(self) -> "BrokerSecurity": ...
 
 
-class WorkerServices(BrokerIdentity, TopicServices, Router, FetchServices, CoordinatorAccess, Protocol):
+class WorkerServices(BrokerIdentity, TopicServices, Router, FetchServices, ShareServices, CoordinatorAccess, Protocol):
     """Everything a handler may use of the worker that serves its connection."""
 
 

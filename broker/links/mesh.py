@@ -76,6 +76,8 @@ class Op(enum.IntEnum):
     WRITE_MARKERS = 13  # WriteTxnMarkers: answered once the markers are committed
     DESCRIBE_PRODUCERS = 14  # DescribeProducers: each partition's producer state
     APPEND_VERIFIED = 15  # transactional appends the transaction coordinator verified (their guards)
+    SHARE_FETCH = 16  # ShareFetch: acknowledge, then acquire records of share partitions
+    SHARE_ACK = 17  # ShareAcknowledge, or a closed share session's release
 
 
 class PeerUnavailable(KafkaError):

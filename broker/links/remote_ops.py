@@ -11,6 +11,7 @@ import asyncio
 from typing import Protocol
 
 from broker.links import peer_codec as codec
+from broker.links import share_codec
 from broker.links.mesh import Mesh, Op, Parts
 from broker.partitions.partition_ops import (
     NO_FENCE,
@@ -27,6 +28,9 @@ from broker.partitions.partition_ops import (
     ProducersResult,
     ReadItem,
     ReadResult,
+    ShareAckItem,
+    ShareFetchItem,
+    ShareFetchResult,
 )
 from storage.types import TopicPartition
 
@@ -98,6 +102,14 @@ class RemotePartitionOps:
     def sync_registry(self) -> "asyncio.Future[None]":
         return self._mesh.call(self.peer, Op.SYNC_REGISTRY, [], _nothing, self._timeout, self._wait)
 
+    def share_fetch(self, items: list[ShareFetchItem]) -> "asyncio.Future[list[ShareFetchResult]]":
+        return self._mesh.call(self.peer, Op.SHARE_FETCH, share_codec.encode_fetch_items(items),
+                               share_codec.decode_fetch_results, self._timeout, self._wait)
+
+    def share_acknowledge(self, items: list[ShareAckItem]) -> "asyncio.Future[list[int]]":
+        return self._mesh.call(self.peer, Op.SHARE_ACK, share_codec.encode_ack_items(items), codec.decode_codes,
+                               self._timeout, self._wait)
+
 
 class LocalPartitionOps(Protocol):
     """What the owner's side needs: PartitionOps that answer at once (broker.partitions.owner.Owner)."""
@@ -123,6 +135,10 @@ class LocalPartitionOps(Protocol):
     def describe_producers(self, tps: list[TopicPartition]) -> list[ProducersResult]: ...
 
     def sync_registry(self) -> None: ...
+
+    def share_fetch(self, items: list[ShareFetchItem]) -> "asyncio.Future[list[ShareFetchResult]]": ...
+
+    def share_acknowledge(self, items: list[ShareAckItem]) -> "asyncio.Future[list[int]]": ...
 
 
 def serve_partition_ops(mesh: Mesh, owner: LocalPartitionOps) -> None:
@@ -173,6 +189,13 @@ def serve_partition_ops(mesh: Mesh, owner: LocalPartitionOps) -> None:
         owner.sync_registry()
         return []
 
+    def share_fetch(body: memoryview) -> "asyncio.Future[Parts]":
+        return asyncio.ensure_future(_share_fetched(owner.share_fetch(share_codec.decode_fetch_items(body))))
+
+    def share_acknowledge(body: memoryview) -> "asyncio.Future[Parts]":
+        return asyncio.ensure_future(_encoded(owner.share_acknowledge(share_codec.decode_ack_items(body))))
+
+    mesh.handlers.update({Op.SHARE_FETCH: share_fetch, Op.SHARE_ACK: share_acknowledge})
     mesh.handlers.update({Op.APPEND: append, Op.APPEND_VERIFIED: append_verified, Op.READ: read, Op.WAIT_COMMITTED: wait_committed,
                           Op.WRITE_MARKERS: write_markers, Op.EPOCH_END: epoch_end_offsets,
                           Op.LIST_OFFSETS: list_offsets, Op.DELETE_RECORDS: delete_records,
@@ -182,3 +205,7 @@ def serve_partition_ops(mesh: Mesh, owner: LocalPartitionOps) -> None:
 
 async def _encoded(pending: "asyncio.Future[list[int]]") -> Parts:
     return codec.encode_codes(await pending)
+
+
+async def _share_fetched(pending: "asyncio.Future[list[ShareFetchResult]]") -> Parts:
+    return share_codec.encode_fetch_results(await pending)

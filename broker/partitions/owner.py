@@ -13,7 +13,7 @@ import asyncio
 import functools
 import logging
 import os
-from typing import Any, Callable, Iterable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol
 
 from broker.partitions.partition_ops import (
     LATEST_STABLE,
@@ -34,9 +34,12 @@ from broker.partitions.partition_ops import (
     ProducersResult,
     ReadItem,
     ReadResult,
+    ShareAckItem,
+    ShareFetchItem,
+    ShareFetchResult,
 )
 from broker.partitions.replication import Replication, epoch_fence
-from broker.protocol.errors import ErrorCode, code_for_exception
+from broker.protocol.errors import ErrorCode, KafkaError, code_for_exception
 from coordination.topics import TopicInfo
 from storage.batch import (
     ATTRIBUTES_POS,
@@ -55,6 +58,9 @@ from storage.log import LATEST_TIMESTAMP, AppendInfo, PartitionLog
 from storage.manager import LogManager
 from storage.producer_state import ProducerStateManager
 from storage.types import FileRange, TopicPartition
+
+if TYPE_CHECKING:
+    from broker.partitions.share_partitions import SharePartitions
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +109,9 @@ class Owner:
         self._topic_ids: dict[TopicPartition, tuple[PartitionLog, Any]] = {}
         # tp -> indexes of workers with a long-polling fetch waiting for it.
         self.remote_watchers: dict[TopicPartition, set[int]] = {}
+        # The share partitions this worker leads (KIP-932); set by the worker once its
+        # share persister exists.
+        self.shares: SharePartitions | None = None
 
     def topic(self, name: str) -> TopicInfo | None:
         info = self.topics.get(name)
@@ -231,6 +240,23 @@ class Owner:
                             None, info.record_count, partition_log.high_watermark)
 
     # ------------------------------------------------------------------ fetch
+    def leader_epoch(self, tp: TopicPartition) -> int:
+        """The partition's leader epoch if this broker leads it, else -1."""
+        return int(self.replication.leader_epoch(tp))
+
+    def share_fetch(self, items: list[ShareFetchItem]) -> "asyncio.Future[list[ShareFetchResult]]":
+        if self.shares is None:
+            raise KafkaError(ErrorCode.coordinator_not_available, "share groups are not running in this worker")
+        for item in items:
+            if item.watcher >= 0:
+                self._watch(item.tp, item.watcher)
+        return asyncio.ensure_future(self.shares.fetch(items))
+
+    def share_acknowledge(self, items: list[ShareAckItem]) -> "asyncio.Future[list[int]]":
+        if self.shares is None:
+            raise KafkaError(ErrorCode.coordinator_not_available, "share groups are not running in this worker")
+        return asyncio.ensure_future(self.shares.acknowledge(items))
+
     def read(self, items: list[ReadItem], watcher: int | None) -> list[ReadResult]:
         """``watcher``: the worker to note on the next append to any of these partitions
         (long-poll), or None."""
@@ -238,13 +264,19 @@ class Owner:
         for item in items:
             tp = item[0]
             results.append(self._read_one(item))
-            if watcher is not None and watcher != self.index:
-                found = self.remote_watchers.get(tp)
-                if found is None:
-                    self.remote_watchers[tp] = {watcher}
-                else:
-                    found.add(watcher)
+            if watcher is not None:
+                self._watch(tp, watcher)
         return results
+
+    def _watch(self, tp: TopicPartition, watcher: int) -> None:
+        """Note worker ``watcher`` on the next append to ``tp`` (this worker's own parked
+        fetches are woken without a note)."""
+        if watcher != self.index:
+            found = self.remote_watchers.get(tp)
+            if found is None:
+                self.remote_watchers[tp] = {watcher}
+            else:
+                found.add(watcher)
 
     def _read_one(self, item: ReadItem) -> ReadResult:
         tp, offset, max_bytes, refuse_zstd, replica, client_epoch, _last_fetched, isolation = item

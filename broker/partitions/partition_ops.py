@@ -149,6 +149,51 @@ class PartitionState(NamedTuple):
     log_end_offset: int
 
 
+# One acknowledgement batch of a share partition: (first offset, last offset, acknowledge
+# types: one for the whole range, or one per offset; 0 gap, 1 accept, 2 release, 3 reject).
+ShareAck = tuple[int, int, tuple[int, ...]]
+
+
+class ShareFetchItem(NamedTuple):
+    """One partition of a ShareFetch, for the owner's share partition of ``group_id``."""
+
+    tp: TopicPartition
+    topic_id: str  # the topic's id (str of the UUID): the share state is keyed by it
+    group_id: str
+    member_id: str
+    fetch: bool  # acquire records (False: only acknowledge)
+    max_bytes: int
+    max_records: int
+    acks: tuple[ShareAck, ...] = ()
+    watcher: int = -1  # the worker to note on the next append here (a parked share fetch), or -1
+
+
+class ShareFetchResult(NamedTuple):
+    """What a share fetch acquired: the whole batches holding it (a file range, as a
+    ReadResult's) and the acquired offset ranges with their delivery counts."""
+
+    error_code: int
+    ack_error_code: int = 0
+    leader_epoch: int = -1
+    path: str = ""
+    inode: int = 0
+    position: int = 0
+    length: int = 0
+    acquired: tuple[tuple[int, int, int], ...] = ()  # (first offset, last offset, delivery count)
+
+
+class ShareAckItem(NamedTuple):
+    """Acknowledgements of one share partition (ShareAcknowledge), or, with ``release``,
+    every record ``member_id`` holds there given back (its share session closed)."""
+
+    tp: TopicPartition
+    topic_id: str
+    group_id: str
+    member_id: str
+    acks: tuple[ShareAck, ...] = ()
+    release: bool = False
+
+
 class PartitionOps(Protocol):
     def append(self, items: list[AppendItem], fence_epoch: int = NO_FENCE) -> Reply[list[AppendResult]]:
         """Append each item's batches. ``fence_epoch``: the coordinator's epoch, for its
@@ -193,6 +238,16 @@ class PartitionOps(Protocol):
     def describe_producers(self, tps: list[TopicPartition]) -> Reply[list[ProducersResult]]:
         """DescribeProducers: the producers each partition's log knows (on any replica, as
         Kafka answers on followers too)."""
+        ...
+
+    def share_fetch(self, items: list[ShareFetchItem]) -> Reply[list[ShareFetchResult]]:
+        """ShareFetch: apply each item's acknowledgements, then acquire records for its
+        member in the group's share partition (broker/partitions/share_partitions.py)."""
+        ...
+
+    def share_acknowledge(self, items: list[ShareAckItem]) -> Reply[list[int]]:
+        """ShareAcknowledge, or a closed share session's release: an error code per item,
+        answered once the share partition's state is persisted."""
         ...
 
     def sync_registry(self) -> Reply[None]:

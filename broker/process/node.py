@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterator, TypeVar
 
 import orjson
 
+from broker.apis.share_sessions import ShareSessions
 from broker.apis.txn_produce import ADDS_PARTITIONS_FROM
 from broker.config import BrokerConfig
 from broker.context import RequestContext
@@ -31,6 +32,7 @@ from broker.partitions.placement import owner_index
 from broker.partitions.purgatory import FetchPurgatory
 from broker.partitions.replica_fetcher import ReplicaFetcher
 from broker.partitions.replication import Replication
+from broker.partitions.share_partitions import ShareSettings
 from broker.process.metrics import WorkerMetrics
 from broker.process.reload import apply_in_child
 from broker.process.txn_verifier import TxnVerifier
@@ -112,6 +114,8 @@ class WorkerNode:
                                         client_security)
         self.purgatory = FetchPurgatory()
         self.segment_files = SegmentFiles()
+        # Share groups (KIP-932): this worker's share sessions, and the share partitions it leads.
+        self.share_sessions = ShareSessions(config.get_int("group.share.max.share.sessions"))
         self._producer_ids: Iterator[int] = iter(())
         self._admin = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="admin")
         self.stats: dict[str, int] = {"connections": 0, "requests": 0, "produce_requests": 0,
@@ -121,6 +125,12 @@ class WorkerNode:
         self.connections: set[Any] = set()  # the worker server's open client connections
         self.started = time.time()
         self._closed = False
+
+    def share_settings(self, group_id: str) -> ShareSettings:
+        """A share group's share partition settings: the broker's defaults."""
+        get = self.config.get_int
+        return ShareSettings("latest", get("group.share.record.lock.duration.ms"),
+                             get("group.share.delivery.count.limit"), get("group.share.partition.max.record.locks"))
 
     def start(self) -> None:
         """On the running loop: serve the other processes' calls, and apply registry
