@@ -254,6 +254,17 @@ SETTINGS: list[Setting] = [
             "How often transactions past their timeout are aborted."),
     Setting("transaction.remove.expired.transaction.cleanup.interval.ms", integer_in(1, INT_MAX), 3_600_000,
             "How often expired transactional ids are removed."),
+    # The share coordinator (KIP-932; Kafka's ShareCoordinatorConfig names and defaults).
+    Setting("share.coordinator.state.topic.num.partitions", integer_in(1, INT_MAX), 50,
+            "Partitions of __share_group_state (fixed once created)."),
+    Setting("share.coordinator.state.topic.replication.factor", integer_in(1, 32767), 3,
+            "Replicas of __share_group_state; with fewer live brokers at its creation it gets as many as there are."),
+    Setting("share.coordinator.state.topic.min.isr", integer_in(1, 32767), 2,
+            "min.insync.replicas of __share_group_state (at most its replication factor)."),
+    Setting("share.coordinator.state.topic.segment.bytes", integer_in(14, INT_MAX), 100 * 1024 * 1024,
+            "segment.bytes of __share_group_state."),
+    Setting("share.coordinator.snapshot.update.records.per.snapshot", integer_in(0, 500), 500,
+            "ShareUpdate records a share-partition's state gets between two ShareSnapshot records."),
     Setting("transaction.version", integer_in(0, 2), 2,
             "The transaction.version feature level advertised as finalized (Kafka's feature; supported 0-2): 2 lets "
             "Kafka 4.x clients use KIP-890's protocol (the broker adds partitions, every end bumps the epoch); 1 holds "

@@ -30,11 +30,13 @@ if TYPE_CHECKING:
     from broker.partitions.purgatory import FetchPurgatory
     from broker.partitions.share_partitions import ShareSettings
     from broker.process.metrics import WorkerMetrics
+    from broker.process.share_persister import SharePersister
     from broker.security.broker_security import BrokerSecurity
     from broker.security.connection_auth import ConnectionAuth
     from coordination.acls.model import Operation, ResourceType
     from coordination.backend import TopicRegistry
     from coordination.groups.coordinator import GroupCoordinator
+    from coordination.share.state_coordinator import ShareStateCoordinator
     from coordination.snapshot import ClusterSnapshot
     from coordination.topics import TopicInfo
     from coordination.transactions.coordinator import TransactionCoordinator
@@ -133,13 +135,18 @@ class CoordinatorAccess(Protocol):
         """A coordinator API's request, undecoded, to the coordinator process: its encoded answer."""
         ...
 
-    async def find_coordinator(self, transactions: bool = False) -> tuple[int, int, str, int]: ...
+    async def find_coordinator(self, transactions: bool = False, share: bool = False) -> tuple[int, int, str, int]: ...
 
     async def check_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int,
                                 partitions: list[TopicPartition], add: bool) -> dict[TopicPartition, int]:
         """Ask the transaction coordinator whether ``partitions`` are in the producer's
         transaction (``add``: have them added); an error code per partition
         (broker/process/txn_verifier.py)."""
+        ...
+
+    @property
+    def share_persister(self) -> "SharePersister":
+        """The share coordinator's client (broker/process/share_persister.py)."""
         ...
 
 
@@ -202,3 +209,5 @@ class CoordinatorContext:
     # A broker sent it (a proven broker, the inter-broker user, or CLUSTER_ACTION): what
     # Kafka requires of the broker-only versions (AddPartitionsToTxn v4+).
     from_broker: Callable[[], bool] = lambda: False
+    # The share coordinator (KIP-932's share-partition state; the same process).
+    share_state: "ShareStateCoordinator | None" = None

@@ -23,7 +23,7 @@ from broker.admin.session import AdminError, Session
 
 # Kafka's own internal topics (org.apache.kafka.common.internals.Topic): Metadata's
 # is_internal is only in DescribeTopics answers, and `list` needs no more than names.
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
 
 def _topic(name: str) -> str:

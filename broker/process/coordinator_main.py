@@ -1,5 +1,5 @@
-"""The coordinator process: campaigns, and once elected runs consumer groups and offsets
-and the transaction coordinator.
+"""The coordinator process: campaigns, and once elected runs consumer groups and offsets,
+the transaction coordinator and the share coordinator (share-partition state, KIP-932).
 
 Started (and restarted) by the supervisor on every broker, beside the workers; it has no
 client listener. It is the last endpoint of the broker's shared-memory rings
@@ -9,7 +9,8 @@ client listener. It is the last endpoint of the broker's shared-memory rings
            ◀── encoded response body ───────────────────────────────────────────────────
     worker ──FIND──▶ (error code, node id, host, port) of the elected coordinator
 
-It reads and writes __consumer_offsets and __transaction_state (WorkerTopicLog) through
+It reads and writes __consumer_offsets, __transaction_state and __share_group_state
+(WorkerTopicLog) through
 the owning workers' PartitionOps, over the same rings, and writes transaction markers
 (broker/process/marker_writer.py) through the owning workers, or with WriteTxnMarkers to
 the broker leading a partition.
@@ -45,6 +46,7 @@ import os
 import signal
 import socket
 import threading
+import uuid
 from typing import Any, Awaitable, Callable, Coroutine, Iterator
 
 import orjson
@@ -79,6 +81,8 @@ from coordination.groups.group import CONSUMER_PROTOCOL_TYPE, Group, parse_assig
 from coordination.groups.replay import load_entries
 from coordination.groups.state import GroupState
 from coordination.open_backend import open_broker_backend
+from coordination.share import state_coordinator as share_state
+from coordination.share.state_coordinator import ShareStateCoordinator
 from coordination.transactions import schema as txn_schema
 from coordination.transactions.coordinator import TransactionCoordinator, TxnSettings
 from coordination.znodes import Endpoints
@@ -89,6 +93,8 @@ log = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_TOPIC = "__transaction_state"
+SHARE_STATE_TOPIC = share_state.STATE_TOPIC
+FIND_SHARE = 2  # a FIND's first byte when a broker asked for a share coordinator
 BOOT_ERROR = 3
 READ_CHUNK = 1 << 20
 TICK_SECONDS = 0.1
@@ -147,6 +153,19 @@ def transaction_topic_configs(config: BrokerConfig, replication_factor: int) -> 
     return {"cleanup.policy": "compact",
             "segment.bytes": str(config.get_int("transaction.state.log.segment.bytes")),
             "min.insync.replicas": str(min(config.get_int("transaction.state.log.min.isr"), replication_factor)),
+            "unclean.leader.election.enable": "false", "preallocate.window.bytes": str(1 << 20)}
+
+
+def share_state_topic_configs(config: BrokerConfig, replication_factor: int) -> dict[str, str]:
+    """__share_group_state as Kafka creates it: cleanup.policy delete (KIP-932: its records
+    are snapshots and updates, not a key's latest value), min.insync.replicas
+    share.coordinator.state.topic.min.isr (at most its replicas). Kafka prunes the records
+    before each share-partition's latest snapshot and rewrites cold partitions' snapshots,
+    so time-based retention never drops live state; Castle does neither yet, so nothing is
+    removed by time (retention.ms -1)."""
+    return {"cleanup.policy": "delete", "retention.ms": "-1",
+            "segment.bytes": str(config.get_int("share.coordinator.state.topic.segment.bytes")),
+            "min.insync.replicas": str(min(config.get_int("share.coordinator.state.topic.min.isr"), replication_factor)),
             "unclean.leader.election.enable": "false", "preallocate.window.bytes": str(1 << 20)}
 
 
@@ -330,6 +349,15 @@ class CoordinatorProcess:
         self.txn_log.locate = lambda partition: self.locate_partition(TRANSACTION_TOPIC, partition)
         self.txn_log.before_append = self._transaction_topic_ready
         self._txn_topic: asyncio.Future[None] | None = None
+        self.share_log = WorkerTopicLog(self.mesh, workers, SHARE_STATE_TOPIC,
+                                        config.get_int("share.coordinator.state.topic.num.partitions"), self.node_id,
+                                        share_state.entries_of)
+        self.share_log.locate = lambda partition: self.locate_partition(SHARE_STATE_TOPIC, partition)
+        self.share_log.before_append = self._share_topic_ready
+        self._share_topic: asyncio.Future[None] | None = None
+        self.share_state = ShareStateCoordinator(
+            self.share_log, self._topic_id_known,
+            config.get_int("share.coordinator.snapshot.update.records.per.snapshot"))
         # The ACLs the group and offset APIs check (the workers check the others).
         self.security = BrokerSecurity(config)
         # Caches kept by watches, so the answers to workers never wait on ZooKeeper.
@@ -379,6 +407,8 @@ class CoordinatorProcess:
             # Asked for a transaction coordinator: Kafka creates __transaction_state then, on
             # whichever broker is asked; the first transactional write waits for the same creation.
             self._in_background(self._transaction_topic_ready())
+        elif len(body) and body[0] == FIND_SHARE and self.topics is not None:
+            self._in_background(self._share_topic_ready())  # as Kafka creates __share_group_state
         if self.started.is_set():
             return peer_codec.encode_found(*self.find())
 
@@ -409,7 +439,8 @@ class CoordinatorProcess:
         return CoordinatorContext(self.coordinator, forwarded.api_key, version, forwarded.client_id,
                                   forwarded.client_host, self.topic_exists,
                                   lambda op, kind, name: self.security.authorize(principal, host, op, kind, name),
-                                  self.transactions, lambda: self.security.is_broker(principal, host))
+                                  self.transactions, lambda: self.security.is_broker(principal, host),
+                                  self.share_state)
 
     def find(self) -> tuple[int, int, str, int]:
         """Where the elected coordinator is: (error, node id, host, port)."""
@@ -472,6 +503,16 @@ class CoordinatorProcess:
         assert self.topics is not None, "serve() opens the backend before anything uses it"
         return self.topics
 
+    def _topic_id_known(self, topic_id: uuid.UUID, partition: int) -> bool:
+        """The cluster has this topic (by id) and partition: what the share coordinator asks
+        of every share-partition it is told of (Kafka looks in its metadata image)."""
+        if self.topics is None:
+            return False
+        info = self.registry.by_id(topic_id)
+        if info is None and self.registry.refresh():
+            info = self.registry.by_id(topic_id)
+        return info is not None and info.has_partition(partition)
+
     def topic_exists(self, topic: str, partition: int) -> bool:
         if self.topics is None:
             return False
@@ -506,6 +547,7 @@ class CoordinatorProcess:
             return BOOT_ERROR
         self.offsets_log.security = inter_broker_security(self.config, secret)
         self.txn_log.security = self.offsets_log.security
+        self.share_log.security = self.offsets_log.security
         self.security.set_broker_secret(secret, self.offsets_log.security)
         if self.security.authorizer_on:
             self.security.watch_acls(self.opened.acls())
@@ -532,8 +574,10 @@ class CoordinatorProcess:
         await asyncio.wait(tasks, timeout=2)
         self.coordinator.deactivate()
         self.transactions.deactivate()
+        self.share_state.deactivate()
         await self.offsets_log.close()
         await self.txn_log.close()
+        await self.share_log.close()
         self.mesh.close()
         self._mirror_executor.shutdown(wait=True, cancel_futures=False)
         try:
@@ -615,7 +659,9 @@ class CoordinatorProcess:
         controller = Controller(registry, lambda: set(self.opened.live_brokers()),
                                 lambda configs: defaults.with_overrides(configs).unclean_leader_election_enable,
                                 {OFFSETS_TOPIC: self.config.get_int("offsets.topic.replication.factor"),
-                                 TRANSACTION_TOPIC: self.config.get_int("transaction.state.log.replication.factor")},
+                                 TRANSACTION_TOPIC: self.config.get_int("transaction.state.log.replication.factor"),
+                                 SHARE_STATE_TOPIC: self.config.get_int(
+                                     "share.coordinator.state.topic.replication.factor")},
                                 (float(self.config.get_int("leader.imbalance.check.interval.seconds")),
                                  self.config.get_int("leader.imbalance.per.broker.percentage"))
                                 if self.config.get_bool("auto.leader.rebalance.enable") else None)
@@ -638,6 +684,7 @@ class CoordinatorProcess:
                 log.warning("coordinator: session suspended, not serving until it reconnects")
                 self.coordinator.active = False
             self.transactions.active = False
+            self.share_state.active = False
         elif state == "CONNECTED":
             # After a LOST this is a new session: a successor must resume this one.
             keep_session(self.run_dir, self.opened.session_credentials())
@@ -645,6 +692,7 @@ class CoordinatorProcess:
                 log.info("coordinator: session reconnected, serving again")
                 self.coordinator.active = not self.coordinator.loading
                 self.transactions.active = not self.transactions.loading
+                self.share_state.active = not self.share_state.loading
             self.suspended = False
         elif state == "LOST":
             log.warning("coordinator: session lost, resigning")
@@ -668,6 +716,7 @@ class CoordinatorProcess:
             self.elected_epoch = epoch
             self.offsets_log.epoch = epoch
             self.txn_log.epoch = epoch
+            self.share_log.epoch = epoch
             # Before any write carrying it: the workers fence with it at once, whenever
             # their own watch reports it (a ring keeps the note before the writes).
             self._tell_epoch()
@@ -675,14 +724,17 @@ class CoordinatorProcess:
             try:
                 await self._become_active()
             except Exception:
-                log.exception("coordinator: loading __consumer_offsets or __transaction_state failed; resigning")
+                log.exception("coordinator: loading __consumer_offsets, __transaction_state or __share_group_state "
+                              "failed; resigning")
                 self.coordinator.loading = False
                 self.transactions.loading = False
+                self.share_state.loading = False
                 self._session_lost.set()
             self.started.set()
             await self._session_lost.wait()
             self.coordinator.deactivate()
             self.transactions.deactivate()
+            self.share_state.deactivate()
             self.elected_epoch = -1
             try:
                 await loop.run_in_executor(None, self.opened.resign)
@@ -714,6 +766,7 @@ class CoordinatorProcess:
     async def _become_active(self) -> None:
         self.coordinator.loading = True
         self.transactions.loading = True
+        self.share_state.loading = True
         await self._ensure_internal_topic(self.offsets_log, self.config.get_int("offsets.topic.replication.factor"),
                                           lambda _factor: offsets_topic_configs(self.config))
         self._txn_topic = None
@@ -721,6 +774,12 @@ class CoordinatorProcess:
         if txn_topic_exists:
             self._txn_topic = asyncio.ensure_future(self._ensure_transaction_topic())
             await self._txn_topic
+        self._share_topic = None
+        share_topic_exists = await asyncio.get_running_loop().run_in_executor(None, self._has_topic,
+                                                                              SHARE_STATE_TOPIC)
+        if share_topic_exists:
+            self._share_topic = asyncio.ensure_future(self._ensure_share_topic())
+            await self._share_topic
         # A note to a worker that is not up yet is dropped (a broker's start elects its
         # coordinator while its workers boot); each has answered a call by now.
         self._tell_epoch()
@@ -744,6 +803,14 @@ class CoordinatorProcess:
         self.transactions.active = not self.suspended
         log.info("coordinator: loaded %d __transaction_state records, %d transactional ids", len(txn_entries),
                  len(self.transactions.transactions))
+        share_entries: list[tuple[Any, Any]] = []
+        for partition in range(self.share_log.partitions if share_topic_exists else 0):
+            share_entries.extend(await self._read_partition(self.share_log, partition))
+        self.share_state.load(share_entries)
+        self.share_state.loading = False
+        self.share_state.active = not self.suspended
+        log.info("coordinator: loaded %d __share_group_state records, %d share-partitions", len(share_entries),
+                 len(self.share_state.states))
 
     def _has_topic(self, topic: str) -> bool:
         self.registry.refresh()
@@ -768,6 +835,24 @@ class CoordinatorProcess:
             return False
         return True
 
+    async def _ensure_share_topic(self) -> None:
+        await self._ensure_internal_topic(
+            self.share_log, self.config.get_int("share.coordinator.state.topic.replication.factor"),
+            lambda factor: share_state_topic_configs(self.config, factor))
+
+    async def _share_topic_ready(self) -> bool:
+        """__share_group_state is created when a broker first looks for a share coordinator or
+        the first share-partition is initialized, as Kafka creates it, never at election."""
+        if self._share_topic is None or (self._share_topic.done() and (self._share_topic.cancelled()
+                                                                        or self._share_topic.exception() is not None)):
+            self._share_topic = asyncio.ensure_future(self._ensure_share_topic())
+        try:
+            await asyncio.shield(self._share_topic)
+        except Exception as exc:
+            log.warning("coordinator: cannot create %s: %s", SHARE_STATE_TOPIC, exc)
+            return False
+        return True
+
     async def _read_partition(self, topic_log: WorkerTopicLog, partition: int) -> list[tuple[Any, Any]]:
         """A partition's records; while its leader is down (this process, as controller,
         is electing another) or moving, try again rather than resign."""
@@ -788,7 +873,7 @@ class CoordinatorProcess:
 
     async def _ensure_internal_topic(self, topic_log: WorkerTopicLog, wanted: int,
                                      configs: Callable[[int], dict[str, str]]) -> None:
-        """Create __consumer_offsets or __transaction_state if it is missing, with ``wanted``
+        """Create __consumer_offsets, __transaction_state or __share_group_state if it is missing, with ``wanted``
         replicas (its replication factor setting); ``configs`` gives its topic configs for
         the replication factor it gets."""
         from coordination.topics import TopicRegistryError
@@ -846,6 +931,7 @@ class CoordinatorProcess:
             os.utime(self.heartbeat_path)
             self.offsets_log.files.sweep()  # cached fds of deleted (compacted) segments
             self.txn_log.files.sweep()
+            self.share_log.files.sweep()
             if os.getppid() != self.parent:
                 log.error("coordinator: supervisor is gone, stopping")
                 self.stopping.set()

@@ -35,6 +35,7 @@ from broker.partitions.replication import Replication
 from broker.partitions.share_partitions import ShareSettings
 from broker.process.metrics import WorkerMetrics
 from broker.process.reload import apply_in_child
+from broker.process.share_persister import SharePersister
 from broker.process.txn_verifier import TxnVerifier
 from broker.protocol.errors import ErrorCode, KafkaError, ProtocolViolation
 from broker.security.broker_security import BrokerSecurity
@@ -54,6 +55,7 @@ from storage.types import TopicPartition
 log = logging.getLogger(__name__)
 
 FIND_TRANSACTIONS = b"\x01"  # a FIND's body when a client asked for a transaction coordinator
+FIND_SHARE = b"\x02"  # a FIND's body when a broker asked for a share coordinator
 T = TypeVar("T")
 
 JOIN_GROUP = 11
@@ -112,6 +114,9 @@ class WorkerNode:
         self._ops: list[PartitionOps] = [self._remote.get(i, self.owner) for i in range(count)]
         self.txn_verifier = TxnVerifier(self.node_id, self.mesh, self.coordinator_endpoint, self.find_coordinator,
                                         client_security)
+        # The share coordinator's client: the share-partition leaders' durable state (KIP-932).
+        self.share_persister = SharePersister(self.node_id, self.mesh, self.coordinator_endpoint,
+                                              lambda: self.find_coordinator(share=True), client_security)
         self.purgatory = FetchPurgatory()
         self.segment_files = SegmentFiles()
         # Share groups (KIP-932): this worker's share sessions, and the share partitions it leads.
@@ -319,13 +324,14 @@ class WorkerNode:
                                 partitions: list[TopicPartition], add: bool) -> dict[TopicPartition, int]:
         return await self.txn_verifier.check(transactional_id, producer_id, producer_epoch, partitions, add)
 
-    async def find_coordinator(self, transactions: bool = False) -> tuple[int, int, str, int]:
+    async def find_coordinator(self, transactions: bool = False, share: bool = False) -> tuple[int, int, str, int]:
         """(error, node id, host, port) of the elected coordinator; ``transactions``: asked for
-        a transactional id, which makes sure __transaction_state exists, as in Kafka."""
+        a transactional id, which makes sure __transaction_state exists, as in Kafka;
+        ``share``: asked for a share coordinator, which makes sure __share_group_state exists."""
         await self._coordinator_restarted()
+        kind = FIND_TRANSACTIONS if transactions else FIND_SHARE if share else b""
         try:
-            return await self.mesh.call(self.coordinator_endpoint, Op.FIND, [FIND_TRANSACTIONS if transactions else b""],
-                                        peer_codec.decode_found, 10)
+            return await self.mesh.call(self.coordinator_endpoint, Op.FIND, [kind], peer_codec.decode_found, 10)
         except KafkaError:
             return int(ErrorCode.coordinator_not_available), -1, "", -1
 
@@ -382,6 +388,7 @@ class WorkerNode:
     def close(self) -> None:
         self._closed = True
         self.txn_verifier.close()
+        self.share_persister.close()
         self.security.close()
         self.cluster.on_change = None
         self.owner.replication.close()
