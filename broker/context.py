@@ -92,6 +92,10 @@ class ConnectionHandle(Protocol):
 
     def close_after_answer(self) -> None: ...
 
+    def on_close(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` when the connection closes."""
+        ...
+
 
 class TopicServices(Protocol):
     @property

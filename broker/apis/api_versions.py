@@ -9,8 +9,10 @@ speak, as Kafka's broker does.
 Features (v3+): ``transaction.version`` is supported 0-2 and finalized at the broker's
 ``transaction.version`` setting (default 2), as a Kafka 4.x broker reports it; a Kafka 4.x
 Java producer uses transactions v2 (KIP-890: EndTxn v5, Produce v12, TxnOffsetCommit v5)
-only when it sees level 2 finalized. A level of 0 is not listed (Kafka lists finalized
-levels above 0). The finalized features' epoch is the process's start time in
+only when it sees level 2 finalized. ``group.version`` 1 (the consumer group protocol,
+KIP-848) and ``share.version`` 1 (share groups, KIP-932) are supported and finalized at 1
+once their heartbeat APIs are registered: a feature is advertised only when it is served. A
+level of 0 is not listed (Kafka lists finalized levels above 0). The finalized features' epoch is the process's start time in
 milliseconds, so a client that reconnects after a restart takes a changed level.
 
 Version notes: v1 adds throttle_time; v3 is flexible and adds client software name and
@@ -35,6 +37,8 @@ KEY = 18
 FEATURES_FROM = 3
 TRANSACTION_VERSION = "transaction.version"
 TRANSACTION_VERSION_SUPPORTED = (0, 2)
+# (feature, the API whose registration means it is served): supported 0-1, finalized at 1.
+GROUP_FEATURES = (("group.version", 68), ("share.version", 76))
 FEATURES_EPOCH = int(time.time() * 1000)
 
 
@@ -47,10 +51,14 @@ def _answer(version: int, error_code: int = 0, transaction_version: int = 2) -> 
     }
     if version >= FEATURES_FROM:
         low, high = TRANSACTION_VERSION_SUPPORTED
-        body["supported_features"] = [{"name": TRANSACTION_VERSION, "min_version": low, "max_version": high}]
+        served = {k for k, _lo, _hi in supported_ranges()}
+        groups = [name for name, key in GROUP_FEATURES if key in served]
+        body["supported_features"] = [{"name": TRANSACTION_VERSION, "min_version": low, "max_version": high}] + [
+            {"name": name, "min_version": 0, "max_version": 1} for name in groups]
         body["finalized_features_epoch"] = FEATURES_EPOCH
-        body["finalized_features"] = [{"name": TRANSACTION_VERSION, "max_version_level": transaction_version,
-                                       "min_version_level": transaction_version}] if transaction_version > 0 else []
+        finalized = [(TRANSACTION_VERSION, transaction_version)] if transaction_version > 0 else []
+        body["finalized_features"] = [{"name": name, "max_version_level": level, "min_version_level": level}
+                                      for name, level in finalized + [(name, 1) for name in groups]]
     return codec.encode_body(build(codec.response_class(KEY, version), body))
 
 

@@ -35,7 +35,7 @@ import os
 import socket
 import ssl
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from broker import dispatch
 from broker.context import NO_RESPONSE, FileChunk, RawResponse, RequestContext, Response
@@ -94,6 +94,7 @@ class Connection:
         self._max_queued = node.config.get_int("queued.max.requests")
         self._max_queued_bytes = node.config.get_int("queued.max.request.bytes")
         self._queued_bytes = 0  # frames of unanswered requests
+        self._on_close: list[Callable[[], None]] = []
         connections.add(self)
         self._resume_reading()
 
@@ -456,6 +457,19 @@ class Connection:
             task.cancel()
         self.sock.close()
         self._connections.discard(self)
+        callbacks, self._on_close = self._on_close, []
+        for callback in callbacks:
+            try:
+                callback()
+            except Exception:
+                log.exception("a connection close callback failed")
+
+    def on_close(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` once this connection closes (a share session ends with it)."""
+        if self.closed:
+            callback()
+        else:
+            self._on_close.append(callback)
 
 
 _CLOSE = object()

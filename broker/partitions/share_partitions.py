@@ -46,16 +46,19 @@ from storage.types import TopicPartition
 
 if TYPE_CHECKING:
     from coordination.share.persisted import PersistedState
-
     from storage.log import PartitionLog
 
 log = logging.getLogger(__name__)
 
 E = ErrorCode
-# The persister's answers after which the share partition is no longer ours to run.
-FENCED = frozenset({int(E.fenced_state_epoch), int(E.fenced_leader_epoch)})
-# Read of a partition the group coordinator never initialized: start it here.
-NOT_INITIALIZED = frozenset({int(E.unknown_topic_or_partition), int(E.group_id_not_found)})
+# The persister's answers after which the share partition is no longer ours to run: a newer
+# leader or state epoch took it over, or its state was deleted (INVALID_REQUEST: the share
+# coordinator has no such share partition); the next fetch reads it again.
+FENCED = frozenset({int(E.fenced_state_epoch), int(E.fenced_leader_epoch), int(E.invalid_request)})
+# A read of a share partition the share coordinator does not know (our leader epoch is never
+# negative, so INVALID_REQUEST can only mean that): one the group coordinator has not
+# initialized, fetched by a consumer that is not its assignee; it starts here.
+NOT_INITIALIZED = frozenset({int(E.invalid_request)})
 UNINITIALIZED_START_OFFSET = -1
 
 

@@ -32,7 +32,7 @@ from broker.partitions.placement import owner_index
 from broker.partitions.purgatory import FetchPurgatory
 from broker.partitions.replica_fetcher import ReplicaFetcher
 from broker.partitions.replication import Replication
-from broker.partitions.share_partitions import ShareSettings
+from broker.partitions.share_partitions import SharePartitions, ShareSettings
 from broker.process.metrics import WorkerMetrics
 from broker.process.reload import apply_in_child
 from broker.process.share_persister import SharePersister
@@ -121,6 +121,7 @@ class WorkerNode:
         self.segment_files = SegmentFiles()
         # Share groups (KIP-932): this worker's share sessions, and the share partitions it leads.
         self.share_sessions = ShareSessions(config.get_int("group.share.max.share.sessions"))
+        self.owner.shares = SharePartitions(self.owner, self.share_persister, self.share_settings)
         self._producer_ids: Iterator[int] = iter(())
         self._admin = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="admin")
         self.stats: dict[str, int] = {"connections": 0, "requests": 0, "produce_requests": 0,

@@ -195,6 +195,8 @@ from kio.schema.sasl_authenticate.v1.request import SaslAuthenticateRequest as _
 from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest as _SaslAuthenticateRequestV2
 from kio.schema.sasl_handshake.v0.request import SaslHandshakeRequest as _SaslHandshakeRequestV0
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest as _SaslHandshakeRequestV1
+from kio.schema.share_acknowledge.v1.request import ShareAcknowledgeRequest as ShareAcknowledgeRequest
+from kio.schema.share_fetch.v1.request import ShareFetchRequest as ShareFetchRequest
 from kio.schema.sync_group.v0.request import SyncGroupRequest as _SyncGroupRequestV0
 from kio.schema.sync_group.v1.request import SyncGroupRequest as _SyncGroupRequestV1
 from kio.schema.sync_group.v2.request import SyncGroupRequest as _SyncGroupRequestV2
@@ -589,5 +591,7 @@ BY_KEY: dict[int, object] = {
     66: ListTransactionsRequest,
     68: ConsumerGroupHeartbeatRequest,
     69: ConsumerGroupDescribeRequest,
+    78: ShareFetchRequest,
+    79: ShareAcknowledgeRequest,
 }
 
