@@ -66,6 +66,9 @@ from kio.schema.delete_groups.v2.request import DeleteGroupsRequest as _DeleteGr
 from kio.schema.delete_records.v0.request import DeleteRecordsRequest as _DeleteRecordsRequestV0
 from kio.schema.delete_records.v1.request import DeleteRecordsRequest as _DeleteRecordsRequestV1
 from kio.schema.delete_records.v2.request import DeleteRecordsRequest as _DeleteRecordsRequestV2
+from kio.schema.delete_share_group_state.v0.request import (
+    DeleteShareGroupStateRequest as _DeleteShareGroupStateRequestV0,
+)
 from kio.schema.delete_topics.v1.request import DeleteTopicsRequest as _DeleteTopicsRequestV1
 from kio.schema.delete_topics.v2.request import DeleteTopicsRequest as _DeleteTopicsRequestV2
 from kio.schema.delete_topics.v3.request import DeleteTopicsRequest as _DeleteTopicsRequestV3
@@ -120,6 +123,9 @@ from kio.schema.init_producer_id.v2.request import InitProducerIdRequest as _Ini
 from kio.schema.init_producer_id.v3.request import InitProducerIdRequest as _InitProducerIdRequestV3
 from kio.schema.init_producer_id.v4.request import InitProducerIdRequest as _InitProducerIdRequestV4
 from kio.schema.init_producer_id.v5.request import InitProducerIdRequest as _InitProducerIdRequestV5
+from kio.schema.initialize_share_group_state.v0.request import (
+    InitializeShareGroupStateRequest as _InitializeShareGroupStateRequestV0,
+)
 from kio.schema.join_group.v0.request import JoinGroupRequest as _JoinGroupRequestV0
 from kio.schema.join_group.v1.request import JoinGroupRequest as _JoinGroupRequestV1
 from kio.schema.join_group.v2.request import JoinGroupRequest as _JoinGroupRequestV2
@@ -190,6 +196,13 @@ from kio.schema.offset_fetch.v9.request import OffsetFetchRequest as _OffsetFetc
 from kio.schema.offset_for_leader_epoch.v2.request import OffsetForLeaderEpochRequest as _OffsetForLeaderEpochRequestV2
 from kio.schema.offset_for_leader_epoch.v3.request import OffsetForLeaderEpochRequest as _OffsetForLeaderEpochRequestV3
 from kio.schema.offset_for_leader_epoch.v4.request import OffsetForLeaderEpochRequest as _OffsetForLeaderEpochRequestV4
+from kio.schema.read_share_group_state.v0.request import ReadShareGroupStateRequest as _ReadShareGroupStateRequestV0
+from kio.schema.read_share_group_state_summary.v0.request import (
+    ReadShareGroupStateSummaryRequest as _ReadShareGroupStateSummaryRequestV0,
+)
+from kio.schema.read_share_group_state_summary.v1.request import (
+    ReadShareGroupStateSummaryRequest as _ReadShareGroupStateSummaryRequestV1,
+)
 from kio.schema.sasl_authenticate.v0.request import SaslAuthenticateRequest as _SaslAuthenticateRequestV0
 from kio.schema.sasl_authenticate.v1.request import SaslAuthenticateRequest as _SaslAuthenticateRequestV1
 from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest as _SaslAuthenticateRequestV2
@@ -209,6 +222,8 @@ from kio.schema.txn_offset_commit.v2.request import TxnOffsetCommitRequest as _T
 from kio.schema.txn_offset_commit.v3.request import TxnOffsetCommitRequest as _TxnOffsetCommitRequestV3
 from kio.schema.txn_offset_commit.v4.request import TxnOffsetCommitRequest as _TxnOffsetCommitRequestV4
 from kio.schema.txn_offset_commit.v5.request import TxnOffsetCommitRequest as _TxnOffsetCommitRequestV5
+from kio.schema.write_share_group_state.v0.request import WriteShareGroupStateRequest as _WriteShareGroupStateRequestV0
+from kio.schema.write_share_group_state.v1.request import WriteShareGroupStateRequest as _WriteShareGroupStateRequestV1
 from kio.schema.write_txn_markers.v1.request import WriteTxnMarkersRequest as _WriteTxnMarkersRequestV1
 from kio.schema.write_txn_markers.v2.request import WriteTxnMarkersRequest as _WriteTxnMarkersRequestV2
 
@@ -544,6 +559,21 @@ ConsumerGroupDescribeRequest = Union[
     _ConsumerGroupDescribeRequestV1,
 ]
 
+# keys 83-87: the share coordinator's (brokers')
+InitializeShareGroupStateRequest = Union[_InitializeShareGroupStateRequestV0]
+ReadShareGroupStateRequest = Union[_ReadShareGroupStateRequestV0]
+WriteShareGroupStateRequest = Union[
+    _WriteShareGroupStateRequestV0,
+    _WriteShareGroupStateRequestV1,
+]
+DeleteShareGroupStateRequest = Union[_DeleteShareGroupStateRequestV0]
+ReadShareGroupStateSummaryRequest = Union[
+    _ReadShareGroupStateSummaryRequestV0,
+    _ReadShareGroupStateSummaryRequestV1,
+]
+ShareStateRequest = Union[InitializeShareGroupStateRequest, ReadShareGroupStateRequest, WriteShareGroupStateRequest,
+                          DeleteShareGroupStateRequest, ReadShareGroupStateSummaryRequest]
+
 from broker.protocol.acl_requests import CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest  # noqa: E402
 
 BY_KEY: dict[int, object] = {
@@ -593,5 +623,10 @@ BY_KEY: dict[int, object] = {
     69: ConsumerGroupDescribeRequest,
     78: ShareFetchRequest,
     79: ShareAcknowledgeRequest,
+    83: InitializeShareGroupStateRequest,
+    84: ReadShareGroupStateRequest,
+    85: WriteShareGroupStateRequest,
+    86: DeleteShareGroupStateRequest,
+    87: ReadShareGroupStateSummaryRequest,
 }
 

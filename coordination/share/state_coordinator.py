@@ -14,25 +14,27 @@ injected log, and folds the record into the state only once the append succeeded
 same function that replays the topic at election (``load``): what is served is always
 what the topic says. Operations on one share-partition run one at a time.
 
-Kafka's checks and answers:
-  * every operation: a negative partition is INVALID_REQUEST; a topic id or partition the
-    cluster does not have is UNKNOWN_TOPIC_OR_PARTITION (delete excepted: the state of a
-    deleted topic must go too);
-  * initialize: a state epoch older than the stored one is FENCED_STATE_EPOCH; else a new
-    snapshot (next snapshot epoch, no batches, no leader epoch yet, delivery complete
-    count 0, or -1 without a start offset);
-  * read and write of a share-partition never initialized: INVALID_REQUEST; a negative
-    leader or state epoch: INVALID_REQUEST; a leader epoch older than the one recorded:
-    FENCED_LEADER_EPOCH; a write's state epoch older than the stored one: FENCED_STATE_EPOCH;
-  * a read or write with a newer leader epoch records it (a read writes a record for it);
-  * a write merges its batches into the state (coordination/share/state_batches.py); its
-    start offset never moves the state's back; its delivery complete count counts from its
-    start offset (a write behind the stored start offset keeps the stored count);
-  * summary of a share-partition never initialized: no error, start offset -1;
+Kafka's checks and answers (ShareCoordinatorShard as of Kafka 4.3, in its order):
+  * every operation: a null topic id or a negative partition is INVALID_REQUEST; a topic id
+    or partition the cluster does not have is UNKNOWN_TOPIC_OR_PARTITION;
+  * initialize: a state epoch (other than -1) older than the highest recorded is
+    FENCED_STATE_EPOCH; else a new snapshot: next snapshot epoch, the request's state epoch
+    and start offset, no leader epoch yet, no batches, delivery complete count 0 (-1 without
+    a start offset: nothing to count from yet);
+  * read and write of a share-partition never initialized: INVALID_REQUEST; a leader epoch
+    (other than -1) older than the highest recorded: FENCED_LEADER_EPOCH; a write's state
+    epoch (other than -1) older than the highest recorded: FENCED_STATE_EPOCH;
+  * a read with a new leader epoch records it (a record with the stored state and that
+    epoch) before it answers: from then on the earlier leader's writes are fenced. A write
+    keeps the recorded leader epoch;
+  * a write merges its batches into the state (coordination/share/state_batches.py) and
+    sets the start offset (unless -1) and delivery complete count it carries;
+  * summary: the state without batches, no leader epoch check; of a share-partition never
+    initialized: no error, start offset -1;
   * delete of one never initialized: no error, nothing written.
-Batches that no leader can mean (an empty or negative range, a delivery state that is not
-persisted, a negative delivery count) are INVALID_REQUEST: Castle checks what Kafka's
-combiner would take as given.
+Castle checks one thing more than Kafka, whose combiner takes batches as given: batches
+no leader can mean (an empty or negative range, a delivery state that is not persisted, a
+negative delivery count) are INVALID_REQUEST, and nothing is written.
 """
 
 from __future__ import annotations
@@ -141,7 +143,8 @@ def _append_error(code: int) -> int:
 @dataclass(slots=True)
 class _State:
     """One share-partition's state, as its records fold: the last snapshot with the updates
-    since. The epochs are the highest seen (Kafka's fencing maps)."""
+    since, and the highest leader and state epochs any record carried (Kafka's fencing maps:
+    a new snapshot's epochs may be lower, the fence never is)."""
 
     snapshot_epoch: int
     state_epoch: int
@@ -149,12 +152,13 @@ class _State:
     start_offset: int
     delivery_complete_count: int
     batches: tuple[StateBatch, ...]
-    create_timestamp: int
-    updates: int = 0  # ShareUpdate records since the snapshot
+    fence_leader_epoch: int
+    fence_state_epoch: int
+    updates: int = 0  # ShareUpdate records since the last snapshot that reset the count
 
-    def persisted(self, leader_epoch: int | None = None, batches: bool = True) -> PersistedState:
-        return PersistedState(0, self.state_epoch, self.leader_epoch if leader_epoch is None else leader_epoch,
-                              self.start_offset, self.delivery_complete_count, self.batches if batches else ())
+    def persisted(self, batches: bool = True) -> PersistedState:
+        return PersistedState(0, self.state_epoch, self.leader_epoch, self.start_offset, self.delivery_complete_count,
+                              self.batches if batches else ())
 
 
 def _wall_ms() -> int:
@@ -201,22 +205,23 @@ class ShareStateCoordinator:
         if value is None:
             self.states.pop(state_key, None)
         elif isinstance(value, ShareSnapshotValue):
+            updates = 0 if known is None or known.updates >= self.updates_per_snapshot else known.updates
             self.states[state_key] = _State(
-                value.snapshot_epoch,
-                value.state_epoch if known is None else max(known.state_epoch, value.state_epoch),
-                value.leader_epoch if known is None else max(known.leader_epoch, value.leader_epoch),
-                value.start_offset, value.delivery_complete_count, value.state_batches, value.create_timestamp)
-        elif known is None:  # an update without its snapshot (pruned away): the update is the state
+                value.snapshot_epoch, value.state_epoch, value.leader_epoch, value.start_offset,
+                value.delivery_complete_count, value.state_batches,
+                value.leader_epoch if known is None else max(known.fence_leader_epoch, value.leader_epoch),
+                value.state_epoch if known is None else max(known.fence_state_epoch, value.state_epoch), updates)
+        elif known is None:  # an update without its snapshot: the update is the state
             self.states[state_key] = _State(value.snapshot_epoch, DEFAULT_STATE_EPOCH, value.leader_epoch,
-                                            value.start_offset, value.delivery_complete_count,
-                                            combine((), value.state_batches, value.start_offset),
-                                            0)
+                                            value.start_offset, value.delivery_complete_count, value.state_batches,
+                                            value.leader_epoch, DEFAULT_STATE_EPOCH, 1)
         else:
             if value.start_offset != UNINITIALIZED_START_OFFSET:
                 known.start_offset = value.start_offset
-            known.leader_epoch = max(known.leader_epoch, value.leader_epoch)
-            if value.delivery_complete_count != NO_DELIVERY_COMPLETE_COUNT:
-                known.delivery_complete_count = value.delivery_complete_count
+            if value.leader_epoch != NO_LEADER_EPOCH:
+                known.leader_epoch = value.leader_epoch
+            known.fence_leader_epoch = max(known.fence_leader_epoch, value.leader_epoch)
+            known.delivery_complete_count = value.delivery_complete_count
             known.batches = combine(known.batches, value.state_batches, known.start_offset)
             known.updates += 1
 
@@ -229,7 +234,7 @@ class ShareStateCoordinator:
         key = (group_id, topic_id, partition)
         async with self._lock(key):
             known = self.states.get(key)
-            if known is not None and known.state_epoch > state_epoch:
+            if state_epoch != -1 and known is not None and known.fence_state_epoch > state_epoch:
                 return int(E.fenced_state_epoch)
             if not self.topic_known(topic_id, partition):
                 return int(E.unknown_topic_or_partition)
@@ -240,7 +245,7 @@ class ShareStateCoordinator:
             return await self._append(ShareSnapshotKey(*key), snapshot)
 
     async def read(self, group_id: str, topic_id: uuid.UUID, partition: int, leader_epoch: int) -> PersistedState:
-        refused = self._serving() or _key_error(topic_id, partition) or _epoch_error(leader_epoch)
+        refused = self._serving() or _key_error(topic_id, partition)
         if refused:
             return PersistedState(refused)
         key = (group_id, topic_id, partition)
@@ -248,46 +253,47 @@ class ShareStateCoordinator:
             known = self.states.get(key)
             if known is None:
                 return PersistedState(int(E.invalid_request))
-            if known.leader_epoch > leader_epoch:
+            if leader_epoch != NO_LEADER_EPOCH and known.fence_leader_epoch > leader_epoch:
                 return PersistedState(int(E.fenced_leader_epoch))
             if not self.topic_known(topic_id, partition):
                 return PersistedState(int(E.unknown_topic_or_partition))
-            answer = known.persisted(leader_epoch)
-            if leader_epoch != known.leader_epoch:
-                # A new share-partition leader: its epoch is recorded before it is told the
-                # state, so the writes of the one before are fenced from now on.
-                code = await self._append(*self._write_record(key, known, leader_epoch, known.start_offset,
-                                                              known.delivery_complete_count, ()))
-                if code:
-                    return PersistedState(code)
-            return answer
+            if leader_epoch == NO_LEADER_EPOCH or known.fence_leader_epoch == leader_epoch:
+                return known.persisted()
+            # A new share-partition leader: its epoch is recorded before it is told the
+            # state, so the writes of the one before are fenced from now on.
+            code = await self._append(*self._write_record(key, known, leader_epoch, known.start_offset,
+                                                          known.delivery_complete_count, ()))
+            if code:
+                return PersistedState(code)
+            return self.states[key].persisted()  # the fold may have replaced ``known`` (a snapshot)
 
     async def write(self, group_id: str, topic_id: uuid.UUID, partition: int, state_epoch: int, leader_epoch: int,
                     start_offset: int, delivery_complete_count: int, batches: tuple[StateBatch, ...]) -> int:
-        refused = (self._serving() or _key_error(topic_id, partition) or _epoch_error(leader_epoch)
-                   or _epoch_error(state_epoch))
+        refused = self._serving() or _key_error(topic_id, partition)
         if refused:
             return refused
-        if not all(valid_batch(batch) for batch in batches):
-            return int(E.invalid_request)
         key = (group_id, topic_id, partition)
         async with self._lock(key):
             known = self.states.get(key)
             if known is None:
                 return int(E.invalid_request)
-            if known.leader_epoch > leader_epoch:
+            if leader_epoch != NO_LEADER_EPOCH and known.fence_leader_epoch > leader_epoch:
                 return int(E.fenced_leader_epoch)
-            if known.state_epoch > state_epoch:
+            if state_epoch != -1 and known.fence_state_epoch > state_epoch:
                 return int(E.fenced_state_epoch)
             if not self.topic_known(topic_id, partition):
                 return int(E.unknown_topic_or_partition)
-            return await self._append(*self._write_record(key, known, leader_epoch, start_offset,
+            if not all(valid_batch(batch) for batch in batches):
+                return int(E.invalid_request)
+            return await self._append(*self._write_record(key, known, known.leader_epoch, start_offset,
                                                           delivery_complete_count, batches))
 
     async def delete(self, group_id: str, topic_id: uuid.UUID, partition: int) -> int:
         refused = self._serving() or _key_error(topic_id, partition)
         if refused:
             return refused
+        if not self.topic_known(topic_id, partition):
+            return int(E.unknown_topic_or_partition)
         key = (group_id, topic_id, partition)
         async with self._lock(key):
             if key not in self.states:
@@ -295,17 +301,14 @@ class ShareStateCoordinator:
             return await self._append(ShareSnapshotKey(*key), None)
 
     async def summary(self, group_id: str, topic_id: uuid.UUID, partition: int, leader_epoch: int) -> PersistedState:
+        """``leader_epoch`` is not checked (Kafka's summary fences nothing)."""
         refused = self._serving() or _key_error(topic_id, partition)
         if refused:
             return PersistedState(refused)
-        known = self.states.get((group_id, topic_id, partition))
-        if known is not None and leader_epoch != NO_LEADER_EPOCH and known.leader_epoch > leader_epoch:
-            return PersistedState(int(E.fenced_leader_epoch))
         if not self.topic_known(topic_id, partition):
             return PersistedState(int(E.unknown_topic_or_partition))
-        if known is None:
-            return PersistedState(0)
-        return known.persisted(batches=False)
+        known = self.states.get((group_id, topic_id, partition))
+        return PersistedState(0) if known is None else known.persisted(batches=False)
 
     # ------------------------------------------------------------------ inside
     def _serving(self) -> int:
@@ -322,22 +325,16 @@ class ShareStateCoordinator:
     def _write_record(self, key: Key, known: _State, leader_epoch: int, start_offset: int, delivery_complete_count: int,
                       batches: tuple[StateBatch, ...]) -> tuple[ShareStateKey, ShareStateValue]:
         """The record of a write (or of a read's new leader epoch): a ShareUpdate with the
-        written batches, or once enough updates followed the snapshot, a new snapshot."""
-        start = max(start_offset, known.start_offset)  # never back
-        if start_offset == known.start_offset:
-            count = max(delivery_complete_count, known.delivery_complete_count)
-        elif start_offset < known.start_offset:
-            count = known.delivery_complete_count  # the write is behind what is stored
-        else:
-            count = delivery_complete_count
-        leader = max(leader_epoch, known.leader_epoch)
+        written batches, or once enough updates followed the snapshot, a new snapshot with
+        everything merged."""
         if known.updates >= self.updates_per_snapshot:
+            start = known.start_offset if start_offset == UNINITIALIZED_START_OFFSET else start_offset
             now = self.clock()
             return ShareSnapshotKey(*key), ShareSnapshotValue(
-                known.snapshot_epoch + 1, known.state_epoch, leader, start, now, now,
-                combine(known.batches, batches, start), count)
-        return ShareUpdateKey(*key), ShareUpdateValue(known.snapshot_epoch, leader, start, combine((), batches, start),
-                                                      count)
+                known.snapshot_epoch + 1, known.state_epoch, leader_epoch, start, now, now,
+                combine(known.batches, batches, start), delivery_complete_count)
+        return ShareUpdateKey(*key), ShareUpdateValue(known.snapshot_epoch, leader_epoch, start_offset,
+                                                      combine((), batches, start_offset), delivery_complete_count)
 
     async def _append(self, key: ShareStateKey, value: ShareStateValue | None) -> int:
         """Write one record to the key's partition; folded in once written."""
@@ -360,7 +357,3 @@ class ShareStateCoordinator:
 
 def _key_error(topic_id: uuid.UUID | None, partition: int) -> int:
     return int(E.invalid_request) if topic_id is None or partition < 0 else 0
-
-
-def _epoch_error(epoch: int) -> int:
-    return int(E.invalid_request) if epoch < 0 else 0

@@ -137,10 +137,12 @@ def test_bad_input_gets_kafkas_errors_and_changes_nothing(broker: Broker) -> Non
         assert write(client, "never-initialized", topic_id, 1, 0, 0, 0, []) == invalid
         assert initialize(client, "g2", topic_id, -1, 4, 0) == invalid
         assert read(client, "g2", topic_id, -1, 0)[0] == invalid
-        assert write(client, "g2", topic_id, 1, 4, -5, 0, []) == invalid
+        assert write(client, "g2", topic_id, 1, 4, -5, 0, []) == ErrorCode.fenced_leader_epoch
         for garbage in ((9, 2, 0, 1), (-4, 2, 0, 1), (0, 2, 1, 1), (0, 2, 9, 1), (0, 2, 0, -1)):
             assert write(client, "g2", topic_id, 1, 4, 0, 0, [(20, 21, 0, 1), garbage]) == invalid
         assert initialize(client, "g2", uuid.uuid4(), 0, 1, 0) == unknown
+        null_topic = one(ask(client, READ, 0, "g2", None, {"partition": 1, "leader_epoch": 0}))
+        assert (null_topic.error_code, null_topic.start_offset) == (invalid, -1)
         assert initialize(client, "g2", topic_id, 7, 1, 0) == unknown
         assert read(client, "g2", topic_id, 1, 0) == before[0]
         assert summary(client, "g2", topic_id, 1) == before[1]

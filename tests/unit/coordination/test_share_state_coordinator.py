@@ -115,11 +115,14 @@ def test_leader_and_state_epoch_fencing() -> None:
         assert await share.write(GROUP, TOPIC, 1, 3, 4, 0, -1, (batch(0, 1),)) == ErrorCode.fenced_leader_epoch
         assert await share.write(GROUP, TOPIC, 1, 2, 5, 0, -1, (batch(0, 1),)) == ErrorCode.fenced_state_epoch
         assert await share.initialize(GROUP, TOPIC, 1, 2, 0) == ErrorCode.fenced_state_epoch
-        # A write with a newer leader epoch records it: the one before is fenced.
+        # A write keeps the recorded leader epoch (only a read records a new one); -1 is no epoch.
         assert await share.write(GROUP, TOPIC, 1, 3, 6, 0, -1, (batch(0, 1),)) == 0
+        assert await share.write(GROUP, TOPIC, 1, -1, -1, 0, -1, (batch(2, 2),)) == 0
+        assert (await share.read(GROUP, TOPIC, 1, 5)).error_code == 0
+        assert (await share.read(GROUP, TOPIC, 1, -1)).leader_epoch == 5
+        assert (await share.read(GROUP, TOPIC, 1, 6)).leader_epoch == 6
         assert (await share.read(GROUP, TOPIC, 1, 5)).error_code == ErrorCode.fenced_leader_epoch
-        assert (await share.summary(GROUP, TOPIC, 1, 5)).error_code == ErrorCode.fenced_leader_epoch
-        summary = await share.summary(GROUP, TOPIC, 1, -1)
+        summary = await share.summary(GROUP, TOPIC, 1, 5)  # a summary fences nothing
         assert (summary.error_code, summary.leader_epoch, summary.state_epoch, summary.batches) == (0, 6, 3, ())
         # A newer state epoch (the group reset the share-partition) starts over.
         assert await share.initialize(GROUP, TOPIC, 1, 4, 100) == 0
@@ -142,7 +145,7 @@ def test_refusals_change_nothing() -> None:
         assert await share.write("unknown", TOPIC, 0, 1, 0, 0, -1, ()) == invalid
         assert await share.initialize(GROUP, TOPIC, -1, 1, 0) == invalid
         assert (await share.read(GROUP, TOPIC, -1, 0)).error_code == invalid
-        assert await share.write(GROUP, TOPIC, 0, 1, -2, 0, -1, ()) == invalid
+        assert await share.write(GROUP, TOPIC, 0, 1, -2, 0, -1, ()) == ErrorCode.fenced_leader_epoch
         for garbage in (batch(5, 4), batch(-1, 3), batch(0, 3, 1), batch(0, 3, 7), batch(0, 3, 0, -1)):
             assert await share.write(GROUP, TOPIC, 0, 1, 0, 0, -1, (batch(6, 7), garbage)) == invalid
         unknown = int(ErrorCode.unknown_topic_or_partition)
@@ -182,9 +185,11 @@ def test_overlapping_batches_merge_as_kafkas_combiner() -> None:
         state = await share.read(GROUP, TOPIC, 0, 0)
         assert state.start_offset == 2
         assert state.batches == (batch(2, 2), batch(3, 6, 2, 2), batch(7, 14, 0, 2))
-        # A start offset behind the stored one does not move it back.
-        assert await share.write(GROUP, TOPIC, 0, 0, 0, 1, -1, ()) == 0
+        # A write's start offset is the share-partition's, as Kafka takes it; -1 leaves it.
+        assert await share.write(GROUP, TOPIC, 0, 0, 0, -1, -1, ()) == 0
         assert (await share.read(GROUP, TOPIC, 0, 0)).start_offset == 2
+        assert await share.write(GROUP, TOPIC, 0, 0, 0, 7, -1, ()) == 0
+        assert (await share.read(GROUP, TOPIC, 0, 0)).batches == (batch(7, 14, 0, 2),)
 
     run(go())
 
@@ -200,20 +205,21 @@ def test_combine_cases() -> None:
     assert combine((batch(0, 4),), (), 5) == ()
 
 
-def test_delivery_complete_count_counts_from_the_start_offset() -> None:
+def test_the_delivery_complete_count_is_the_last_written() -> None:
     share = coordinator()
 
-    async def go() -> int:
-        assert await share.initialize(GROUP, TOPIC, 0, 0, 10) == 0
-        assert await share.write(GROUP, TOPIC, 0, 0, 0, 10, 4, ()) == 0
-        assert await share.write(GROUP, TOPIC, 0, 0, 0, 10, 3, ()) == 0  # same start: the larger stays
-        assert (await share.summary(GROUP, TOPIC, 0, -1)).delivery_complete_count == 4
-        assert await share.write(GROUP, TOPIC, 0, 0, 0, 8, 1, ()) == 0  # behind: the stored one stays
-        assert (await share.summary(GROUP, TOPIC, 0, -1)).delivery_complete_count == 4
-        assert await share.write(GROUP, TOPIC, 0, 0, 0, 20, 0, ()) == 0  # ahead: the write's
-        return (await share.summary(GROUP, TOPIC, 0, -1)).delivery_complete_count
+    async def go() -> list[int]:
+        counts = []
+        assert await share.initialize(GROUP, TOPIC, 0, 0, -1) == 0
+        counts.append((await share.summary(GROUP, TOPIC, 0, -1)).delivery_complete_count)  # nothing to count from
+        assert await share.initialize(GROUP, TOPIC, 1, 0, 10) == 0
+        counts.append((await share.summary(GROUP, TOPIC, 1, -1)).delivery_complete_count)  # counting from 10
+        for count in (4, 3):
+            assert await share.write(GROUP, TOPIC, 1, 0, 0, 10, count, ()) == 0
+            counts.append((await share.summary(GROUP, TOPIC, 1, -1)).delivery_complete_count)
+        return counts
 
-    assert run(go()) == 0
+    assert run(go()) == [-1, 0, 4, 3]
 
 
 def test_a_snapshot_after_every_n_updates_and_replay_gives_the_same_state() -> None:
