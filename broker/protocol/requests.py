@@ -195,6 +195,8 @@ from kio.schema.sasl_authenticate.v1.request import SaslAuthenticateRequest as _
 from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest as _SaslAuthenticateRequestV2
 from kio.schema.sasl_handshake.v0.request import SaslHandshakeRequest as _SaslHandshakeRequestV0
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest as _SaslHandshakeRequestV1
+from kio.schema.share_group_describe.v1.request import ShareGroupDescribeRequest as _ShareGroupDescribeRequestV1
+from kio.schema.share_group_heartbeat.v1.request import ShareGroupHeartbeatRequest as _ShareGroupHeartbeatRequestV1
 from kio.schema.sync_group.v0.request import SyncGroupRequest as _SyncGroupRequestV0
 from kio.schema.sync_group.v1.request import SyncGroupRequest as _SyncGroupRequestV1
 from kio.schema.sync_group.v2.request import SyncGroupRequest as _SyncGroupRequestV2
@@ -542,6 +544,12 @@ ConsumerGroupDescribeRequest = Union[
     _ConsumerGroupDescribeRequestV1,
 ]
 
+# key 76 (v1 only)
+ShareGroupHeartbeatRequest = _ShareGroupHeartbeatRequestV1
+
+# key 77 (v1 only)
+ShareGroupDescribeRequest = _ShareGroupDescribeRequestV1
+
 from broker.protocol.acl_requests import CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest  # noqa: E402
 
 BY_KEY: dict[int, object] = {
@@ -589,5 +597,7 @@ BY_KEY: dict[int, object] = {
     66: ListTransactionsRequest,
     68: ConsumerGroupHeartbeatRequest,
     69: ConsumerGroupDescribeRequest,
+    76: ShareGroupHeartbeatRequest,
+    77: ShareGroupDescribeRequest,
 }
 
