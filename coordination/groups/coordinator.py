@@ -267,7 +267,7 @@ class GroupCoordinator:
             # The classic group's metadata goes; its offsets are records of their own and stay
             # (DeleteGroups tombstones them first; a group that changed kind keeps them).
             group = self.groups.get(key.group)
-            if group is not None and group.modern is None:
+            if group is not None and group.modern is None and group.share is None:
                 kept = Group(key.group)
                 kept.offsets, kept.offset_order = group.offsets, group.offset_order
                 self.groups[key.group] = kept
@@ -1135,21 +1135,31 @@ class GroupCoordinator:
     async def delete_groups(self, group_ids: Sequence[str]) -> list[int]:
         results = []
         for group_id in group_ids:
-            code = self._unavailable()
             group = self.groups.get(group_id)
-            if not code and (group is None or group.is_(GroupState.DEAD)):
-                code = int(E.group_id_not_found)
-            elif not code and group is not None and (group.members or not group.is_(GroupState.EMPTY)):
-                code = int(E.non_empty_group)
-            if not code and group is not None and group.share is not None:
-                code = await self.share.delete_state(group)
-            if not code and group is not None:
-                partitions = list(group.offsets)
-                partitions += sorted(self.pending.partitions_of(group_id) - set(partitions))
-                code = await self._write_tombstones(group, partitions, include_group=True)
-                if not code:
-                    group.transition(GroupState.DEAD)
-                    self.groups.pop(group_id, None)
-                    self.on_group_change(group)
-            results.append(code)
+            if group is not None and group.share is not None:
+                # A share group's heartbeats and its share state work hold its lock: none may
+                # run between the emptiness check, the state deletion and the tombstones.
+                async with self.share.lock(group_id):
+                    results.append(await self._delete_group(group_id))
+            else:
+                results.append(await self._delete_group(group_id))
         return results
+
+    async def _delete_group(self, group_id: str) -> int:
+        code = self._unavailable()
+        group = self.groups.get(group_id)
+        if not code and (group is None or group.is_(GroupState.DEAD)):
+            code = int(E.group_id_not_found)
+        elif not code and group is not None and (group.members or not group.is_(GroupState.EMPTY)):
+            code = int(E.non_empty_group)
+        if not code and group is not None and group.share is not None:
+            code = await self.share.delete_state(group)
+        if not code and group is not None:
+            partitions = list(group.offsets)
+            partitions += sorted(self.pending.partitions_of(group_id) - set(partitions))
+            code = await self._write_tombstones(group, partitions, include_group=True)
+            if not code:
+                group.transition(GroupState.DEAD)
+                self.groups.pop(group_id, None)
+                self.on_group_change(group)
+        return code

@@ -89,7 +89,8 @@ class ShareGroupService:
         self._locks: dict[str, asyncio.Lock] = {}
         self._fencing: set[tuple[str, str]] = set()
 
-    def _lock(self, group_id: str) -> asyncio.Lock:
+    def lock(self, group_id: str) -> asyncio.Lock:
+        """The group's lock: held by each change of the group, across its append."""
         lock = self._locks.get(group_id)
         if lock is None:
             lock = self._locks[group_id] = asyncio.Lock()
@@ -108,7 +109,7 @@ class ShareGroupService:
             validate(request)
         except ShareHeartbeatError as exc:
             return ShareHeartbeatAnswer(exc.code, exc.message)
-        async with self._lock(request.group_id):
+        async with self.lock(request.group_id):
             try:
                 group = self._group_for(request)
                 if request.member_epoch == LEAVE_GROUP_MEMBER_EPOCH:
@@ -186,7 +187,7 @@ class ShareGroupService:
         except Exception:  # noqa: BLE001 - the share coordinator unreachable: retried by a later heartbeat
             log.exception("group %s: initializing share state failed", request.group_id)
             failed = int(E.unknown_server_error)
-        async with self._lock(request.group_id):
+        async with self.lock(request.group_id):
             share = self.share_of(request.group_id)
             if share is None:
                 return
@@ -252,7 +253,7 @@ class ShareGroupService:
 
         async def run() -> None:
             try:
-                async with self._lock(group_id):
+                async with self.lock(group_id):
                     share = self.share_of(group_id)
                     member = share.members.get(member_id) if share is not None else None
                     if share is None or member is None:
