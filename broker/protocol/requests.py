@@ -30,6 +30,7 @@ from kio.schema.alter_partition_reassignments.v0.request import (
 from kio.schema.alter_partition_reassignments.v1.request import (
     AlterPartitionReassignmentsRequest as _AlterPartitionReassignmentsRequestV1,
 )
+from kio.schema.alter_share_group_offsets.v0.request import AlterShareGroupOffsetsRequest as _AlterShareGroupOffsetsRequestV0
 from kio.schema.alter_user_scram_credentials.v0.request import (
     AlterUserScramCredentialsRequest as AlterUserScramCredentialsRequest,
 )
@@ -66,6 +67,7 @@ from kio.schema.delete_groups.v2.request import DeleteGroupsRequest as _DeleteGr
 from kio.schema.delete_records.v0.request import DeleteRecordsRequest as _DeleteRecordsRequestV0
 from kio.schema.delete_records.v1.request import DeleteRecordsRequest as _DeleteRecordsRequestV1
 from kio.schema.delete_records.v2.request import DeleteRecordsRequest as _DeleteRecordsRequestV2
+from kio.schema.delete_share_group_offsets.v0.request import DeleteShareGroupOffsetsRequest as _DeleteShareGroupOffsetsRequestV0
 from kio.schema.delete_topics.v1.request import DeleteTopicsRequest as _DeleteTopicsRequestV1
 from kio.schema.delete_topics.v2.request import DeleteTopicsRequest as _DeleteTopicsRequestV2
 from kio.schema.delete_topics.v3.request import DeleteTopicsRequest as _DeleteTopicsRequestV3
@@ -87,6 +89,12 @@ from kio.schema.describe_groups.v4.request import DescribeGroupsRequest as _Desc
 from kio.schema.describe_groups.v5.request import DescribeGroupsRequest as _DescribeGroupsRequestV5
 from kio.schema.describe_groups.v6.request import DescribeGroupsRequest as _DescribeGroupsRequestV6
 from kio.schema.describe_producers.v0.request import DescribeProducersRequest as _DescribeProducersRequestV0
+from kio.schema.describe_share_group_offsets.v0.request import (
+    DescribeShareGroupOffsetsRequest as _DescribeShareGroupOffsetsRequestV0,
+)
+from kio.schema.describe_share_group_offsets.v1.request import (
+    DescribeShareGroupOffsetsRequest as _DescribeShareGroupOffsetsRequestV1,
+)
 from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequest as _DescribeTransactionsRequestV0
 from kio.schema.describe_user_scram_credentials.v0.request import (
     DescribeUserScramCredentialsRequest as DescribeUserScramCredentialsRequest,
@@ -544,6 +552,18 @@ ConsumerGroupDescribeRequest = Union[
     _ConsumerGroupDescribeRequestV1,
 ]
 
+# key 90
+DescribeShareGroupOffsetsRequest = Union[
+    _DescribeShareGroupOffsetsRequestV0,
+    _DescribeShareGroupOffsetsRequestV1,
+]
+
+# key 91
+AlterShareGroupOffsetsRequest = _AlterShareGroupOffsetsRequestV0
+
+# key 92
+DeleteShareGroupOffsetsRequest = _DeleteShareGroupOffsetsRequestV0
+
 # key 76 (v1 only)
 ShareGroupHeartbeatRequest = _ShareGroupHeartbeatRequestV1
 
@@ -599,5 +619,8 @@ BY_KEY: dict[int, object] = {
     69: ConsumerGroupDescribeRequest,
     76: ShareGroupHeartbeatRequest,
     77: ShareGroupDescribeRequest,
+    90: DescribeShareGroupOffsetsRequest,
+    91: AlterShareGroupOffsetsRequest,
+    92: DeleteShareGroupOffsetsRequest,
 }
 

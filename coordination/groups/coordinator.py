@@ -43,6 +43,7 @@ from coordination.groups.replay import LoadEntry, OffsetsRecord, TxnMarker
 from coordination.groups.requests import JoiningMember, MemberRef
 from coordination.groups.share.group import SHARE_GROUP_KEYS
 from coordination.groups.share.heartbeat import ShareSettings
+from coordination.groups.share.offsets import ShareOffsetsAdmin
 from coordination.groups.share.service import ShareGroupService
 from coordination.groups.share.state_admin import MemoryShareState, ShareStateAdmin
 from coordination.groups.state import GroupState
@@ -157,6 +158,7 @@ class GroupCoordinator:
         self.consumer = ConsumerGroupService(self, consumer_settings or ConsumerSettings())
         # Share groups (KIP-932), group side; their partitions' state is the share coordinator's.
         self.share = ShareGroupService(self, share_settings or ShareSettings(), share_state or MemoryShareState())
+        self.share_offsets = ShareOffsetsAdmin(self.share)
         self._background: set[asyncio.Task[Any]] = set()
         # Group metadata records being written in the background, by group id.
         self._group_writes: dict[str, asyncio.Future[None]] = {}

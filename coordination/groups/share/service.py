@@ -118,7 +118,7 @@ class ShareGroupService:
                     plan = heartbeat(group, request, self.settings, self.catalog, _now_ms())
             except ShareHeartbeatError as exc:
                 return ShareHeartbeatAnswer(exc.code, exc.message)
-            code = await self._write(group.group_id, plan.records)
+            code = await self.write(group.group_id, plan.records)
             if code:
                 return ShareHeartbeatAnswer(code)
             self._after(group, plan)
@@ -138,7 +138,7 @@ class ShareGroupService:
             return ShareGroup(group_id)
         raise ShareHeartbeatError(int(E.group_id_not_found), f"Group {group_id} is not a share group.")
 
-    async def _write(self, group_id: str, records: list[Record]) -> int:
+    async def write(self, group_id: str, records: list[Record]) -> int:
         """Append ``records`` as one batch to the group's partition; the client's error, 0 once in."""
         if not records:
             return 0
@@ -198,7 +198,7 @@ class ShareGroupService:
                 record = initialized(share, request.partitions, self.catalog, _now_ms())
             if record is None:
                 return
-            code = await self._write(request.group_id, [record])
+            code = await self.write(request.group_id, [record])
             if code:
                 log.warning("group %s: share state metadata not written (error %d)", request.group_id, code)
                 return
@@ -224,7 +224,7 @@ class ShareGroupService:
         if not names and not share.has_state_metadata:
             return 0
         record = state_metadata_record(share.group_id, {}, {}, names)
-        code = await self._write(share.group_id, [record])
+        code = await self.write(share.group_id, [record])
         if code:
             return code
         share.apply(record[0], record[1], _now_ms())
@@ -261,7 +261,7 @@ class ShareGroupService:
                     if time.monotonic() <= share.session_deadlines.get(member_id, 0.0):
                         return  # it heartbeated while this waited for the lock
                     records = fence(share, member, self.catalog)
-                    code = await self._write(group_id, records)
+                    code = await self.write(group_id, records)
                     if code:
                         log.warning("group %s: member %s not fenced (error %d); retrying", group_id, member_id, code)
                         return

@@ -2,8 +2,8 @@
 with ShareGroupHeartbeat v1 and split a topic's partitions once their share state is
 initialized, bad heartbeats get Kafka's errors and change nothing, requests of the other group
 kinds answer a share group id as Kafka does, the group is described, listed, left and
-deleted; and a share group loads back with its epochs and assignments after its coordinator
-process is killed -9."""
+deleted; a share group loads back with its epochs and assignments after its coordinator
+process is killed -9; and its offsets are described, altered and deleted."""
 
 from __future__ import annotations
 
@@ -71,12 +71,13 @@ def summary(described: Any) -> tuple[Any, ...]:
                                                               for p in t.partitions))) for m in described.members))
 
 
-def test_both_apis_are_advertised_at_v1_only(broker: Broker) -> None:
+def test_the_apis_are_advertised_at_kafkas_versions(broker: Broker) -> None:
     with KioClient(broker.bootstrap) as client:
         answer = client.call(API_VERSIONS, 3, request(API_VERSIONS, 3, client_software_name="t",
                                                       client_software_version="1"))
         ranges = {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in answer.api_keys}
         assert ranges[HEARTBEAT] == (1, 1) and ranges[DESCRIBE] == (1, 1)
+        assert (ranges[90], ranges[91], ranges[92]) == ((0, 1), (0, 0), (0, 0))
 
 
 def test_two_members_split_the_partitions_bad_input_changes_nothing_and_they_leave(broker: Broker) -> None:
@@ -196,3 +197,49 @@ def test_the_coordinator_killed_9_loads_the_share_group_back(broker: Broker) -> 
             assert (again.error_code, again.member_epoch, again.assignment) == \
                 (ErrorCode.none, answer.member_epoch, None)
         assert summary(describe(client, group)) == summary(before)
+
+
+DESCRIBE_OFFSETS, ALTER_OFFSETS, DELETE_OFFSETS = 90, 91, 92
+
+
+def describe_offsets(client: KioClient, group: str, topic: str | None, version: int = 1) -> Any:
+    topics = None if topic is None else [{"topic_name": topic, "partitions": [0, 1]}]
+    answer = client.call(DESCRIBE_OFFSETS, version, request(DESCRIBE_OFFSETS, version,
+                                                            groups=[{"group_id": group, "topics": topics}]))
+    return answer.groups[0]
+
+
+def test_share_group_offsets_are_described_altered_and_deleted(broker: Broker) -> None:
+    topic, group = "share-offsets", "share-offsets-group"
+    confluent_create_topic(broker.bootstrap, topic, 2)
+    a = str(uuid.uuid4())
+    with KioClient(broker.bootstrap) as client:
+        tid = topic_id(client, topic)
+        beat(client, group, a, 0, [topic])
+        assigned(client, group, a, 1, topic, 2)
+        for version in (0, 1):
+            described = describe_offsets(client, group, topic, version)
+            assert described.error_code == ErrorCode.none
+            [entry] = described.topics
+            assert (entry.topic_name, entry.topic_id) == (topic, tid)
+            assert [(int(p.partition_index), int(p.start_offset), p.error_code) for p in entry.partitions] == \
+                [(0, -1, ErrorCode.none), (1, -1, ErrorCode.none)]  # initialized, no start offset yet
+        every = describe_offsets(client, group, None)
+        assert [(t.topic_name, sorted(int(p.partition_index) for p in t.partitions)) for t in every.topics] == \
+            [(topic, [0, 1])]
+        alter = request(ALTER_OFFSETS, 0, group_id=group, topics=[
+            {"topic_name": topic, "partitions": [{"partition_index": 0, "start_offset": 5}]}])
+        assert client.call(ALTER_OFFSETS, 0, alter).error_code == ErrorCode.non_empty_group
+        assert beat(client, group, a, -1).error_code == ErrorCode.none
+        altered = client.call(ALTER_OFFSETS, 0, alter)
+        assert altered.error_code == ErrorCode.none
+        assert [(r.topic_name, r.topic_id, [(int(p.partition_index), p.error_code) for p in r.partitions])
+                for r in altered.responses] == [(topic, tid, [(0, ErrorCode.none)])]
+        offsets = describe_offsets(client, group, topic).topics[0].partitions
+        assert [int(p.start_offset) for p in offsets] == [5, -1]
+        deleted = client.call(DELETE_OFFSETS, 0, request(DELETE_OFFSETS, 0, group_id=group,
+                                                         topics=[{"topic_name": topic}, {"topic_name": "nope"}]))
+        assert deleted.error_code == ErrorCode.none
+        assert {(r.topic_name, r.error_code) for r in deleted.responses} == \
+            {(topic, ErrorCode.none), ("nope", ErrorCode.unknown_topic_or_partition)}
+        assert list(describe_offsets(client, group, None).topics) == []
