@@ -5,7 +5,8 @@ Behaviour: served by the coordinator process; the semantics are in
 coordination/groups/share/ (heartbeat.py decides, service.py writes and applies). This
 module translates kio entities to those values and back, and makes Kafka's KafkaApis
 checks first: READ on the group for a heartbeat (GROUP_AUTHORIZATION_FAILED), DESCRIBE on
-every topic it subscribes to (TOPIC_AUTHORIZATION_FAILED); DESCRIBE on each group described.
+every topic it subscribes to (TOPIC_AUTHORIZATION_FAILED); DESCRIBE on each group described,
+and on every topic its members are assigned (else the group answers TOPIC_AUTHORIZATION_FAILED).
 
 Version notes: v1 is the only version Kafka 4.x serves (v0 was the early-access one,
 withdrawn). In v1 the client names itself: a member joins with the UUID it generated and
@@ -32,6 +33,7 @@ from coordination.groups.share.service import ShareGroupDescription
 SHARE_GROUP_HEARTBEAT = 76
 SHARE_GROUP_DESCRIBE = 77
 NO_OPERATIONS = -2147483648  # Kafka's "not asked for"
+TOPICS_REFUSED = "The group has described topic(s) that the client is not authorized to describe."
 
 
 def _heartbeat_answer(version: int, answer: ShareHeartbeatAnswer) -> Entity:
@@ -100,7 +102,12 @@ def serve_share_group_describe(ctx: CoordinatorContext, request: ShareGroupDescr
     allowed = [g for g in wanted if ctx.allowed(Operation.DESCRIBE, ResourceType.GROUP, g)]
     found = {d.group_id: d for d in ctx.coordinator.share.describe(allowed)}
     groups = []
+    name_of = ctx.coordinator.share.catalog.name_of
     for group_id in wanted:
         described = found.get(group_id) or ShareGroupDescription(int(ErrorCode.group_authorization_failed), group_id)
+        # Clients may not see topics they may not describe: such a group is refused whole.
+        names = {name_of(topic) or "" for m in described.members for topic in m.assigned}
+        if not all(ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, name) for name in names):
+            described = ShareGroupDescription(int(ErrorCode.topic_authorization_failed), group_id, TOPICS_REFUSED)
         groups.append(_described(ctx, described, bool(request.include_authorized_operations)))
     return build(codec.response_class(SHARE_GROUP_DESCRIBE, ctx.api_version), {"throttle_time": 0, "groups": groups})
