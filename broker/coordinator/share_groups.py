@@ -76,8 +76,9 @@ def _described(ctx: CoordinatorContext, described: ShareGroupDescription, with_o
         "member_id": m.member_id, "rack_id": m.rack_id, "member_epoch": m.member_epoch, "client_id": m.client_id,
         "client_host": m.client_host, "subscribed_topic_names": list(m.subscribed_topic_names),
         "assignment": {"topic_partitions": [
-            {"topic_id": topic, "topic_name": name_of(topic) or "", "partitions": sorted(parts)}
-            for topic, parts in sorted(m.assigned.items(), key=lambda item: str(item[0])) if parts]}}
+            {"topic_id": topic, "topic_name": name_of(topic), "partitions": sorted(parts)}
+            for topic, parts in sorted(m.assigned.items(), key=lambda item: str(item[0]))
+            if parts and name_of(topic) is not None]}}  # a topic deleted meanwhile is left out, as Kafka does
         for m in described.members]
     operations = NO_OPERATIONS
     if with_operations and described.error_code == 0:
@@ -106,7 +107,7 @@ def serve_share_group_describe(ctx: CoordinatorContext, request: ShareGroupDescr
     for group_id in wanted:
         described = found.get(group_id) or ShareGroupDescription(int(ErrorCode.group_authorization_failed), group_id)
         # Clients may not see topics they may not describe: such a group is refused whole.
-        names = {name_of(topic) or "" for m in described.members for topic in m.assigned}
+        names = {name for m in described.members for name in map(name_of, m.assigned) if name is not None}
         if not all(ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, name) for name in names):
             described = ShareGroupDescription(int(ErrorCode.topic_authorization_failed), group_id, TOPICS_REFUSED)
         groups.append(_described(ctx, described, bool(request.include_authorized_operations)))

@@ -400,3 +400,30 @@ def test_the_records_are_kafkas_share_group_records(make_cluster: Any) -> None:
         assert state.initialized_topics == (share_records.TopicPartitionsInfo(t, "t", (0,)),)
 
     run(scenario())
+
+
+def test_a_deleted_topic_is_no_longer_assigned_and_its_state_records_stay(make_cluster: Any) -> None:
+    c = make_cluster()
+    t = c.topic("t", 2)
+    u = c.topic("u", 1)
+
+    async def scenario() -> None:
+        await c.beat("a", 0, subscribed_topic_names=("t", "u"))
+        await c.settled()
+        a = await c.beat("a", 1)
+        assert a.assignment == {t: (0, 1), u: (0,)}
+        c.registry.delete("t")
+        c.registry.refresh()
+        a = await c.beat("a", a.member_epoch)
+        assert a.assignment == {u: (0,)}  # the subscribed topics changed: a new epoch without t
+        share = c.coord.groups["g"].share
+        assert share is not None and set(share.initialized) == {t, u}
+        # A topic created again under the name is a new topic: initialized anew, then assigned.
+        t2 = c.topic("t", 1)
+        a = await c.beat("a", a.member_epoch)
+        await c.settled()
+        assert share.initialized[t2].partitions == frozenset({0}) and t in share.initialized
+        a = await c.beat("a", a.member_epoch)
+        assert a.assignment == {t2: (0,), u: (0,)}
+
+    run(scenario())
