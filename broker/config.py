@@ -232,6 +232,20 @@ SETTINGS: list[Setting] = [
     Setting("group.share.partition.max.record.locks", integer_in(100, 10_000), 2_000,
             "Records a share partition may have in flight (acquired or waiting between acquired ones)."),
     Setting("group.share.max.share.sessions", integer_in(1, INT_MAX), 2_000, "Share sessions a worker keeps open."),
+    # Share groups (KIP-932), Kafka's names, defaults and bounds (checked together in _check_share_groups).
+    Setting("group.share.session.timeout.ms", integer_in(1, INT_MAX), 45_000,
+            "A share group member that sends no heartbeat for this long is fenced."),
+    Setting("group.share.min.session.timeout.ms", integer_in(1, INT_MAX), 45_000,
+            "Smallest group.share.session.timeout.ms allowed."),
+    Setting("group.share.max.session.timeout.ms", integer_in(1, INT_MAX), 60_000,
+            "Largest group.share.session.timeout.ms allowed."),
+    Setting("group.share.heartbeat.interval.ms", integer_in(1, INT_MAX), 5_000,
+            "How often share group members are told to heartbeat."),
+    Setting("group.share.min.heartbeat.interval.ms", integer_in(1, INT_MAX), 5_000,
+            "Smallest group.share.heartbeat.interval.ms allowed."),
+    Setting("group.share.max.heartbeat.interval.ms", integer_in(1, INT_MAX), 15_000,
+            "Largest group.share.heartbeat.interval.ms allowed."),
+    Setting("group.share.max.size", integer_in(1, 1000), 200, "Members a share group may have."),
     Setting("offsets.topic.num.partitions", integer_in(1, INT_MAX), 50, "Partitions of __consumer_offsets (fixed once created)."),
     Setting("offsets.topic.segment.bytes", integer_in(14, INT_MAX), 100 * 1024 * 1024, "segment.bytes of __consumer_offsets."),
     Setting("offsets.retention.minutes", integer_in(1, INT_MAX), 7 * 24 * 60, "Offsets of an empty group are kept this long."),
@@ -507,7 +521,35 @@ def load_config(path: str | None = None, overrides: Mapping[str, str] | None = N
     unknown_listeners = set(per_listener) - {listener.name for listener in listeners.bound}
     if unknown_listeners:
         raise ConfigError(f"settings for listeners that do not exist: {', '.join(sorted(unknown_listeners))}")
+    _check_share_groups(config)
     return config
+
+
+def _check_share_groups(config: BrokerConfig) -> None:
+    """Kafka's GroupCoordinatorConfig checks of the share group settings against each other."""
+    def require(ok: bool, message: str) -> None:
+        if not ok:
+            raise ConfigError(message)
+
+    session, heartbeat = config.get_int("group.share.session.timeout.ms"), config.get_int("group.share.heartbeat.interval.ms")
+    min_session, max_session = (config.get_int("group.share.min.session.timeout.ms"),
+                                config.get_int("group.share.max.session.timeout.ms"))
+    min_heartbeat, max_heartbeat = (config.get_int("group.share.min.heartbeat.interval.ms"),
+                                    config.get_int("group.share.max.heartbeat.interval.ms"))
+    require(max_heartbeat >= min_heartbeat,
+            "group.share.max.heartbeat.interval.ms must be greater than or equal to group.share.min.heartbeat.interval.ms")
+    require(heartbeat >= min_heartbeat,
+            "group.share.heartbeat.interval.ms must be greater than or equal to group.share.min.heartbeat.interval.ms")
+    require(heartbeat <= max_heartbeat,
+            "group.share.heartbeat.interval.ms must be less than or equal to group.share.max.heartbeat.interval.ms")
+    require(max_session >= min_session,
+            "group.share.max.session.timeout.ms must be greater than or equal to group.share.min.session.timeout.ms")
+    require(session >= min_session,
+            "group.share.session.timeout.ms must be greater than or equal to group.share.min.session.timeout.ms")
+    require(session <= max_session,
+            "group.share.session.timeout.ms must be less than or equal to group.share.max.session.timeout.ms")
+    require(heartbeat < session,
+            "group.share.heartbeat.interval.ms must be less than group.share.session.timeout.ms")
 
 
 def _listener_key(key: str) -> tuple[str, str]:

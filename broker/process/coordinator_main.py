@@ -79,6 +79,7 @@ from coordination.groups.consumer.service import RegistryCatalog
 from coordination.groups.coordinator import CoordinatorSettings, GroupCoordinator
 from coordination.groups.group import CONSUMER_PROTOCOL_TYPE, Group, parse_assignment_partitions
 from coordination.groups.replay import load_entries
+from coordination.groups.share.heartbeat import ShareSettings
 from coordination.groups.state import GroupState
 from coordination.open_backend import open_broker_backend
 from coordination.share import state_coordinator as share_state
@@ -131,6 +132,14 @@ def settings_from(config: BrokerConfig) -> CoordinatorSettings:
         offset_metadata_max_bytes=config.get_int("offset.metadata.max.bytes"),
         offsets_retention_ms=config.get_int("offsets.retention.minutes") * 60_000,
         offsets_retention_check_interval_ms=config.get_int("offsets.retention.check.interval.ms"),
+    )
+
+
+def share_settings_from(config: BrokerConfig) -> ShareSettings:
+    return ShareSettings(
+        session_timeout_ms=config.get_int("group.share.session.timeout.ms"),
+        heartbeat_interval_ms=config.get_int("group.share.heartbeat.interval.ms"),
+        max_size=config.get_int("group.share.max.size"),
     )
 
 
@@ -365,7 +374,10 @@ class CoordinatorProcess:
         self.inter_broker = listeners.inter_broker
         self.brokers: dict[int, Endpoints] = {self.node_id: listeners.advertised}
         self.elected: tuple[int, int] | None = None
-        self.coordinator = GroupCoordinator(settings_from(config), self.offsets_log, consumer_settings_from(config))
+        # Share groups initialize and delete their partitions' state in the share coordinator,
+        # which this process also runs.
+        self.coordinator = GroupCoordinator(settings_from(config), self.offsets_log, consumer_settings_from(config),
+                                            share_settings_from(config), self.share_state)
         self.coordinator.on_group_change = self._mirror_group
         markers = WorkerMarkerWriter(self.txn_log.links, self.node_id,
                                      lambda tp: self.locate_partition(tp.topic, tp.partition), self.txn_log.remote_client)
@@ -540,6 +552,7 @@ class CoordinatorProcess:
             return BOOT_ERROR
         self.topics = self.opened.topics()
         self.coordinator.consumer.catalog = RegistryCatalog(self.topics)
+        self.coordinator.share.catalog = RegistryCatalog(self.topics)
         try:
             secret = await loop.run_in_executor(None, self.opened.broker_secret)
         except Exception:

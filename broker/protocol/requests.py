@@ -30,6 +30,7 @@ from kio.schema.alter_partition_reassignments.v0.request import (
 from kio.schema.alter_partition_reassignments.v1.request import (
     AlterPartitionReassignmentsRequest as _AlterPartitionReassignmentsRequestV1,
 )
+from kio.schema.alter_share_group_offsets.v0.request import AlterShareGroupOffsetsRequest as _AlterShareGroupOffsetsRequestV0
 from kio.schema.alter_user_scram_credentials.v0.request import (
     AlterUserScramCredentialsRequest as AlterUserScramCredentialsRequest,
 )
@@ -66,6 +67,7 @@ from kio.schema.delete_groups.v2.request import DeleteGroupsRequest as _DeleteGr
 from kio.schema.delete_records.v0.request import DeleteRecordsRequest as _DeleteRecordsRequestV0
 from kio.schema.delete_records.v1.request import DeleteRecordsRequest as _DeleteRecordsRequestV1
 from kio.schema.delete_records.v2.request import DeleteRecordsRequest as _DeleteRecordsRequestV2
+from kio.schema.delete_share_group_offsets.v0.request import DeleteShareGroupOffsetsRequest as _DeleteShareGroupOffsetsRequestV0
 from kio.schema.delete_share_group_state.v0.request import (
     DeleteShareGroupStateRequest as _DeleteShareGroupStateRequestV0,
 )
@@ -90,6 +92,12 @@ from kio.schema.describe_groups.v4.request import DescribeGroupsRequest as _Desc
 from kio.schema.describe_groups.v5.request import DescribeGroupsRequest as _DescribeGroupsRequestV5
 from kio.schema.describe_groups.v6.request import DescribeGroupsRequest as _DescribeGroupsRequestV6
 from kio.schema.describe_producers.v0.request import DescribeProducersRequest as _DescribeProducersRequestV0
+from kio.schema.describe_share_group_offsets.v0.request import (
+    DescribeShareGroupOffsetsRequest as _DescribeShareGroupOffsetsRequestV0,
+)
+from kio.schema.describe_share_group_offsets.v1.request import (
+    DescribeShareGroupOffsetsRequest as _DescribeShareGroupOffsetsRequestV1,
+)
 from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequest as _DescribeTransactionsRequestV0
 from kio.schema.describe_user_scram_credentials.v0.request import (
     DescribeUserScramCredentialsRequest as DescribeUserScramCredentialsRequest,
@@ -210,6 +218,8 @@ from kio.schema.sasl_handshake.v0.request import SaslHandshakeRequest as _SaslHa
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest as _SaslHandshakeRequestV1
 from kio.schema.share_acknowledge.v1.request import ShareAcknowledgeRequest as ShareAcknowledgeRequest
 from kio.schema.share_fetch.v1.request import ShareFetchRequest as ShareFetchRequest
+from kio.schema.share_group_describe.v1.request import ShareGroupDescribeRequest as _ShareGroupDescribeRequestV1
+from kio.schema.share_group_heartbeat.v1.request import ShareGroupHeartbeatRequest as _ShareGroupHeartbeatRequestV1
 from kio.schema.sync_group.v0.request import SyncGroupRequest as _SyncGroupRequestV0
 from kio.schema.sync_group.v1.request import SyncGroupRequest as _SyncGroupRequestV1
 from kio.schema.sync_group.v2.request import SyncGroupRequest as _SyncGroupRequestV2
@@ -573,6 +583,23 @@ ReadShareGroupStateSummaryRequest = Union[
 ]
 ShareStateRequest = Union[InitializeShareGroupStateRequest, ReadShareGroupStateRequest, WriteShareGroupStateRequest,
                           DeleteShareGroupStateRequest, ReadShareGroupStateSummaryRequest]
+# key 90
+DescribeShareGroupOffsetsRequest = Union[
+    _DescribeShareGroupOffsetsRequestV0,
+    _DescribeShareGroupOffsetsRequestV1,
+]
+
+# key 91
+AlterShareGroupOffsetsRequest = _AlterShareGroupOffsetsRequestV0
+
+# key 92
+DeleteShareGroupOffsetsRequest = _DeleteShareGroupOffsetsRequestV0
+
+# key 76 (v1 only)
+ShareGroupHeartbeatRequest = _ShareGroupHeartbeatRequestV1
+
+# key 77 (v1 only)
+ShareGroupDescribeRequest = _ShareGroupDescribeRequestV1
 
 from broker.protocol.acl_requests import CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest  # noqa: E402
 
@@ -628,5 +655,10 @@ BY_KEY: dict[int, object] = {
     85: WriteShareGroupStateRequest,
     86: DeleteShareGroupStateRequest,
     87: ReadShareGroupStateSummaryRequest,
+    76: ShareGroupHeartbeatRequest,
+    77: ShareGroupDescribeRequest,
+    90: DescribeShareGroupOffsetsRequest,
+    91: AlterShareGroupOffsetsRequest,
+    92: DeleteShareGroupOffsetsRequest,
 }
 

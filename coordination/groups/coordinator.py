@@ -41,6 +41,11 @@ from coordination.groups.consumer.service import ConsumerGroupService
 from coordination.groups.group import Group, Member
 from coordination.groups.replay import LoadEntry, OffsetsRecord, TxnMarker
 from coordination.groups.requests import JoiningMember, MemberRef
+from coordination.groups.share.group import SHARE_GROUP_KEYS
+from coordination.groups.share.heartbeat import ShareSettings
+from coordination.groups.share.offsets import ShareOffsetsAdmin
+from coordination.groups.share.service import ShareGroupService
+from coordination.groups.share.state_admin import NoShareState, ShareStateAdmin
 from coordination.groups.state import GroupState
 from coordination.groups.txn_offsets import OrderedOffset, PendingTxnOffsets
 from storage.types import NO_PRODUCER_ID
@@ -112,7 +117,20 @@ class GroupSummary:
 
 
 def _state_name(group: Group) -> str:
+    if group.share is not None:
+        return group.share.state
     return group.modern.state.value if group.modern is not None else group.state.wire_name
+
+
+def _group_type(group: Group) -> str:
+    if group.share is not None:
+        return "share"
+    return "consumer" if group.modern is not None else "classic"
+
+
+# A share group id asked for by a request of another kind: Kafka's answers (the group is not
+# found as a group of that kind).
+NOT_THIS_KIND = int(E.group_id_not_found)
 
 
 # Append failures a client should see as coordinator trouble (Kafka's
@@ -132,11 +150,15 @@ class GroupCoordinator:
     """All the groups whose __consumer_offsets partitions this coordinator serves."""
 
     def __init__(self, settings: CoordinatorSettings, offsets_log: OffsetsLog,
-                 consumer_settings: ConsumerSettings | None = None) -> None:
+                 consumer_settings: ConsumerSettings | None = None, share_settings: ShareSettings | None = None,
+                 share_state: ShareStateAdmin | None = None) -> None:
         self.settings = settings
         self.log = offsets_log
         # The consumer group protocol (KIP-848): heartbeats, describes, its members' checks.
         self.consumer = ConsumerGroupService(self, consumer_settings or ConsumerSettings())
+        # Share groups (KIP-932), group side; their partitions' state is the share coordinator's.
+        self.share = ShareGroupService(self, share_settings or ShareSettings(), share_state or NoShareState())
+        self.share_offsets = ShareOffsetsAdmin(self.share)
         self._background: set[asyncio.Task[Any]] = set()
         # Group metadata records being written in the background, by group id.
         self._group_writes: dict[str, asyncio.Future[None]] = {}
@@ -214,12 +236,17 @@ class GroupCoordinator:
                     self._replay(entry)
         for group in self.groups.values():
             self.consumer.loaded(group)
+            self.share.loaded(group)
         for group_id in [g for g, group in self.groups.items() if not group.members and not group.offsets
-                         and group.generation == 0 and group.modern is None and not self.pending.has_group(g)]:
+                         and group.generation == 0 and group.modern is None and group.share is None
+                         and not self.pending.has_group(g)]:
             del self.groups[group_id]
 
     def _replay(self, record: OffsetsRecord) -> None:
         key, value = record.key, record.value
+        if isinstance(key, SHARE_GROUP_KEYS):
+            self.share.replay(key, value)  # type: ignore[arg-type]
+            return
         if not isinstance(key, (schema.OffsetKey, schema.GroupKey)):
             self.consumer.replay(key, value)  # type: ignore[arg-type]
             return
@@ -242,7 +269,7 @@ class GroupCoordinator:
             # The classic group's metadata goes; its offsets are records of their own and stay
             # (DeleteGroups tombstones them first; a group that changed kind keeps them).
             group = self.groups.get(key.group)
-            if group is not None and group.modern is None:
+            if group is not None and group.modern is None and group.share is None:
                 kept = Group(key.group)
                 kept.offsets, kept.offset_order = group.offsets, group.offset_order
                 self.groups[key.group] = kept
@@ -303,6 +330,8 @@ class GroupCoordinator:
         if group.is_(GroupState.DEAD):
             # The group is being deleted; the client finds the coordinator again.
             return JoinResult(int(E.coordinator_not_available), member_id=member_id)
+        if group.share is not None:
+            return JoinResult(int(E.inconsistent_group_protocol), member_id="")
         if group.modern is not None and group.modern.members:
             # A classic member of a consumer group (KIP-848): the consumer protocol assigns for it.
             answer = await self.consumer.classic_join(ClassicJoin(
@@ -593,6 +622,8 @@ class GroupCoordinator:
             return SyncResult(int(E.unknown_member_id))
         if group.is_(GroupState.DEAD):
             return SyncResult(int(E.coordinator_not_available))
+        if group.share is not None:
+            return SyncResult(int(E.unknown_member_id))
         if group.modern is not None:
             code, assignment = self.consumer.classic_sync(group_id, member_id, group_instance_id, generation,
                                                           protocol_type, protocol_name)
@@ -653,6 +684,8 @@ class GroupCoordinator:
             return int(E.unknown_member_id)
         if group.is_(GroupState.DEAD):
             return int(E.coordinator_not_available)
+        if group.share is not None:
+            return int(E.unknown_member_id)
         if group.modern is not None:
             return self.consumer.classic_heartbeat(group_id, member_id, group_instance_id, generation)
         code = self._check_member(group, member_id, group_instance_id)
@@ -678,6 +711,8 @@ class GroupCoordinator:
         if code:
             return code, [code] * len(leaving)
         group = self.groups.get(group_id)
+        if group is not None and group.share is not None:
+            return int(E.unknown_member_id), [int(E.unknown_member_id)] * len(leaving)
         if group is not None and group.modern is not None:
             # A consumer group's classic members leave through the consumer protocol (a write).
             return 0, await self.consumer.classic_leave(group_id, leaving)
@@ -747,6 +782,7 @@ class GroupCoordinator:
                     missing = [m.member_id for m in group.members.values() if m.sync_waiter is None]
                     self._remove_members(group, missing, "sent no SyncGroup in time")
         self.consumer.expire(now)
+        self.share.expire(now)
         interval = self.settings.offsets_retention_check_interval_ms / 1000
         if now - self._last_expiry_check >= interval:
             self._last_expiry_check = now
@@ -775,6 +811,8 @@ class GroupCoordinator:
             group = self.groups[group_id] = Group(group_id)  # simple consumer: commits without joining
         if group.is_(GroupState.DEAD):
             return [int(E.coordinator_not_available)] * len(offsets)
+        if group.share is not None:
+            return [NOT_THIS_KIND] * len(offsets)
         if group.modern is not None:
             code = self.consumer.check_commit(group.modern, sender, api_version, [(t, p) for t, p, *_ in offsets])
             if code:
@@ -874,6 +912,8 @@ class GroupCoordinator:
     def _check_txn_sender(self, group: Group, sender: MemberRef, partitions: Sequence[tuple[str, int]] = ()) -> int:
         if group.is_(GroupState.DEAD):
             return int(E.coordinator_not_available)
+        if group.share is not None:
+            return NOT_THIS_KIND
         if group.modern is not None:
             return self.consumer.check_commit(group.modern, sender, None, partitions, transactional=True)
         if sender.generation < 0 and group.is_(GroupState.EMPTY):
@@ -920,6 +960,8 @@ class GroupCoordinator:
         if code:
             return code, []
         group = self.groups.get(group_id)
+        if group is not None and group.share is not None:
+            return NOT_THIS_KIND, []
         if group is not None and group.modern is not None and member is not None:
             code = self.consumer.check_fetch(group.modern, member[0], member[1])
             if code:
@@ -940,7 +982,7 @@ class GroupCoordinator:
         if code:
             return code, []
         group = self.groups.get(group_id)
-        if group is None or group.is_(GroupState.DEAD):
+        if group is None or group.is_(GroupState.DEAD) or group.share is not None:
             return int(E.group_id_not_found), []
         subscribed: set[str] = set()
         if group.modern is not None:
@@ -972,6 +1014,7 @@ class GroupCoordinator:
         if include_group:
             records.append((schema.encode_key(schema.GroupKey(group.group_id)), None))
             records += self.consumer.deletion_entries(group)
+            records += self.share.deletion_entries(group)
         if not records:
             return 0
         code = await self.log.append(self.partition_for(group.group_id), schema.offsets_batch(records, int(time.time() * 1000)))
@@ -988,8 +1031,8 @@ class GroupCoordinator:
         now_ms = int(time.time() * 1000)
         retention = self.settings.offsets_retention_ms
         for group in list(self.groups.values()):
-            if not group.is_(GroupState.EMPTY):
-                continue
+            if not group.is_(GroupState.EMPTY) or group.share is not None:
+                continue  # share groups keep no offsets here, and do not expire (Kafka's shouldExpire)
             expired = []
             for key, value in group.offsets.items():
                 if self.pending.has(group.group_id, key):
@@ -1065,7 +1108,7 @@ class GroupCoordinator:
         if code:
             return GroupSummary(code, group_id, "", "", "", [])
         group = self.groups.get(group_id)
-        if group is None or group.modern is not None:
+        if group is None or group.modern is not None or group.share is not None:
             # A consumer group is described by ConsumerGroupDescribe (admin clients fall back
             # to DescribeGroups on this answer, and from it to ConsumerGroupDescribe).
             return GroupSummary(int(E.group_id_not_found), group_id, GroupState.DEAD.wire_name, "", "", [])
@@ -1087,27 +1130,38 @@ class GroupCoordinator:
             return int(E.coordinator_load_in_progress), []
         if not self.active:
             return 0, []
-        return 0, [(g.group_id, g.protocol_type or "", g.modern.state.value if g.modern is not None else g.state.wire_name,
-                    "consumer" if g.modern is not None else "classic")
+        return 0, [(g.group_id, g.protocol_type or "", _state_name(g), _group_type(g))
                    for g in self.groups.values()
                    if not g.is_(GroupState.DEAD) and (states is None or _state_name(g).lower() in states)]
 
     async def delete_groups(self, group_ids: Sequence[str]) -> list[int]:
         results = []
         for group_id in group_ids:
-            code = self._unavailable()
             group = self.groups.get(group_id)
-            if not code and (group is None or group.is_(GroupState.DEAD)):
-                code = int(E.group_id_not_found)
-            elif not code and group is not None and (group.members or not group.is_(GroupState.EMPTY)):
-                code = int(E.non_empty_group)
-            if not code and group is not None:
-                partitions = list(group.offsets)
-                partitions += sorted(self.pending.partitions_of(group_id) - set(partitions))
-                code = await self._write_tombstones(group, partitions, include_group=True)
-                if not code:
-                    group.transition(GroupState.DEAD)
-                    self.groups.pop(group_id, None)
-                    self.on_group_change(group)
-            results.append(code)
+            if group is not None and group.share is not None:
+                # A share group's heartbeats and its share state work hold its lock: none may
+                # run between the emptiness check, the state deletion and the tombstones.
+                async with self.share.lock(group_id):
+                    results.append(await self._delete_group(group_id))
+            else:
+                results.append(await self._delete_group(group_id))
         return results
+
+    async def _delete_group(self, group_id: str) -> int:
+        code = self._unavailable()
+        group = self.groups.get(group_id)
+        if not code and (group is None or group.is_(GroupState.DEAD)):
+            code = int(E.group_id_not_found)
+        elif not code and group is not None and (group.members or not group.is_(GroupState.EMPTY)):
+            code = int(E.non_empty_group)
+        if not code and group is not None and group.share is not None:
+            code = await self.share.delete_state(group)
+        if not code and group is not None:
+            partitions = list(group.offsets)
+            partitions += sorted(self.pending.partitions_of(group_id) - set(partitions))
+            code = await self._write_tombstones(group, partitions, include_group=True)
+            if not code:
+                group.transition(GroupState.DEAD)
+                self.groups.pop(group_id, None)
+                self.on_group_change(group)
+        return code

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from coordination.groups.consumer.group import ConsumerGroup
 from coordination.groups.offsets_schema import OffsetValue
+from coordination.groups.share.group import ShareGroup
 from coordination.groups.state import GroupState, check_transition
 
 if TYPE_CHECKING:  # coordinator.py imports this module
@@ -86,6 +87,9 @@ class Group:
     # A consumer group (KIP-848): its consumer-protocol state (consumer/service.py); None for a
     # classic group. Its classic fields stay empty, and ``state`` is Empty or Stable.
     modern: ConsumerGroup | None = None
+    # A share group (KIP-932): its share-protocol state (share/service.py); None for the other
+    # kinds. Like a consumer group's, its classic fields stay empty and ``state`` is Empty or Stable.
+    share: ShareGroup | None = None
 
     # ------------------------------------------------------------------ state
     def transition(self, target: GroupState) -> None:

@@ -10,6 +10,7 @@ from typing import Union
 from coordination.groups import offsets_schema as schema
 from coordination.groups.consumer import records as consumer_records
 from coordination.groups.offsets_schema import GroupKey, GroupValue, OffsetKey, OffsetValue
+from coordination.share import records as share_records
 from storage.errors import CorruptRecordError
 from storage.records import Record, iter_batches, parse_control_record
 from storage.types import NO_PRODUCER_ID
@@ -19,9 +20,11 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class OffsetsRecord:
-    # The classic records (offsets_schema.py) and the consumer protocol's (consumer/records.py).
-    key: OffsetKey | GroupKey | consumer_records.ConsumerGroupKey
-    value: OffsetValue | GroupValue | consumer_records.ConsumerGroupValue | None  # None: a tombstone
+    # The classic records (offsets_schema.py), the consumer protocol's (consumer/records.py) and
+    # share groups' (share/records.py).
+    key: OffsetKey | GroupKey | consumer_records.ConsumerGroupKey | share_records.ShareGroupKey
+    value: (OffsetValue | GroupValue | consumer_records.ConsumerGroupValue | share_records.ShareGroupValue
+            | None)  # None: a tombstone
     offset: int = -1  # its offset in the partition
     # The producer of the transactional batch it came in (TxnOffsetCommit); NO_PRODUCER_ID
     # for every other batch: its offset waits for that producer's marker.
@@ -84,9 +87,12 @@ def _record_of(record: Record, producer_id: int) -> OffsetsRecord | None:
         key = schema.decode_key(record.key)
         if key is None:
             decoded = consumer_records.decode_record(record.key, record.value)
-            if decoded is None:
+            if decoded is not None:
+                return OffsetsRecord(decoded[0], decoded[1], record.offset, producer_id)
+            shared = share_records.decode_record(record.key, record.value)
+            if shared is None:
                 return None
-            return OffsetsRecord(decoded[0], decoded[1], record.offset, producer_id)
+            return OffsetsRecord(shared[0], shared[1], record.offset, producer_id)
         if record.value is None:
             value: OffsetValue | GroupValue | None = None
         elif isinstance(key, OffsetKey):

@@ -306,6 +306,8 @@ class ConsumerGroupService:
             return ConsumerGroup(group_id), []
         if group.modern is not None:
             return group.modern, []
+        if group.share is not None:  # Kafka converts no share group to another kind
+            raise HeartbeatError(int(E.group_id_not_found), f"Group {group_id} is not a consumer group.")
         if joining and not group.members and group.is_(GroupState.EMPTY):
             # An empty classic group (perhaps only offsets) becomes a consumer group.
             prelude: list[tuple[bytes, bytes | None]] = []

@@ -897,3 +897,40 @@ def test_authorized_operations_are_reported_as_the_acls_allow(s: AclBroker, gran
     assert AclOperation.CLUSTER_ACTION in set(admin_cluster.authorized_operations)
     described = alice.describe_consumer_groups([group], include_authorized_operations=True)[group].result(timeout=20)
     assert set(described.authorized_operations) == {AclOperation.READ, AclOperation.DESCRIBE}
+
+
+def test_share_group_apis_need_their_acls(s: AclBroker, grants: Grants) -> None:
+    """ShareGroupHeartbeat needs READ on the group and DESCRIBE on the subscribed topics;
+    ShareGroupDescribe DESCRIBE on the group and on the topics its members are assigned;
+    DeleteShareGroupOffsets DELETE on the group (Kafka's KafkaApis checks)."""
+    topic, group = "share-acl", "share-acl-group"
+    create_topics(s, topic)
+    member = str(uuid.uuid4())
+    join = {"group_id": group, "member_id": member, "member_epoch": 0, "rack_id": None,
+            "subscribed_topic_names": [topic]}
+    with Raw(s.sasl, "alice") as raw:
+        assert int(raw.ask(76, 1, join).error_code) == GROUP_AUTHORIZATION_FAILED
+        described = raw.ask(77, 1, {"group_ids": [group], "include_authorized_operations": False}).groups[0]
+        assert int(described.error_code) == GROUP_AUTHORIZATION_FAILED
+    grants.add(acl("GROUP", group, "User:alice", "READ"))
+    with Raw(s.sasl, "alice") as raw:
+        assert int(raw.ask(76, 1, join).error_code) == TOPIC_AUTHORIZATION_FAILED
+    grants.add(acl("TOPIC", topic, "User:alice", "DESCRIBE"))
+    with Raw(s.sasl, "alice") as raw:
+        joined = raw.ask(76, 1, join)
+        assert (int(joined.error_code), joined.member_epoch) == (0, 1)
+        deadline = time.monotonic() + 20
+        while True:  # the partition is assigned once its share state is initialized
+            beat = raw.ask(76, 1, {**join, "member_epoch": int(joined.member_epoch)})
+            assert int(beat.error_code) == 0, beat
+            if beat.assignment is not None and beat.assignment.topic_partitions:
+                break
+            assert time.monotonic() < deadline, "no assignment"
+            time.sleep(0.2)
+        described = raw.ask(77, 1, {"group_ids": [group], "include_authorized_operations": True}).groups[0]
+        assert (int(described.error_code), [m.member_id for m in described.members]) == (0, [member])
+        refused = raw.ask(92, 0, {"group_id": group, "topics": [{"topic_name": topic}]})
+        assert int(refused.error_code) == GROUP_AUTHORIZATION_FAILED
+        raw.ask(76, 1, {**join, "member_epoch": -1, "subscribed_topic_names": None})
+    with Raw(s.sasl, "bob") as raw:
+        assert int(raw.ask(76, 1, {**join, "member_id": str(uuid.uuid4())}).error_code) == GROUP_AUTHORIZATION_FAILED

@@ -383,9 +383,9 @@ def test_value_round_trip(value: ShareValue) -> None:
 # --- the load of __consumer_offsets -------------------------------------------------------
 
 
-def test_a_load_skips_share_group_records_quietly(caplog: Any) -> None:
+def test_a_load_reads_share_group_records_among_the_others(caplog: Any) -> None:
     # Kafka 4.4's coordinator writes share groups into the same partitions as the other
-    # groups; until Castle serves share groups its load must step over them, without a warning.
+    # groups; the load reads them, in log order, with the offset commits and consumer groups.
     offset_commit: tuple[bytes, bytes | None] = (schema.encode_key(schema.OffsetKey("g", "t", 0)),
                      schema.encode_offset_value(schema.OffsetValue(42, 3, "m", 1_000)))
     consumer: tuple[bytes, bytes | None] = (cr.encode_key(cr.ConsumerGroupMetadataKey("c")), cr.encode_value(cr.ConsumerGroupMetadataValue(2)))
@@ -400,15 +400,13 @@ def test_a_load_skips_share_group_records_quietly(caplog: Any) -> None:
 
     with caplog.at_level(logging.DEBUG, logger="coordination.groups.replay"):
         entries, loaded_to = load_entries(data, 0)
-    assert not caplog.records, "share group records are skipped without a word"
+    assert not caplog.records, "share group records load without a word"
     assert loaded_to == next_offset == 3 * len(share) + 2
     records = [entry for entry in entries if isinstance(entry, OffsetsRecord)]
-    assert [(r.key, r.value, r.offset) for r in records] == [
-        (schema.OffsetKey("g", "t", 0), schema.OffsetValue(42, 3, "m", 1_000), 0),
-        (cr.ConsumerGroupMetadataKey("c"), cr.ConsumerGroupMetadataValue(2), next_offset - 1),
-    ]
+    shared = [(key, value) for key, value in GROUP_RECORDS] + [(GROUP_RECORDS[1][0], None)]
+    assert [(r.key, r.value) for r in records] == (
+        [(schema.OffsetKey("g", "t", 0), schema.OffsetValue(42, 3, "m", 1_000))] + shared * 3
+        + [(cr.ConsumerGroupMetadataKey("c"), cr.ConsumerGroupMetadataValue(2))])
+    assert [r.offset for r in records] == list(range(next_offset))
     assert [(key, value) for _offset, key, value in schema.read_entries(data)] == [
         (schema.OffsetKey("g", "t", 0), schema.OffsetValue(42, 3, "m", 1_000))]
-    # The skipped records are share group records this module reads, every one.
-    for key_bytes, value_bytes in share:
-        assert decode_record(key_bytes, value_bytes) is not None
