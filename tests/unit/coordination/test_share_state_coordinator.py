@@ -77,12 +77,10 @@ def test_kafka_key_and_partition_mapping() -> None:
     # Kafka's Uuid.ONE_UUID prints as this; the key is SharePartitionKey.asCoordinatorKey.
     assert kafka_uuid_string(uuid.UUID(int=1)) == "AAAAAAAAAAAAAAAAAAAAAQ"
     assert coordinator_key("g", uuid.UUID(int=1), 3) == "g:AAAAAAAAAAAAAAAAAAAAAQ:3"
-    # Java: "g:AAAAAAAAAAAAAAAAAAAAAQ:3".hashCode(), abs, mod 50.
-    h = 0
-    for char in "g:AAAAAAAAAAAAAAAAAAAAAQ:3":
-        h = (h * 31 + ord(char)) & 0xFFFFFFFF
-    h = h - (1 << 32) if h >= 1 << 31 else h
-    assert partition_for("g", uuid.UUID(int=1), 3, 50) == abs(h) % 50
+    # What a JVM (OpenJDK 17) answers for Utils.abs(key.hashCode()) % 50 of these keys; the
+    # last group is not ASCII and its hash is negative.
+    assert coordinator_key("sg", TOPIC, 7) == "sg:bxxfDopUTE6dDCsfOkxdbg:7"
+    assert [partition_for(group, TOPIC, 7, 50) for group in ("sg", "my-share-group", "ĝroup-é")] == [15, 11, 30]
 
 
 def test_initialize_read_write_and_the_records_written() -> None:
