@@ -938,6 +938,19 @@ class CoordinatorProcess:
                     await loop.run_in_executor(None, self.topics.refresh)
                 except Exception as exc:
                     log.warning("coordinator: cannot refresh the topic registry: %s", exc)
+                    continue
+                await self._forget_deleted_topics()
+
+    async def _forget_deleted_topics(self) -> None:
+        """The share-partitions of deleted topics go: every share-partition was initialized
+        on a topic the registry had, so one whose topic id it no longer has was deleted."""
+        if not self.share_state.active:
+            return
+        deleted = self.share_state.topic_ids() - {info.topic_id for info in self.registry.all()}
+        if deleted:
+            forgotten = await self.share_state.forget_topics(deleted)
+            if forgotten:
+                log.info("coordinator: forgot the share state of %d share-partitions of deleted topics", forgotten)
 
     async def _heartbeat(self) -> None:
         while True:

@@ -31,7 +31,8 @@ Kafka's checks and answers (ShareCoordinatorShard as of Kafka 4.3, in its order)
     sets the start offset (unless -1) and delivery complete count it carries;
   * summary: the state without batches, no leader epoch check; of a share-partition never
     initialized: no error, start offset -1;
-  * delete of one never initialized: no error, nothing written.
+  * delete of one never initialized: no error, nothing written; the share-partitions of a
+    deleted topic are tombstoned by the coordinator itself (``forget_topics``).
 Castle checks one thing more than Kafka, whose combiner takes batches as given: batches
 no leader can mean (an empty or negative range, a delivery state that is not persisted, a
 negative delivery count) are INVALID_REQUEST, and nothing is written.
@@ -309,6 +310,23 @@ class ShareStateCoordinator:
             return PersistedState(int(E.unknown_topic_or_partition))
         known = self.states.get((group_id, topic_id, partition))
         return PersistedState(0) if known is None else known.persisted(batches=False)
+
+    def topic_ids(self) -> set[uuid.UUID]:
+        """The topics some share-partition state is of."""
+        return {topic_id for _group, topic_id, _partition in self.states}
+
+    async def forget_topics(self, deleted: set[uuid.UUID]) -> int:
+        """Tombstone every share-partition of the topics deleted (Kafka's coordinator does
+        so when its metadata says a topic is gone: DeleteShareGroupState cannot, it refuses
+        a topic the cluster does not have). The number of share-partitions forgotten."""
+        if not self.active or self.loading:
+            return 0
+        forgotten = 0
+        for key in [key for key in self.states if key[1] in deleted]:
+            async with self._lock(key):
+                if key in self.states and not await self._append(ShareSnapshotKey(*key), None):
+                    forgotten += 1
+        return forgotten
 
     # ------------------------------------------------------------------ inside
     def _serving(self) -> int:

@@ -21,13 +21,13 @@ from broker.partitions.remote_partition import RemotePartitionClient
 from broker.process.share_persister import SharePersister
 from broker.security.inter_broker import ClientSecurity
 from coordination.share.persisted import PersistedState
-from coordination.share.records import StateBatch
-from coordination.share.state_coordinator import coordinator_key
+from coordination.share.records import ShareSnapshotValue, ShareUpdateValue, StateBatch
+from coordination.share.state_coordinator import coordinator_key, entries_of, partition_for
 from tests.integration.conftest import Broker, shared_broker, wait_until
 from tests.integration.coordination.test_group_protocol import request
 from tests.integration.kio_client import KioClient
 from tests.integration.protocol.test_leader_epochs import _prove_broker
-from tests.integration.protocol.test_transactions_wire import broker_secret, create_topic
+from tests.integration.protocol.test_transactions_wire import broker_secret, create_topic, fetch
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -266,3 +266,30 @@ def test_the_state_topic_is_created_as_kafka_creates_it(broker: Broker) -> None:
     assert configs["retention.ms"] == "-1"
     assert configs["segment.bytes"] == str(100 * 1024 * 1024)
     assert configs["min.insync.replicas"] == "1"  # share.coordinator.state.topic.min.isr 2, capped by one replica
+
+
+def state_records(client: KioClient, group: str, topic_id: uuid.UUID, partition: int) -> list[tuple[Any, Any]]:
+    """The share-partition's records in __share_group_state (3 partitions here), decoded."""
+    where = partition_for(group, topic_id, partition, 3)
+    answer = fetch(client, "__share_group_state", where, 0, 0)
+    assert answer.error_code == 0
+    entries, _next = entries_of(bytes(answer.records or b""), 0)
+    return [(key, value) for key, value in entries
+            if (key.group_id, key.topic_id, key.partition) == (group, topic_id, partition)]
+
+
+def test_the_records_in_the_topic_and_a_deleted_topics_state_tombstoned(broker: Broker) -> None:
+    """What the topic holds is Kafka's records (a snapshot, then updates); deleting the topic
+    makes the coordinator tombstone its share-partitions, as Kafka's does."""
+    with KioClient(broker.bootstrap) as client:
+        topic_id = create_topic(client, "share-deleted")
+    with proven(broker) as client:
+        assert initialize(client, "g7", topic_id, 1, 2, 0) == 0
+        assert write(client, "g7", topic_id, 1, 2, -1, 3, [(3, 5, 2, 1)], 1) == 0
+    with KioClient(broker.bootstrap) as client:
+        records = state_records(client, "g7", topic_id, 1)
+        assert [type(value) for _key, value in records] == [ShareSnapshotValue, ShareUpdateValue]
+        assert records[1][1].state_batches == (StateBatch(3, 5, 2, 1),) and records[1][1].start_offset == 3
+        deleted = client.call(20, 4, request(20, 4, topic_names=["share-deleted"], timeout=10_000))
+        assert deleted.responses[0].error_code == 0
+        wait_until(lambda: state_records(client, "g7", topic_id, 1)[-1][1] is None, 20, "the state's tombstone")

@@ -77,12 +77,10 @@ def test_kafka_key_and_partition_mapping() -> None:
     # Kafka's Uuid.ONE_UUID prints as this; the key is SharePartitionKey.asCoordinatorKey.
     assert kafka_uuid_string(uuid.UUID(int=1)) == "AAAAAAAAAAAAAAAAAAAAAQ"
     assert coordinator_key("g", uuid.UUID(int=1), 3) == "g:AAAAAAAAAAAAAAAAAAAAAQ:3"
-    # Java: "g:AAAAAAAAAAAAAAAAAAAAAQ:3".hashCode(), abs, mod 50.
-    h = 0
-    for char in "g:AAAAAAAAAAAAAAAAAAAAAQ:3":
-        h = (h * 31 + ord(char)) & 0xFFFFFFFF
-    h = h - (1 << 32) if h >= 1 << 31 else h
-    assert partition_for("g", uuid.UUID(int=1), 3, 50) == abs(h) % 50
+    # What a JVM (OpenJDK 17) answers for Utils.abs(key.hashCode()) % 50 of these keys; the
+    # last group is not ASCII and its hash is negative.
+    assert coordinator_key("sg", TOPIC, 7) == "sg:bxxfDopUTE6dDCsfOkxdbg:7"
+    assert [partition_for(group, TOPIC, 7, 50) for group in ("sg", "my-share-group", "ĝroup-é")] == [15, 11, 30]
 
 
 def test_initialize_read_write_and_the_records_written() -> None:
@@ -291,3 +289,24 @@ def test_every_write_a_snapshot_when_so_configured(updates_per_snapshot: int) ->
     snapshots = [isinstance(value, ShareSnapshotValue) for _key, value in log.records()]
     assert snapshots == ([True] * 4 if updates_per_snapshot == 0 else [True, False, True, False])
     assert replayed(share).states == share.states
+
+
+def test_a_deleted_topics_share_partitions_are_tombstoned() -> None:
+    log = ListLog()
+    known = {(TOPIC, 0), (OTHER_TOPIC, 0)}
+    share = ShareStateCoordinator(log, lambda topic_id, p: (topic_id, p) in known, 3)
+    share.active = True
+
+    async def go() -> int:
+        for topic_id in (TOPIC, OTHER_TOPIC):
+            assert await share.initialize(GROUP, topic_id, 0, 1, 0) == 0
+        assert share.topic_ids() == {TOPIC, OTHER_TOPIC}
+        return await share.forget_topics({OTHER_TOPIC})
+
+    assert run(go()) == 1
+    assert set(share.states) == {(GROUP, TOPIC, 0)}
+    other = [value for key, value in log.records() if key.topic_id == OTHER_TOPIC]
+    assert isinstance(other[0], ShareSnapshotValue) and other[1:] == [None]
+    again = ShareStateCoordinator(log, lambda _t, _p: True, 3)
+    again.load(log.records())
+    assert set(again.states) == {(GROUP, TOPIC, 0)}
