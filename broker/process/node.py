@@ -31,6 +31,7 @@ from broker.partitions.placement import owner_index
 from broker.partitions.purgatory import FetchPurgatory
 from broker.partitions.replica_fetcher import ReplicaFetcher
 from broker.partitions.replication import Replication
+from broker.process.group_configs import open_group_configs
 from broker.process.metrics import WorkerMetrics
 from broker.process.reload import apply_in_child
 from broker.process.txn_verifier import TxnVerifier
@@ -89,6 +90,9 @@ class WorkerNode:
             self.security.watch_credentials(self.cluster.credentials())
         if self.security.authorizer_on:
             self.security.watch_acls(self.cluster.acls())
+        # Groups' configs (consumer.session.timeout.ms, share.record.lock.duration.ms, ...),
+        # read per request from a cache the store's watch keeps fresh.
+        self.group_configs = open_group_configs(config, self.cluster.group_configs())
         settings = config.storage_settings()
         self.logs = LogManager(ManagerConfig.from_broker_config(settings), LogConfig.from_broker_config(settings),
                                {t.name: t.configs for t in self.registry.all()},
@@ -373,6 +377,7 @@ class WorkerNode:
         self._closed = True
         self.txn_verifier.close()
         self.security.close()
+        self.group_configs.close()
         self.cluster.on_change = None
         self.owner.replication.close()
         self.segment_files.close()
