@@ -14,6 +14,10 @@ side the override or the broker's value), and the few special rules (the streams
 be one the broker has, a dead-letter topic must not be internal, rack tags must not repeat).
 Every failure is ``InvalidGroupConfig``, answered as INVALID_CONFIG with Kafka's message.
 
+What a group runs with is ``evaluate``d (Kafka's GroupConfig.evaluate): an override the broker's
+bounds no longer admit (they were changed after it was set) is capped to them, with a warning;
+DescribeConfigs still shows the stored value, as Kafka does.
+
 The broker's values come in as ``BrokerValues``: what Castle declares (broker/config.py) is
 passed in; a bound Castle does not declare has Kafka's default (``KAFKA_BROKER_DEFAULTS``), so
 a new broker setting takes effect here once the broker passes it, with no change to this table.
@@ -21,9 +25,12 @@ a new broker setting takes effect here once the broker passes it, with no change
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass
 from typing import Mapping
+
+log = logging.getLogger(__name__)
 
 INT_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1
@@ -365,3 +372,33 @@ def validate(overrides: Mapping[str, str], broker: BrokerValues) -> dict[str, Va
     if isinstance(dlq, str) and dlq.startswith("__"):
         raise InvalidGroupConfig("errors.deadletterqueue.topic.name: DLQ topic name must not start with '__'")
     return values
+
+
+def evaluate(group_id: str, values: Mapping[str, Value], broker: BrokerValues) -> dict[str, Value]:
+    """Kafka's GroupConfig.evaluate: a group's parsed overrides as the coordinator uses them,
+    each bounded value capped to the broker's current bounds (logged); a session not above
+    the heartbeat interval is only logged."""
+    out = dict(values)
+    for name, (low, high) in _BOUNDS.items():
+        if name not in out:
+            continue
+        number = int(out[name])
+        if low is not None and number < int(broker.value(low)):
+            capped = int(broker.value(low))
+            log.warning("The group config '%s' for group '%s' has value %d which is below the broker's allowed "
+                        "minimum %d. The effective value will be capped to %d.", name, group_id, number, capped, capped)
+            out[name] = capped
+        elif high is not None and number > int(broker.value(high)):
+            capped = int(broker.value(high))
+            log.warning("The group config '%s' for group '%s' has value %d which exceeds the broker's allowed "
+                        "maximum %d. The effective value will be capped to %d.", name, group_id, number, capped, capped)
+            out[name] = capped
+    for session, heartbeat in _SESSION_PAIRS:
+        if session in out or heartbeat in out:
+            session_ms = int(out.get(session, broker_default(session, broker)) or 0)
+            heartbeat_ms = int(out.get(heartbeat, broker_default(heartbeat, broker)) or 0)
+            if session_ms <= heartbeat_ms:
+                log.warning("The effective %s (%d) for group '%s' is not greater than %s (%d). Check that the "
+                            "broker-level min/max bounds for session timeout and heartbeat interval do not overlap.",
+                            session, session_ms, group_id, heartbeat, heartbeat_ms)
+    return out

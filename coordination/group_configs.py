@@ -19,9 +19,10 @@ a daemon thread (never on an event loop) and swaps the whole table in one assign
 readers take no lock. A process that writes (``update``) puts the result in its own table at
 once, so it reads its own writes before the watch comes round.
 
-An override the broker's current bounds would refuse (they changed since it was set) is still
-used, as Kafka uses the stored value; one that cannot be parsed at all (written by hand) is
-logged and ignored.
+Values are what the group runs with, Kafka's GroupConfig.evaluate: an override the broker's
+current bounds no longer admit (they changed since it was set) is capped to them, with a
+warning; one that cannot be parsed at all (written by hand) is logged and ignored. ``overrides``
+and DescribeConfigs give the stored text.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import logging
 import threading
 from typing import Callable
 
-from coordination.group_config_keys import KEYS, BrokerValues, InvalidGroupConfig, Value, broker_default, parse
+from coordination.group_config_keys import KEYS, BrokerValues, InvalidGroupConfig, Value, broker_default, evaluate, parse
 from coordination.group_config_store import Change, GroupConfigStore, Overrides
 
 log = logging.getLogger(__name__)
@@ -40,14 +41,14 @@ RETRY_AFTER = 0.5  # a failed reload (ZooKeeper away) is tried again this soon
 Parsed = dict[str, Value]
 
 
-def _parse_all(group_id: str, overrides: Overrides) -> Parsed:
+def _parse_all(group_id: str, overrides: Overrides, broker: BrokerValues) -> Parsed:
     parsed: Parsed = {}
     for name, text in overrides.items():
         try:
             parsed[name] = parse(name, text)
         except InvalidGroupConfig as exc:
             log.warning("group %s: ignoring the config %s=%r: %s", group_id, name, text, exc)
-    return parsed
+    return evaluate(group_id, parsed, broker)
 
 
 class GroupConfigs:
@@ -97,7 +98,7 @@ class GroupConfigs:
             self._generation += 1
             overrides, parsed = dict(self._overrides), dict(self._parsed)
             if new:
-                overrides[group_id], parsed[group_id] = dict(new), _parse_all(group_id, new)
+                overrides[group_id], parsed[group_id] = dict(new), _parse_all(group_id, new, self.broker)
             else:
                 overrides.pop(group_id, None)
                 parsed.pop(group_id, None)
@@ -130,7 +131,7 @@ class GroupConfigs:
 
     def _install(self, groups: dict[str, Overrides]) -> None:
         groups = {group_id: config for group_id, config in groups.items() if config}
-        parsed = {group_id: _parse_all(group_id, config) for group_id, config in groups.items()}
+        parsed = {group_id: _parse_all(group_id, config, self.broker) for group_id, config in groups.items()}
         self._overrides, self._parsed = groups, parsed  # readers see one table or the other
 
     def _follow(self) -> None:

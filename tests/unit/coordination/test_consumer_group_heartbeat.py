@@ -325,8 +325,11 @@ def test_a_groups_own_session_timeout_and_heartbeat_interval_are_used(make_clust
     c = make_cluster(session_timeout_ms=60_000)
     c.topic("t", 2)
     store = LocalGroupConfigs(str(tmp_path / "configs"))
+    # The broker's floors lowered, as a broker allowing such short sessions would have them.
     configs = GroupConfigs(store, BrokerValues({"group.consumer.session.timeout.ms": 60_000,
-                                                "group.consumer.heartbeat.interval.ms": 100}))
+                                                "group.consumer.heartbeat.interval.ms": 100,
+                                                "group.consumer.min.session.timeout.ms": 100,
+                                                "group.consumer.min.heartbeat.interval.ms": 10}))
     configs.start()
     configs.update("g", lambda _c: {"consumer.session.timeout.ms": "200", "consumer.heartbeat.interval.ms": "50"})
     c.coord.consumer.group_configs = configs

@@ -213,6 +213,23 @@ def reader_round_trip(writer_store: GroupConfigStore, reader_store: GroupConfigS
         reader.close()
 
 
+def test_a_group_runs_with_its_override_capped_to_the_brokers_current_bounds(tmp_path: Path) -> None:
+    """Set under lowered floors, then read by a broker with Kafka's (45 s .. 60 s): the group
+    runs with 45 s (Kafka's GroupConfig.evaluate), while its stored text stays 3000."""
+    store = LocalGroupConfigs(str(tmp_path))
+    lowered, kafka = GroupConfigs(store, LOW), GroupConfigs(store, KAFKA)
+    try:
+        lowered.update("g", lambda c: {"consumer.session.timeout.ms": "3000", "share.delivery.count.limit": "10"})
+        kafka.start()
+        assert kafka.group_config("g", "consumer.session.timeout.ms") == 45_000
+        assert kafka.group_config("g", "share.delivery.count.limit") == 10
+        assert kafka.overrides("g") == {"consumer.session.timeout.ms": "3000", "share.delivery.count.limit": "10"}
+        assert lowered.group_config("g", "consumer.session.timeout.ms") == 3000
+    finally:
+        kafka.close()
+        store.close()
+
+
 def test_reader_follows_another_process_local(tmp_path: Path) -> None:
     first, second = LocalGroupConfigs(str(tmp_path)), LocalGroupConfigs(str(tmp_path))
     try:
