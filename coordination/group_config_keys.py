@@ -313,7 +313,7 @@ def _check_auto_offset_reset(key: GroupKey, text: str, value: str) -> None:
                    " The value must be either 'earliest', 'latest' or of the format 'by_duration:<PnDTnHnMn.nS.>'.")
 
 
-def text_of(key: GroupKey, value: Value) -> str:
+def text_of(value: Value) -> str:
     """ConfigDef.convertToString: how DescribeConfigs writes a value."""
     if isinstance(value, bool):
         return "true" if value else "false"

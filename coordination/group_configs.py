@@ -7,13 +7,13 @@ locally; behind the backend's ``group_configs()``), and this reader.
 
 Every process of a broker (the workers, the coordinator process) keeps one. Reading is
 ``group_config(group_id, name)``: the group's override, else the broker's value
-(group_config_keys.broker_default), typed (int for INT/LONG keys, bool for BOOLEAN, str otherwise). It is a
-dict lookup on a parsed copy of every group's overrides, so the coordinator can call it on
-every heartbeat and a worker on every fetch.
+(group_config_keys.broker_default), typed (int for INT/LONG keys, bool for BOOLEAN, str
+otherwise). It is a dict lookup on a parsed copy of every group's overrides, so the
+coordinator can call it on every heartbeat and a worker on every fetch.
 
 Why a watch-refreshed cache (and not a timer): the store already tells of every change (a
 ZooKeeper watch on /config/changes and /config/groups, fired within a round trip; the local
-file's 250 ms poll, one stat, shared with nothing else), so a copy refreshed on those events is
+file's 250 ms poll, one stat), so a copy refreshed on those events is
 as fresh as polling could make it, and costs nothing while nothing changes. The reload runs on
 a daemon thread (never on an event loop) and swaps the whole table in one assignment, so
 readers take no lock. A process that writes (``update``) puts the result in its own table at
@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Callable
 
 from coordination.group_config_keys import KEYS, BrokerValues, InvalidGroupConfig, Value, broker_default, evaluate, parse
 from coordination.group_config_store import Change, GroupConfigStore, Overrides
@@ -66,7 +65,6 @@ class GroupConfigs:
         self._thread: threading.Thread | None = None
         self._mutex = threading.Lock()  # orders a reload's swap against a write's
         self._generation = 0            # bumped by every write: a reload read before it must not undo it
-        self.on_change: Callable[[], None] = lambda: None  # after each reload; must not block
 
     # ------------------------------------------------------------------ reading (any thread, no I/O)
     def group_config(self, group_id: str, name: str) -> Value:
@@ -127,7 +125,6 @@ class GroupConfigs:
                 self._install(groups)
             else:
                 self._wake.set()  # read again: ours is in the store by now
-        self.on_change()
 
     def _install(self, groups: dict[str, Overrides]) -> None:
         groups = {group_id: config for group_id, config in groups.items() if config}

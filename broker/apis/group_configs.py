@@ -54,13 +54,13 @@ Overrides = dict[str, str]
 # ---------------------------------------------------------------------------- DescribeConfigs
 def _shown(name: str, overrides: Overrides) -> str:
     try:
-        return text_of(KEYS[name], parse(name, overrides[name]))
+        return text_of(parse(name, overrides[name]))
     except InvalidGroupConfig:
         return overrides[name]  # stored by hand: shown as it is
 
 
 def _broker_text(broker: BrokerValues, name: str) -> str:
-    return _text(broker.value(name))
+    return text_of(broker.value(name))
 
 
 def group_config_entries(configs: GroupConfigs, overrides: Overrides, keys: Iterable[str] | None = None,
@@ -80,7 +80,7 @@ def group_config_entries(configs: GroupConfigs, overrides: Overrides, keys: Iter
             if broker.is_set(broker_key):
                 chain.append({"name": broker_key, "value": _broker_text(broker, broker_key), "source": STATIC_BROKER_CONFIG})
                 default = KAFKA_BROKER_DEFAULTS[broker_key]
-                chain.append({"name": broker_key, "value": _text(default), "source": DEFAULT_CONFIG})
+                chain.append({"name": broker_key, "value": text_of(default), "source": DEFAULT_CONFIG})
             else:
                 chain.append({"name": broker_key, "value": _broker_text(broker, broker_key), "source": DEFAULT_CONFIG})
         elif key.default is not None:
@@ -89,7 +89,7 @@ def group_config_entries(configs: GroupConfigs, overrides: Overrides, keys: Iter
             value: str | None = chain[0]["value"]
         else:
             fallback = configs.broker_value(name)
-            value = None if fallback is None else text_of(key, fallback)
+            value = None if fallback is None else text_of(fallback)
         entries.append({
             "name": name,
             "value": value,
@@ -101,12 +101,6 @@ def group_config_entries(configs: GroupConfigs, overrides: Overrides, keys: Iter
             "documentation": key.doc if documentation else None,
         })
     return entries
-
-
-def _text(value: object) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
 
 
 async def describe_group(node: WorkerServices, name: str, keys: Iterable[str] | None, synonyms: bool,
