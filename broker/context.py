@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from broker.security.connection_auth import ConnectionAuth
     from coordination.acls.model import Operation, ResourceType
     from coordination.backend import TopicRegistry
+    from coordination.group_configs import GroupConfigs
     from coordination.groups.coordinator import GroupCoordinator
     from coordination.share.state_coordinator import ShareStateCoordinator
     from coordination.snapshot import ClusterSnapshot
@@ -178,6 +179,9 @@ class BrokerIdentity(Protocol):
 
     @property
     def security(self) -> "BrokerSecurity": ...
+
+    @property
+    def group_configs(self) -> "GroupConfigs": ...
 
 
 class WorkerServices(BrokerIdentity, TopicServices, Router, FetchServices, ShareServices, CoordinatorAccess, Protocol):

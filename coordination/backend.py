@@ -47,6 +47,7 @@ from coordination.znodes import Endpoints, PartitionState
 if TYPE_CHECKING:
     from coordination.acls.store import AclStore
     from coordination.credentials import CredentialStore
+    from coordination.group_config_store import GroupConfigStore
 
 SessionState = Literal["CONNECTED", "SUSPENDED", "LOST"]
 CONNECTED: SessionState = "CONNECTED"
@@ -150,6 +151,10 @@ class CoordinationBackend(Protocol):
 
     def credentials(self) -> "CredentialStore":
         """The SCRAM credential store (/config/users in ZooKeeper; a file locally); one per backend."""
+        ...
+
+    def group_configs(self) -> "GroupConfigStore":
+        """The groups' config overrides (Kafka's /config/groups znodes; a file locally); one per backend."""
         ...
 
     def live_brokers(self) -> dict[int, Endpoints]:

@@ -50,6 +50,7 @@ from coordination.backend import (
     Watcher,
 )
 from coordination.credentials import LocalCredentials
+from coordination.group_config_store import LocalGroupConfigs
 from coordination.local_topics import LocalTopicRegistry
 from coordination.topics import TopicInfo, TopicRegistryError
 from coordination.znodes import (
@@ -177,6 +178,7 @@ class LocalBackend:
         self._registered: tuple[int, Endpoints] | None = None
         self._credentials: LocalCredentials | None = None
         self._acls: LocalAcls | None = None
+        self._group_configs: LocalGroupConfigs | None = None
         self._topics = LocalTopics(data_dir, node_id)
 
     # ------------------------------------------------------------------ life cycle
@@ -195,7 +197,7 @@ class LocalBackend:
         for attempt in attempts:
             attempt.abandon()
         self.resign()
-        for store in (self._credentials, self._acls):
+        for store in (self._credentials, self._acls, self._group_configs):
             if store is not None:
                 store.close()
         thread = self._watch_thread
@@ -252,6 +254,12 @@ class LocalBackend:
             if self._credentials is None:
                 self._credentials = LocalCredentials(self.data_dir)
             return self._credentials
+
+    def group_configs(self) -> LocalGroupConfigs:
+        with self._mutex:
+            if self._group_configs is None:
+                self._group_configs = LocalGroupConfigs(self.data_dir)
+            return self._group_configs
 
     def live_brokers(self) -> dict[int, Endpoints]:
         registered = self._registered

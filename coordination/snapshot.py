@@ -31,6 +31,7 @@ from typing import Callable, Mapping, NamedTuple
 from coordination.acls.store import AclStore
 from coordination.backend import CoordinationBackend, TopicRegistry
 from coordination.credentials import CredentialStore
+from coordination.group_config_store import GroupConfigStore
 from coordination.topics import TopicInfo
 from coordination.znodes import Endpoints, PartitionState
 
@@ -193,6 +194,9 @@ class ClusterSnapshot:
 
     def credentials(self) -> "CredentialStore":
         return self._backend.credentials()
+
+    def group_configs(self) -> "GroupConfigStore":
+        return self._backend.group_configs()
 
     def live_brokers(self) -> Mapping[int, Endpoints]:
         """node id -> listener name -> (host, port), this broker included."""

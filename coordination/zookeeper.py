@@ -63,6 +63,7 @@ from coordination.backend import (
     Watcher,
 )
 from coordination.credentials import ZooKeeperCredentials
+from coordination.group_config_store import ZooKeeperGroupConfigs
 from coordination.zk_calls import failure, retrying, transact
 from coordination.znodes import (
     PERSISTENT_ROOTS,
@@ -134,6 +135,7 @@ class ZooKeeperBackend:
         self._registration: tuple[int, dict[str, Address], dict[str, str]] | None = None
         self._credentials: ZooKeeperCredentials | None = None
         self._acls: ZooKeeperAcls | None = None
+        self._group_configs: ZooKeeperGroupConfigs | None = None
         self._fence: tuple[int, int] | None = None      # (epoch, epoch znode version) while coordinator
         self._topics = ZooKeeperTopicRegistry(self._client, node_id, self._retry)
         self._topic_watchers: list[Watcher] = []
@@ -178,7 +180,7 @@ class ZooKeeperBackend:
         """End the session (our ephemeral znodes are deleted at once, not after the timeout)."""
         self._closed.set()
         self._wake_waiters()
-        for store in (self._credentials, self._acls):
+        for store in (self._credentials, self._acls, self._group_configs):
             if store is not None:
                 store.close()
         self._client.stop()
@@ -301,6 +303,12 @@ class ZooKeeperBackend:
             if self._acls is None:
                 self._acls = ZooKeeperAcls(self._client, self._call)
             return self._acls
+
+    def group_configs(self) -> ZooKeeperGroupConfigs:
+        with self._mutex:
+            if self._group_configs is None:
+                self._group_configs = ZooKeeperGroupConfigs(self._client, self._call)
+            return self._group_configs
 
     def credentials(self) -> ZooKeeperCredentials:
         with self._mutex:

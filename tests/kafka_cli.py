@@ -32,6 +32,10 @@ TRANSACTIONS_COMMAND = "org.apache.kafka.tools.TransactionsCommand"  # kafka-tra
 # kafka-transactions.sh is run from the 4.4 line: its list sends ListTransactions v2 (KIP-1152's
 # --transactional-id-pattern), which 4.0 lacks.
 TRANSACTIONS_VERSION = os.environ.get("CASTLE_KAFKA_TRANSACTIONS_CLI_VERSION", "4.4.0")
+# kafka-configs.sh of the 4.4 line (a Java main class by then), for GROUP configs (KIP-848's
+# --entity-type groups with every key of 4.4's GroupConfig).
+GROUP_CONFIGS_VERSION = os.environ.get("CASTLE_KAFKA_GROUP_CONFIGS_CLI_VERSION", "4.4.0")
+GROUP_CONFIG_COMMAND = "org.apache.kafka.tools.ConfigCommand"
 
 # Short-lived JVMs: start fast rather than run fast.
 _JVM_FLAGS = ["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xss1m", "-Djava.awt.headless=true"]

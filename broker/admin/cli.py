@@ -162,6 +162,7 @@ def _resource_options(parser: argparse.ArgumentParser) -> None:
     which = parser.add_mutually_exclusive_group(required=True)
     which.add_argument("--topic", metavar="NAME")
     which.add_argument("--broker", type=non_negative_int, metavar="ID")
+    which.add_argument("--group", metavar="NAME", help="a group's configs (consumer.session.timeout.ms, share.*, ...)")
 
 
 def add_commands(sub: Any) -> None:
@@ -241,12 +242,12 @@ def add_commands(sub: Any) -> None:
     p = _leaf(gsub, "delete", "delete inactive consumer groups and their offsets", common, "groups.delete")
     p.add_argument("groups", nargs="+", metavar="GROUP")
 
-    configs = sub.add_parser("configs", help="describe and alter topic or broker configs")
+    configs = sub.add_parser("configs", help="describe and alter topic, broker or group configs")
     csub = configs.add_subparsers(dest="configs_command", required=True, metavar="COMMAND")
-    p = _leaf(csub, "describe", "every config of a topic or broker, with its source", common, "configs.describe")
+    p = _leaf(csub, "describe", "every config of a topic, broker or group, with its source", common, "configs.describe")
     _resource_options(p)
     p.add_argument("--non-default", action="store_true", help="only configs that are not at their default")
-    p = _leaf(csub, "alter", "change configs of a topic or broker (incrementally)", common, "configs.alter")
+    p = _leaf(csub, "alter", "change configs of a topic, broker or group (incrementally)", common, "configs.alter")
     _resource_options(p)
     _alter_options(p)
 
@@ -284,7 +285,11 @@ def _target(args: argparse.Namespace) -> "Target":
 
 
 def _resource(args: argparse.Namespace) -> tuple[str, str]:
-    return ("topic", args.topic) if args.topic is not None else ("broker", str(args.broker))
+    if args.topic is not None:
+        return "topic", args.topic
+    if getattr(args, "group", None) is not None:
+        return "group", args.group
+    return "broker", str(args.broker)
 
 
 def _unique(names: Sequence[str]) -> list[str]:

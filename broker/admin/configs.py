@@ -1,4 +1,4 @@
-"""``castle configs describe|alter``: the configs of a topic or a broker (like kafka-configs.sh).
+"""``castle configs describe|alter``: the configs of a topic, a broker or a group (like kafka-configs.sh).
 
 Altering goes through IncrementalAlterConfigs only: it changes the keys named and leaves
 every other override as it is. The older AlterConfigs replaces a resource's whole
@@ -15,12 +15,13 @@ from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 from broker.admin.output import Report, table
 from broker.admin.session import AdminError, Session
 
-RESOURCE_TYPES = {"topic": ResourceType.TOPIC, "broker": ResourceType.BROKER}
+# librdkafka sends its GROUP resource type as the GROUP config resource (ConfigResource type 32).
+RESOURCE_TYPES = {"topic": ResourceType.TOPIC, "broker": ResourceType.BROKER, "group": ResourceType.GROUP}
 
 
 def subject(kind: str, name: str) -> str:
-    """How a resource is named in messages: ``topic 'orders'``, ``broker 0``."""
-    return f"topic '{name}'" if kind == "topic" else f"{kind} {name}"
+    """How a resource is named in messages: ``topic 'orders'``, ``group 'g'``, ``broker 0``."""
+    return f"{kind} '{name}'" if kind in ("topic", "group") else f"{kind} {name}"
 
 
 def source_name(source: Any) -> str:

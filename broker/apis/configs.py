@@ -28,6 +28,7 @@ Behaviour:
   one, which changes nothing, succeeds: kafka-reassign-partitions clears throttles so).
   A resource named twice in one request is INVALID_REQUEST ("Duplicate resource."),
   answered once.
+* GROUP resources (type 32): broker/apis/group_configs.py.
 
 Version notes: DescribeConfigs v0 is not in kio's schemas (Kafka 4 dropped it); v1 adds
 synonyms and config_source; v2 is v1; v3 adds documentation and config_type; v4 is
@@ -38,7 +39,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable
 
-from broker.authorization import cluster_allowed, topic_allowed
+from broker.apis import group_configs
+from broker.authorization import cluster_allowed, group_allowed, topic_allowed
 from broker.config import BY_NAME
 from broker.context import RequestContext, Response, WorkerServices
 from broker.dispatch import api
@@ -57,6 +59,7 @@ INCREMENTAL_KEY = 44
 # ConfigResource.Type
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
+RESOURCE_GROUP = 32
 
 # DescribeConfigsResponse ConfigSource
 DYNAMIC_TOPIC_CONFIG = 1
@@ -186,7 +189,7 @@ def _duplicates(resources: Iterable[Any]) -> set[tuple[int, str]]:
 
 
 # ---------------------------------------------------------------------------- DescribeConfigs
-def _describe_one(node: Any, resource: Any, synonyms: bool, documentation: bool) -> dict[str, Any]:
+async def _describe_one(node: Any, resource: Any, synonyms: bool, documentation: bool) -> dict[str, Any]:
     out: dict[str, Any] = {"error_code": 0, "error_message": None, "resource_type": resource.resource_type,
                            "resource_name": resource.resource_name, "configs": []}
     keys = resource.configuration_keys
@@ -200,6 +203,9 @@ def _describe_one(node: Any, resource: Any, synonyms: bool, documentation: bool)
             if resource.resource_name != "":
                 _check_broker_name(node, resource.resource_name)
                 out["configs"] = broker_config_entries(node, keys, synonyms, documentation)
+        elif resource.resource_type == RESOURCE_GROUP:
+            out["configs"] = await group_configs.describe_group(node, resource.resource_name, keys, synonyms,
+                                                                documentation)
         else:
             raise KafkaError(ErrorCode.invalid_request, f"unsupported resource type {resource.resource_type}")
     except KafkaError as exc:
@@ -208,9 +214,11 @@ def _describe_one(node: Any, resource: Any, synonyms: bool, documentation: bool)
 
 
 def _authorize_resource(ctx: Any, operation: Operation, resource: Any) -> None:
-    """Kafka's checks: ``operation`` on the topic, or on the cluster for a broker's configs."""
+    """Kafka's checks: ``operation`` on the topic or the group, or on the cluster for a broker's configs."""
     if resource.resource_type == RESOURCE_TOPIC and not topic_allowed(ctx, operation, resource.resource_name):
         raise KafkaError(ErrorCode.topic_authorization_failed, "Authorization failed.")
+    if resource.resource_type == RESOURCE_GROUP and not group_allowed(ctx, operation, resource.resource_name):
+        raise KafkaError(ErrorCode.group_authorization_failed, "Authorization failed.")
     if resource.resource_type == RESOURCE_BROKER and not cluster_allowed(ctx, operation):
         raise KafkaError(ErrorCode.cluster_authorization_failed, "Authorization failed.")
 
@@ -234,7 +242,7 @@ def _describe_error(request: Any, version: int, code: int) -> Any:
 
 
 @api(DESCRIBE_KEY, "DescribeConfigs", 1, 4, error_response=_describe_error)
-def handle_describe_configs(ctx: RequestContext, request: DescribeConfigsRequest) -> Response:
+async def handle_describe_configs(ctx: RequestContext, request: DescribeConfigsRequest) -> Response:
     synonyms = bool(request.include_synonyms)
     documentation = bool(getattr(request, "include_documentation", False))  # the field exists from v3
     results = []
@@ -245,7 +253,7 @@ def handle_describe_configs(ctx: RequestContext, request: DescribeConfigsRequest
             results.append({"error_code": exc.code, "error_message": str(exc), "resource_type": resource.resource_type,
                             "resource_name": resource.resource_name, "configs": []})
             continue
-        results.append(_describe_one(ctx.node, resource, synonyms, documentation))
+        results.append(await _describe_one(ctx.node, resource, synonyms, documentation))
     return build(codec.response_class(DESCRIBE_KEY, ctx.api_version), {"throttle_time": 0, "results": results})
 
 
@@ -282,7 +290,10 @@ async def _alter_topic(node: WorkerServices, name: str, change: Callable[[dict[s
     return True
 
 
-async def _alter(ctx: Any, key: int, request: Any, change_for: Callable[[Any], Callable[[dict[str, str]], dict[str, str]]]) -> Any:
+ChangeFor = Callable[[Any], Callable[[dict[str, str]], dict[str, str]]]
+
+
+async def _alter(ctx: Any, key: int, request: Any, change_for: ChangeFor, group_change_for: ChangeFor) -> Any:
     node = ctx.node
     dupes = _duplicates(request.resources)
     responses = []
@@ -305,6 +316,11 @@ async def _alter(ctx: Any, key: int, request: Any, change_for: Callable[[Any], C
                 if any(getattr(c, "config_operation", OP_SET) != OP_DELETE for c in resource.configs):
                     raise KafkaError(ErrorCode.invalid_request,
                                      "broker configs are static: set them in the config file or with --override and restart")
+                responses.append(out)
+                continue
+            if resource.resource_type == RESOURCE_GROUP:
+                await group_configs.alter_group(node, resource.resource_name, group_change_for(resource),
+                                                bool(request.validate_only))
                 responses.append(out)
                 continue
             if resource.resource_type != RESOURCE_TOPIC:
@@ -339,7 +355,7 @@ def _replace_all(resource: Any) -> Callable[[dict[str, str]], dict[str, str]]:
 
 @api(ALTER_KEY, "AlterConfigs", 0, 2, error_response=_alter_error_for(ALTER_KEY))
 async def handle_alter_configs(ctx: RequestContext, request: AlterConfigsRequest) -> Response:
-    return await _alter(ctx, ALTER_KEY, request, _replace_all)
+    return await _alter(ctx, ALTER_KEY, request, _replace_all, group_configs.replace_all)
 
 
 # ---------------------------------------------------------------------------- IncrementalAlterConfigs
@@ -388,4 +404,4 @@ def _incremental(node: Any) -> Callable[[Any], Callable[[dict[str, str]], dict[s
 
 @api(INCREMENTAL_KEY, "IncrementalAlterConfigs", 0, 1, error_response=_alter_error_for(INCREMENTAL_KEY))
 async def handle_incremental_alter_configs(ctx: RequestContext, request: IncrementalAlterConfigsRequest) -> Response:
-    return await _alter(ctx, INCREMENTAL_KEY, request, _incremental(ctx.node))
+    return await _alter(ctx, INCREMENTAL_KEY, request, _incremental(ctx.node), group_configs.incremental)

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Callable, Protocol
 
 from broker.partitions.partition_ops import ShareAckItem, ShareFetchItem, ShareFetchResult
 from broker.protocol.errors import ErrorCode, KafkaError
+from coordination.group_config_keys import reset_duration_ms
 from coordination.share.partition_state import SharePartitionState
 from coordination.share.records import StateBatch
 from storage.batch import HEADER_SIZE, parse_header
@@ -226,8 +227,7 @@ class SharePartitions:
         settings = self.settings_of(group_id)
         resolved = start < 0
         if resolved:
-            start = partition_log.log_start_offset if settings.auto_offset_reset == "earliest" \
-                else partition_log.high_watermark
+            start = _reset_offset(partition_log, settings.auto_offset_reset)
         state = SharePartitionState.from_state(max(start, 0), batches, settings.delivery_count_limit,
                                                settings.max_record_locks, settings.record_lock_duration_ms)
         part = SharePartition((group_id, tp), topic_id, state, max(state_epoch, 0))
@@ -280,6 +280,20 @@ class SharePartitions:
         """A deleted topic's share partitions go with it."""
         for key in [k for k in self.partitions if k[1].topic == topic]:
             del self.partitions[key]
+
+
+def _reset_offset(partition_log: PartitionLog, reset: str) -> int:
+    """Where a share partition without a start offset starts (share.auto.offset.reset):
+    earliest the log start, latest the high watermark, by_duration the first record written
+    that long ago or later (the high watermark if none is)."""
+    if reset == "earliest":
+        return partition_log.log_start_offset
+    duration = reset_duration_ms(reset)
+    if duration is not None:
+        found = partition_log.offset_for_timestamp(int(time.time() * 1000) - duration)
+        if found is not None:
+            return min(found[0], partition_log.high_watermark)
+    return partition_log.high_watermark
 
 
 def _batch_spans(fd: int, position: int, length: int) -> list[tuple[int, int, int, int]]:

@@ -65,6 +65,7 @@ from broker.partitions.partition_ops import AppendItem, CommitItem, ReadItem
 from broker.partitions.placement import owner_index
 from broker.partitions.remote_partition import RemotePartitionClient, coordinator_client_id
 from broker.process import stop_signal
+from broker.process.group_configs import open_group_configs
 from broker.process.logs import set_role
 from broker.process.marker_writer import WorkerMarkerWriter
 from broker.process.reload import apply_in_child
@@ -73,6 +74,7 @@ from broker.protocol.errors import ErrorCode, KafkaError
 from broker.security.broker_security import BrokerSecurity
 from broker.security.inter_broker import ClientSecurity, inter_broker_security
 from coordination.backend import CoordinationBackend, TopicRegistry
+from coordination.group_configs import GroupConfigs
 from coordination.groups.consumer.assignors import parse_assignors
 from coordination.groups.consumer.heartbeat import ConsumerSettings
 from coordination.groups.consumer.service import RegistryCatalog
@@ -389,6 +391,7 @@ class CoordinatorProcess:
         # One thread writes the group mirror, so a group's writes land in order.
         self._mirror_executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="group-mirror")
         self.backend: CoordinationBackend | None = None
+        self.group_configs: GroupConfigs | None = None
         self.topics: TopicRegistry | None = None
         self.stopping = asyncio.Event()
         self.parent = os.getppid()
@@ -554,6 +557,14 @@ class CoordinatorProcess:
         self.coordinator.consumer.catalog = RegistryCatalog(self.topics)
         self.coordinator.share.catalog = RegistryCatalog(self.topics)
         try:
+            self.group_configs = await loop.run_in_executor(None, open_group_configs, self.config,
+                                                            self.opened.group_configs())
+        except Exception:
+            log.exception("coordinator: cannot read the group configs")
+            return BOOT_ERROR
+        self.coordinator.consumer.group_configs = self.group_configs
+        self.coordinator.share.group_configs = self.group_configs
+        try:
             secret = await loop.run_in_executor(None, self.opened.broker_secret)
         except Exception:
             log.exception("coordinator: cannot read the broker secret")
@@ -592,6 +603,8 @@ class CoordinatorProcess:
         await self.txn_log.close()
         await self.share_log.close()
         self.mesh.close()
+        if self.group_configs is not None:
+            self.group_configs.close()
         self._mirror_executor.shutdown(wait=True, cancel_futures=False)
         try:
             self.opened.close()  # ends the session: the broker's registration goes with it

@@ -33,6 +33,7 @@ from broker.partitions.purgatory import FetchPurgatory
 from broker.partitions.replica_fetcher import ReplicaFetcher
 from broker.partitions.replication import Replication
 from broker.partitions.share_partitions import SharePartitions, ShareSettings
+from broker.process.group_configs import open_group_configs
 from broker.process.metrics import WorkerMetrics
 from broker.process.reload import apply_in_child
 from broker.process.share_persister import SharePersister
@@ -93,6 +94,9 @@ class WorkerNode:
             self.security.watch_credentials(self.cluster.credentials())
         if self.security.authorizer_on:
             self.security.watch_acls(self.cluster.acls())
+        # Groups' configs (consumer.session.timeout.ms, share.record.lock.duration.ms, ...),
+        # read per request from a cache the store's watch keeps fresh.
+        self.group_configs = open_group_configs(config, self.cluster.group_configs())
         settings = config.storage_settings()
         self.logs = LogManager(ManagerConfig.from_broker_config(settings), LogConfig.from_broker_config(settings),
                                {t.name: t.configs for t in self.registry.all()},
@@ -133,10 +137,11 @@ class WorkerNode:
         self._closed = False
 
     def share_settings(self, group_id: str) -> ShareSettings:
-        """A share group's share partition settings: the broker's defaults."""
-        get = self.config.get_int
-        return ShareSettings("latest", get("group.share.record.lock.duration.ms"),
-                             get("group.share.delivery.count.limit"), get("group.share.partition.max.record.locks"))
+        """A share group's share partition settings: its group configs, else the broker's."""
+        get = self.group_configs.group_config
+        return ShareSettings(str(get(group_id, "share.auto.offset.reset")), int(get(group_id, "share.record.lock.duration.ms")),
+                             int(get(group_id, "share.delivery.count.limit")),
+                             int(get(group_id, "share.partition.max.record.locks")))
 
     def start(self) -> None:
         """On the running loop: serve the other processes' calls, and apply registry
@@ -391,6 +396,7 @@ class WorkerNode:
         self.txn_verifier.close()
         self.share_persister.close()
         self.security.close()
+        self.group_configs.close()
         self.cluster.on_change = None
         self.owner.replication.close()
         self.segment_files.close()

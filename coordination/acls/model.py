@@ -94,7 +94,8 @@ WILDCARD_PRINCIPAL = "User:*"  # AclEntry.WILDCARD_PRINCIPAL (only the User type
 SUPPORTED_OPERATIONS: dict[ResourceType, frozenset[Operation]] = {
     ResourceType.TOPIC: frozenset({Operation.READ, Operation.WRITE, Operation.CREATE, Operation.DESCRIBE, Operation.DELETE,
                                    Operation.ALTER, Operation.DESCRIBE_CONFIGS, Operation.ALTER_CONFIGS}),
-    ResourceType.GROUP: frozenset({Operation.READ, Operation.DESCRIBE, Operation.DELETE}),
+    ResourceType.GROUP: frozenset({Operation.READ, Operation.DESCRIBE, Operation.DELETE, Operation.DESCRIBE_CONFIGS,
+                                   Operation.ALTER_CONFIGS}),
     ResourceType.CLUSTER: frozenset({Operation.CREATE, Operation.CLUSTER_ACTION, Operation.DESCRIBE_CONFIGS, Operation.ALTER_CONFIGS,
                                      Operation.IDEMPOTENT_WRITE, Operation.ALTER, Operation.DESCRIBE}),
     ResourceType.TRANSACTIONAL_ID: frozenset({Operation.DESCRIBE, Operation.WRITE}),

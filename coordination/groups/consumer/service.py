@@ -22,7 +22,7 @@ import logging
 import time
 import uuid
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Coroutine, Protocol
 
 from kio.schema.errors import ErrorCode
@@ -72,6 +72,13 @@ from coordination.groups.requests import MemberRef
 from coordination.groups.state import GroupState
 
 
+class GroupConfigReader(Protocol):
+    """Groups' own configs (coordination/group_configs.py GroupConfigs): a key's value
+    for the group, its override or else the broker's."""
+
+    def group_config(self, group_id: str, name: str) -> str | int: ...
+
+
 class OffsetsAppender(Protocol):
     async def append(self, partition: int, batch: bytes) -> int: ...
 
@@ -102,6 +109,8 @@ log = logging.getLogger(__name__)
 E = ErrorCode
 PROTOCOL_TYPE = "consumer"
 MODERN_OFFSET_COMMIT_VERSION = 9  # OffsetCommit v9+ carries member epochs
+SESSION_TIMEOUT_CONFIG = "consumer.session.timeout.ms"    # GroupConfig keys
+HEARTBEAT_INTERVAL_CONFIG = "consumer.heartbeat.interval.ms"
 
 
 class NoTopics:
@@ -166,8 +175,22 @@ class ConsumerGroupService:
         self.coordinator = coordinator
         self.settings = settings
         self.catalog: TopicCatalog = NoTopics()
+        # consumer.session.timeout.ms and consumer.heartbeat.interval.ms per group (KIP-848's
+        # group configs); None: every group has the broker's.
+        self.group_configs: GroupConfigReader | None = None
         self._locks: dict[str, asyncio.Lock] = {}
         self._fencing: set[tuple[str, str]] = set()
+
+    def settings_for(self, group_id: str) -> ConsumerSettings:
+        """The broker's settings with the group's own session timeout and heartbeat interval."""
+        configs = self.group_configs
+        if configs is None:
+            return self.settings
+        session_ms = int(configs.group_config(group_id, SESSION_TIMEOUT_CONFIG))
+        interval_ms = int(configs.group_config(group_id, HEARTBEAT_INTERVAL_CONFIG))
+        if session_ms == self.settings.session_timeout_ms and interval_ms == self.settings.heartbeat_interval_ms:
+            return self.settings
+        return replace(self.settings, session_timeout_ms=session_ms, heartbeat_interval_ms=interval_ms)
 
     def _lock(self, group_id: str) -> asyncio.Lock:
         lock = self._locks.get(group_id)
@@ -190,7 +213,7 @@ class ConsumerGroupService:
                 if request.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
                     plan = leave(group, request, self.catalog)
                 else:
-                    plan = heartbeat(group, request, self.settings, self.catalog, _now_ms())
+                    plan = heartbeat(group, request, self.settings_for(request.group_id), self.catalog, _now_ms())
             except HeartbeatError as exc:
                 return HeartbeatAnswer(exc.code, exc.message)
             leaving = request.member_id if request.member_epoch == LEAVE_GROUP_MEMBER_EPOCH else None
@@ -237,7 +260,7 @@ class ConsumerGroupService:
             if modern is None:  # it changed kind while this waited: the client joins again
                 return ClassicJoinAnswer(int(E.rebalance_in_progress), join.member_id)
             try:
-                answer, plan = classic_join(modern, join, self.settings, self.catalog, _now_ms())
+                answer, plan = classic_join(modern, join, self.settings_for(join.group_id), self.catalog, _now_ms())
             except HeartbeatError as exc:
                 return ClassicJoinAnswer(exc.code, join.member_id)
             if answer.error_code:
@@ -292,7 +315,7 @@ class ConsumerGroupService:
         return codes
 
     def _renew(self, modern: ConsumerGroup, member: ConsumerMember) -> None:
-        modern.session_deadlines[member.member_id] = time.monotonic() + self._session_s(member)
+        modern.session_deadlines[member.member_id] = time.monotonic() + self._session_s(modern.group_id, member)
 
     def _group_for(self, request: HeartbeatRequest) -> tuple[ConsumerGroup, list[tuple[bytes, bytes | None]]]:
         """The group the heartbeat is for, and records to write before the heartbeat's own
@@ -344,11 +367,11 @@ class ConsumerGroupService:
             modern.catalog_version = plan.catalog_version
         now = time.monotonic()
         for other_id, other in modern.members.items():  # members a conversion brought in
-            modern.session_deadlines.setdefault(other_id, now + self._session_s(other))
+            modern.session_deadlines.setdefault(other_id, now + self._session_s(modern.group_id, other))
         member_id = plan.member_id
         if member_id is not None and member_id in modern.members:
             member = modern.members[member_id]
-            modern.session_deadlines[member_id] = now + self._session_s(member)
+            modern.session_deadlines[member_id] = now + self._session_s(modern.group_id, member)
             if plan.revoking_at_epoch is None:
                 modern.revocation_deadlines.pop(member_id, None)
             elif modern.revocation_deadlines.get(member_id, (None, 0.0))[0] != plan.revoking_at_epoch:
@@ -356,9 +379,12 @@ class ConsumerGroupService:
                 modern.revocation_deadlines[member_id] = (plan.revoking_at_epoch, now + timeout)
         self.settle(group)
 
-    def _session_s(self, member: ConsumerMember) -> float:
-        timeout = member.classic.session_timeout_ms if member.classic is not None else self.settings.session_timeout_ms
-        return timeout / 1000
+    def _session_s(self, group_id: str, member: ConsumerMember) -> float:
+        """A classic member keeps the session timeout it joined with; a consumer-protocol
+        member has its group's."""
+        if member.classic is not None:
+            return member.classic.session_timeout_ms / 1000
+        return self.settings_for(group_id).session_timeout_ms / 1000
 
     def _install(self, modern: ConsumerGroup) -> Group:
         groups = self.coordinator.groups
@@ -432,8 +458,9 @@ class ConsumerGroupService:
             group.modern = None
             return
         now = time.monotonic()
+        session_s = self.settings_for(modern.group_id).session_timeout_ms / 1000
         for member_id, member in modern.members.items():
-            modern.session_deadlines[member_id] = now + self.settings.session_timeout_ms / 1000
+            modern.session_deadlines[member_id] = now + session_s
             if member.assignment.state is MemberState.UNREVOKED_PARTITIONS:
                 modern.revocation_deadlines[member_id] = (member.member_epoch,
                                                           now + max(member.rebalance_timeout_ms, 0) / 1000)

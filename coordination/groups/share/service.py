@@ -26,13 +26,13 @@ import logging
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kio.schema.errors import ErrorCode
 
 from coordination.groups import offsets_schema as schema
 from coordination.groups.consumer.group import TopicCatalog
-from coordination.groups.consumer.service import GroupHost, NoTopics
+from coordination.groups.consumer.service import GroupConfigReader, GroupHost, NoTopics
 from coordination.groups.group import Group
 from coordination.groups.share import assignor
 from coordination.groups.share.group import (
@@ -84,10 +84,24 @@ class ShareGroupService:
     def __init__(self, coordinator: GroupHost, settings: ShareSettings, state: ShareStateAdmin) -> None:
         self.coordinator = coordinator
         self.settings = settings
+        # share.session.timeout.ms and share.heartbeat.interval.ms per group (group configs);
+        # None: every group has the broker's.
+        self.group_configs: GroupConfigReader | None = None
         self.state = state
         self.catalog: TopicCatalog = NoTopics()
         self._locks: dict[str, asyncio.Lock] = {}
         self._fencing: set[tuple[str, str]] = set()
+
+    def settings_for(self, group_id: str) -> ShareSettings:
+        """The broker's settings with the group's own session timeout and heartbeat interval."""
+        configs = self.group_configs
+        if configs is None:
+            return self.settings
+        session_ms = int(configs.group_config(group_id, "share.session.timeout.ms"))
+        interval_ms = int(configs.group_config(group_id, "share.heartbeat.interval.ms"))
+        if session_ms == self.settings.session_timeout_ms and interval_ms == self.settings.heartbeat_interval_ms:
+            return self.settings
+        return replace(self.settings, session_timeout_ms=session_ms, heartbeat_interval_ms=interval_ms)
 
     def lock(self, group_id: str) -> asyncio.Lock:
         """The group's lock: held by each change of the group, across its append."""
@@ -115,7 +129,7 @@ class ShareGroupService:
                 if request.member_epoch == LEAVE_GROUP_MEMBER_EPOCH:
                     plan = leave(group, request, self.catalog)
                 else:
-                    plan = heartbeat(group, request, self.settings, self.catalog, _now_ms())
+                    plan = heartbeat(group, request, self.settings_for(request.group_id), self.catalog, _now_ms())
             except ShareHeartbeatError as exc:
                 return ShareHeartbeatAnswer(exc.code, exc.message)
             code = await self.write(group.group_id, plan.records)
@@ -154,7 +168,7 @@ class ShareGroupService:
             share.apply(key, value, now_ms)
         member_id = plan.member_id
         if member_id is not None and member_id in share.members:
-            share.session_deadlines[member_id] = time.monotonic() + self.settings.session_timeout_ms / 1000
+            share.session_deadlines[member_id] = time.monotonic() + self.settings_for(share.group_id).session_timeout_ms / 1000
         self.settle(group)
 
     def _install(self, share: ShareGroup) -> Group:
@@ -295,7 +309,7 @@ class ShareGroupService:
             return
         now = time.monotonic()
         for member_id in share.members:
-            share.session_deadlines[member_id] = now + self.settings.session_timeout_ms / 1000
+            share.session_deadlines[member_id] = now + self.settings_for(share.group_id).session_timeout_ms / 1000
         group.protocol_type = PROTOCOL_TYPE
         self.settle(group)
 

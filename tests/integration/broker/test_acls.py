@@ -53,6 +53,7 @@ SECURITY_DISABLED = 54
 
 # Kafka's ACL codes (org.apache.kafka.common.resource / acl)
 RT_ANY, RT_TOPIC, RT_GROUP, RT_CLUSTER, RT_TRANSACTIONAL_ID = 1, 2, 3, 4, 5
+RT_GROUP_CONFIG = 32  # ConfigResource.Type.GROUP (the config resource, not the ACL resource type)
 # Kafka's resource type names -> codes (librdkafka calls CLUSTER "BROKER").
 RESOURCE_TYPES = {"ANY": RT_ANY, "TOPIC": RT_TOPIC, "GROUP": RT_GROUP, "CLUSTER": RT_CLUSTER,
                   "TRANSACTIONAL_ID": RT_TRANSACTIONAL_ID}
@@ -498,6 +499,35 @@ def test_deny_wins_over_allow(s: AclBroker, grants: Grants) -> None:
     # The grants are bob's: alice still gets nothing.
     with Raw(s.sasl, "alice") as raw:
         assert raw.fetch(public) == (TOPIC_AUTHORIZATION_FAILED, [])
+
+
+def test_group_configs_need_describe_configs_or_alter_configs_on_the_group(s: AclBroker, grants: Grants) -> None:
+    """A GROUP config resource is checked as Kafka checks it: DESCRIBE_CONFIGS / ALTER_CONFIGS
+    on the group (ALTER_CONFIGS implies DESCRIBE_CONFIGS), GROUP_AUTHORIZATION_FAILED otherwise;
+    READ on the group grants neither."""
+    g1, g2 = unique("cfg-g1-"), unique("cfg-g2-")
+    change = [{"name": "consumer.heartbeat.interval.ms", "config_operation": 0, "value": "6000"}]
+
+    def alter(raw: Raw, group: str) -> int:
+        answer = raw.ask(44, 1, {"validate_only": False, "resources": [
+            {"resource_type": RT_GROUP_CONFIG, "resource_name": group, "configs": change}]})
+        return int(answer.responses[0].error_code)
+
+    def described(raw: Raw) -> dict[str, int]:
+        answer = raw.ask(32, 4, {"resources": [{"resource_type": RT_GROUP_CONFIG, "resource_name": g, "configuration_keys": None}
+                                               for g in (g1, g2)], "include_synonyms": False, "include_documentation": False})
+        return {r.resource_name: int(r.error_code) for r in answer.results}
+
+    grants.add(acl("GROUP", g2, "User:alice", "READ"))
+    with Raw(s.sasl, "alice") as raw:
+        assert described(raw) == {g1: GROUP_AUTHORIZATION_FAILED, g2: GROUP_AUTHORIZATION_FAILED}
+        assert (alter(raw, g1), alter(raw, g2)) == (GROUP_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED)
+    grants.add(acl("GROUP", g1, "User:alice", "ALTER_CONFIGS"))
+    with Raw(s.sasl, "alice") as raw:
+        assert described(raw) == {g1: 0, g2: GROUP_AUTHORIZATION_FAILED}
+        assert (alter(raw, g1), alter(raw, g2)) == (0, GROUP_AUTHORIZATION_FAILED)
+    with Raw(s.sasl, "admin") as raw:  # a super user
+        assert described(raw) == {g1: 0, g2: 0}
 
 
 def test_alter_configs_implies_describe_configs(s: AclBroker, grants: Grants) -> None:

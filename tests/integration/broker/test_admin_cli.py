@@ -249,6 +249,34 @@ def test_configs_topic_and_broker(broker):
     assert "not in the cluster" in fails(bs, 1, "configs", "describe", "--broker", "4242")
 
 
+def test_configs_of_a_group(broker):
+    """``castle configs --group``: librdkafka's GROUP resource is the GROUP config resource;
+    the describe shows every key with its source, alter sets and deletes, and a value Kafka's
+    GroupConfig refuses is one line and exit code 1."""
+    from confluent_kafka.admin import ConfigResource, ResourceType
+
+    bs = broker.bootstrap
+    group = "cli-group-configs"
+    described = as_json(bs, "configs", "describe", "--group", group)["configs"]
+    assert described["consumer.session.timeout.ms"] == {"value": "45000", "source": "DEFAULT_CONFIG", "default": True,
+                                                        "read_only": False, "sensitive": False}
+    assert described["share.auto.offset.reset"]["value"] == "latest"
+    ok(bs, "configs", "alter", "--group", group, "--set", "consumer.session.timeout.ms=50000",
+       "--set", "share.isolation.level=read_committed")
+    resource = ConfigResource(ResourceType.GROUP, group)
+    client = admin(bs)
+    truth = client.describe_configs([resource])[resource].result(timeout=10)
+    assert truth["consumer.session.timeout.ms"].value == "50000"
+    overrides = as_json(bs, "configs", "describe", "--group", group, "--non-default")["configs"]
+    assert {key: (e["value"], e["source"]) for key, e in overrides.items()} == {
+        "consumer.session.timeout.ms": ("50000", "GROUP_CONFIG"), "share.isolation.level": ("read_committed", "GROUP_CONFIG")}
+    ok(bs, "configs", "alter", "--group", group, "--delete", "share.isolation.level")
+    assert set(as_json(bs, "configs", "describe", "--group", group, "--non-default")["configs"]) == {
+        "consumer.session.timeout.ms"}
+    refused = fails(bs, 1, "configs", "alter", "--group", group, "--set", "consumer.session.timeout.ms=5")
+    assert "consumer.session.timeout.ms must be in the range 45000 to 60000 inclusive." in refused
+
+
 # ---------------------------------------------------------------------- bad input
 def test_bad_input_is_one_line_and_an_exit_code(broker):
     from confluent_kafka.admin import NewTopic

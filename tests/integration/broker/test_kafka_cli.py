@@ -188,3 +188,53 @@ def test_kafka_configs_adds_and_deletes_scram_credentials(broker: Broker) -> Non
     assert listed() == {("SCRAM-SHA-256", "8192"), ("SCRAM-SHA-512", "4096")}
     ok(broker, CONFIG_COMMAND, "--alter", "--entity-type", "users", "--entity-name", user, "--delete-config", "SCRAM-SHA-512")
     assert listed() == {("SCRAM-SHA-256", "8192")}
+
+
+def test_kafka_configs_4_4_alters_and_describes_a_groups_configs(broker: Broker) -> None:
+    """kafka-configs.sh of Kafka 4.4 --entity-type groups: --add-config, --describe (the
+    group's own values), --describe --all (every key with its source), --delete-config, and a
+    value Kafka's GroupConfig refuses."""
+    from tests.kafka_cli import GROUP_CONFIG_COMMAND, GROUP_CONFIGS_VERSION
+
+    missing = missing_tools(GROUP_CONFIGS_VERSION)
+    if missing:
+        pytest.fail(f"Kafka's CLI needs {', '.join(missing)} on PATH")
+    group = f"kcli-group-{uuid.uuid4().hex[:8]}"
+
+    def configs(*args: str) -> subprocess.CompletedProcess[str]:
+        return run_tool(GROUP_CONFIG_COMMAND, ["--bootstrap-server", broker.bootstrap, "--entity-type", "groups",
+                                               "--entity-name", group, *args], version=GROUP_CONFIGS_VERSION)
+
+    def described(*extra: str) -> dict[str, tuple[str, str]]:
+        done = configs("--describe", *extra)
+        assert done.returncode == 0, done
+        lines = done.stdout.splitlines()
+        heading = "All configs" if extra else "Dynamic configs"
+        assert lines and lines[0] == f"{heading} for group {group} are:", done.stdout
+        found = {}
+        for line in lines[1:]:
+            if line.strip():
+                match = CONFIG_LINE.match(line)
+                assert match, f"unexpected line from kafka-configs --describe: {line!r}"
+                found[match["key"]] = (match["value"], match["synonyms"])
+        return found
+
+    done = configs("--alter", "--add-config", "consumer.session.timeout.ms=50000,share.auto.offset.reset=earliest")
+    assert done.returncode == 0 and f"Completed updating config for group {group}." in done.stdout, done
+    assert described() == {
+        "consumer.session.timeout.ms": ("50000", "DYNAMIC_GROUP_CONFIG:consumer.session.timeout.ms=50000, "
+                                                 "DEFAULT_CONFIG:group.consumer.session.timeout.ms=45000"),
+        "share.auto.offset.reset": ("earliest", "DYNAMIC_GROUP_CONFIG:share.auto.offset.reset=earliest, "
+                                                "DEFAULT_CONFIG:share.auto.offset.reset=latest")}
+    everything = described("--all")
+    assert len(everything) == 21 and everything["share.record.lock.duration.ms"] == (
+        "30000", "DEFAULT_CONFIG:group.share.record.lock.duration.ms=30000")
+    assert everything["consumer.session.timeout.ms"][0] == "50000"
+
+    refused = configs("--alter", "--add-config", "consumer.session.timeout.ms=1")
+    assert refused.returncode != 0
+    assert ("InvalidConfigurationException: consumer.session.timeout.ms must be in the range 45000 to 60000 inclusive."
+            in refused.stdout + refused.stderr), refused
+    done = configs("--alter", "--delete-config", "share.auto.offset.reset")
+    assert done.returncode == 0, done
+    assert set(described()) == {"consumer.session.timeout.ms"}

@@ -13,6 +13,9 @@ from typing import Any
 
 import pytest
 
+from coordination.group_config_keys import BrokerValues
+from coordination.group_config_store import LocalGroupConfigs
+from coordination.group_configs import GroupConfigs
 from coordination.groups.consumer.heartbeat import ConsumerSettings, HeartbeatAnswer, HeartbeatRequest
 from coordination.groups.consumer.service import RegistryCatalog
 from coordination.groups.coordinator import CoordinatorSettings, GroupCoordinator
@@ -314,6 +317,44 @@ def test_a_member_that_stops_heartbeating_is_fenced_after_its_session(make_clust
         assert b.held() == {0, 1}
 
     run(scenario())
+
+
+def test_a_groups_own_session_timeout_and_heartbeat_interval_are_used(make_cluster: Any, tmp_path: Any) -> None:
+    """Group configs (coordination/group_configs.py over a real file): group "g" has a 200 ms
+    session and a 50 ms heartbeat interval; "other" keeps the broker's 60 s and 100 ms."""
+    c = make_cluster(session_timeout_ms=60_000)
+    c.topic("t", 2)
+    store = LocalGroupConfigs(str(tmp_path / "configs"))
+    # The broker's floors lowered, as a broker allowing such short sessions would have them.
+    configs = GroupConfigs(store, BrokerValues({"group.consumer.session.timeout.ms": 60_000,
+                                                "group.consumer.heartbeat.interval.ms": 100,
+                                                "group.consumer.min.session.timeout.ms": 100,
+                                                "group.consumer.min.heartbeat.interval.ms": 10}))
+    configs.start()
+    configs.update("g", lambda _c: {"consumer.session.timeout.ms": "200", "consumer.heartbeat.interval.ms": "50"})
+    c.coord.consumer.group_configs = configs
+
+    async def scenario() -> None:
+        a, b = Client(c, "a"), Client(c, "b")
+        assert (await a.beat()).heartbeat_interval_ms == 50
+        await b.beat()
+        other = await c.beat("x", 0, group="other")
+        assert other.heartbeat_interval_ms == 100
+        deadline = time.monotonic() + 5
+        group, kept = c.coord.groups["g"].modern, c.coord.groups["other"].modern
+        assert group is not None and kept is not None
+        while "a" in group.members and time.monotonic() < deadline:
+            await b.beat()
+            c.coord.tick()
+            await asyncio.sleep(0.05)
+        assert "a" not in group.members and "b" in group.members
+        assert "x" in kept.members  # the broker's 60 s session still runs
+
+    try:
+        run(scenario())
+    finally:
+        configs.close()
+        store.close()
 
 
 def test_an_empty_consumer_group_is_deleted_with_its_records(make_cluster: Any) -> None:
