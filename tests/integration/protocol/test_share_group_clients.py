@@ -402,3 +402,27 @@ def test_a_busy_group_refuses_a_reset_and_a_delete(bootstrap: str, consumers: Co
     assert "GroupNotEmptyException" in deleted.stdout, f"{deleted.stdout}\n{deleted.stderr[-3000:]}"
     assert group in tools.listed(bootstrap)
 
+
+
+@pytest.mark.java_clients
+def test_a_share_consumer_cannot_join_a_classic_group(bootstrap: str, consumers: Consumers) -> None:
+    """A group id is one kind of group: a share consumer on a live classic group's id is refused
+    (Kafka: GROUP_ID_NOT_FOUND, "Group <id> is not a share group."), and so is the share tool."""
+    from confluent_kafka import Consumer
+
+    topic = new_name("kinds")
+    confluent_create_topic(bootstrap, topic, 1)
+    group = new_name("g-classic")
+    classic = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest"})
+    try:
+        classic.subscribe([topic])
+        wait_until(lambda: classic.poll(0.2) is None and classic.assignment(), WAIT_S, "the classic member's assignment")
+        member = consumers.start("java", "share-on-classic", group, topic, f"idle-ms={IDLE_MS}")
+        wait_done(member, WAIT_S + IDLE_MS / 1000)
+        refused = [e for e in lines.errors(member) if "GroupIdNotFoundException" in e]
+        assert refused and f"Group {group} is not a share group." in refused[0], member.report()
+        assert not lines.deliveries(member)
+        described = tools.share_groups(bootstrap, "--describe", "--group", group)
+        assert "is not a share group" in described.stdout + described.stderr, described.stdout
+    finally:
+        classic.close()
