@@ -8,14 +8,17 @@ brings a record back with delivery count 2, a REJECT archives it, a record relea
 delivery is archived at the group's share.delivery.count.limit; a consumer killed -9 while
 holding records loses none of them; records held past the group's share.record.lock.duration.ms
 by a live consumer go to the others; a Java and a librdkafka consumer share one group; the
-operator's tool lists, describes, resets (to earliest, on the empty group) and deletes it. Each
+operator's tool lists, describes, resets (to earliest, on the empty group) and deletes it, and
+refuses both while the group has members; a classic group's id is no share group. Each
 group is told share.auto.offset.reset=earliest first (a GROUP config, kafka-configs.sh), since
 the records are produced before its share partitions start (Kafka's default is latest).
 
 Against Castle the module runs only once ApiVersions advertises ShareGroupHeartbeat (key 76);
 until then it is skipped. With ``CASTLE_SHARE_AGAINST_KAFKA=<version>`` (or
 ``CASTLE_KIP848_AGAINST_KAFKA``; e.g. 4.4.0) the same tests run against Apache Kafka itself
-(loadtest/kafka_peer.py, one broker for the module), which is how they were checked.
+(loadtest/kafka_peer.py, one broker for the module), which is how they were checked:
+
+    CASTLE_SHARE_AGAINST_KAFKA=4.4.0 .venv/bin/python -m pytest tests/integration/protocol/test_share_group_clients.py
 """
 
 from __future__ import annotations
