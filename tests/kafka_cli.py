@@ -10,7 +10,8 @@ jars those classes need ONCE with Maven (loadtest/maven_jars.py) into ``~/.cache
 The version is ``CASTLE_KAFKA_CLI_VERSION`` (default 4.0.0); the main classes below are the
 ones of the 4.0 line (``kafka-configs.sh`` still runs the Scala ``kafka.admin.ConfigCommand``).
 A tool may be run from another version (``run_tool(..., version=...)``, its own cache):
-kafka-transactions.sh runs from ``TRANSACTIONS_VERSION`` (4.4.0).
+kafka-transactions.sh runs from ``TRANSACTIONS_VERSION`` (4.4.0), kafka-share-groups.sh and the
+kafka-configs.sh that sets share groups' configs from ``SHARE_VERSION`` (4.4.0).
 """
 
 from __future__ import annotations
@@ -33,9 +34,13 @@ TRANSACTIONS_COMMAND = "org.apache.kafka.tools.TransactionsCommand"  # kafka-tra
 # --transactional-id-pattern), which 4.0 lacks.
 TRANSACTIONS_VERSION = os.environ.get("CASTLE_KAFKA_TRANSACTIONS_CLI_VERSION", "4.4.0")
 # kafka-configs.sh of the 4.4 line (a Java main class by then), for GROUP configs (KIP-848's
-# --entity-type groups with every key of 4.4's GroupConfig).
+# --entity-type groups with every key of 4.4's GroupConfig, KIP-932's share.* among them).
 GROUP_CONFIGS_VERSION = os.environ.get("CASTLE_KAFKA_GROUP_CONFIGS_CLI_VERSION", "4.4.0")
 GROUP_CONFIG_COMMAND = "org.apache.kafka.tools.ConfigCommand"
+TOOLS_CONFIG_COMMAND = GROUP_CONFIG_COMMAND
+# Share groups (KIP-932) are tooled from the 4.4 line: kafka-share-groups.sh.
+SHARE_GROUPS_COMMAND = "org.apache.kafka.tools.consumer.group.ShareGroupCommand"
+SHARE_VERSION = os.environ.get("CASTLE_KAFKA_SHARE_CLI_VERSION", "4.4.0")
 
 # Short-lived JVMs: start fast rather than run fast.
 _JVM_FLAGS = ["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xss1m", "-Djava.awt.headless=true"]
