@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Protocol, TypeVar, Union
+from typing import TYPE_CHECKING, Awaitable, Callable, Protocol, TypeVar, Union
 
 from kio.static.protocol import Entity
 
@@ -200,6 +200,10 @@ class RequestContext:
     started: float = 0.0  # time.perf_counter() when the frame was taken, for the latency metric
 
 
+async def _no_high_watermark(_topic: str, _partition: int) -> int:
+    return -1
+
+
 @dataclass(slots=True)
 class CoordinatorContext:
     """What a coordinator-side API function gets (the worker's RequestContext's twin)."""
@@ -219,3 +223,5 @@ class CoordinatorContext:
     from_broker: Callable[[], bool] = lambda: False
     # The share coordinator (KIP-932's share-partition state; the same process).
     share_state: "ShareStateCoordinator | None" = None
+    # A partition's high watermark, asked of its leader (-1: not known).
+    high_watermark: Callable[[str, int], Awaitable[int]] = _no_high_watermark

@@ -151,6 +151,7 @@ async def handle_share_fetch(ctx: RequestContext, request: ShareFetchRequest) ->
         return _empty_fetch(int(exc.code), str(exc))
     malformed = {key for key, acks in requested.items() if not _well_formed(acks)}
     closing = epoch == FINAL_EPOCH
+    fresh = set(requested) - set(session.partitions)
     if not closing:
         session.add(list(requested))
         session.forget([(t.topic_id or NO_TOPIC, int(p)) for t in request.forgotten_topics_data for p in t.partitions])
@@ -160,7 +161,7 @@ async def handle_share_fetch(ctx: RequestContext, request: ShareFetchRequest) ->
     fetching = [r for r in resolved if r[1] is not None]
     per_partition = max(1, int(request.max_bytes) // max(1, len(fetching)))
     items = [ShareFetchItem(tp, str(key[0]), group_id, member_id, not closing, per_partition, max_records,
-                            () if key in malformed else requested.get(key, ()), node.index)
+                            () if key in malformed else requested.get(key, ()), node.index, key in fresh)
              for key, tp, _code in resolved if tp is not None]
     results = await on_owners(node, items, lambda ops, part: ops.share_fetch(part), ShareFetchResult) if items else []
     if malformed:
@@ -187,7 +188,7 @@ async def _wait_and_fetch_again(ctx: RequestContext, request: ShareFetchRequest,
     try:
         # Ask again after the watch exists: an append between the first fetch and the
         # watch would otherwise be missed until the deadline.
-        again = [item._replace(acks=()) for item in items]
+        again = [item._replace(acks=(), fresh=False) for item in items]
         fresh = await on_owners(node, again, lambda ops, part: ops.share_fetch(part), ShareFetchResult)
         while not any(r.acquired for r in fresh) and not node.purgatory.closed:
             remaining = deadline - time.monotonic()

@@ -7,12 +7,14 @@ group described and on its topics; READ on the group altered and on its topics; 
 the group whose offsets are deleted and READ on its topics. A topic refused answers
 TOPIC_AUTHORIZATION_FAILED, the others are served.
 
-Version notes: DescribeShareGroupOffsets v1 adds each partition's Lag; Castle answers -1
-(not known), as Kafka does when it cannot compute it.
+Version notes: DescribeShareGroupOffsets v1 adds each partition's Lag: the partition's high
+watermark less the start offset and the records after it already done (the share state's
+delivery complete count), as Kafka computes it; -1 when either is not known.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from kio.static.protocol import Entity
@@ -35,13 +37,23 @@ NO_LAG = -1
 UNKNOWN_TOPIC_ID = None  # the zero uuid on the wire
 
 
-def _partition(p: PartitionOffset) -> dict[str, Any]:
+def _partition(p: PartitionOffset, lag: int = NO_LAG) -> dict[str, Any]:
     return {"partition_index": p.partition, "start_offset": p.start_offset, "leader_epoch": p.leader_epoch,
-            "lag": NO_LAG, "error_code": p.error_code, "error_message": p.error_message}
+            "lag": lag, "error_code": p.error_code, "error_message": p.error_message}
 
 
-def _topic(t: TopicOffsets) -> dict[str, Any]:
-    return {"topic_name": t.name, "topic_id": t.topic_id, "partitions": [_partition(p) for p in t.partitions]}
+def _topic(t: TopicOffsets, lags: dict[tuple[str, int], int] | None = None) -> dict[str, Any]:
+    return {"topic_name": t.name, "topic_id": t.topic_id,
+            "partitions": [_partition(p, (lags or {}).get((t.name, p.partition), NO_LAG)) for p in t.partitions]}
+
+
+async def _lags(ctx: CoordinatorContext, topics: list[TopicOffsets]) -> dict[tuple[str, int], int]:
+    """(topic, partition) -> lag of the partitions whose start offset and done count are known."""
+    known = [(t.name, p) for t in topics for p in t.partitions
+             if not p.error_code and p.start_offset >= 0 and p.delivery_complete_count >= 0]
+    marks = await asyncio.gather(*(ctx.high_watermark(name, p.partition) for name, p in known))
+    return {(name, p.partition): max(0, mark - p.start_offset - p.delivery_complete_count)
+            for (name, p), mark in zip(known, marks) if mark >= 0}
 
 
 def _describe_group(group_id: str, code: int, topics: list[dict[str, Any]]) -> dict[str, Any]:
@@ -64,19 +76,21 @@ async def serve_describe_share_group_offsets(ctx: CoordinatorContext, request: D
         if group.topics is None:
             code, found = await ctx.coordinator.share_offsets.describe(group.group_id, None)
             found = [t for t in found if ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, t.name)]
-            groups.append(_describe_group(group.group_id, code, [_topic(t) for t in found]))
+            lags = await _lags(ctx, found) if ctx.api_version >= 1 else {}
+            groups.append(_describe_group(group.group_id, code, [_topic(t, lags) for t in found]))
             continue
         wanted = [(t.topic_name, [int(p) for p in t.partitions]) for t in group.topics]
         allowed = [(name, parts) for name, parts in wanted if ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, name)]
         code, found = await ctx.coordinator.share_offsets.describe(group.group_id, allowed)
         by_name = {t.name: t for t in found}
+        lags = await _lags(ctx, found) if ctx.api_version >= 1 else {}
         topics = []
         for name, parts in wanted:
             described = by_name.get(name)
             if described is None:
                 described = TopicOffsets(name, UNKNOWN_TOPIC_ID, tuple(
                     PartitionOffset(p, error_code=int(ErrorCode.topic_authorization_failed)) for p in parts))
-            topics.append(_topic(described))
+            topics.append(_topic(described, lags))
         groups.append(_describe_group(group.group_id, code, [] if code else topics))
     return build(codec.response_class(DESCRIBE_SHARE_GROUP_OFFSETS, ctx.api_version),
                  {"throttle_time": 0, "groups": groups})

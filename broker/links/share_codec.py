@@ -26,14 +26,14 @@ def _acks(raw: Any) -> tuple[ShareAck, ...]:
 
 def encode_fetch_items(items: list[ShareFetchItem]) -> list[bytes]:
     return [orjson.dumps([[i.tp.topic, i.tp.partition, i.topic_id, i.group_id, i.member_id, i.fetch, i.max_bytes,
-                           i.max_records, i.acks, i.watcher] for i in items])]
+                           i.max_records, i.acks, i.watcher, i.fresh] for i in items])]
 
 
 def decode_fetch_items(data: Buffer) -> list[ShareFetchItem]:
     try:
         return [ShareFetchItem(TopicPartition(str(topic), int(partition)), str(topic_id), str(group), str(member),
-                               bool(fetch), int(max_bytes), int(max_records), _acks(acks), int(watcher))
-                for topic, partition, topic_id, group, member, fetch, max_bytes, max_records, acks, watcher
+                               bool(fetch), int(max_bytes), int(max_records), _acks(acks), int(watcher), bool(fresh))
+                for topic, partition, topic_id, group, member, fetch, max_bytes, max_records, acks, watcher, fresh
                 in orjson.loads(bytes(data))]
     except (ValueError, TypeError) as exc:
         raise ProtocolViolation(f"bad share fetch items: {exc}") from exc

@@ -166,6 +166,7 @@ class ShareFetchItem(NamedTuple):
     max_records: int
     acks: tuple[ShareAck, ...] = ()
     watcher: int = -1  # the worker to note on the next append here (a parked share fetch), or -1
+    fresh: bool = False  # the first fetch of a share session here: the leader checks its state is current
 
 
 class ShareFetchResult(NamedTuple):

@@ -134,6 +134,8 @@ class SharePartitions:
 
     async def _fetch_one(self, item: ShareFetchItem) -> ShareFetchResult:
         try:
+            if item.fresh:
+                await self._check_current(item.group_id, item.tp)
             part = await self._partition(item.group_id, item.tp, item.topic_id)
         except KafkaError as exc:
             return ShareFetchResult(int(exc.code), int(exc.code))
@@ -198,6 +200,23 @@ class SharePartitions:
                                 tuple((a.first_offset, a.last_offset, a.delivery_count) for a in acquired))
 
     # -- loading -------------------------------------------------------------------------
+
+    async def _check_current(self, group_id: str, tp: TopicPartition) -> None:
+        """A share session starts fetching here: make sure the state held is still the share
+        coordinator's. An admin may have reset the group's offsets or deleted its state while
+        the group was empty (a new state epoch, or none), which no write of ours learns until
+        an acknowledgement; the session's first fetch reads the state once and drops a stale
+        copy, so the next load starts from what the admin left."""
+        part = self.partitions.get((group_id, tp))
+        if part is None:
+            return
+        persisted = await self.persister.read(group_id, part.topic_id, tp.partition, self.owner.leader_epoch(tp))
+        deleted = persisted.error_code in NOT_INITIALIZED
+        moved = not persisted.error_code and persisted.state_epoch != part.state_epoch
+        if self.partitions.get((group_id, tp)) is part and (deleted or moved):
+            log.info("share partition %s %s: state epoch %d is not the share coordinator's (%s): reloading",
+                     group_id, tp, part.state_epoch, persisted.error_code or persisted.state_epoch)
+            del self.partitions[(group_id, tp)]
 
     async def _partition(self, group_id: str, tp: TopicPartition, topic_id_text: str) -> SharePartition:
         key = (group_id, tp)

@@ -455,7 +455,7 @@ class CoordinatorProcess:
                                   forwarded.client_host, self.topic_exists,
                                   lambda op, kind, name: self.security.authorize(principal, host, op, kind, name),
                                   self.transactions, lambda: self.security.is_broker(principal, host),
-                                  self.share_state)
+                                  self.share_state, self.high_watermark)
 
     def find(self) -> tuple[int, int, str, int]:
         """Where the elected coordinator is: (error, node id, host, port)."""
@@ -467,6 +467,23 @@ class CoordinatorProcess:
             if address is not None:
                 return 0, self.elected[0], address[0], address[1]
         return int(ErrorCode.coordinator_not_available), -1, "", -1
+
+    async def high_watermark(self, topic: str, partition: int) -> int:
+        """A partition's high watermark, from the worker that owns it here or its leader's
+        broker (-1: not known); a share group's lag is measured from it."""
+        holder, host, port = self.locate_partition(topic, partition)
+        try:
+            if holder == self.node_id:
+                tp = TopicPartition(topic, partition)
+                (state,) = await self.offsets_log.links[owner_index(tp, self.workers)].partition_state([tp])
+                return int(state.high_watermark)
+            if holder < 0 or port < 0:
+                return -1
+            code, _start, mark = await self.offsets_log.remote_client(host, port).high_watermark(topic, partition)
+            return mark if code == 0 else -1
+        except Exception as exc:  # noqa: BLE001 - a lag is left unknown, never an error
+            log.info("coordinator: high watermark of %s-%d not known: %s", topic, partition, exc)
+            return -1
 
     def locate_partition(self, topic: str, partition: int) -> tuple[int, str, int]:
         """(holder, host, port) of a partition (an internal topic's, or one a transaction

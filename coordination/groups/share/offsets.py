@@ -38,6 +38,7 @@ class PartitionOffset:
     leader_epoch: int = DEFAULT_LEADER_EPOCH
     error_code: int = 0
     error_message: str | None = None
+    delivery_complete_count: int = -1  # records from the start offset on already done (-1: not known)
 
 
 @dataclass(frozen=True)
@@ -101,7 +102,8 @@ class ShareOffsetsAdmin:
                     if summary.error_code:
                         described.append(PartitionOffset(partition))
                     else:
-                        described.append(PartitionOffset(partition, summary.start_offset, summary.leader_epoch))
+                        described.append(PartitionOffset(partition, summary.start_offset, summary.leader_epoch,
+                                                         delivery_complete_count=summary.delivery_complete_count))
                 out.append(TopicOffsets(name, topic_id, tuple(described)))
         except Exception:  # noqa: BLE001 - the share coordinator unreachable: the group's error
             log.exception("group %s: reading share state summaries failed", group_id)

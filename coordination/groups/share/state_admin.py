@@ -32,6 +32,9 @@ class StateSummary(Protocol):
     @property
     def start_offset(self) -> int: ...
 
+    @property
+    def delivery_complete_count(self) -> int: ...
+
 
 class ShareStateAdmin(Protocol):
     async def initialize(self, group_id: str, topic_id: uuid.UUID, partition: int, state_epoch: int,
