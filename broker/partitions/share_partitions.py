@@ -17,8 +17,9 @@ Life of a share partition here:
     3. acknowledgements (ACCEPT / RELEASE / REJECT / GAP) change the state, and the change is
        written to the share coordinator before they are answered: an acknowledged record is
        never delivered again, whatever dies after the answer;
-    4. a fenced write (a newer state epoch or leader epoch took the partition over) drops the
-       partition here; the next fetch reads its state again.
+    4. a failed write (fenced by a newer state or leader epoch, or its outcome unknown)
+       drops the partition here; the next fetch reads its state again, so an acknowledgement
+       answered with an error is undone as Kafka's rollback undoes it.
 
 Writes are coalesced per partition: one WriteShareGroupState in flight, and the changes made
 meanwhile ride in the next one (every write carries the whole window, whose persisted form is
@@ -52,10 +53,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 E = ErrorCode
-# The persister's answers after which the share partition is no longer ours to run: a newer
-# leader or state epoch took it over, or its state was deleted (INVALID_REQUEST: the share
-# coordinator has no such share partition); the next fetch reads it again.
-FENCED = frozenset({int(E.fenced_state_epoch), int(E.fenced_leader_epoch), int(E.invalid_request)})
 # A read of a share partition the share coordinator does not know (our leader epoch is never
 # negative, so INVALID_REQUEST can only mean that): one the group coordinator has not
 # initialized, fetched by a consumer that is not its assignee; it starts here.
@@ -290,8 +287,13 @@ class SharePartitions:
             part.writing = None
         if code == 0:
             part.persisted = max(part.persisted, changes)
-        elif code in FENCED and self.partitions.get(part.key) is part:
-            log.info("share partition %s %s fenced (%s): dropped", group_id, tp, ErrorCode(code).name)
+        elif self.partitions.get(part.key) is part:
+            # Fenced, or the write's outcome unknown: what is held here may differ from what
+            # the share coordinator has, so the next fetch reads its state again. Answered
+            # acknowledgements were all written; the ones answered with this error come back
+            # as they were written (Kafka rolls back its in-memory state the same way).
+            log.info("share partition %s %s dropped after a failed state write (%s)", group_id, tp,
+                     ErrorCode(code).name if code in ErrorCode._value2member_map_ else code)
             del self.partitions[part.key]
         return code
 

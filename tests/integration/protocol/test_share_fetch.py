@@ -159,6 +159,10 @@ def test_bad_share_session_requests_get_kafkas_errors(broker: Broker) -> None:
         nameless = Member(broker, "")
         assert nameless.fetch({tid: {0: []}}).error_code == ErrorCode.invalid_request
         nameless.close()
+        # A closed session is gone: a fetch or an acknowledgement on it is SHARE_SESSION_NOT_FOUND.
+        assert member.fetch({}, epoch=-1).error_code == 0
+        assert member.fetch({tid: {}}).error_code == ErrorCode.share_session_not_found
+        assert member.acknowledge({tid: {0: [(0, 0, [ACCEPT])]}}).error_code == ErrorCode.share_session_not_found
     finally:
         member.close()
 
