@@ -37,8 +37,11 @@ class ConfluentShareConsumer:
     closed on its own thread, so no librdkafka handle is freed on another."""
 
     def __init__(self, bootstrap: str, group: str, topics: list[str], name: str, idle_s: float | None = None,
-                 configs: dict[str, Any] | None = None) -> None:
+                 configs: dict[str, Any] | None = None, work_s: float = 0.0) -> None:
+        """``work_s``: how long each poll's records are worked on (held, acknowledged but not
+        yet sent) before commit_sync; a consumer killed meanwhile dies holding them."""
         self.name = name
+        self._work_s = work_s
         self._lines: list[str] = []
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -92,6 +95,8 @@ class ConfluentShareConsumer:
                     consumer.acknowledge(message, getattr(AcknowledgeType, ack))
                     delivered += 1
                 if delivered:
+                    if self._work_s:
+                        time.sleep(self._work_s)
                     count += delivered
                     last = time.monotonic()
                     for partition, failure in consumer.commit_sync(30).items():
