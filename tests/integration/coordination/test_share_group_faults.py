@@ -47,8 +47,7 @@ from typing import Any, Callable, Iterator
 import pytest
 
 from tests.client_process import ClientProcess
-from tests.integration.clients import confluent_create_topic
-from tests.integration.conftest import Broker, wait_until
+from tests.integration.conftest import Broker, start_cluster_broker, wait_until
 from tests.integration.kio_client import KioClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
@@ -199,7 +198,8 @@ class Sampler:
     the coordinator process may be down); the answered samples, in order."""
 
     def __init__(self, bootstrap: str, group: str, topic: str, interval: float = 0.25) -> None:
-        self.bootstrap, self.group, self.topic, self.interval = bootstrap, group, topic, interval
+        self.brokers = bootstrap.split(",")  # asked in turn, the next one after a failure or an error
+        self.group, self.topic, self.interval = group, topic, interval
         self.samples: list[Sample] = []
         self.refused: Counter[str] = Counter()
         self._stop = threading.Event()
@@ -208,13 +208,16 @@ class Sampler:
 
     def describe(self, client: KioClient) -> Sample | None:
         from kio.schema.describe_share_group_offsets.v1.request import (
-            DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsRequestGroup,
-            DescribeShareGroupOffsetsRequestTopic)
+            DescribeShareGroupOffsetsRequest,
+            DescribeShareGroupOffsetsRequestGroup,
+            DescribeShareGroupOffsetsRequestTopic,
+        )
+        from kio.schema.types import GroupId, TopicName
         from kio.static.primitive import i32
 
         request = DescribeShareGroupOffsetsRequest(groups=(DescribeShareGroupOffsetsRequestGroup(
-            group_id=self.group, topics=(DescribeShareGroupOffsetsRequestTopic(
-                topic_name=self.topic, partitions=tuple(i32(p) for p in range(PARTITIONS))),)),))
+            group_id=GroupId(self.group), topics=(DescribeShareGroupOffsetsRequestTopic(
+                topic_name=TopicName(self.topic), partitions=tuple(i32(p) for p in range(PARTITIONS))),)),))
         sent = time.monotonic()
         answer = client.call(DESCRIBE_SHARE_GROUP_OFFSETS, 1, request)
         received = time.monotonic()
@@ -233,24 +236,35 @@ class Sampler:
 
     def _run(self) -> None:
         client: KioClient | None = None
+        turn = 0
         while not self._stop.is_set():
             try:
                 if client is None:
-                    client = KioClient(self.bootstrap, timeout=5)
+                    client = KioClient(self.brokers[turn % len(self.brokers)], timeout=5)
                 sample = self.describe(client)
                 if sample is not None:
                     self.samples.append(sample)
+                else:  # not the coordinator (any more), or it is loading
+                    client.close()
+                    client = None
+                    turn += 1
             except (OSError, ConnectionError, ValueError) as exc:
                 self.refused[type(exc).__name__] += 1
                 if client is not None:
                     client.close()
                 client = None
+                turn += 1
             self._stop.wait(self.interval)
         if client is not None:
             client.close()
 
     def latest(self) -> Sample | None:
         return self.samples[-1] if self.samples else None
+
+    def answering(self, within: float) -> bool:
+        """A sample was answered in the last ``within`` seconds."""
+        latest = self.latest()
+        return latest is not None and latest.received > time.monotonic() - within
 
     def stop(self) -> None:
         self._stop.set()
@@ -276,13 +290,17 @@ class Verdict:
     deliveries: int
     redeliveries: int
     delivery_counts: dict[int, int]
-    skipped: int  # deliveries whose delivery count jumped past one never printed (acquired by a consumer killed first)
+    skipped: int  # deliveries counting two or more past the one printed before (acquired unprinted)
     samples: int
 
 
 def judge(deliveries: list[Delivery], placed: dict[str, tuple[int, int]], samples: list[Sample],
-          killed: dict[str, float], work_s: float, explain_error: Callable[[Delivery], bool], report: Callable[[], str]) -> Verdict:
-    """Every check of the module docstring over what was printed and sampled; the counts."""
+          killed: dict[str, float], work_s: float, explain_error: Callable[[Delivery], bool],
+          report: Callable[[], str]) -> Verdict:
+    """Every check of the module docstring over what was printed and sampled; the counts.
+    ``killed``: when each killed consumer was killed; ``work_s``: how long a consumer holds a
+    poll's records before it sends their acknowledgements; ``explain_error``: whether an
+    acknowledgement answered with an error may still have been applied (the fault's window)."""
     problems: list[str] = []
     by_place: dict[tuple[int, int], list[Delivery]] = {}
     for d in deliveries:
@@ -346,45 +364,63 @@ def judge(deliveries: list[Delivery], placed: dict[str, tuple[int, int]], sample
                             f"put the SPSO at {highest[index]}")
 
     assert not problems, f"{len(problems)} violations:\n" + "\n".join(problems[:25]) + "\n" + report()
-    counts = Counter(d.value for d in deliveries)
-    return Verdict(accepted=sum(1 for p in placed.values() if any(d.outcome == "confirmed" for d in by_place.get(p, []))),
-                   excused=excused, deliveries=len(deliveries), redeliveries=sum(n - 1 for n in counts.values() if n > 1),
+    skipped = 0
+    for got in by_place.values():
+        in_order = sorted(got, key=lambda d: d.at)
+        skipped += sum(1 for a, b in zip(in_order, in_order[1:]) if b.delivery_count > a.delivery_count + 1)
+    return Verdict(accepted=sum(1 for got in by_place.values() if any(d.outcome == "confirmed" for d in got)),
+                   excused=excused, deliveries=len(deliveries), redeliveries=len(deliveries) - len(by_place),
                    delivery_counts=dict(sorted(Counter(d.delivery_count for d in deliveries).items())),
-                   skipped=sum(1 for got in by_place.values() for a, b in zip(sorted(got, key=lambda d: d.at), sorted(got, key=lambda d: d.at)[1:]) if b.delivery_count > a.delivery_count + 1),
-                   samples=len(samples))
+                   skipped=skipped, samples=len(samples))
 
 
 # ---------------------------------------------------------------------- the run
 @dataclass
 class Run:
-    broker: Broker
+    brokers: list[Broker]
     topic: str
     group: str
     consumers: ShareConsumers
     producer: Producer
     sampler: Sampler
 
+    @property
+    def broker(self) -> Broker:
+        return self.brokers[0]
 
-@pytest.fixture
-def run(broker_factory: Callable[..., Broker], tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Run]:
-    broker = broker_factory(workers=2, overrides=BROKER_SETTINGS)
-    name = request.node.name.split("[")[0].replace("test_", "")[:30]
+
+def running(brokers: list[Broker], tmp_path: Path, name: str, replicas: int = 1) -> Iterator[Run]:
+    """The topic, the group's configs, the sampler and the producer; the consumers are the test's."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    bootstrap = ",".join(b.bootstrap for b in brokers)
     topic, group = f"sf-{name}", f"sf-g-{name}"
-    confluent_create_topic(broker.bootstrap, topic, PARTITIONS)
-    set_group_configs(broker.bootstrap, group, {"share.auto.offset.reset": "earliest",
-                                                "share.delivery.count.limit": str(DELIVERY_COUNT_LIMIT),
-                                                "share.record.lock.duration.ms": str(LOCK_MS)})
-    consumers = ShareConsumers(broker.bootstrap, group, topic, tmp_path / "consumers")
-    sampler = Sampler(broker.bootstrap, group, topic)
+    configs = {"min.insync.replicas": "2"} if replicas > 1 else {}
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    created = admin.create_topics(
+        [NewTopic(topic, num_partitions=PARTITIONS, replication_factor=replicas, config=configs)],
+        operation_timeout=10, request_timeout=15)
+    created[topic].result(timeout=20)
+    set_group_configs(bootstrap, group, {"share.auto.offset.reset": "earliest",
+                                         "share.delivery.count.limit": str(DELIVERY_COUNT_LIMIT),
+                                         "share.record.lock.duration.ms": str(LOCK_MS)})
+    consumers = ShareConsumers(bootstrap, group, topic, tmp_path / "consumers")
+    sampler = Sampler(bootstrap, group, topic)
     producer: Producer | None = None
     try:
-        producer = Producer(broker.bootstrap, topic, rate=150)
-        yield Run(broker, topic, group, consumers, producer, sampler)
+        producer = Producer(bootstrap, topic, rate=150)
+        yield Run(brokers, topic, group, consumers, producer, sampler)
     finally:
         if producer is not None:
             producer.stop()
         sampler.stop()
         consumers.stop_all()
+
+
+@pytest.fixture
+def run(broker_factory: Callable[..., Broker], tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Run]:
+    broker = broker_factory(workers=2, overrides=BROKER_SETTINGS)
+    yield from running([broker], tmp_path, request.node.name.replace("test_", "")[:30])
 
 
 def wait_consuming(run: Run, members: int, timeout: float = 60) -> None:
@@ -482,8 +518,7 @@ def test_coordinator_killed_9_twice_during_consumption(run: Run) -> None:
         os.kill(old, signal.SIGKILL)
         kills.append(time.monotonic())
         wait_until(lambda: run.broker.coordinator_pid() not in (None, old), 30, "a new coordinator process")
-        wait_until(lambda: run.sampler.latest() is not None and run.sampler.latest().received > time.monotonic() - 0.5,
-                   30, "the share coordinator answering again", interval=0.2)
+        wait_until(lambda: run.sampler.answering(0.5), 30, "the share coordinator answering again", interval=0.2)
     time.sleep(4)
 
     def while_it_died(d: Delivery) -> bool:
@@ -493,3 +528,61 @@ def test_coordinator_killed_9_twice_during_consumption(run: Run) -> None:
     verdict = finish(run, explain_error=while_it_died)
     assert verdict.accepted + sum(verdict.excused.values()) == len(run.producer.placed)
     assert not [e for e in run.consumers.errors() if "Fatal" in e], run.consumers.errors()
+
+
+# ---------------------------------------------------------------------- a ZooKeeper cluster
+CLUSTER_SETTINGS = {**BROKER_SETTINGS, "offsets.topic.replication.factor": 3, "min.insync.replicas": 2,
+                    "replica.lag.time.max.ms": 3000, "share.coordinator.state.topic.replication.factor": 3,
+                    "share.coordinator.state.topic.min.isr": 2}
+
+
+@pytest.fixture
+def cluster_run(broker_factory: Callable[..., Broker], zk_connect: str, tmp_path: Path) -> Iterator[Run]:
+    brokers = [start_cluster_broker(broker_factory, zk_connect, node_id, workers=1, settings=CLUSTER_SETTINGS)
+               for node_id in (1, 2, 3)]
+    yield from running(brokers, tmp_path, "cluster", replicas=3)
+
+
+def elected_coordinator(zk_connect: str) -> int | None:
+    from kazoo.client import KazooClient
+
+    client = KazooClient(hosts=zk_connect)
+    client.start(timeout=10)
+    try:
+        if not client.exists("/consumers/coordinator"):
+            return None
+        return int(json.loads(client.get("/consumers/coordinator")[0])["brokerid"])
+    finally:
+        client.stop()
+        client.close()
+
+
+@pytest.mark.zookeeper
+@pytest.mark.replication
+def test_the_coordinators_broker_killed_9_in_a_cluster(cluster_run: Run, zk_connect: str) -> None:
+    """Three brokers (ZooKeeper), the topic and the share state topic replicated three times,
+    min.insync.replicas 2; three consumers. The broker running the elected coordinator is
+    killed -9 whole (its workers lead share partitions too): another broker's coordinator is
+    elected and loads the share state, the partitions it led move, their share-partition
+    leaders read their state again; the killed broker then comes back."""
+    run = cluster_run
+    for _ in range(3):
+        run.consumers.start()
+    wait_consuming(run, 3, timeout=90)
+    time.sleep(3)
+    node = wait_until(lambda: elected_coordinator(zk_connect), 20, "an elected coordinator")
+    victim = run.brokers[node - 1]
+    victim.kill()
+    killed_at = time.monotonic()
+    wait_until(lambda: elected_coordinator(zk_connect) not in (None, node), 30,
+               f"a coordinator elected away from broker {node}", interval=0.5)
+    wait_until(lambda: run.sampler.answering(1.0), 60, "the new share coordinator answering", interval=0.5)
+    time.sleep(5)
+    victim.start()
+
+    def around_the_kill(d: Delivery) -> bool:
+        return d.answered_at is not None and killed_at <= d.answered_at <= killed_at + 60
+
+    verdict = finish(run, explain_error=around_the_kill)
+    assert verdict.accepted + sum(verdict.excused.values()) == len(run.producer.placed)
+    print(f"the coordinator's broker {node} killed; coordinator now on {elected_coordinator(zk_connect)}")
