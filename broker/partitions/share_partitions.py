@@ -292,8 +292,7 @@ class SharePartitions:
             # the share coordinator has, so the next fetch reads its state again. Answered
             # acknowledgements were all written; the ones answered with this error come back
             # as they were written (Kafka rolls back its in-memory state the same way).
-            log.info("share partition %s %s dropped after a failed state write (%s)", group_id, tp,
-                     ErrorCode(code).name if code in ErrorCode._value2member_map_ else code)
+            log.info("share partition %s %s dropped after a failed state write (error %d)", group_id, tp, code)
             del self.partitions[part.key]
         return code
 

@@ -26,13 +26,9 @@ import logging
 import uuid
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
-from broker.coordinator.forwarded import Forwarded
-from broker.links.mesh import Mesh, Op
-from broker.partitions.remote_partition import RemotePartitionClient
-from broker.protocol import codec
-from broker.protocol.build import build
+from broker.links.mesh import Mesh
+from broker.process.coordinator_link import CoordinatorLink
 from broker.protocol.errors import ErrorCode, KafkaError
-from broker.security.broker_proof import PRINCIPAL_PREFIX
 from coordination.share.persisted import PersistedState
 from coordination.share.records import NO_DELIVERY_COMPLETE_COUNT, StateBatch
 
@@ -66,7 +62,7 @@ class SharePersister:
         self.find_coordinator = find_coordinator  # the elected coordinator's (error, node id, host, port)
         self.security = security
         self.retry_seconds = retry_seconds
-        self._clients: dict[tuple[str, int], RemotePartitionClient] = {}
+        self.link = CoordinatorLink(node_id, mesh, coordinator_endpoint, CLIENT_ID, CALL_TIMEOUT, security)
 
     # ------------------------------------------------------------------ the contract
     async def initialize(self, group_id: str, topic_id: uuid.UUID, partition: int, state_epoch: int,
@@ -107,9 +103,7 @@ class SharePersister:
                               int(answer.delivery_complete_count))
 
     def close(self) -> None:
-        for client in self._clients.values():
-            client.close_now()
-        self._clients.clear()
+        self.link.close()
 
     # ------------------------------------------------------------------ inside
     async def _partition_answer(self, api_key: int, group_id: str, topic_id: uuid.UUID,
@@ -136,7 +130,7 @@ class SharePersister:
             if node_id == self.node_id:
                 answer = await self._ask_here(api_key, version, fields)
             else:
-                answer = await self._client(host, port).call(api_key, version, fields)
+                answer = await self.link.client(host, port).call(api_key, version, fields)
         except KafkaError as exc:
             # PeerUnavailable (this broker's coordinator process is restarting) is one: it is
             # looked for again.
@@ -153,21 +147,8 @@ class SharePersister:
     async def _ask_here(self, api_key: int, version: int, fields: dict[str, Any]) -> Any:
         if not self.mesh.is_up(self.coordinator_endpoint):
             await self.mesh.wait_up(self.coordinator_endpoint, RESTART_WAIT)
-        request_class = codec.request_class(api_key, version)
-        assert request_class is not None  # our fixed versions
-        body = codec.encode_body(build(request_class, fields))
-        forwarded = Forwarded(api_key, version, CLIENT_ID, "/127.0.0.1", f"{PRINCIPAL_PREFIX}{self.node_id}", "", body)
-        answer: bytes = await self.mesh.call(self.coordinator_endpoint, Op.SERVE, forwarded.parts(), bytes,
-                                             CALL_TIMEOUT)
-        entity, _size = codec.reader_for(codec.response_class(api_key, version))(answer, 0)
-        return entity
+        return await self.link.ask_here(api_key, version, fields)
 
-    def _client(self, host: str, port: int) -> RemotePartitionClient:
-        client = self._clients.get((host, port))
-        if client is None:
-            client = self._clients[(host, port)] = RemotePartitionClient(host, port, CLIENT_ID, CALL_TIMEOUT,
-                                                                         security=self.security)
-        return client
 
 
 def _code(answer: Any) -> int:

@@ -22,13 +22,9 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
-from broker.coordinator.forwarded import Forwarded
-from broker.links.mesh import Mesh, Op
-from broker.partitions.remote_partition import RemotePartitionClient
-from broker.protocol import codec
-from broker.protocol.build import build
+from broker.links.mesh import Mesh
+from broker.process.coordinator_link import CoordinatorLink
 from broker.protocol.errors import ErrorCode, KafkaError
-from broker.security.broker_proof import PRINCIPAL_PREFIX
 from storage.types import TopicPartition
 
 if TYPE_CHECKING:
@@ -55,7 +51,7 @@ class TxnVerifier:
         self.coordinator_endpoint = coordinator_endpoint
         self.find_coordinator = find_coordinator
         self.security = security
-        self._clients: dict[tuple[str, int], RemotePartitionClient] = {}
+        self.link = CoordinatorLink(node_id, mesh, coordinator_endpoint, CLIENT_ID, CALL_TIMEOUT, security)
 
     async def check(self, transactional_id: str, producer_id: int, producer_epoch: int,
                     partitions: list[TopicPartition], add: bool) -> dict[TopicPartition, int]:
@@ -75,7 +71,7 @@ class TxnVerifier:
             if node_id == self.node_id:
                 answer = await self._ask_here(version, fields)
             else:
-                answer = await self._client(host, port).call(ADD_PARTITIONS_TO_TXN, version, fields)
+                answer = await self.link.client(host, port).call(ADD_PARTITIONS_TO_TXN, version, fields)
         except KafkaError as exc:
             return {tp: int(exc.code) for tp in partitions}
         if answer.error_code:
@@ -98,24 +94,8 @@ class TxnVerifier:
         return codes
 
     async def _ask_here(self, version: int, fields: dict[str, Any]) -> Any:
-        request_class = codec.request_class(ADD_PARTITIONS_TO_TXN, version)
-        assert request_class is not None  # our fixed versions
-        body = codec.encode_body(build(request_class, fields))
-        forwarded = Forwarded(ADD_PARTITIONS_TO_TXN, version, CLIENT_ID, "/127.0.0.1",
-                              f"{PRINCIPAL_PREFIX}{self.node_id}", "", body)
-        answer: bytes = await self.mesh.call(self.coordinator_endpoint, Op.SERVE, forwarded.parts(), bytes,
-                                             CALL_TIMEOUT)
-        entity, _size = codec.reader_for(codec.response_class(ADD_PARTITIONS_TO_TXN, version))(answer, 0)
-        return entity
+        return await self.link.ask_here(ADD_PARTITIONS_TO_TXN, version, fields)
 
-    def _client(self, host: str, port: int) -> RemotePartitionClient:
-        client = self._clients.get((host, port))
-        if client is None:
-            client = self._clients[(host, port)] = RemotePartitionClient(host, port, CLIENT_ID, CALL_TIMEOUT,
-                                                                         security=self.security)
-        return client
 
     def close(self) -> None:
-        for client in self._clients.values():
-            client.close_now()
-        self._clients.clear()
+        self.link.close()

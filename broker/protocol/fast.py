@@ -103,6 +103,9 @@ def _uvarint(value: int) -> bytes:
     return bytes(out)
 
 
+uvarint = _uvarint  # for the other hand-built flexible answers (share_fetch_response.py)
+
+
 def _count(length: int, flexible: bool) -> bytes:
     """An array's length prefix: uvarint length+1 when flexible, else int32."""
     return _uvarint(length + 1) if flexible else _I32.pack(length)

@@ -21,6 +21,8 @@ import struct
 import uuid
 from typing import NamedTuple
 
+from broker.protocol.fast import uvarint
+
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _HEAD = struct.Struct(">ih")  # throttle time, error code
@@ -39,15 +41,6 @@ class SharePartitionOut(NamedTuple):
     leader_epoch: int
     records_length: int  # the bytes the caller puts in this partition's gap
     acquired: tuple[tuple[int, int, int], ...]
-
-
-def uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def _nullable_string(text: str | None) -> bytes:

@@ -23,7 +23,7 @@ import time
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Coroutine, Protocol
+from typing import Any, Coroutine, Protocol, TypeVar
 
 from kio.schema.errors import ErrorCode
 
@@ -77,6 +77,32 @@ class GroupConfigReader(Protocol):
     for the group, its override or else the broker's."""
 
     def group_config(self, group_id: str, name: str) -> str | int: ...
+
+
+class Timeouts(Protocol):
+    """Settings with a session timeout and a heartbeat interval (ConsumerSettings, ShareSettings)."""
+
+    @property
+    def session_timeout_ms(self) -> int: ...
+
+    @property
+    def heartbeat_interval_ms(self) -> int: ...
+
+
+TimeoutsT = TypeVar("TimeoutsT", bound=Timeouts)
+
+
+def with_group_timeouts(settings: TimeoutsT, configs: GroupConfigReader | None, group_id: str, session_key: str,
+                        interval_key: str) -> TimeoutsT:
+    """``settings`` with the group's own session timeout and heartbeat interval (its group configs
+    ``session_key`` and ``interval_key``), the same object when they are the broker's."""
+    if configs is None:
+        return settings
+    session_ms = int(configs.group_config(group_id, session_key))
+    interval_ms = int(configs.group_config(group_id, interval_key))
+    if session_ms == settings.session_timeout_ms and interval_ms == settings.heartbeat_interval_ms:
+        return settings
+    return replace(settings, session_timeout_ms=session_ms, heartbeat_interval_ms=interval_ms)  # type: ignore[type-var]  # both are dataclasses
 
 
 class OffsetsAppender(Protocol):
@@ -183,14 +209,8 @@ class ConsumerGroupService:
 
     def settings_for(self, group_id: str) -> ConsumerSettings:
         """The broker's settings with the group's own session timeout and heartbeat interval."""
-        configs = self.group_configs
-        if configs is None:
-            return self.settings
-        session_ms = int(configs.group_config(group_id, SESSION_TIMEOUT_CONFIG))
-        interval_ms = int(configs.group_config(group_id, HEARTBEAT_INTERVAL_CONFIG))
-        if session_ms == self.settings.session_timeout_ms and interval_ms == self.settings.heartbeat_interval_ms:
-            return self.settings
-        return replace(self.settings, session_timeout_ms=session_ms, heartbeat_interval_ms=interval_ms)
+        return with_group_timeouts(self.settings, self.group_configs, group_id, SESSION_TIMEOUT_CONFIG,
+                                   HEARTBEAT_INTERVAL_CONFIG)
 
     def _lock(self, group_id: str) -> asyncio.Lock:
         lock = self._locks.get(group_id)

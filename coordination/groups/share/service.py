@@ -26,13 +26,13 @@ import logging
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
 from coordination.groups import offsets_schema as schema
 from coordination.groups.consumer.group import TopicCatalog
-from coordination.groups.consumer.service import GroupConfigReader, GroupHost, NoTopics
+from coordination.groups.consumer.service import GroupConfigReader, GroupHost, NoTopics, with_group_timeouts
 from coordination.groups.group import Group
 from coordination.groups.share import assignor
 from coordination.groups.share.group import (
@@ -94,14 +94,8 @@ class ShareGroupService:
 
     def settings_for(self, group_id: str) -> ShareSettings:
         """The broker's settings with the group's own session timeout and heartbeat interval."""
-        configs = self.group_configs
-        if configs is None:
-            return self.settings
-        session_ms = int(configs.group_config(group_id, "share.session.timeout.ms"))
-        interval_ms = int(configs.group_config(group_id, "share.heartbeat.interval.ms"))
-        if session_ms == self.settings.session_timeout_ms and interval_ms == self.settings.heartbeat_interval_ms:
-            return self.settings
-        return replace(self.settings, session_timeout_ms=session_ms, heartbeat_interval_ms=interval_ms)
+        return with_group_timeouts(self.settings, self.group_configs, group_id, "share.session.timeout.ms",
+                                   "share.heartbeat.interval.ms")
 
     def lock(self, group_id: str) -> asyncio.Lock:
         """The group's lock: held by each change of the group, across its append."""
