@@ -7,7 +7,10 @@ every acknowledgement the broker confirmed, stamped with a clock the test shares
 reads DescribeShareGroupOffsets (each partition's share-partition start offset, SPSO) every
 few tenths of a second. Faults: consumers killed -9 while holding records, a replacement
 started each time; the coordinator process (share coordinator and group coordinator both)
-killed -9. Then the faults stop and the group drains.
+killed -9, or first stopped for longer than a share-partition leader retries a state write
+(its acknowledgements fail, its share partitions are dropped and read again); in a
+three-broker ZooKeeper cluster, the coordinator's whole broker killed -9. Then the faults
+stop and the group drains.
 
 The checker, over every line and every sample:
 - every produced record is accepted (the broker confirmed it) once, never twice; a record
@@ -586,3 +589,35 @@ def test_the_coordinators_broker_killed_9_in_a_cluster(cluster_run: Run, zk_conn
     verdict = finish(run, explain_error=around_the_kill)
     assert verdict.accepted + sum(verdict.excused.values()) == len(run.producer.placed)
     print(f"the coordinator's broker {node} killed; coordinator now on {elected_coordinator(zk_connect)}")
+
+
+def test_coordinator_hung_past_the_persisters_retries_then_killed_9(run: Run) -> None:
+    """The coordinator process stopped (SIGSTOP) for longer than a share-partition leader
+    retries a state write, then killed -9: acknowledgements meanwhile are answered with an
+    error, their share partitions dropped and read again from the new coordinator, their
+    records delivered again; nothing accepted twice, nothing lost."""
+    from broker.process.share_persister import RETRY_SECONDS
+
+    for _ in range(3):
+        run.consumers.start()
+    wait_consuming(run, 3)
+    time.sleep(3)
+    old = run.broker.coordinator_pid()
+    assert old is not None
+    os.kill(old, signal.SIGSTOP)
+    stopped = time.monotonic()
+    time.sleep(RETRY_SECONDS + 3)
+    os.kill(old, signal.SIGKILL)
+    wait_until(lambda: run.broker.coordinator_pid() not in (None, old), 30, "a new coordinator process")
+    wait_until(lambda: run.sampler.answering(0.5), 30, "the share coordinator answering again", interval=0.2)
+    time.sleep(4)
+
+    def while_it_hung(d: Delivery) -> bool:
+        return d.answered_at is not None and stopped <= d.answered_at <= time.monotonic()
+
+    verdict = finish(run, explain_error=while_it_hung)
+    assert verdict.accepted + sum(verdict.excused.values()) == len(run.producer.placed)
+    failed = run.consumers.errors() + [
+        f"{d.member} {d.partition}:{d.offset}" for d in run.consumers.deliveries() if d.outcome == "error"]
+    assert failed, "acknowledgements sent while the coordinator hung were answered with errors"
+    assert verdict.redeliveries > 0, "the records of the failed acknowledgements came back"
