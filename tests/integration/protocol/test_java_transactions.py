@@ -143,12 +143,17 @@ def test_java_concurrent_producers_interleave_committed_and_aborted(broker: Brok
     topic, per_txn = "java-interleaved", 30
     java_create_topics(broker, 2, topic)
     patterns = {"p0-": "CACACACA", "p1-": "AACCAACC", "p2-": "CCCAAACA"}
+    go = tmp_path / "go"  # created once every producer is initialized: they start together
     producers = [start_java("castle.TxnProducer", [f"bootstrap={broker.bootstrap}", f"topic={topic}",
                                                    f"txn-id=java-interleaved-{prefix}", f"pattern={pattern}",
-                                                   f"records={per_txn}", f"prefix={prefix}", "linger.ms=0"],
+                                                   f"records={per_txn}", f"prefix={prefix}", "linger.ms=0",
+                                                   f"go-file={go}"],
                             tmp_path, f"producer-{prefix}")
                  for prefix, pattern in patterns.items()]
     try:
+        for producer in producers:
+            producer.wait_for_line(r"^INITIALIZED$", timeout=120)
+        go.touch()
         for producer in producers:
             assert producer.wait(120) == 0, producer.report()
     finally:

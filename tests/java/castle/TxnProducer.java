@@ -39,6 +39,12 @@ public final class TxnProducer {
         try (KafkaProducer<String, String> producer = new KafkaProducer<>(args.clientConfigs(defaults))) {
             producer.initTransactions();
             Out.line("INITIALIZED");
+            // go-file: wait for it to exist before the first transaction, so that producers
+            // started together (their JVMs come up at different speeds) do run together.
+            String goFile = args.get("go-file", "");
+            while (!goFile.isEmpty() && !java.nio.file.Files.exists(java.nio.file.Path.of(goFile))) {
+                Thread.sleep(20);
+            }
             List<PartitionInfo> partitions = producer.partitionsFor(topic);
             for (int txn = 0; txn < pattern.length(); txn++) {
                 char end = pattern.charAt(txn);
