@@ -303,6 +303,9 @@ SETTINGS: list[Setting] = [
             "How often producer ids past producer.id.expiration.ms are forgotten."),
     Setting("coordinator.heartbeat.timeout.ms", integer_in(1), 30_000,
             "A coordinator process whose loop is silent this long is killed and replaced."),
+    # Client telemetry (KIP-714), Kafka's name and default.
+    Setting("telemetry.max.bytes", integer_in(1, INT_MAX), 1_048_576,
+            "The most bytes of metrics a client may send in one PushTelemetry."),
 ]
 
 # The storage defaults, under their broker-level names, typed by storage.config.

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from broker.process.share_persister import SharePersister
     from broker.security.broker_security import BrokerSecurity
     from broker.security.connection_auth import ConnectionAuth
+    from broker.telemetry.service import WorkerTelemetry
     from coordination.acls.model import Operation, ResourceType
     from coordination.backend import TopicRegistry
     from coordination.group_configs import GroupConfigs
@@ -90,6 +91,8 @@ class ConnectionHandle(Protocol):
     host: str  # the peer's address, as ACLs name hosts
     listener: "Listener"
     auth: "ConnectionAuth"
+    # (client_software_name, client_software_version) from ApiVersions v3+, else None each.
+    client_software: tuple[str | None, str | None]
 
     def close_after_answer(self) -> None: ...
 
@@ -182,6 +185,9 @@ class BrokerIdentity(Protocol):
 
     @property
     def group_configs(self) -> "GroupConfigs": ...
+
+    @property
+    def telemetry(self) -> "WorkerTelemetry": ...
 
 
 class WorkerServices(BrokerIdentity, TopicServices, Router, FetchServices, ShareServices, CoordinatorAccess, Protocol):

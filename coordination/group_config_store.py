@@ -27,6 +27,7 @@ caller's job (coordination/group_config_keys.py ``validate``).
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any, Callable, Protocol
 
@@ -96,12 +97,16 @@ def _strings(path: str, config: dict[str, Any]) -> Overrides:
 
 
 # ----------------------------------------------------------------------------- ZooKeeper
-class GroupConfigZNode:
-    """/config/groups/<sanitized group>: Kafka's ConfigEntityZNode for the "groups" type."""
+class EntityConfigZNode:
+    """/config/<entity type>/<sanitized name>: Kafka's ConfigEntityZNode for one entity type
+    ("groups" here; "client-metrics" for coordination/client_metrics_store.py)."""
 
-    @staticmethod
-    def path(group_id: str) -> str:
-        return f"{GROUPS_PATH}/{group_znode_name(group_id)}"
+    def __init__(self, entity_type: str) -> None:
+        self.entity_type = entity_type
+        self.root = f"/config/{entity_type}"
+
+    def path(self, name: str) -> str:
+        return f"{self.root}/{group_znode_name(name)}"
 
     @staticmethod
     def encode(config: Overrides) -> bytes:
@@ -111,37 +116,41 @@ class GroupConfigZNode:
     def decode(path: str, data: bytes | None) -> Overrides:
         return _strings(path, UserConfigZNode.decode(path, data))  # the same ConfigEntityZNode shape
 
-    @staticmethod
-    def change_notification(group_id: str) -> bytes:
-        return orjson.dumps({"version": CHANGE_VERSION, "entity_path": f"{GROUP_ENTITY_TYPE}/{group_znode_name(group_id)}"})
+    def change_notification(self, name: str) -> bytes:
+        return orjson.dumps({"version": CHANGE_VERSION, "entity_path": f"{self.entity_type}/{group_znode_name(name)}"})
+
+
+GroupConfigZNode = EntityConfigZNode(GROUP_ENTITY_TYPE)
 
 
 class ZooKeeperGroupConfigs:
     """GroupConfigStore over a started KazooClient (not owned). ``call`` runs every request
     (the backend's retrying ``_call``). Methods block: use an executor from asyncio."""
 
-    def __init__(self, client: KazooClient, call: CallWrapper | None = None) -> None:
+    def __init__(self, client: KazooClient, call: CallWrapper | None = None,
+                 znode: EntityConfigZNode = GroupConfigZNode, what: str = "group config") -> None:
         self._client = client
         self._call: CallWrapper = call if call is not None else direct
-        self._updater = ZnodeUpdater(client, self._call, (GROUPS_PATH, CHANGES_PATH), ConcurrentChanges)
-        self._watch = ZkChangeWatch(client, (CHANGES_PATH, GROUPS_PATH), self._updater.ensure_parents, "group config",
-                                    log)
+        self._znode = znode
+        root = znode.root
+        self._updater = ZnodeUpdater(client, self._call, (root, CHANGES_PATH), ConcurrentChanges)
+        self._watch = ZkChangeWatch(client, (CHANGES_PATH, root), self._updater.ensure_parents, what, log)
 
     def all(self) -> dict[str, Overrides]:
         """Every group's overrides; an unreadable znode is logged and skipped rather than
         hiding every other group's."""
         def once() -> dict[str, Overrides]:
             try:
-                names = self._client.get_children(GROUPS_PATH)
+                names = self._client.get_children(self._znode.root)
             except NoNodeError:
                 return {}
-            pending = [(name, self._client.get_async(f"{GROUPS_PATH}/{name}")) for name in sorted(names)]
+            pending = [(name, self._client.get_async(f"{self._znode.root}/{name}")) for name in sorted(names)]
             found: dict[str, Overrides] = {}
             for name, result in pending:
-                path = f"{GROUPS_PATH}/{name}"
+                path = f"{self._znode.root}/{name}"
                 try:
                     data, _ = result.get()
-                    config = GroupConfigZNode.decode(path, data)
+                    config = self._znode.decode(path, data)
                     group_id = desanitize(name)
                 except NoNodeError:
                     continue  # deleted between the listing and the read
@@ -155,24 +164,24 @@ class ZooKeeperGroupConfigs:
         return self._call(once)
 
     def get(self, group_id: str) -> Overrides:
-        path = GroupConfigZNode.path(group_id)
+        path = self._znode.path(group_id)
         try:
             data, _ = self._call(self._client.get, path)
         except NoNodeError:
             return {}
-        return GroupConfigZNode.decode(path, data)
+        return self._znode.decode(path, data)
 
     def update(self, group_id: str, change: Change) -> Overrides:
-        path = GroupConfigZNode.path(group_id)
+        path = self._znode.path(group_id)
 
         def plan(data: bytes | None, exists: bool, _conflicts: int) -> Done[Overrides] | Write[Overrides]:
-            current = GroupConfigZNode.decode(path, data) if exists else {}
+            current = self._znode.decode(path, data) if exists else {}
             new = change(dict(current))
             if new == current and (exists or not new):
                 return Done(new)
-            return Write(GroupConfigZNode.encode(new), new)
+            return Write(self._znode.encode(new), new)
 
-        return self._updater.update(path, ConfigChangeZNode.CREATE_PATH, GroupConfigZNode.change_notification(group_id),
+        return self._updater.update(path, ConfigChangeZNode.CREATE_PATH, self._znode.change_notification(group_id),
                                     plan)
 
     def watch(self, fn: Watcher) -> None:
@@ -185,10 +194,10 @@ class ZooKeeperGroupConfigs:
 
 
 # ----------------------------------------------------------------------------- local file
-def _decode_file(path: str, doc: Any, data: bytes) -> dict[str, Overrides]:
-    groups = doc.get("groups") if isinstance(doc, dict) else None
+def _decode_file(path: str, doc: Any, data: bytes, key: str = "groups") -> dict[str, Overrides]:
+    groups = doc.get(key) if isinstance(doc, dict) else None
     if not isinstance(groups, dict):
-        raise ValueError(f"{path}: expected {{\"version\":1,\"groups\":{{...}}}}, got {data[:200]!r}")
+        raise ValueError(f"{path}: expected {{\"version\":1,\"{key}\":{{...}}}}, got {data[:200]!r}")
     out: dict[str, Overrides] = {}
     for group_id, config in groups.items():
         if not isinstance(config, dict):
@@ -197,17 +206,18 @@ def _decode_file(path: str, doc: Any, data: bytes) -> dict[str, Overrides]:
     return out
 
 
-def _encode_file(groups: dict[str, Overrides]) -> bytes:
-    return orjson.dumps({"version": FILE_VERSION, "groups": {g: groups[g] for g in sorted(groups) if groups[g]}},
+def _encode_file(groups: dict[str, Overrides], key: str = "groups") -> bytes:
+    return orjson.dumps({"version": FILE_VERSION, key: {g: groups[g] for g in sorted(groups) if groups[g]}},
                         option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
 
 
 class LocalGroupConfigs:
     """GroupConfigStore in ``<data_dir>/group-configs.json``. Thread- and process-safe."""
 
-    def __init__(self, data_dir: str) -> None:
-        self._file = PrivateJsonFile(data_dir, FILE_NAME, decode=_decode_file, encode=_encode_file, empty=dict,
-                                     what="group config", log=log, thread_name="castle-group-configs-watch")
+    def __init__(self, data_dir: str, file_name: str = FILE_NAME, key: str = "groups", what: str = "group config") -> None:
+        self._file = PrivateJsonFile(data_dir, file_name, decode=functools.partial(_decode_file, key=key),
+                                     encode=functools.partial(_encode_file, key=key), empty=dict,
+                                     what=what, log=log, thread_name=f"castle-{what.replace(' ', '-')}s-watch")
         self.path = self._file.path
 
     def all(self) -> dict[str, Overrides]:

@@ -62,6 +62,7 @@ from coordination.backend import (
     StateListener,
     Watcher,
 )
+from coordination.client_metrics_store import zookeeper_client_metrics
 from coordination.credentials import ZooKeeperCredentials
 from coordination.group_config_store import ZooKeeperGroupConfigs
 from coordination.zk_calls import failure, retrying, transact
@@ -136,6 +137,7 @@ class ZooKeeperBackend:
         self._credentials: ZooKeeperCredentials | None = None
         self._acls: ZooKeeperAcls | None = None
         self._group_configs: ZooKeeperGroupConfigs | None = None
+        self._client_metrics: ZooKeeperGroupConfigs | None = None
         self._fence: tuple[int, int] | None = None      # (epoch, epoch znode version) while coordinator
         self._topics = ZooKeeperTopicRegistry(self._client, node_id, self._retry)
         self._topic_watchers: list[Watcher] = []
@@ -180,7 +182,7 @@ class ZooKeeperBackend:
         """End the session (our ephemeral znodes are deleted at once, not after the timeout)."""
         self._closed.set()
         self._wake_waiters()
-        for store in (self._credentials, self._acls, self._group_configs):
+        for store in (self._credentials, self._acls, self._group_configs, self._client_metrics):
             if store is not None:
                 store.close()
         self._client.stop()
@@ -309,6 +311,12 @@ class ZooKeeperBackend:
             if self._group_configs is None:
                 self._group_configs = ZooKeeperGroupConfigs(self._client, self._call)
             return self._group_configs
+
+    def client_metrics(self) -> ZooKeeperGroupConfigs:
+        with self._mutex:
+            if self._client_metrics is None:
+                self._client_metrics = zookeeper_client_metrics(self._client, self._call)
+            return self._client_metrics
 
     def credentials(self) -> ZooKeeperCredentials:
         with self._mutex:

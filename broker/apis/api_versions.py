@@ -16,7 +16,8 @@ level of 0 is not listed (Kafka lists finalized levels above 0). The finalized f
 milliseconds, so a client that reconnects after a restart takes a changed level.
 
 Version notes: v1 adds throttle_time; v3 is flexible and adds client software name and
-version (ignored) and the supported/finalized features; v4 is v3 (it only tells the
+version (kept on the connection: client-metrics subscriptions match them) and the
+supported/finalized features; v4 is v3 (it only tells the
 broker the client can handle an UNSUPPORTED_VERSION answer).
 """
 
@@ -72,4 +73,7 @@ def _error(request: Any, version: int, code: int) -> bytes:
 
 @api(KEY, "ApiVersions", 0, 4, error_response=_error)
 def handle_api_versions(ctx: RequestContext, request: ApiVersionsRequest) -> bytes:
+    if ctx.api_version >= FEATURES_FROM:  # client telemetry matches subscriptions on these
+        ctx.connection.client_software = (getattr(request, "client_software_name", None),
+                                          getattr(request, "client_software_version", None))
     return _answer(ctx.api_version, 0, ctx.node.config.get_int("transaction.version"))

@@ -29,6 +29,7 @@ Behaviour:
   A resource named twice in one request is INVALID_REQUEST ("Duplicate resource."),
   answered once.
 * GROUP resources (type 32): broker/apis/group_configs.py.
+* CLIENT_METRICS resources (type 16): broker/apis/client_metrics_configs.py.
 
 Version notes: DescribeConfigs v0 is not in kio's schemas (Kafka 4 dropped it); v1 adds
 synonyms and config_source; v2 is v1; v3 adds documentation and config_type; v4 is
@@ -39,7 +40,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable
 
-from broker.apis import group_configs
+from broker.apis import client_metrics_configs, group_configs
 from broker.authorization import cluster_allowed, group_allowed, topic_allowed
 from broker.config import BY_NAME
 from broker.context import RequestContext, Response, WorkerServices
@@ -60,6 +61,7 @@ INCREMENTAL_KEY = 44
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
 RESOURCE_GROUP = 32
+RESOURCE_CLIENT_METRICS = client_metrics_configs.RESOURCE_CLIENT_METRICS
 
 # DescribeConfigsResponse ConfigSource
 DYNAMIC_TOPIC_CONFIG = 1
@@ -206,6 +208,8 @@ async def _describe_one(node: Any, resource: Any, synonyms: bool, documentation:
         elif resource.resource_type == RESOURCE_GROUP:
             out["configs"] = await group_configs.describe_group(node, resource.resource_name, keys, synonyms,
                                                                 documentation)
+        elif resource.resource_type == RESOURCE_CLIENT_METRICS:
+            out["configs"] = await client_metrics_configs.describe(node, resource.resource_name, keys, documentation)
         else:
             raise KafkaError(ErrorCode.invalid_request, f"unsupported resource type {resource.resource_type}")
     except KafkaError as exc:
@@ -219,7 +223,7 @@ def _authorize_resource(ctx: Any, operation: Operation, resource: Any) -> None:
         raise KafkaError(ErrorCode.topic_authorization_failed, "Authorization failed.")
     if resource.resource_type == RESOURCE_GROUP and not group_allowed(ctx, operation, resource.resource_name):
         raise KafkaError(ErrorCode.group_authorization_failed, "Authorization failed.")
-    if resource.resource_type == RESOURCE_BROKER and not cluster_allowed(ctx, operation):
+    if resource.resource_type in (RESOURCE_BROKER, RESOURCE_CLIENT_METRICS) and not cluster_allowed(ctx, operation):
         raise KafkaError(ErrorCode.cluster_authorization_failed, "Authorization failed.")
 
 
@@ -293,7 +297,8 @@ async def _alter_topic(node: WorkerServices, name: str, change: Callable[[dict[s
 ChangeFor = Callable[[Any], Callable[[dict[str, str]], dict[str, str]]]
 
 
-async def _alter(ctx: Any, key: int, request: Any, change_for: ChangeFor, group_change_for: ChangeFor) -> Any:
+async def _alter(ctx: Any, key: int, request: Any, change_for: ChangeFor, group_change_for: ChangeFor,
+                 client_metrics_change_for: ChangeFor) -> Any:
     node = ctx.node
     dupes = _duplicates(request.resources)
     responses = []
@@ -321,6 +326,11 @@ async def _alter(ctx: Any, key: int, request: Any, change_for: ChangeFor, group_
             if resource.resource_type == RESOURCE_GROUP:
                 await group_configs.alter_group(node, resource.resource_name, group_change_for(resource),
                                                 bool(request.validate_only))
+                responses.append(out)
+                continue
+            if resource.resource_type == RESOURCE_CLIENT_METRICS:
+                await client_metrics_configs.alter(node, resource.resource_name, client_metrics_change_for(resource),
+                                                   bool(request.validate_only))
                 responses.append(out)
                 continue
             if resource.resource_type != RESOURCE_TOPIC:
@@ -355,7 +365,8 @@ def _replace_all(resource: Any) -> Callable[[dict[str, str]], dict[str, str]]:
 
 @api(ALTER_KEY, "AlterConfigs", 0, 2, error_response=_alter_error_for(ALTER_KEY))
 async def handle_alter_configs(ctx: RequestContext, request: AlterConfigsRequest) -> Response:
-    return await _alter(ctx, ALTER_KEY, request, _replace_all, group_configs.replace_all)
+    return await _alter(ctx, ALTER_KEY, request, _replace_all, group_configs.replace_all,
+                        client_metrics_configs.replace_all)
 
 
 # ---------------------------------------------------------------------------- IncrementalAlterConfigs
@@ -404,4 +415,5 @@ def _incremental(node: Any) -> Callable[[Any], Callable[[dict[str, str]], dict[s
 
 @api(INCREMENTAL_KEY, "IncrementalAlterConfigs", 0, 1, error_response=_alter_error_for(INCREMENTAL_KEY))
 async def handle_incremental_alter_configs(ctx: RequestContext, request: IncrementalAlterConfigsRequest) -> Response:
-    return await _alter(ctx, INCREMENTAL_KEY, request, _incremental(ctx.node), group_configs.incremental)
+    return await _alter(ctx, INCREMENTAL_KEY, request, _incremental(ctx.node), group_configs.incremental,
+                        client_metrics_configs.incremental)

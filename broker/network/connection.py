@@ -70,6 +70,7 @@ class Connection:
         self.loop = asyncio.get_running_loop()
         self.peer = _peer_name(sock)
         self.host = self.peer.rpartition(":")[0]
+        self.client_software: tuple[str | None, str | None] = (None, None)
         self._connections = connections
         security = node.security
         self.auth = ConnectionAuth(listener, security.mechanisms(listener.name), security.reauth_ms, security.lookup,

@@ -16,7 +16,8 @@ Two kinds of figures, kept two ways:
   read at scrape time from the workers' stats files (broker/process/node.py writes them every
   0.5 s), so a deleted partition disappears from the next scrape, which prometheus_client's
   multiprocess gauges cannot do. Consumer-group lag joins those log end offsets with the
-  committed offsets the coordinator holds, at scrape time too.
+  committed offsets the coordinator holds, at scrape time too. What clients push (KIP-714)
+  rides in the workers' telemetry files the same way (broker/telemetry/exporter.py).
 
 The endpoint (``metrics.listener``, default 127.0.0.1:9308, empty = off) is served by the
 coordinator process, off the data path, with prometheus_client's WSGI app on a socket the
@@ -38,6 +39,7 @@ from typing import Any, Callable, Iterable, Iterator
 import orjson
 
 from broker.network.tcp_bind import bind_exclusive
+from broker.telemetry.exporter import telemetry_families
 from storage.log import FlushTimes
 
 log = logging.getLogger(__name__)
@@ -279,6 +281,7 @@ class CastleCollector:
                 lag.add_metric(labels, max(0, log_end[(topic, partition)] - offset))
         yield committed_gauge
         yield lag
+        yield from telemetry_families(self.run_dir)  # what clients pushed (KIP-714)
 
 
 def bind_metrics_listener(address: str, backlog: int = 64) -> socket.socket | None:

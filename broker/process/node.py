@@ -41,6 +41,7 @@ from broker.process.txn_verifier import TxnVerifier
 from broker.protocol.errors import ErrorCode, KafkaError, ProtocolViolation
 from broker.security.broker_security import BrokerSecurity
 from broker.security.inter_broker import inter_broker_security
+from broker.telemetry.service import WorkerTelemetry
 from coordination.open_backend import open_broker_backend
 from coordination.snapshot import ClusterSnapshot, PartitionView
 from coordination.topics import TopicInfo
@@ -97,6 +98,9 @@ class WorkerNode:
         # Groups' configs (consumer.session.timeout.ms, share.record.lock.duration.ms, ...),
         # read per request from a cache the store's watch keeps fresh.
         self.group_configs = open_group_configs(config, self.cluster.group_configs())
+        # Client telemetry (KIP-714): the client-metrics subscriptions, followed like the groups' configs.
+        self.telemetry = WorkerTelemetry(self.cluster.client_metrics(), config.get_int("telemetry.max.bytes"))
+        self.telemetry.start()
         settings = config.storage_settings()
         self.logs = LogManager(ManagerConfig.from_broker_config(settings), LogConfig.from_broker_config(settings),
                                {t.name: t.configs for t in self.registry.all()},
@@ -371,6 +375,7 @@ class WorkerNode:
                 if ticks % SWEEP_EVERY_TICKS == 0:
                     self.segment_files.sweep()  # let deleted segments' blocks go
                 self.write_stats(stats_path)
+                self.telemetry.write(self.run_dir, self.index)
                 self.metrics.flush(self.stats)
             except Exception:
                 log.exception("housekeeping failed")
@@ -397,6 +402,7 @@ class WorkerNode:
         self.share_persister.close()
         self.security.close()
         self.group_configs.close()
+        self.telemetry.close()
         self.cluster.on_change = None
         self.owner.replication.close()
         self.segment_files.close()

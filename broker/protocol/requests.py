@@ -118,6 +118,9 @@ from kio.schema.find_coordinator.v3.request import FindCoordinatorRequest as _Fi
 from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest as _FindCoordinatorRequestV4
 from kio.schema.find_coordinator.v5.request import FindCoordinatorRequest as _FindCoordinatorRequestV5
 from kio.schema.find_coordinator.v6.request import FindCoordinatorRequest as _FindCoordinatorRequestV6
+from kio.schema.get_telemetry_subscriptions.v0.request import (
+    GetTelemetrySubscriptionsRequest as GetTelemetrySubscriptionsRequest,
+)
 from kio.schema.heartbeat.v0.request import HeartbeatRequest as _HeartbeatRequestV0
 from kio.schema.heartbeat.v1.request import HeartbeatRequest as _HeartbeatRequestV1
 from kio.schema.heartbeat.v2.request import HeartbeatRequest as _HeartbeatRequestV2
@@ -150,6 +153,7 @@ from kio.schema.leave_group.v2.request import LeaveGroupRequest as _LeaveGroupRe
 from kio.schema.leave_group.v3.request import LeaveGroupRequest as _LeaveGroupRequestV3
 from kio.schema.leave_group.v4.request import LeaveGroupRequest as _LeaveGroupRequestV4
 from kio.schema.leave_group.v5.request import LeaveGroupRequest as _LeaveGroupRequestV5
+from kio.schema.list_config_resources.v0.request import ListConfigResourcesRequest as ListConfigResourcesRequest
 from kio.schema.list_groups.v0.request import ListGroupsRequest as _ListGroupsRequestV0
 from kio.schema.list_groups.v1.request import ListGroupsRequest as _ListGroupsRequestV1
 from kio.schema.list_groups.v2.request import ListGroupsRequest as _ListGroupsRequestV2
@@ -204,6 +208,7 @@ from kio.schema.offset_fetch.v9.request import OffsetFetchRequest as _OffsetFetc
 from kio.schema.offset_for_leader_epoch.v2.request import OffsetForLeaderEpochRequest as _OffsetForLeaderEpochRequestV2
 from kio.schema.offset_for_leader_epoch.v3.request import OffsetForLeaderEpochRequest as _OffsetForLeaderEpochRequestV3
 from kio.schema.offset_for_leader_epoch.v4.request import OffsetForLeaderEpochRequest as _OffsetForLeaderEpochRequestV4
+from kio.schema.push_telemetry.v0.request import PushTelemetryRequest as PushTelemetryRequest
 from kio.schema.read_share_group_state.v0.request import ReadShareGroupStateRequest as _ReadShareGroupStateRequestV0
 from kio.schema.read_share_group_state_summary.v0.request import (
     ReadShareGroupStateSummaryRequest as _ReadShareGroupStateSummaryRequestV0,
@@ -660,5 +665,8 @@ BY_KEY: dict[int, object] = {
     90: DescribeShareGroupOffsetsRequest,
     91: AlterShareGroupOffsetsRequest,
     92: DeleteShareGroupOffsetsRequest,
+    71: GetTelemetrySubscriptionsRequest,
+    72: PushTelemetryRequest,
+    74: ListConfigResourcesRequest,
 }
 

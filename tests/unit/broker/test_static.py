@@ -64,6 +64,7 @@ BROKER_LAYERS = [
     {"broker.security"},
     {"broker.partitions"},
     {"broker.links"},
+    {"broker.telemetry"},
     {"broker.context", "broker.dispatch", "broker.authorization"},
     {"broker.apis", "broker.coordinator"},
     {"broker.network"},

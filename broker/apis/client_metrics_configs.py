@@ -1,0 +1,144 @@
+"""CLIENT_METRICS config resources (ConfigResource type 16, KIP-714's subscriptions) in
+DescribeConfigs, AlterConfigs and IncrementalAlterConfigs (broker/apis/configs.py dispatches
+here), and ListConfigResources (key 74) v0, which lists them, as Kafka 4.4 answers them.
+
+* DescribeConfigs shows the keys the subscription sets, each with source
+  CLIENT_METRICS_CONFIG (7), no synonyms (Kafka's ConfigHelper); a subscription that does not
+  exist has no configs (no error). The empty name is INVALID_REQUEST.
+* AlterConfigs replaces the subscription's keys; IncrementalAlterConfigs applies SET / DELETE /
+  APPEND / SUBTRACT (the last two to the LIST keys ``metrics`` and ``match``). The result is
+  validated whole (broker/telemetry/subscriptions.py: Kafka's ClientMetricsConfigs.validate,
+  INVALID_REQUEST or INVALID_CONFIG with its message) before anything is written, so nothing
+  is applied half; deleting every key deletes the subscription. ``validate_only`` writes
+  nothing. Stored in /config/client-metrics/<name> with a change notification (ZooKeeper) or
+  a local file (coordination/client_metrics_store.py); every worker follows the store.
+* Authorization (configs.py and here): DESCRIBE_CONFIGS / ALTER_CONFIGS on the cluster, else
+  CLUSTER_AUTHORIZATION_FAILED, as Kafka.
+* ListConfigResources v0 is Kafka's ListClientMetricsResources (same key): the names of every
+  subscription. v1 (other resource types) is not served: Kafka's client builds v0 when it
+  asks only for CLIENT_METRICS, which is what kafka-client-metrics.sh asks.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable
+
+from broker.authorization import cluster_allowed
+from broker.context import RequestContext, Response, WorkerServices
+from broker.dispatch import api
+from broker.protocol import codec
+from broker.protocol.build import build
+from broker.protocol.errors import ErrorCode, KafkaError
+from broker.protocol.requests import ListConfigResourcesRequest
+from broker.telemetry.subscriptions import INTERVAL_MS, MATCH, METRICS, InvalidSubscription, parse_list, validate
+from coordination.acls.model import Operation
+
+RESOURCE_CLIENT_METRICS = 16
+CLIENT_METRICS_CONFIG = 7  # DescribeConfigsResponse ConfigSource
+TYPE_INT, TYPE_LIST = 3, 7
+_TYPES = {METRICS: TYPE_LIST, INTERVAL_MS: TYPE_INT, MATCH: TYPE_LIST}
+_DOCS = {METRICS: "Subscription metrics list", INTERVAL_MS: "Push interval in milliseconds",
+         MATCH: "Client match pattern list"}
+OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
+_OP_NAMES = {OP_APPEND: "APPEND", OP_SUBTRACT: "SUBTRACT"}
+LIST_KEY = 74
+
+Config = dict[str, str]
+
+
+# ---------------------------------------------------------------------------- DescribeConfigs
+async def describe(node: WorkerServices, name: str, keys: Iterable[str] | None, documentation: bool) -> list[dict[str, Any]]:
+    if not name:
+        raise KafkaError(ErrorCode.invalid_request, "Client metrics subscription name must not be empty")
+    subscriptions = node.telemetry.subscriptions
+    config = await node.run_admin(lambda: subscriptions.read_fresh(name))
+    wanted = None if keys is None else set(keys)
+    return [{"name": key, "value": value, "read_only": False, "config_source": CLIENT_METRICS_CONFIG,
+             "is_sensitive": False, "synonyms": [], "config_type": _TYPES.get(key, 0),
+             "documentation": _DOCS.get(key) if documentation else None}
+            for key, value in sorted(config.items()) if wanted is None or key in wanted]
+
+
+# ---------------------------------------------------------------------------- altering
+def _checked(name: str, config: Config) -> Config:
+    if not config:
+        return config  # every key deleted: the subscription goes
+    try:
+        validate(name, config)
+    except InvalidSubscription as exc:
+        raise KafkaError(ErrorCode.invalid_request if exc.invalid_request else ErrorCode.invalid_config,
+                         str(exc)) from None
+    return config
+
+
+def replace_all(resource: Any) -> Callable[[Config], Config]:
+    """AlterConfigs: the subscription's keys become the request's."""
+    nulls = [c.name for c in resource.configs if c.value is None]
+    if nulls:
+        raise KafkaError(ErrorCode.invalid_request, f"Null value not supported for : {','.join(nulls)}")
+    new = {c.name: c.value for c in resource.configs}
+    return lambda _current: dict(new)
+
+
+def incremental(resource: Any) -> Callable[[Config], Config]:
+    """IncrementalAlterConfigs: the request's operations on the subscription's keys."""
+    names = [c.name for c in resource.configs]
+    if len(set(names)) != len(names):
+        raise KafkaError(ErrorCode.invalid_request, "Error due to duplicate config keys")
+    for op in resource.configs:
+        if op.config_operation not in (OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT):
+            raise KafkaError(ErrorCode.invalid_request, f"Unknown operation type {op.config_operation}")
+        if op.config_operation != OP_DELETE and op.value is None:
+            raise KafkaError(ErrorCode.invalid_request, f"Null value not supported for : {op.name}")
+        if op.config_operation in _OP_NAMES and _TYPES.get(op.name) != TYPE_LIST:
+            raise KafkaError(ErrorCode.invalid_config,
+                             f"Can't {_OP_NAMES[op.config_operation]} to key {op.name} because its type is not LIST.")
+
+    def apply(current: Config) -> Config:
+        new = dict(current)
+        for op in resource.configs:
+            if op.config_operation == OP_SET:
+                new[op.name] = op.value
+            elif op.config_operation == OP_DELETE:
+                new.pop(op.name, None)
+            else:
+                present = parse_list(new.get(op.name, ""))
+                given = parse_list(op.value)
+                if op.config_operation == OP_APPEND:
+                    result = present + [item for item in given if item not in present]
+                else:
+                    result = [item for item in present if item not in given]
+                new[op.name] = ",".join(result)
+        return new
+
+    return apply
+
+
+async def alter(node: WorkerServices, name: str, change: Callable[[Config], Config], validate_only: bool) -> None:
+    """Apply ``change`` to the subscription (validated whole first), unless ``validate_only``."""
+    if not name:
+        raise KafkaError(ErrorCode.invalid_request, "Subscription name can't be empty")
+    subscriptions = node.telemetry.subscriptions
+    current = await node.run_admin(lambda: subscriptions.read_fresh(name))
+    _checked(name, change(current))
+    if validate_only:
+        return
+    await node.run_admin(lambda: subscriptions.update(name, lambda config: _checked(name, change(config))))
+
+
+# ---------------------------------------------------------------------------- ListConfigResources
+def _list_error(_request: Any, version: int, code: int) -> Any:
+    return build(codec.response_class(LIST_KEY, version), {"throttle_time": 0, "error_code": code,
+                                                           "config_resources": []})
+
+
+def _list_authorize(ctx: RequestContext, _request: Any) -> int:
+    return 0 if cluster_allowed(ctx, Operation.DESCRIBE_CONFIGS) else int(ErrorCode.cluster_authorization_failed)
+
+
+@api(LIST_KEY, "ListConfigResources", 0, 0, error_response=_list_error, authorize=_list_authorize)
+async def handle_list_config_resources(ctx: RequestContext, request: ListConfigResourcesRequest) -> Response:
+    subscriptions = ctx.node.telemetry.subscriptions
+    names = await ctx.node.run_admin(subscriptions.list_fresh)
+    return build(codec.response_class(LIST_KEY, ctx.api_version), {
+        "throttle_time": 0, "error_code": 0, "config_resources": [{"resource_name": name} for name in names]})
