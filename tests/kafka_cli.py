@@ -41,6 +41,9 @@ TOOLS_CONFIG_COMMAND = GROUP_CONFIG_COMMAND
 # Share groups (KIP-932) are tooled from the 4.4 line: kafka-share-groups.sh.
 SHARE_GROUPS_COMMAND = "org.apache.kafka.tools.consumer.group.ShareGroupCommand"
 SHARE_VERSION = os.environ.get("CASTLE_KAFKA_SHARE_CLI_VERSION", "4.4.0")
+# kafka-client-metrics.sh (KIP-714's client-metrics subscriptions), from the 4.4 line.
+CLIENT_METRICS_COMMAND = "org.apache.kafka.tools.ClientMetricsCommand"
+CLIENT_METRICS_VERSION = os.environ.get("CASTLE_KAFKA_CLIENT_METRICS_CLI_VERSION", "4.4.0")
 
 # Short-lived JVMs: start fast rather than run fast.
 _JVM_FLAGS = ["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xss1m", "-Djava.awt.headless=true"]

@@ -24,7 +24,7 @@ from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode, KafkaError
 from broker.protocol.requests import GetTelemetrySubscriptionsRequest, PushTelemetryRequest
-from broker.telemetry.instances import ACCEPTED_COMPRESSION_TYPES, ZERO_UUID
+from broker.telemetry.instances import ACCEPTED_COMPRESSION_TYPES, ZERO_UUID, kafka_uuid_text
 from broker.telemetry.otlp import UndecodableMetrics, decode
 
 log = logging.getLogger(__name__)
@@ -93,9 +93,10 @@ def handle_push_telemetry(ctx: RequestContext, request: PushTelemetryRequest) ->
         try:
             points = decode(request.compression_type, metrics)
         except UndecodableMetrics as exc:
-            log.info("push from client instance %s: %s", instance.instance_id, exc)
+            log.info("push from client instance %s (compression %d, %d bytes): %s", instance.instance_id,
+                     request.compression_type, len(metrics), exc)
             instance.last_error = int(ErrorCode.invalid_record)
             return _push_answer(ctx.api_version, ErrorCode.invalid_record)
-        telemetry.table.record(str(instance.instance_id), instance.interval_ms, points)
+        telemetry.table.record(kafka_uuid_text(instance.instance_id), instance.interval_ms, points)
     instance.last_error = 0
     return _push_answer(ctx.api_version, 0)

@@ -9,8 +9,8 @@ client instances come and go: a series of a client that stopped pushing must dis
 which multiprocess values cannot do.
 
 A series is named after the OTLP metric (``org.apache.kafka.producer.record.send.total`` ->
-``org_apache_kafka_producer_record_send_total``), labelled with ``client_instance_id`` and
-the point's attributes. A monotonic Sum is a counter: the deltas the clients send (Kafka
+``org_apache_kafka_producer_record_send_total``), labelled with ``client_instance_id`` (Kafka's
+text of it, as the client's ``clientInstanceId()`` prints it) and the point's attributes. A monotonic Sum is a counter: the deltas the clients send (Kafka
 asks for delta temporality) are added up here; gauges keep the last value. Bounded: at most
 ``max_instances`` client instances (the least recently pushed go first) and
 ``MAX_SERIES_PER_INSTANCE`` series each; an instance silent for longer than
@@ -20,6 +20,7 @@ max(1 minute, 3 push intervals) is dropped, as Kafka drops it from its cache.
 from __future__ import annotations
 
 import glob
+import math
 import os
 import re
 import time
@@ -78,7 +79,8 @@ class TelemetryTable:
                     continue
                 entry.series[key] = [point.counter, point.value, point.time_ns]
             elif point.counter and point.delta:
-                found[1] += point.value
+                if not math.isnan(point.value):  # a NaN delta would poison the total for good
+                    found[1] += point.value
                 found[2] = point.time_ns
             else:
                 found[0], found[1], found[2] = point.counter, point.value, point.time_ns
@@ -122,7 +124,11 @@ def _read_all(run_dir: str) -> Iterator[list[Any]]:
                 doc = orjson.loads(handle.read())
         except (OSError, ValueError):
             continue
-        yield from doc.get("series", ()) if isinstance(doc, dict) else ()
+        for row in doc.get("series", ()) if isinstance(doc, dict) else ():
+            if isinstance(row, list) and len(row) == 6 and isinstance(row[3], dict):
+                # JSON has no NaN (a client's average with no samples yet): it comes back null.
+                row[4] = math.nan if row[4] is None else float(row[4])
+                yield row
 
 
 def telemetry_families(run_dir: str) -> Iterator[Any]:

@@ -22,6 +22,7 @@
 
 from __future__ import annotations
 
+import base64
 import time
 import uuid
 from collections import OrderedDict
@@ -41,6 +42,12 @@ KNOWN_COMPRESSION_TYPES = frozenset({0, 1, 2, 3, 4})
 ZERO_UUID = uuid.UUID(int=0)
 # Kafka's Uuid.RESERVED: the zero id and the metadata topic's id (1).
 RESERVED_UUIDS = frozenset({ZERO_UUID, uuid.UUID(int=1)})
+
+
+def kafka_uuid_text(value: uuid.UUID) -> str:
+    """Kafka's Uuid.toString: URL-safe base64 of the 16 bytes, unpadded. Subscriptions match
+    ``client_instance_id`` against it, and clients print it (``clientInstanceId()``)."""
+    return base64.urlsafe_b64encode(value.bytes).rstrip(b"=").decode()
 
 
 def subscription_id(metrics: tuple[str, ...], interval_ms: int, instance: uuid.UUID) -> int:
@@ -101,7 +108,7 @@ class ClientInstances:
 
     def _create(self, instance_id: uuid.UUID, attributes: dict[str, str | None]) -> ClientInstance:
         version, table = self._subscriptions()
-        attributes = dict(attributes, client_instance_id=str(instance_id))
+        attributes = dict(attributes, client_instance_id=kafka_uuid_text(instance_id))
         metrics: list[str] = []
         interval = DEFAULT_INTERVAL_MS
         every = False

@@ -238,3 +238,37 @@ def test_kafka_configs_4_4_alters_and_describes_a_groups_configs(broker: Broker)
     done = configs("--alter", "--delete-config", "share.auto.offset.reset")
     assert done.returncode == 0, done
     assert set(described()) == {"consumer.session.timeout.ms"}
+
+
+def test_kafka_client_metrics_4_4_alters_describes_lists_and_deletes(broker: Broker) -> None:
+    """kafka-client-metrics.sh of Kafka 4.4 (KIP-714's subscriptions, ConfigResource
+    CLIENT_METRICS): --alter, --describe, --list, --delete, and values Kafka refuses, with
+    Kafka's messages and nothing applied of them."""
+    from tests.kafka_cli import CLIENT_METRICS_COMMAND, CLIENT_METRICS_VERSION
+
+    missing = missing_tools(CLIENT_METRICS_VERSION)
+    if missing:
+        pytest.fail(f"Kafka's CLI needs {', '.join(missing)} on PATH")
+    name = f"kcli-metrics-{uuid.uuid4().hex[:8]}"
+
+    def tool(*args: str) -> subprocess.CompletedProcess[str]:
+        return run_tool(CLIENT_METRICS_COMMAND, ["--bootstrap-server", broker.bootstrap, *args],
+                        version=CLIENT_METRICS_VERSION)
+
+    done = tool("--alter", "--name", name, "--metrics", "org.apache.kafka.producer.,org.apache.kafka.consumer.",
+                "--interval", "1000", "--match", "client_id=app-.*")
+    assert (done.returncode, done.stdout.strip()) == (0, f"Altered client metrics config for {name}."), done
+    expected = [f"Client metrics configs for {name} are:", "  interval.ms=1000", "  match=client_id=app-.*",
+                "  metrics=org.apache.kafka.producer.,org.apache.kafka.consumer."]
+    described = tool("--describe", "--name", name)
+    assert described.returncode == 0 and described.stdout.splitlines() == expected, described
+    listed = tool("--list")
+    assert listed.returncode == 0 and name in listed.stdout.split(), listed
+    for args, message in [(("--interval", "-5"), "interval must be between 100 and 3600000 (1 hour)"),
+                          (("--match", "client_id=(x"), "Illegal client matching pattern: client_id=(x")]:
+        refused = tool("--alter", "--name", name, *args)
+        assert refused.returncode != 0 and message in refused.stdout + refused.stderr, refused
+    assert tool("--describe", "--name", name).stdout.splitlines() == expected  # nothing of them applied
+    deleted = tool("--delete", "--name", name)
+    assert (deleted.returncode, deleted.stdout.strip()) == (0, f"Deleted client metrics config for {name}."), deleted
+    assert name not in tool("--list").stdout.split()

@@ -10,6 +10,7 @@ import uuid
 from typing import Any
 
 import pytest
+from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.describe_configs.v4.request import DescribeConfigsRequest, DescribeConfigsResource
 from kio.schema.get_telemetry_subscriptions.v0.request import GetTelemetrySubscriptionsRequest
 from kio.schema.incremental_alter_configs.v1.request import (
@@ -59,6 +60,22 @@ def listed(client: KioClient) -> list[str]:
     answer = client.call(74, 0, ListConfigResourcesRequest())
     assert answer.error_code == 0
     return sorted(r.resource_name for r in answer.config_resources)
+
+
+def wait_seen_by_every_worker(bootstrap: str, client_id: str, metrics: list[str], connections: int = 8,
+                              software: str = "kio-tests") -> None:
+    """Every worker follows the store on its own (a ZooKeeper watch, a file's poll): before a
+    client that asks once at start connects, wait until fresh connections (spread over the
+    workers by the kernel) all see the subscription."""
+    def seen() -> bool:
+        for _ in range(connections):
+            with KioClient(bootstrap, client_id=client_id) as client:
+                client.call(18, 3, ApiVersionsRequest(client_software_name=software, client_software_version="1"))
+                if list(get(client, uuid.UUID(int=0)).requested_metrics) != metrics:
+                    return False
+        return True
+
+    wait_until(seen, 10, f"every worker to see the subscription for {client_id}", interval=0.1)
 
 
 def test_subscriptions_are_set_described_listed_and_bad_ones_refused_whole(broker: Any) -> None:
@@ -140,6 +157,7 @@ def test_a_librdkafka_producer_pushes_and_its_metrics_are_scraped(broker: Any) -
     with KioClient(broker.bootstrap) as admin:
         assert alter(admin, "producers", ("metrics", SET, "org.apache.kafka.producer."), ("interval.ms", SET, "500"),
                      ("match", SET, "client_id=telemetry-app")).error_code == 0
+    wait_seen_by_every_worker(broker.bootstrap, "telemetry-app", ["org.apache.kafka.producer."])
     producer = Producer({"bootstrap.servers": broker.bootstrap, "client.id": "telemetry-app",
                          "enable.metrics.push": True})
     try:

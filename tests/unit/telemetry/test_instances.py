@@ -123,3 +123,12 @@ def test_instances_are_bounded_and_expire() -> None:
     assert set(instances.expire()) == set(ids[2:])
     assert len(instances) == 0
     assert isinstance(ids[0], uuid.UUID)
+
+
+def test_client_instance_id_is_matched_in_kafkas_text() -> None:
+    """Kafka's Uuid.toString (URL-safe base64), which a client's clientInstanceId() prints."""
+    instances, table, _clock = make()
+    iid = uuid.UUID("b16b0209-45b5-4854-b807-838ba39f84e0")
+    table.set("one", {"metrics": "*", "match": "client_instance_id=sWsCCUW1SFS4B4OLo5-E4A"})
+    assert instances.get_subscriptions(iid, ATTRS).metrics == ("*",)
+    assert instances.get_subscriptions(ZERO_UUID, ATTRS).metrics == ()

@@ -4,6 +4,7 @@ each codec Kafka accepts, decoded, kept per client instance and shown as Prometh
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import orjson
@@ -101,3 +102,14 @@ def test_stale_instances_are_evicted_and_the_count_is_bounded() -> None:
     now[0] = 61.0
     table.evict_stale()
     assert table.instances() == ["c"]
+
+
+def test_nan_values_survive_the_file_and_do_not_poison_counters(tmp_path: Path) -> None:
+    table = TelemetryTable(lambda: 0.0)
+    table.record("abc", 1000, decode(0, metrics_data(2, float("nan"))))
+    table.record("abc", 1000, decode(0, metrics_data(float("nan"), float("nan"))))
+    files.replace_file(str(tmp_path / "worker-0.telemetry.json"), orjson.dumps({"series": table.snapshot()}))
+    samples = scrape(tmp_path)
+    by_name = {name: value for (name, _labels), value in samples.items()}
+    assert by_name["org_apache_kafka_producer_record_send_total"] == 2
+    assert math.isnan(by_name["org_apache_kafka_producer_request_latency_avg"])
