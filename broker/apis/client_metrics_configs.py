@@ -2,9 +2,11 @@
 DescribeConfigs, AlterConfigs and IncrementalAlterConfigs (broker/apis/configs.py dispatches
 here), and ListConfigResources (key 74) v0, which lists them, as Kafka 4.4 answers them.
 
-* DescribeConfigs shows the keys the subscription sets, each with source
-  CLIENT_METRICS_CONFIG (7), no synonyms (Kafka's ConfigHelper); a subscription that does not
-  exist has no configs (no error). The empty name is INVALID_REQUEST.
+* DescribeConfigs shows every key (Kafka 4.4's ConfigHelper): one the subscription sets with
+  source CLIENT_METRICS_CONFIG (7) and itself as its synonym, the others with their default
+  (interval.ms 300000, the lists empty) and source DEFAULT_CONFIG (5), no synonym; a
+  subscription that does not exist shows the defaults (no error). The empty name is
+  INVALID_REQUEST.
 * AlterConfigs replaces the subscription's keys; IncrementalAlterConfigs applies SET / DELETE /
   APPEND / SUBTRACT (the last two to the LIST keys ``metrics`` and ``match``). The result is
   validated whole (broker/telemetry/subscriptions.py: Kafka's ClientMetricsConfigs.validate,
@@ -30,15 +32,26 @@ from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode, KafkaError
 from broker.protocol.requests import ListConfigResourcesRequest
-from broker.telemetry.subscriptions import INTERVAL_MS, MATCH, METRICS, InvalidSubscription, parse_list, validate
+from broker.telemetry.subscriptions import (
+    DEFAULT_INTERVAL_MS,
+    INTERVAL_MS,
+    KEYS,
+    MATCH,
+    METRICS,
+    InvalidSubscription,
+    parse_list,
+    validate,
+)
 from coordination.acls.model import Operation
 
 RESOURCE_CLIENT_METRICS = 16
 CLIENT_METRICS_CONFIG = 7  # DescribeConfigsResponse ConfigSource
+DEFAULT_CONFIG = 5
 TYPE_INT, TYPE_LIST = 3, 7
 _TYPES = {METRICS: TYPE_LIST, INTERVAL_MS: TYPE_INT, MATCH: TYPE_LIST}
-_DOCS = {METRICS: "Subscription metrics list", INTERVAL_MS: "Push interval in milliseconds",
-         MATCH: "Client match pattern list"}
+_DEFAULTS = {METRICS: "", INTERVAL_MS: str(DEFAULT_INTERVAL_MS), MATCH: ""}
+_DOCS = {METRICS: "Telemetry metric name prefix list", INTERVAL_MS: "Metrics push interval in milliseconds",
+         MATCH: "Client match criteria"}
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 _OP_NAMES = {OP_APPEND: "APPEND", OP_SUBTRACT: "SUBTRACT"}
 LIST_KEY = 74
@@ -47,16 +60,26 @@ Config = dict[str, str]
 
 
 # ---------------------------------------------------------------------------- DescribeConfigs
-async def describe(node: WorkerServices, name: str, keys: Iterable[str] | None, documentation: bool) -> list[dict[str, Any]]:
+async def describe(node: WorkerServices, name: str, keys: Iterable[str] | None, synonyms: bool,
+                   documentation: bool) -> list[dict[str, Any]]:
     if not name:
         raise KafkaError(ErrorCode.invalid_request, "Client metrics subscription name must not be empty")
     subscriptions = node.telemetry.subscriptions
     config = await node.run_admin(lambda: subscriptions.read_fresh(name))
     wanted = None if keys is None else set(keys)
-    return [{"name": key, "value": value, "read_only": False, "config_source": CLIENT_METRICS_CONFIG,
-             "is_sensitive": False, "synonyms": [], "config_type": _TYPES.get(key, 0),
-             "documentation": _DOCS.get(key) if documentation else None}
-            for key, value in sorted(config.items()) if wanted is None or key in wanted]
+    entries = []
+    for key in KEYS:
+        if wanted is not None and key not in wanted:
+            continue
+        if key in config:
+            value, source = config[key], CLIENT_METRICS_CONFIG
+            chain = [{"name": key, "value": value, "source": source}]
+        else:
+            value, source, chain = _DEFAULTS[key], DEFAULT_CONFIG, []
+        entries.append({"name": key, "value": value, "read_only": False, "config_source": source,
+                        "is_sensitive": False, "synonyms": chain if synonyms else [], "config_type": _TYPES[key],
+                        "documentation": _DOCS[key] if documentation else None})
+    return entries
 
 
 # ---------------------------------------------------------------------------- altering

@@ -209,7 +209,8 @@ async def _describe_one(node: Any, resource: Any, synonyms: bool, documentation:
             out["configs"] = await group_configs.describe_group(node, resource.resource_name, keys, synonyms,
                                                                 documentation)
         elif resource.resource_type == RESOURCE_CLIENT_METRICS:
-            out["configs"] = await client_metrics_configs.describe(node, resource.resource_name, keys, documentation)
+            out["configs"] = await client_metrics_configs.describe(node, resource.resource_name, keys, synonyms,
+                                                                   documentation)
         else:
             raise KafkaError(ErrorCode.invalid_request, f"unsupported resource type {resource.resource_type}")
     except KafkaError as exc:
