@@ -303,6 +303,8 @@ SETTINGS: list[Setting] = [
             "How often producer ids past producer.id.expiration.ms are forgotten."),
     Setting("coordinator.heartbeat.timeout.ms", integer_in(1), 30_000,
             "A coordinator process whose loop is silent this long is killed and replaced."),
+    Setting("max.request.partition.size.limit", integer_in(1, INT_MAX), 2000,
+            "The most partitions one DescribeTopicPartitions answer describes (the client's limit is capped to it)."),
 ]
 
 # The storage defaults, under their broker-level names, typed by storage.config.

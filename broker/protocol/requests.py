@@ -98,6 +98,9 @@ from kio.schema.describe_share_group_offsets.v0.request import (
 from kio.schema.describe_share_group_offsets.v1.request import (
     DescribeShareGroupOffsetsRequest as _DescribeShareGroupOffsetsRequestV1,
 )
+from kio.schema.describe_topic_partitions.v0.request import (
+    DescribeTopicPartitionsRequest as _DescribeTopicPartitionsRequestV0,
+)
 from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequest as _DescribeTransactionsRequestV0
 from kio.schema.describe_user_scram_credentials.v0.request import (
     DescribeUserScramCredentialsRequest as DescribeUserScramCredentialsRequest,
@@ -598,6 +601,9 @@ DeleteShareGroupOffsetsRequest = _DeleteShareGroupOffsetsRequestV0
 # key 76 (v1 only)
 ShareGroupHeartbeatRequest = _ShareGroupHeartbeatRequestV1
 
+# key 75
+DescribeTopicPartitionsRequest = _DescribeTopicPartitionsRequestV0
+
 # key 77 (v1 only)
 ShareGroupDescribeRequest = _ShareGroupDescribeRequestV1
 
@@ -660,5 +666,6 @@ BY_KEY: dict[int, object] = {
     90: DescribeShareGroupOffsetsRequest,
     91: AlterShareGroupOffsetsRequest,
     92: DeleteShareGroupOffsetsRequest,
+    75: DescribeTopicPartitionsRequest,
 }
 
