@@ -47,6 +47,7 @@ from coordination.znodes import Endpoints, PartitionState
 if TYPE_CHECKING:
     from coordination.acls.store import AclStore
     from coordination.credentials import CredentialStore
+    from coordination.feature_store import FeatureStore
     from coordination.group_config_store import GroupConfigStore
 
 SessionState = Literal["CONNECTED", "SUSPENDED", "LOST"]
@@ -155,6 +156,10 @@ class CoordinationBackend(Protocol):
 
     def group_configs(self) -> "GroupConfigStore":
         """The groups' config overrides (Kafka's /config/groups znodes; a file locally); one per backend."""
+        ...
+
+    def features(self) -> "FeatureStore":
+        """The finalized feature levels (Kafka's /feature znode; a file locally); one per backend."""
         ...
 
     def live_brokers(self) -> dict[int, Endpoints]:

@@ -50,6 +50,7 @@ from coordination.backend import (
     Watcher,
 )
 from coordination.credentials import LocalCredentials
+from coordination.feature_store import LocalFeatures
 from coordination.group_config_store import LocalGroupConfigs
 from coordination.local_topics import LocalTopicRegistry
 from coordination.topics import TopicInfo, TopicRegistryError
@@ -179,6 +180,7 @@ class LocalBackend:
         self._credentials: LocalCredentials | None = None
         self._acls: LocalAcls | None = None
         self._group_configs: LocalGroupConfigs | None = None
+        self._features: LocalFeatures | None = None
         self._topics = LocalTopics(data_dir, node_id)
 
     # ------------------------------------------------------------------ life cycle
@@ -197,7 +199,7 @@ class LocalBackend:
         for attempt in attempts:
             attempt.abandon()
         self.resign()
-        for store in (self._credentials, self._acls, self._group_configs):
+        for store in (self._credentials, self._acls, self._group_configs, self._features):
             if store is not None:
                 store.close()
         thread = self._watch_thread
@@ -260,6 +262,12 @@ class LocalBackend:
             if self._group_configs is None:
                 self._group_configs = LocalGroupConfigs(self.data_dir)
             return self._group_configs
+
+    def features(self) -> LocalFeatures:
+        with self._mutex:
+            if self._features is None:
+                self._features = LocalFeatures(self.data_dir)
+            return self._features
 
     def live_brokers(self) -> dict[int, Endpoints]:
         registered = self._registered

@@ -31,6 +31,7 @@ from typing import Callable, Mapping, NamedTuple
 from coordination.acls.store import AclStore
 from coordination.backend import CoordinationBackend, TopicRegistry
 from coordination.credentials import CredentialStore
+from coordination.feature_store import FeatureStore
 from coordination.group_config_store import GroupConfigStore
 from coordination.topics import TopicInfo
 from coordination.znodes import Endpoints, PartitionState
@@ -197,6 +198,9 @@ class ClusterSnapshot:
 
     def group_configs(self) -> "GroupConfigStore":
         return self._backend.group_configs()
+
+    def features(self) -> "FeatureStore":
+        return self._backend.features()
 
     def live_brokers(self) -> Mapping[int, Endpoints]:
         """node id -> listener name -> (host, port), this broker included."""

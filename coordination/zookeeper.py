@@ -63,6 +63,7 @@ from coordination.backend import (
     Watcher,
 )
 from coordination.credentials import ZooKeeperCredentials
+from coordination.feature_store import ZooKeeperFeatures
 from coordination.group_config_store import ZooKeeperGroupConfigs
 from coordination.zk_calls import failure, retrying, transact
 from coordination.znodes import (
@@ -136,6 +137,7 @@ class ZooKeeperBackend:
         self._credentials: ZooKeeperCredentials | None = None
         self._acls: ZooKeeperAcls | None = None
         self._group_configs: ZooKeeperGroupConfigs | None = None
+        self._features: ZooKeeperFeatures | None = None
         self._fence: tuple[int, int] | None = None      # (epoch, epoch znode version) while coordinator
         self._topics = ZooKeeperTopicRegistry(self._client, node_id, self._retry)
         self._topic_watchers: list[Watcher] = []
@@ -180,7 +182,7 @@ class ZooKeeperBackend:
         """End the session (our ephemeral znodes are deleted at once, not after the timeout)."""
         self._closed.set()
         self._wake_waiters()
-        for store in (self._credentials, self._acls, self._group_configs):
+        for store in (self._credentials, self._acls, self._group_configs, self._features):
             if store is not None:
                 store.close()
         self._client.stop()
@@ -309,6 +311,12 @@ class ZooKeeperBackend:
             if self._group_configs is None:
                 self._group_configs = ZooKeeperGroupConfigs(self._client, self._call)
             return self._group_configs
+
+    def features(self) -> ZooKeeperFeatures:
+        with self._mutex:
+            if self._features is None:
+                self._features = ZooKeeperFeatures(self._client, self._call)
+            return self._features
 
     def credentials(self) -> ZooKeeperCredentials:
         with self._mutex:

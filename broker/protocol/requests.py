@@ -235,6 +235,9 @@ from kio.schema.txn_offset_commit.v2.request import TxnOffsetCommitRequest as _T
 from kio.schema.txn_offset_commit.v3.request import TxnOffsetCommitRequest as _TxnOffsetCommitRequestV3
 from kio.schema.txn_offset_commit.v4.request import TxnOffsetCommitRequest as _TxnOffsetCommitRequestV4
 from kio.schema.txn_offset_commit.v5.request import TxnOffsetCommitRequest as _TxnOffsetCommitRequestV5
+from kio.schema.update_features.v0.request import UpdateFeaturesRequest as _UpdateFeaturesRequestV0
+from kio.schema.update_features.v1.request import UpdateFeaturesRequest as _UpdateFeaturesRequestV1
+from kio.schema.update_features.v2.request import UpdateFeaturesRequest as _UpdateFeaturesRequestV2
 from kio.schema.write_share_group_state.v0.request import WriteShareGroupStateRequest as _WriteShareGroupStateRequestV0
 from kio.schema.write_share_group_state.v1.request import WriteShareGroupStateRequest as _WriteShareGroupStateRequestV1
 from kio.schema.write_txn_markers.v1.request import WriteTxnMarkersRequest as _WriteTxnMarkersRequestV1
@@ -604,6 +607,13 @@ ShareGroupHeartbeatRequest = _ShareGroupHeartbeatRequestV1
 # key 75
 DescribeTopicPartitionsRequest = _DescribeTopicPartitionsRequestV0
 
+# key 57
+UpdateFeaturesRequest = Union[
+    _UpdateFeaturesRequestV0,
+    _UpdateFeaturesRequestV1,
+    _UpdateFeaturesRequestV2,
+]
+
 # key 77 (v1 only)
 ShareGroupDescribeRequest = _ShareGroupDescribeRequestV1
 
@@ -667,5 +677,6 @@ BY_KEY: dict[int, object] = {
     91: AlterShareGroupOffsetsRequest,
     92: DeleteShareGroupOffsetsRequest,
     75: DescribeTopicPartitionsRequest,
+    57: UpdateFeaturesRequest,
 }
 
