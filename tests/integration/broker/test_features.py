@@ -9,13 +9,13 @@ import json
 import os
 import re
 import time
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 
 from broker.protocol import codec
 from broker.protocol.build import build
-from tests.integration.conftest import Broker, wait_until
+from tests.integration.conftest import Broker, start_cluster_broker, wait_until
 from tests.integration.kio_client import KioClient
 from tests.kafka_cli import missing_tools, run_tool
 
@@ -163,3 +163,37 @@ def test_kafka_features_describes_upgrades_and_downgrades(broker: Broker) -> Non
     assert up.returncode == 0 and "transaction.version was upgraded to 2." in up.stdout, up
     time.sleep(0.5)
     assert described()["transaction.version"] == "0-2 2"
+
+
+@pytest.mark.zookeeper
+def test_a_zookeeper_cluster_shares_the_levels_in_kafkas_feature_znode(
+        broker_factory: Callable[..., Broker], zk_connect: str) -> None:
+    """Levels finalized through one broker are answered by the other, stored in /feature as
+    Kafka's FeatureZNode (version 2, status enabled, max_version_level per feature); a
+    refused update leaves the znode as it was; the controller named in refusals is the broker
+    that answered."""
+    from kazoo.client import KazooClient
+
+    first = start_cluster_broker(broker_factory, zk_connect, node_id=1)
+    second = start_cluster_broker(broker_factory, zk_connect, node_id=2)
+    client = KazooClient(hosts=zk_connect)
+    client.start(timeout=10)
+    try:
+        assert client.exists("/feature") is None  # nothing finalized yet: the defaults
+        with KioClient(first.bootstrap) as kio:
+            assert int(update(kio, {"transaction.version": (1, SAFE_DOWNGRADE)}).error_code) == 0
+        data, stat = client.get("/feature")
+        doc = json.loads(data)
+        assert {k: doc[k] for k in ("version", "status", "features")} == {
+            "version": 2, "status": 1, "features": {"transaction.version": {"max_version_level": 1},
+                                                    "group.version": {"max_version_level": 1},
+                                                    "share.version": {"max_version_level": 1}}}
+        on_every_worker(second, {**DEFAULTS, "transaction.version": 1})
+        with KioClient(second.bootstrap) as kio:
+            assert finalized(kio)[1] == doc["epoch"]
+            refused(update(kio, {"transaction.version": (5, UPGRADE)}), "transaction.version", 5,
+                    "Local controller 2 only supports versions 0-2")
+        assert client.get("/feature")[1].version == stat.version
+    finally:
+        client.stop()
+        client.close()
