@@ -628,6 +628,19 @@ def test_describe_topic_partitions_answers_only_what_the_principal_may_describe(
     assert [t.name for t in every.topics] == [seen], every
 
 
+def test_update_features_needs_alter_on_the_cluster(s: AclBroker) -> None:
+    """Kafka's UpdateFeatures takes ALTER on the cluster (ControllerApis.handleUpdateFeatures):
+    without it, CLUSTER_AUTHORIZATION_FAILED and nothing changes; the super user may."""
+    update = {"timeout": 5000, "validate_only": True, "feature_updates": [
+        {"feature": "transaction.version", "max_version_level": 2, "upgrade_type": 1}]}
+    with Raw(s.sasl, "mallory") as raw:
+        refused = raw.ask(57, 1, update)
+        assert (int(refused.error_code), refused.results) == (CLUSTER_AUTHORIZATION_FAILED, ()), refused
+    with Raw(s.sasl, "admin") as raw:
+        allowed = raw.ask(57, 1, update)
+        assert int(allowed.error_code) == 0 and [r.feature for r in allowed.results] == ["transaction.version"]
+
+
 def test_a_refused_elect_leaders_names_each_partition(s: AclBroker) -> None:
     """Kafka answers an unauthorized ElectLeaders with CLUSTER_AUTHORIZATION_FAILED for each
     partition asked (KafkaApis.handleElectLeaders), and v1+ at the top too; v0 has no
