@@ -288,7 +288,8 @@ SETTINGS: list[Setting] = [
     Setting("share.coordinator.snapshot.update.records.per.snapshot", integer_in(0, 500), 500,
             "ShareUpdate records a share-partition's state gets between two ShareSnapshot records."),
     Setting("transaction.version", integer_in(0, 2), 2,
-            "The transaction.version feature level advertised as finalized (Kafka's feature; supported 0-2): 2 lets "
+            "The transaction.version feature level finalized until UpdateFeatures (kafka-features.sh) stores one for "
+            "the cluster (Kafka's feature; supported 0-2): 2 lets "
             "Kafka 4.x clients use KIP-890's protocol (the broker adds partitions, every end bumps the epoch); 1 holds "
             "them to the first one. Every cluster member should have the same."),
     Setting("transaction.partition.verification.enable", _bool, True,
@@ -306,6 +307,8 @@ SETTINGS: list[Setting] = [
     # Client telemetry (KIP-714), Kafka's name and default.
     Setting("telemetry.max.bytes", integer_in(1, INT_MAX), 1_048_576,
             "The most bytes of metrics a client may send in one PushTelemetry."),
+    Setting("max.request.partition.size.limit", integer_in(1, INT_MAX), 2000,
+            "The most partitions one DescribeTopicPartitions answer describes (the client's limit is capped to it)."),
 ]
 
 # The storage defaults, under their broker-level names, typed by storage.config.

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from broker.telemetry.service import WorkerTelemetry
     from coordination.acls.model import Operation, ResourceType
     from coordination.backend import TopicRegistry
+    from coordination.finalized_features import FinalizedFeatures
     from coordination.group_configs import GroupConfigs
     from coordination.groups.coordinator import GroupCoordinator
     from coordination.share.state_coordinator import ShareStateCoordinator
@@ -188,6 +189,11 @@ class BrokerIdentity(Protocol):
 
     @property
     def telemetry(self) -> "WorkerTelemetry": ...
+
+    @property
+    def features(self) -> "FinalizedFeatures":
+        """The cluster's finalized feature levels (coordination/finalized_features.py)."""
+        ...
 
 
 class WorkerServices(BrokerIdentity, TopicServices, Router, FetchServices, ShareServices, CoordinatorAccess, Protocol):

@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from coordination.acls.store import AclStore
     from coordination.client_metrics_store import ClientMetricsStore
     from coordination.credentials import CredentialStore
+    from coordination.feature_store import FeatureStore
     from coordination.group_config_store import GroupConfigStore
 
 SessionState = Literal["CONNECTED", "SUSPENDED", "LOST"]
@@ -160,6 +161,9 @@ class CoordinationBackend(Protocol):
 
     def client_metrics(self) -> "ClientMetricsStore":
         """Client-metrics subscriptions (Kafka's /config/client-metrics znodes; a file locally); one per backend."""
+
+    def features(self) -> "FeatureStore":
+        """The finalized feature levels (Kafka's /feature znode; a file locally); one per backend."""
         ...
 
     def live_brokers(self) -> dict[int, Endpoints]:

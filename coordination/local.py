@@ -51,6 +51,7 @@ from coordination.backend import (
 )
 from coordination.client_metrics_store import local_client_metrics
 from coordination.credentials import LocalCredentials
+from coordination.feature_store import LocalFeatures
 from coordination.group_config_store import LocalGroupConfigs
 from coordination.local_topics import LocalTopicRegistry
 from coordination.topics import TopicInfo, TopicRegistryError
@@ -181,6 +182,7 @@ class LocalBackend:
         self._acls: LocalAcls | None = None
         self._group_configs: LocalGroupConfigs | None = None
         self._client_metrics: LocalGroupConfigs | None = None
+        self._features: LocalFeatures | None = None
         self._topics = LocalTopics(data_dir, node_id)
 
     # ------------------------------------------------------------------ life cycle
@@ -199,7 +201,7 @@ class LocalBackend:
         for attempt in attempts:
             attempt.abandon()
         self.resign()
-        for store in (self._credentials, self._acls, self._group_configs, self._client_metrics):
+        for store in (self._credentials, self._acls, self._group_configs, self._client_metrics, self._features):
             if store is not None:
                 store.close()
         thread = self._watch_thread
@@ -268,6 +270,12 @@ class LocalBackend:
             if self._client_metrics is None:
                 self._client_metrics = local_client_metrics(self.data_dir)
             return self._client_metrics
+
+    def features(self) -> LocalFeatures:
+        with self._mutex:
+            if self._features is None:
+                self._features = LocalFeatures(self.data_dir)
+            return self._features
 
     def live_brokers(self) -> dict[int, Endpoints]:
         registered = self._registered

@@ -32,6 +32,7 @@ from coordination.acls.store import AclStore
 from coordination.backend import CoordinationBackend, TopicRegistry
 from coordination.client_metrics_store import ClientMetricsStore
 from coordination.credentials import CredentialStore
+from coordination.feature_store import FeatureStore
 from coordination.group_config_store import GroupConfigStore
 from coordination.topics import TopicInfo
 from coordination.znodes import Endpoints, PartitionState
@@ -201,6 +202,9 @@ class ClusterSnapshot:
 
     def client_metrics(self) -> "ClientMetricsStore":
         return self._backend.client_metrics()
+
+    def features(self) -> "FeatureStore":
+        return self._backend.features()
 
     def live_brokers(self) -> Mapping[int, Endpoints]:
         """node id -> listener name -> (host, port), this broker included."""

@@ -64,6 +64,7 @@ from coordination.backend import (
 )
 from coordination.client_metrics_store import zookeeper_client_metrics
 from coordination.credentials import ZooKeeperCredentials
+from coordination.feature_store import ZooKeeperFeatures
 from coordination.group_config_store import ZooKeeperGroupConfigs
 from coordination.zk_calls import failure, retrying, transact
 from coordination.znodes import (
@@ -138,6 +139,7 @@ class ZooKeeperBackend:
         self._acls: ZooKeeperAcls | None = None
         self._group_configs: ZooKeeperGroupConfigs | None = None
         self._client_metrics: ZooKeeperGroupConfigs | None = None
+        self._features: ZooKeeperFeatures | None = None
         self._fence: tuple[int, int] | None = None      # (epoch, epoch znode version) while coordinator
         self._topics = ZooKeeperTopicRegistry(self._client, node_id, self._retry)
         self._topic_watchers: list[Watcher] = []
@@ -182,7 +184,7 @@ class ZooKeeperBackend:
         """End the session (our ephemeral znodes are deleted at once, not after the timeout)."""
         self._closed.set()
         self._wake_waiters()
-        for store in (self._credentials, self._acls, self._group_configs, self._client_metrics):
+        for store in (self._credentials, self._acls, self._group_configs, self._client_metrics, self._features):
             if store is not None:
                 store.close()
         self._client.stop()
@@ -317,6 +319,12 @@ class ZooKeeperBackend:
             if self._client_metrics is None:
                 self._client_metrics = zookeeper_client_metrics(self._client, self._call)
             return self._client_metrics
+
+    def features(self) -> ZooKeeperFeatures:
+        with self._mutex:
+            if self._features is None:
+                self._features = ZooKeeperFeatures(self._client, self._call)
+            return self._features
 
     def credentials(self) -> ZooKeeperCredentials:
         with self._mutex:

@@ -6,14 +6,14 @@ of a version we do not speak gets error 35 (UNSUPPORTED_VERSION) with our ranges
 v0 body (the response header is always v0), so the client retries with a version we
 speak, as Kafka's broker does.
 
-Features (v3+): ``transaction.version`` is supported 0-2 and finalized at the broker's
-``transaction.version`` setting (default 2), as a Kafka 4.x broker reports it; a Kafka 4.x
-Java producer uses transactions v2 (KIP-890: EndTxn v5, Produce v12, TxnOffsetCommit v5)
-only when it sees level 2 finalized. ``group.version`` 1 (the consumer group protocol,
-KIP-848) and ``share.version`` 1 (share groups, KIP-932) are supported and finalized at 1
-once their heartbeat APIs are registered: a feature is advertised only when it is served. A
-level of 0 is not listed (Kafka lists finalized levels above 0). The finalized features' epoch is the process's start time in
-milliseconds, so a client that reconnects after a restart takes a changed level.
+Features (v3+): the levels Castle supports (coordination/finalized_features.py SUPPORTED:
+``transaction.version`` 0-2; ``group.version`` and ``share.version`` 1, the consumer and share
+group protocols, listed once their heartbeat APIs are registered: a feature is advertised only
+when it is served) and the cluster's finalized levels with their epoch, as UpdateFeatures
+(broker/apis/update_features.py) left them, else the defaults (transaction.version at the
+broker's setting). A Kafka 4.x Java producer uses transactions v2 (KIP-890: EndTxn v5, Produce
+v12, TxnOffsetCommit v5) only when it sees level 2 finalized. A level of 0 is not listed
+(Kafka lists finalized levels above 0).
 
 Version notes: v1 adds throttle_time; v3 is flexible and adds client software name and
 version (kept on the connection: client-metrics subscriptions match them) and the
@@ -24,7 +24,6 @@ broker the client can handle an UNSUPPORTED_VERSION answer).
 from __future__ import annotations
 
 import functools
-import time
 from typing import Any
 
 from broker.context import RequestContext
@@ -33,33 +32,34 @@ from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
 from broker.protocol.requests import ApiVersionsRequest
+from coordination.finalized_features import SUPPORTED, Supported
 
 KEY = 18
 FEATURES_FROM = 3
-TRANSACTION_VERSION = "transaction.version"
-TRANSACTION_VERSION_SUPPORTED = (0, 2)
-# (feature, the API whose registration means it is served): supported 0-1, finalized at 1.
-GROUP_FEATURES = (("group.version", 68), ("share.version", 76))
-FEATURES_EPOCH = int(time.time() * 1000)
+# feature -> the API whose registration means it is served
+SERVED_BY = {"group.version": 68, "share.version": 76}
 
 
-@functools.cache
-def _answer(version: int, error_code: int = 0, transaction_version: int = 2) -> bytes:
+def advertised_features() -> list[Supported]:
+    served = {k for k, _lo, _hi in supported_ranges()}
+    return [f for f in SUPPORTED.values() if SERVED_BY.get(f.name, KEY) in served]
+
+
+@functools.lru_cache(maxsize=64)
+def _answer(version: int, error_code: int = 0, finalized: tuple[tuple[str, int], ...] = (), epoch: int = -1) -> bytes:
     body: dict[str, Any] = {
         "error_code": error_code,
         "api_keys": [{"api_key": k, "min_version": lo, "max_version": hi} for k, lo, hi in supported_ranges()],
         "throttle_time": 0,
     }
     if version >= FEATURES_FROM:
-        low, high = TRANSACTION_VERSION_SUPPORTED
-        served = {k for k, _lo, _hi in supported_ranges()}
-        groups = [name for name, key in GROUP_FEATURES if key in served]
-        body["supported_features"] = [{"name": TRANSACTION_VERSION, "min_version": low, "max_version": high}] + [
-            {"name": name, "min_version": 0, "max_version": 1} for name in groups]
-        body["finalized_features_epoch"] = FEATURES_EPOCH
-        finalized = [(TRANSACTION_VERSION, transaction_version)] if transaction_version > 0 else []
+        features = advertised_features()
+        names = {f.name for f in features}
+        body["supported_features"] = [{"name": f.name, "min_version": f.min_level, "max_version": f.max_level}
+                                      for f in features]
+        body["finalized_features_epoch"] = epoch
         body["finalized_features"] = [{"name": name, "max_version_level": level, "min_version_level": level}
-                                      for name, level in finalized + [(name, 1) for name in groups]]
+                                      for name, level in finalized if level > 0 and name in names]
     return codec.encode_body(build(codec.response_class(KEY, version), body))
 
 
@@ -76,4 +76,5 @@ def handle_api_versions(ctx: RequestContext, request: ApiVersionsRequest) -> byt
     if ctx.api_version >= FEATURES_FROM:  # client telemetry matches subscriptions on these
         ctx.connection.client_software = (getattr(request, "client_software_name", None),
                                           getattr(request, "client_software_version", None))
-    return _answer(ctx.api_version, 0, ctx.node.config.get_int("transaction.version"))
+    levels, epoch = ctx.node.features.snapshot()
+    return _answer(ctx.api_version, 0, tuple(sorted(levels.items())), epoch)

@@ -54,6 +54,19 @@ def leader_endpoints(node: Any, listener: str, leaders: Iterable[int]) -> list[t
     return [(b, *live[b]) for b in sorted(set(leaders)) if b in live]
 
 
+def offline_replicas(node: Any, replicas: Iterable[int]) -> tuple[int, ...]:
+    """The replicas on brokers that are not alive (this broker always is: it answers)."""
+    live = node.cluster.live_brokers()
+    return tuple(b for b in replicas if b not in live and b != node.node_id)
+
+
+def live_leader(node: Any, leader: int) -> int:
+    """``leader`` if it is a live broker, else -1 (Kafka's NO_LEADER_ID)."""
+    if leader < 0 or (leader != node.node_id and leader not in node.cluster.live_brokers()):
+        return -1
+    return leader
+
+
 def _partition_entry(node: Any, topic: str, partition: int) -> dict[str, Any]:
     """While its leader is down (and before the controller elects another) a partition has
     no leader (-1, LEADER_NOT_AVAILABLE), as Kafka reports an offline partition."""
@@ -61,13 +74,10 @@ def _partition_entry(node: Any, topic: str, partition: int) -> dict[str, Any]:
     if view is None:
         return {"error_code": ErrorCode.leader_not_available, "partition_index": partition, "leader_id": -1,
                 "leader_epoch": -1, "replica_nodes": (), "isr_nodes": (), "offline_replicas": ()}
-    live = node.cluster.live_brokers()
-    offline = tuple(b for b in view.replicas if b not in live and b != node.node_id)
-    entry = {"error_code": 0, "partition_index": partition, "leader_id": view.leader, "leader_epoch": view.leader_epoch,
-             "replica_nodes": tuple(view.replicas), "isr_nodes": tuple(view.isr), "offline_replicas": offline}
-    if view.leader < 0 or (view.leader not in live and view.leader != node.node_id):
-        entry["error_code"], entry["leader_id"] = ErrorCode.leader_not_available, -1
-    return entry
+    leader = live_leader(node, view.leader)
+    return {"error_code": ErrorCode.leader_not_available if leader < 0 else 0, "partition_index": partition,
+            "leader_id": leader, "leader_epoch": view.leader_epoch, "replica_nodes": tuple(view.replicas),
+            "isr_nodes": tuple(view.isr), "offline_replicas": offline_replicas(node, view.replicas)}
 
 
 def _topic_entry(node: Any, info: TopicInfo) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from broker.context import WorkerServices
 from broker.links.forwarding import on_owners
 from broker.partitions.partition_ops import VERIFICATION_NEEDED, AppendItem, AppendResult
 from broker.protocol.errors import ErrorCode, code_for_exception
+from coordination.finalized_features import TRANSACTION_VERSION
 from storage.batch import HEADER_SIZE, parse_header, producer_id_at
 from storage.types import TopicPartition
 
@@ -80,7 +81,7 @@ def _adds_partitions(node: WorkerServices, version: int) -> bool:
     """Produce v12 from a transaction.version 2 producer; an operator who holds the
     cluster at version 1 gets its partitions verified only (a client that sends v12
     anyway did not add them, and is refused)."""
-    return version >= ADDS_PARTITIONS_FROM and node.config.get_int("transaction.version") >= 2
+    return version >= ADDS_PARTITIONS_FROM and node.features.level(TRANSACTION_VERSION) >= 2
 
 
 async def append_transactional(node: WorkerServices, transactional_id: str, version: int, items: list[AppendItem],

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import dataclasses
 import logging
 import os
 import signal
@@ -74,6 +75,7 @@ from broker.protocol.errors import ErrorCode, KafkaError
 from broker.security.broker_security import BrokerSecurity
 from broker.security.inter_broker import ClientSecurity, inter_broker_security
 from coordination.backend import CoordinationBackend, TopicRegistry
+from coordination.finalized_features import TRANSACTION_VERSION, FinalizedFeatures, default_levels
 from coordination.group_configs import GroupConfigs
 from coordination.groups.consumer.assignors import parse_assignors
 from coordination.groups.consumer.heartbeat import ConsumerSettings
@@ -392,6 +394,7 @@ class CoordinatorProcess:
         self._mirror_executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="group-mirror")
         self.backend: CoordinationBackend | None = None
         self.group_configs: GroupConfigs | None = None
+        self.features: FinalizedFeatures | None = None
         self.topics: TopicRegistry | None = None
         self.stopping = asyncio.Event()
         self.parent = os.getppid()
@@ -581,6 +584,16 @@ class CoordinatorProcess:
             return BOOT_ERROR
         self.coordinator.consumer.group_configs = self.group_configs
         self.coordinator.share.group_configs = self.group_configs
+        # transaction.version as finalized (UpdateFeatures may change it while we run).
+        self.features = FinalizedFeatures(self.opened.features(), default_levels(self.config.get_int("transaction.version")))
+        self.features.on_change(lambda levels, _epoch: loop.call_soon_threadsafe(
+            self._transaction_version_changed, levels.get(TRANSACTION_VERSION, 0)))
+        try:
+            await loop.run_in_executor(None, self.features.start)
+        except Exception:
+            log.exception("coordinator: cannot read the finalized features")
+            return BOOT_ERROR
+        self._transaction_version_changed(self.features.level(TRANSACTION_VERSION))
         try:
             secret = await loop.run_in_executor(None, self.opened.broker_secret)
         except Exception:
@@ -622,6 +635,8 @@ class CoordinatorProcess:
         self.mesh.close()
         if self.group_configs is not None:
             self.group_configs.close()
+        if self.features is not None:
+            self.features.close()
         self._mirror_executor.shutdown(wait=True, cancel_futures=False)
         try:
             self.opened.close()  # ends the session: the broker's registration goes with it
@@ -719,6 +734,13 @@ class CoordinatorProcess:
                 await asyncio.wait_for(self._control_wake.wait(), CONTROL_INTERVAL)
             except TimeoutError:
                 pass
+
+    def _transaction_version_changed(self, level: int) -> None:
+        """Serve EndTxn and write the transaction log as the finalized transaction.version says."""
+        settings = self.transactions.settings
+        if settings.transaction_version != level:
+            log.info("coordinator: transaction.version is now %d", level)
+            self.transactions.settings = dataclasses.replace(settings, transaction_version=level)
 
     def _on_session_state(self, state: str) -> None:
         if state == "SUSPENDED":

@@ -42,6 +42,7 @@ from broker.protocol.errors import ErrorCode, KafkaError, ProtocolViolation
 from broker.security.broker_security import BrokerSecurity
 from broker.security.inter_broker import inter_broker_security
 from broker.telemetry.service import WorkerTelemetry
+from coordination.finalized_features import TRANSACTION_VERSION, FinalizedFeatures, default_levels
 from coordination.open_backend import open_broker_backend
 from coordination.snapshot import ClusterSnapshot, PartitionView
 from coordination.topics import TopicInfo
@@ -101,6 +102,9 @@ class WorkerNode:
         # Client telemetry (KIP-714): the client-metrics subscriptions, followed like the groups' configs.
         self.telemetry = WorkerTelemetry(self.cluster.client_metrics(), config.get_int("telemetry.max.bytes"))
         self.telemetry.start()
+        # The finalized feature levels (transaction.version is read per transactional Produce).
+        self.features = FinalizedFeatures(self.cluster.features(), default_levels(config.get_int("transaction.version")))
+        self.features.start()
         settings = config.storage_settings()
         self.logs = LogManager(ManagerConfig.from_broker_config(settings), LogConfig.from_broker_config(settings),
                                {t.name: t.configs for t in self.registry.all()},
@@ -177,7 +181,7 @@ class WorkerNode:
         producer that adds partitions this way (transaction.version 2), else as configured."""
         config = self.config
         return (config.get_bool("transaction.partition.verification.enable")
-                or (produce_version >= ADDS_PARTITIONS_FROM and config.get_int("transaction.version") >= 2))
+                or (produce_version >= ADDS_PARTITIONS_FROM and self.features.level(TRANSACTION_VERSION) >= 2))
 
     def _assigned_elsewhere(self, tp: TopicPartition) -> bool:
         """The cluster records ``tp``'s replicas, and this broker is not one of them."""
@@ -403,6 +407,7 @@ class WorkerNode:
         self.security.close()
         self.group_configs.close()
         self.telemetry.close()
+        self.features.close()
         self.cluster.on_change = None
         self.owner.replication.close()
         self.segment_files.close()

@@ -65,7 +65,9 @@ def _plan(cls: Any) -> tuple[bool, tuple[Step, ...]]:
             continue
         hint = hints[field.name]
         is_array, inner = _unwrap(hint)
-        if dataclasses.is_dataclass(inner):
+        if dataclasses.is_dataclass(inner) and not is_array and _nullable(hint):
+            steps.append((False, _NullableStruct(inner)))
+        elif dataclasses.is_dataclass(inner):
             steps.append((is_array, inner))
         else:
             kind = field.metadata["kafka_type"]
@@ -78,6 +80,17 @@ def _plan(cls: Any) -> tuple[bool, tuple[Step, ...]]:
             else:
                 steps.append((is_array, kind))
     return bool(cls.__flexible__), tuple(steps)
+
+
+@dataclasses.dataclass(frozen=True)
+class _NullableStruct:
+    """A struct field that may be null: an int8 marker (-1 null, 1 present) before it."""
+
+    entity: Any
+
+
+def _nullable(hint: Any) -> bool:
+    return typing.get_origin(hint) in (typing.Union, types.UnionType) and type(None) in typing.get_args(hint)
 
 
 def _unwrap(hint: Any) -> tuple[bool, Any]:
@@ -138,6 +151,10 @@ def _entity(cls: Any, buf: bytes | memoryview, position: int, end: int) -> int:
                     _value(kind, buf, position, end, flexible)
         elif isinstance(kind, type):
             position = _entity(kind, buf, position, end)
+        elif isinstance(kind, _NullableStruct):
+            marker, position = _signed(buf, position, end, 1)
+            if marker >= 0:
+                position = _entity(kind.entity, buf, position, end)
         else:
             position = _value(kind, buf, position, end, flexible)
     if flexible:

@@ -98,6 +98,9 @@ from kio.schema.describe_share_group_offsets.v0.request import (
 from kio.schema.describe_share_group_offsets.v1.request import (
     DescribeShareGroupOffsetsRequest as _DescribeShareGroupOffsetsRequestV1,
 )
+from kio.schema.describe_topic_partitions.v0.request import (
+    DescribeTopicPartitionsRequest as _DescribeTopicPartitionsRequestV0,
+)
 from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequest as _DescribeTransactionsRequestV0
 from kio.schema.describe_user_scram_credentials.v0.request import (
     DescribeUserScramCredentialsRequest as DescribeUserScramCredentialsRequest,
@@ -237,6 +240,9 @@ from kio.schema.txn_offset_commit.v2.request import TxnOffsetCommitRequest as _T
 from kio.schema.txn_offset_commit.v3.request import TxnOffsetCommitRequest as _TxnOffsetCommitRequestV3
 from kio.schema.txn_offset_commit.v4.request import TxnOffsetCommitRequest as _TxnOffsetCommitRequestV4
 from kio.schema.txn_offset_commit.v5.request import TxnOffsetCommitRequest as _TxnOffsetCommitRequestV5
+from kio.schema.update_features.v0.request import UpdateFeaturesRequest as _UpdateFeaturesRequestV0
+from kio.schema.update_features.v1.request import UpdateFeaturesRequest as _UpdateFeaturesRequestV1
+from kio.schema.update_features.v2.request import UpdateFeaturesRequest as _UpdateFeaturesRequestV2
 from kio.schema.write_share_group_state.v0.request import WriteShareGroupStateRequest as _WriteShareGroupStateRequestV0
 from kio.schema.write_share_group_state.v1.request import WriteShareGroupStateRequest as _WriteShareGroupStateRequestV1
 from kio.schema.write_txn_markers.v1.request import WriteTxnMarkersRequest as _WriteTxnMarkersRequestV1
@@ -603,6 +609,16 @@ DeleteShareGroupOffsetsRequest = _DeleteShareGroupOffsetsRequestV0
 # key 76 (v1 only)
 ShareGroupHeartbeatRequest = _ShareGroupHeartbeatRequestV1
 
+# key 75
+DescribeTopicPartitionsRequest = _DescribeTopicPartitionsRequestV0
+
+# key 57
+UpdateFeaturesRequest = Union[
+    _UpdateFeaturesRequestV0,
+    _UpdateFeaturesRequestV1,
+    _UpdateFeaturesRequestV2,
+]
+
 # key 77 (v1 only)
 ShareGroupDescribeRequest = _ShareGroupDescribeRequestV1
 
@@ -668,5 +684,7 @@ BY_KEY: dict[int, object] = {
     71: GetTelemetrySubscriptionsRequest,
     72: PushTelemetryRequest,
     74: ListConfigResourcesRequest,
+    75: DescribeTopicPartitionsRequest,
+    57: UpdateFeaturesRequest,
 }
 

@@ -607,6 +607,40 @@ def test_describe_cluster_needs_no_acl(s: AclBroker) -> None:
         assert int(listed.error_code) == CLUSTER_AUTHORIZATION_FAILED
 
 
+def test_describe_topic_partitions_answers_only_what_the_principal_may_describe(s: AclBroker, grants: Grants) -> None:
+    """DescribeTopicPartitions as Kafka's handler: a topic named without DESCRIBE is
+    TOPIC_AUTHORIZATION_FAILED (existing or not, with no id), after the others; asking for
+    every topic silently leaves such topics out; the authorized operations are the principal's."""
+    seen, hidden = unique("dtp-seen-"), unique("dtp-hidden-")
+    missing = unique("dtp-missing-")
+    create_topics(s, seen, hidden, partitions=2)
+    grants.add(acl("TOPIC", seen, "User:alice", "DESCRIBE"))
+    with Raw(s.sasl, "alice") as raw:
+        named = raw.ask(75, 0, {"topics": [{"name": t} for t in (missing, hidden, seen)],
+                                "response_partition_limit": 100, "cursor": None})
+        every = raw.ask(75, 0, {"topics": [], "response_partition_limit": 100, "cursor": None})
+    assert [(t.name, int(t.error_code), len(t.partitions), t.topic_id) for t in named.topics] == [
+        (seen, 0, 2, named.topics[0].topic_id), (hidden, TOPIC_AUTHORIZATION_FAILED, 0, None),
+        (missing, TOPIC_AUTHORIZATION_FAILED, 0, None)], named
+    assert named.topics[0].topic_id is not None
+    assert named.topics[0].topic_authorized_operations == 1 << 8  # DESCRIBE alone
+    assert named.topics[1].topic_authorized_operations == -(2**31)  # not computed for a refused topic
+    assert [t.name for t in every.topics] == [seen], every
+
+
+def test_update_features_needs_alter_on_the_cluster(s: AclBroker) -> None:
+    """Kafka's UpdateFeatures takes ALTER on the cluster (ControllerApis.handleUpdateFeatures):
+    without it, CLUSTER_AUTHORIZATION_FAILED and nothing changes; the super user may."""
+    update = {"timeout": 5000, "validate_only": True, "feature_updates": [
+        {"feature": "transaction.version", "max_version_level": 2, "upgrade_type": 1}]}
+    with Raw(s.sasl, "mallory") as raw:
+        refused = raw.ask(57, 1, update)
+        assert (int(refused.error_code), refused.results) == (CLUSTER_AUTHORIZATION_FAILED, ()), refused
+    with Raw(s.sasl, "admin") as raw:
+        allowed = raw.ask(57, 1, update)
+        assert int(allowed.error_code) == 0 and [r.feature for r in allowed.results] == ["transaction.version"]
+
+
 def test_a_refused_elect_leaders_names_each_partition(s: AclBroker) -> None:
     """Kafka answers an unauthorized ElectLeaders with CLUSTER_AUTHORIZATION_FAILED for each
     partition asked (KafkaApis.handleElectLeaders), and v1+ at the top too; v0 has no

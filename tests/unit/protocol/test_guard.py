@@ -110,3 +110,15 @@ def test_every_advertised_request_version_passes_the_guard() -> None:
             body = encode_body(_minimal(cls))
             check_request(cls, body, 0)
             decode_request(spec.api_key, version, body, 0)
+
+
+@pytest.mark.parametrize("cursor", [None, {"topic_name": "t", "partition_index": 3}])
+def test_a_nullable_struct_is_read_after_its_marker(cursor: dict[str, object] | None) -> None:
+    """DescribeTopicPartitions' Cursor: an int8 (-1 null, 1 present) before the struct."""
+    cls = request_class(75, 0)
+    body = encode_body(build(cls, {"topics": [{"name": "t"}], "response_partition_limit": 5, "cursor": cursor}))
+    check_request(cls, body, 0)
+    assert decode_request(75, 0, body, 0).cursor == (None if cursor is None else build(type(
+        decode_request(75, 0, body, 0).cursor), cursor))
+    with pytest.raises(ProtocolViolation):  # the struct cut short
+        check_request(cls, body[:-3], 0)
