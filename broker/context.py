@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from broker.apis.share_sessions import ShareSessions
     from broker.config import BrokerConfig
     from broker.coordinator.forwarded import RequestBody
+    from broker.dynamic_configs import DynamicBrokerConfigs
     from broker.listeners import Listener
     from broker.network.segment_files import SegmentFiles
     from broker.partitions.purgatory import FetchPurgatory
@@ -182,6 +183,9 @@ class BrokerIdentity(Protocol):
 
     @property
     def group_configs(self) -> "GroupConfigs": ...
+
+    @property
+    def dynamic_configs(self) -> "DynamicBrokerConfigs": ...
 
 
 class WorkerServices(BrokerIdentity, TopicServices, Router, FetchServices, ShareServices, CoordinatorAccess, Protocol):

@@ -49,6 +49,7 @@ from coordination.backend import (
     StateListener,
     Watcher,
 )
+from coordination.broker_config_store import LocalBrokerConfigs
 from coordination.credentials import LocalCredentials
 from coordination.group_config_store import LocalGroupConfigs
 from coordination.local_topics import LocalTopicRegistry
@@ -179,6 +180,7 @@ class LocalBackend:
         self._credentials: LocalCredentials | None = None
         self._acls: LocalAcls | None = None
         self._group_configs: LocalGroupConfigs | None = None
+        self._broker_configs: LocalBrokerConfigs | None = None
         self._topics = LocalTopics(data_dir, node_id)
 
     # ------------------------------------------------------------------ life cycle
@@ -197,7 +199,7 @@ class LocalBackend:
         for attempt in attempts:
             attempt.abandon()
         self.resign()
-        for store in (self._credentials, self._acls, self._group_configs):
+        for store in (self._credentials, self._acls, self._group_configs, self._broker_configs):
             if store is not None:
                 store.close()
         thread = self._watch_thread
@@ -260,6 +262,12 @@ class LocalBackend:
             if self._group_configs is None:
                 self._group_configs = LocalGroupConfigs(self.data_dir)
             return self._group_configs
+
+    def broker_configs(self) -> LocalBrokerConfigs:
+        with self._mutex:
+            if self._broker_configs is None:
+                self._broker_configs = LocalBrokerConfigs(self.data_dir)
+            return self._broker_configs
 
     def live_brokers(self) -> dict[int, Endpoints]:
         registered = self._registered

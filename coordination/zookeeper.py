@@ -62,6 +62,7 @@ from coordination.backend import (
     StateListener,
     Watcher,
 )
+from coordination.broker_config_store import ZooKeeperBrokerConfigs
 from coordination.credentials import ZooKeeperCredentials
 from coordination.group_config_store import ZooKeeperGroupConfigs
 from coordination.zk_calls import failure, retrying, transact
@@ -136,6 +137,7 @@ class ZooKeeperBackend:
         self._credentials: ZooKeeperCredentials | None = None
         self._acls: ZooKeeperAcls | None = None
         self._group_configs: ZooKeeperGroupConfigs | None = None
+        self._broker_configs: ZooKeeperBrokerConfigs | None = None
         self._fence: tuple[int, int] | None = None      # (epoch, epoch znode version) while coordinator
         self._topics = ZooKeeperTopicRegistry(self._client, node_id, self._retry)
         self._topic_watchers: list[Watcher] = []
@@ -180,7 +182,7 @@ class ZooKeeperBackend:
         """End the session (our ephemeral znodes are deleted at once, not after the timeout)."""
         self._closed.set()
         self._wake_waiters()
-        for store in (self._credentials, self._acls, self._group_configs):
+        for store in (self._credentials, self._acls, self._group_configs, self._broker_configs):
             if store is not None:
                 store.close()
         self._client.stop()
@@ -309,6 +311,12 @@ class ZooKeeperBackend:
             if self._group_configs is None:
                 self._group_configs = ZooKeeperGroupConfigs(self._client, self._call)
             return self._group_configs
+
+    def broker_configs(self) -> ZooKeeperBrokerConfigs:
+        with self._mutex:
+            if self._broker_configs is None:
+                self._broker_configs = ZooKeeperBrokerConfigs(self._client, self._call)
+            return self._broker_configs
 
     def credentials(self) -> ZooKeeperCredentials:
         with self._mutex:
