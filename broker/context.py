@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from broker.coordinator.forwarded import RequestBody
     from broker.dynamic_configs import DynamicBrokerConfigs
     from broker.listeners import Listener
+    from broker.logger_levels import BrokerLoggers
     from broker.network.segment_files import SegmentFiles
     from broker.partitions.purgatory import FetchPurgatory
     from broker.partitions.share_partitions import ShareSettings
@@ -186,6 +187,9 @@ class BrokerIdentity(Protocol):
 
     @property
     def dynamic_configs(self) -> "DynamicBrokerConfigs": ...
+
+    @property
+    def loggers(self) -> "BrokerLoggers": ...
 
 
 class WorkerServices(BrokerIdentity, TopicServices, Router, FetchServices, ShareServices, CoordinatorAccess, Protocol):

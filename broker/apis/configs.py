@@ -25,6 +25,7 @@ Behaviour:
   A resource named twice in one request is INVALID_REQUEST ("Duplicate resource."),
   answered once.
 * GROUP resources (type 32): broker/apis/group_configs.py.
+* BROKER_LOGGER resources (type 8): broker/apis/broker_loggers.py (IncrementalAlterConfigs only).
 
 Version notes: DescribeConfigs v0 is not in kio's schemas (Kafka 4 dropped it); v1 adds
 synonyms and config_source; v2 is v1; v3 adds documentation and config_type; v4 is
@@ -35,7 +36,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable
 
-from broker.apis import broker_configs, group_configs
+from broker.apis import broker_configs, broker_loggers, group_configs
 from broker.authorization import cluster_allowed, group_allowed, topic_allowed
 from broker.config import BY_NAME
 from broker.context import RequestContext, Response, WorkerServices
@@ -56,6 +57,7 @@ INCREMENTAL_KEY = 44
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
 RESOURCE_GROUP = 32
+RESOURCE_BROKER_LOGGER = 8
 
 # DescribeConfigsResponse ConfigSource
 DYNAMIC_TOPIC_CONFIG = 1
@@ -175,6 +177,8 @@ async def _describe_one(node: Any, resource: Any, synonyms: bool, documentation:
         elif resource.resource_type == RESOURCE_BROKER:
             out["configs"] = await broker_configs.describe_broker(node, resource.resource_name, keys, synonyms,
                                                                   documentation, _config_type)
+        elif resource.resource_type == RESOURCE_BROKER_LOGGER:
+            out["configs"] = await broker_loggers.describe_loggers(node, resource.resource_name, keys)
         elif resource.resource_type == RESOURCE_GROUP:
             out["configs"] = await group_configs.describe_group(node, resource.resource_name, keys, synonyms,
                                                                 documentation)
@@ -191,7 +195,7 @@ def _authorize_resource(ctx: Any, operation: Operation, resource: Any) -> None:
         raise KafkaError(ErrorCode.topic_authorization_failed, "Authorization failed.")
     if resource.resource_type == RESOURCE_GROUP and not group_allowed(ctx, operation, resource.resource_name):
         raise KafkaError(ErrorCode.group_authorization_failed, "Authorization failed.")
-    if resource.resource_type == RESOURCE_BROKER and not cluster_allowed(ctx, operation):
+    if resource.resource_type in (RESOURCE_BROKER, RESOURCE_BROKER_LOGGER) and not cluster_allowed(ctx, operation):
         raise KafkaError(ErrorCode.cluster_authorization_failed, "Authorization failed.")
 
 
@@ -276,6 +280,10 @@ async def _alter(ctx: Any, key: int, request: Any, change_for: ChangeFor, group_
             if resource.resource_type == RESOURCE_BROKER:
                 await broker_configs.alter_broker(node, resource.resource_name, broker_change_for(resource),
                                                   bool(request.validate_only))
+                responses.append(out)
+                continue
+            if resource.resource_type == RESOURCE_BROKER_LOGGER and key == INCREMENTAL_KEY:
+                await broker_loggers.alter_loggers(node, resource, bool(request.validate_only))
                 responses.append(out)
                 continue
             if resource.resource_type == RESOURCE_GROUP:

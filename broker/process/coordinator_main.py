@@ -60,6 +60,7 @@ from broker.links import peer_codec
 from broker.links.mesh import Mesh, Op, Parts
 from broker.links.remote_ops import RemotePartitionOps
 from broker.links.rings import SharedRings
+from broker.logger_levels import BrokerLoggers
 from broker.network.segment_files import SegmentFiles
 from broker.partitions.partition_ops import AppendItem, CommitItem, ReadItem
 from broker.partitions.placement import owner_index
@@ -563,6 +564,9 @@ class CoordinatorProcess:
         loop.add_signal_handler(signal.SIGHUP, lambda: apply_in_child(self.config, self.run_dir))
         apis.load_all()
         self.mesh.start()
+        # Logger levels set with kafka-configs --entity-type broker-loggers reach this process too.
+        loggers = BrokerLoggers(self.run_dir)
+        loggers.start()
         try:
             self.backend = await loop.run_in_executor(None, open_broker_backend, self.config,
                                                       read_session(self.run_dir))
@@ -622,6 +626,7 @@ class CoordinatorProcess:
         self.mesh.close()
         if self.group_configs is not None:
             self.group_configs.close()
+        loggers.close()
         self._mirror_executor.shutdown(wait=True, cancel_futures=False)
         try:
             self.opened.close()  # ends the session: the broker's registration goes with it

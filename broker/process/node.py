@@ -26,6 +26,7 @@ from broker.links import peer_codec
 from broker.links.mesh import Mesh, Op, Parts, PeerUnavailable
 from broker.links.remote_ops import RemotePartitionOps, serve_partition_ops
 from broker.links.rings import SharedRings
+from broker.logger_levels import BrokerLoggers
 from broker.network.segment_files import SegmentFiles
 from broker.partitions.owner import Owner
 from broker.partitions.partition_ops import PartitionOps
@@ -108,6 +109,9 @@ class WorkerNode:
         self.dynamic_configs = DynamicBrokerConfigs(self.cluster.broker_configs(), config, self._dynamic_changed)
         self.dynamic_configs.start()
         self.apply_dynamic()
+        # Logger levels (kafka-configs --entity-type broker-loggers), shared by the broker's processes.
+        self.loggers = BrokerLoggers(run_dir)
+        self.loggers.start()
         self.owner = Owner(index, self.logs, self.registry, self.owns, self._appended, self.fence_epoch,
                            self._make_replication, self._owned_views, self._assigned_elsewhere, self._verifies)
         self.replica_fetcher = ReplicaFetcher(self.node_id, self.owner.replication, self.owner.log_for,
@@ -430,6 +434,7 @@ class WorkerNode:
         self.security.close()
         self.group_configs.close()
         self.dynamic_configs.close()
+        self.loggers.close()
         self.cluster.on_change = None
         self.owner.replication.close()
         self.segment_files.close()

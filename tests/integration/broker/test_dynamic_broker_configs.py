@@ -197,3 +197,35 @@ def test_raw_requests_zookeeper_backend(broker_factory: Callable[..., Broker], z
     finally:
         client.stop()
         client.close()
+
+
+# ---------------------------------------------------------------------- broker loggers
+@pytest.mark.kafka_cli
+@pytest.mark.parametrize("broker", [{"workers": 2}], indirect=True)
+def test_kafka_configs_sets_a_logger_level_in_every_worker(broker: Broker) -> None:
+    missing = missing_tools(CLI_VERSION)
+    if missing:
+        pytest.fail(f"Kafka's CLI needs {', '.join(missing)} on PATH")
+    logger = "castle.requests"  # the request log: a DEBUG line per request
+    entity = ["--entity-type", "broker-loggers", "--entity-name", "0"]
+    done = configs_tool(broker, *entity, "--alter", "--add-config", f"{logger}=DEBUG")
+    assert done.returncode == 0, done
+    out = configs_tool(broker, *entity, "--describe")
+    assert out.returncode == 0, out
+    assert f"  {logger}=DEBUG sensitive=false synonyms={{}}" in out.stdout.splitlines(), out.stdout
+
+    def debug_from_every_worker() -> bool:
+        with KioClient(broker.bootstrap) as client:
+            described(client, "0", ("log.retention.ms",))
+        text = broker.stderr(200_000)
+        return all(f"DEBUG worker {i}[" in text for i in range(broker.workers))
+
+    wait_until(debug_from_every_worker, 20, "DEBUG lines from every worker")
+    refused = configs_tool(broker, *entity, "--alter", "--add-config", f"{logger}=LOUD")
+    assert refused.returncode != 0
+    assert f"Cannot set the log level of {logger} to LOUD as it is not a supported log level" \
+        in refused.stdout + refused.stderr, refused
+    done = configs_tool(broker, *entity, "--alter", "--delete-config", logger)
+    assert done.returncode == 0, done
+    out = configs_tool(broker, *entity, "--describe")
+    assert f"  {logger}=INFO sensitive=false synonyms={{}}" in out.stdout.splitlines(), out.stdout

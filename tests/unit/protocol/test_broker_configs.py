@@ -162,3 +162,71 @@ def test_alter_configs_replaces_the_entitys_set(node: Broker) -> None:
     assert (refused.error_code, refused.error_message) == (
         INVALID_REQUEST, "Cannot update these configs dynamically: [auto.create.topics.enable]")
     assert stored(node) == {"<default>": {"log.retention.bytes": "8192"}}
+
+
+# ---------------------------------------------------------------------------- BROKER_LOGGER
+@pytest.fixture
+def saved_levels() -> Iterator[None]:
+    import logging
+
+    names = ["", "broker.apis.configs", "broker.process.node"]
+    before = {name: logging.getLogger(name).level for name in names}
+    yield
+    for name, level in before.items():
+        logging.getLogger(name).setLevel(level)
+
+
+def logger_ops(b: Broker, name: str, ops: list[tuple[str, int, str | None]], validate_only: bool = False) -> Any:
+    answer = b.call(44, 1, {"resources": [{"resource_type": 8, "resource_name": name, "configs": [
+        {"name": n, "config_operation": op, "value": v} for n, op, v in ops]}], "validate_only": validate_only})
+    return answer.responses[0]
+
+
+def loggers(b: Broker) -> dict[str, Any]:
+    [result] = _describe(b, 4, [(8, "0", None)], synonyms=True).results
+    assert result.error_code == NONE, result.error_message
+    return {c.name: c for c in result.configs}
+
+
+def test_broker_loggers_listed_set_and_unset(node: Broker, saved_levels: None) -> None:
+    import logging
+
+    before = loggers(node)
+    assert before["root"].value == {30: "WARN", 20: "INFO", 10: "DEBUG"}[logging.getLogger().getEffectiveLevel()]
+    assert before["root"].config_source == 6
+    assert "broker.apis.configs" in before and not before["broker.apis.configs"].read_only
+    assert logger_ops(node, "0", [("broker.apis.configs", SET, "DEBUG"), ("root", SET, "WARN")]).error_code == NONE
+    assert logging.getLogger("broker.apis.configs").level == logging.DEBUG
+    assert logging.getLogger().level == logging.WARNING
+    after = loggers(node)
+    assert (after["broker.apis.configs"].value, after["root"].value) == ("DEBUG", "WARN")
+    assert after["broker.process.node"].value == "WARN"  # no level of its own: the root's
+    with open(os.path.join(node.node.run_dir, "broker-loggers.json")) as handle:
+        assert json.load(handle)["loggers"] == {"broker.apis.configs": "DEBUG", "root": "WARN"}
+    assert logger_ops(node, "0", [("broker.apis.configs", DELETE, None)]).error_code == NONE
+    assert logging.getLogger("broker.apis.configs").level == logging.NOTSET
+    assert loggers(node)["broker.apis.configs"].value == "WARN"
+
+
+def test_broker_logger_refusals_are_kafkas(node: Broker, saved_levels: None) -> None:
+    import logging
+
+    def refused(name: str, ops: list[tuple[str, int, str | None]]) -> tuple[int, str]:
+        response = logger_ops(node, name, ops)
+        return response.error_code, response.error_message
+
+    assert refused("0", [("broker.apis.configs", SET, "DEBUG"), ("no.such.logger", SET, "DEBUG")]) == (
+        INVALID_CONFIG, "Logger no.such.logger does not exist!")
+    assert refused("0", [("broker.apis.configs", SET, "LOUD")]) == (
+        INVALID_CONFIG, "Cannot set the log level of broker.apis.configs to LOUD as it is not a supported log level. "
+                        "Valid log levels are FATAL, ERROR, WARN, INFO, DEBUG, TRACE")
+    assert refused("0", [("root", DELETE, None)]) == (
+        INVALID_REQUEST, "Removing the log level of the root logger is not allowed")
+    assert refused("0", [("root", APPEND, "DEBUG")]) == (
+        INVALID_REQUEST, "APPEND operation is not allowed for the BROKER_LOGGER resource")
+    assert refused("1", [("root", SET, "DEBUG")]) == (INVALID_REQUEST, "Unexpected node id. Expected 0, but received 1")
+    assert refused("x", [("root", SET, "DEBUG")]) == (INVALID_REQUEST, "Node id must be an integer, but it is: x")
+    assert logger_ops(node, "0", [("broker.apis.configs", SET, "DEBUG")], validate_only=True).error_code == NONE
+    assert logging.getLogger("broker.apis.configs").level == logging.NOTSET  # nothing applied, not even half
+    [other] = _describe(node, 4, [(8, "1", None)]).results
+    assert (other.error_code, other.error_message) == (INVALID_REQUEST, "Unexpected broker id, expected 0 but received 1")
