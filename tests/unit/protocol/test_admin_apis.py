@@ -525,7 +525,7 @@ def test_describe_configs_keys_and_no_synonyms(broker):
 
 
 def test_describe_broker_configs(broker):
-    answer = _describe(broker, 4, [(4, "0", None), (4, "", None), (4, "7", None), (4, "zero", None), (8, "0", None)],
+    answer = _describe(broker, 4, [(4, "0", None), (4, "", None), (4, "7", None), (4, "zero", None), (1, "0", None)],
                        synonyms=True, documentation=True)
     mine, defaults, other, garbage, unsupported = answer.results
     assert mine.error_code == NONE and defaults.error_code == NONE
