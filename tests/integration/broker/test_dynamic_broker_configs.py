@@ -229,3 +229,28 @@ def test_kafka_configs_sets_a_logger_level_in_every_worker(broker: Broker) -> No
     assert done.returncode == 0, done
     out = configs_tool(broker, *entity, "--describe")
     assert f"  {logger}=INFO sensitive=false synonyms={{}}" in out.stdout.splitlines(), out.stdout
+
+
+@pytest.mark.zookeeper
+def test_a_cluster_default_set_on_one_broker_is_applied_by_the_other(broker_factory: Callable[..., Broker],
+                                                                     zk_connect: str) -> None:
+    """The znodes and their change notification are all another broker needs: broker 1 hears of
+    the change through its ZooKeeper watch and runs with it; broker 0 ignores broker 1's own."""
+    first = start_cluster_broker(broker_factory, zk_connect, 0, workers=1)
+    second = start_cluster_broker(broker_factory, zk_connect, 1, workers=1)
+    with KioClient(first.bootstrap) as client:
+        assert incremental(client, "", [("log.retention.ms", SET, "4321000")]).error_code == 0
+        assert incremental(client, "1", [("log.segment.bytes", SET, "2097152")]).error_code == 0
+    # Each worker logs what it applied: "worker 0: dynamic broker configs log.retention.ms=..."
+    wait_until(lambda: all(key in second.stderr(50_000) for key in ("log.retention.ms=4321000",
+                                                                         "log.segment.bytes=2097152")),
+               20, "broker 1 to apply the cluster default and its own value")
+    wait_until(lambda: "dynamic broker configs log.retention.ms=4321000" in first.stderr(50_000), 20,
+               "broker 0 to apply the cluster default")
+    assert "log.segment.bytes=2097152" not in first.stderr(50_000)
+    with KioClient(second.bootstrap) as client:
+        found = {c.name: c for c in described(client, "1", ("log.retention.ms", "log.segment.bytes")).configs}
+    assert (found["log.retention.ms"].value, found["log.retention.ms"].config_source) == (
+        "4321000", DYNAMIC_DEFAULT_BROKER_CONFIG)
+    assert (found["log.segment.bytes"].value, found["log.segment.bytes"].config_source) == (
+        "2097152", DYNAMIC_BROKER_CONFIG)
