@@ -230,3 +230,22 @@ def test_broker_logger_refusals_are_kafkas(node: Broker, saved_levels: None) -> 
     assert logging.getLogger("broker.apis.configs").level == logging.NOTSET  # nothing applied, not even half
     [other] = _describe(node, 4, [(8, "1", None)]).results
     assert (other.error_code, other.error_message) == (INVALID_REQUEST, "Unexpected broker id, expected 0 but received 1")
+
+
+def test_a_sighup_reload_changes_the_static_value_under_a_dynamic_one(node: Broker) -> None:
+    from broker.process.reload import DYNAMIC, reload_path
+
+    assert incremental(node, "0", [("log.retention.ms", SET, "30000")]).error_code == NONE
+    node.node.apply_dynamic()
+    # What the supervisor writes on SIGHUP: every reloadable setting, one of them changed in the file.
+    values = {name: node.node.config.value(name) for name in DYNAMIC}
+    values["log.retention.ms"] = 900000
+    with open(reload_path(node.node.run_dir), "w") as handle:
+        json.dump(values, handle)
+    node.node.reload_settings()
+    assert node.node.logs.default_log_config.retention_ms == 30000  # the dynamic value still wins
+    assert incremental(node, "0", [("log.retention.ms", DELETE, None)]).error_code == NONE
+    node.node.apply_dynamic()
+    assert node.node.logs.default_log_config.retention_ms == 900000  # the reloaded static value
+    [entry] = _describe(node, 4, [(4, "0", ["log.retention.ms"])]).results[0].configs
+    assert (entry.value, entry.config_source) == ("900000", STATIC_BROKER_CONFIG)
