@@ -94,7 +94,7 @@ class DynamicBrokerConfigs:
     after each change (from the following thread)."""
 
     def __init__(self, store: BrokerConfigStore, config: BrokerConfig,
-                 on_change: Callable[[dict[str, Any]], None] | None = None) -> None:
+                 on_change: Callable[[dict[str, Any]], object] | None = None) -> None:
         self.store = store
         self.entity = str(config.node_id)
         self.static: dict[str, Any] = {name: config.value(name) for name in DYNAMIC}
