@@ -6,10 +6,13 @@ Which settings: the broker-level defaults of the topic configs (``log.retention.
 ``unclean.leader.election.enable``, ...: every synonym in storage.config.TOPIC_KEYS; Kafka's
 DynamicLogConfig) and ``producer.id.expiration.ms`` (Kafka's DynamicProducerStateManagerConfig).
 Each is live: the workers' LogManager takes new broker-level defaults at once (the path a
-SIGHUP reload uses), so a topic without its own value runs with the new one. Every other
+SIGHUP reload uses), so a topic without its own value runs with the new one; the coordinator
+process's controller elects with the new ``unclean.leader.election.enable``. Every other
 setting Castle declares is read-only, as in Kafka ("Cannot update these configs
-dynamically"). ``log.retention.hours`` / ``minutes`` are static here: they only feed
-``log.retention.ms`` when the config file is read.
+dynamically"). Unlike Kafka, ``log.retention.hours`` / ``minutes`` are not dynamic here (they
+only feed ``log.retention.ms`` when the file is read), and settings Kafka makes dynamic but
+Castle does not have (``max.connections``, ``num.io.threads``, ``log.cleaner.threads``, ...)
+are unknown names.
 
 Precedence, Kafka's: the broker's own dynamic value (DYNAMIC_BROKER_CONFIG), the cluster
 default (DYNAMIC_DEFAULT_BROKER_CONFIG), the config file or --override (STATIC_BROKER_CONFIG),

@@ -107,6 +107,9 @@ def test_topics_without_their_own_value_take_the_new_default(node: Broker) -> No
     assert node.node.logs.log_config_for("plain").min_insync_replicas == 2
     assert node.node.logs.log_config_for("plain").max_message_bytes == 2000000
     assert node.node.logs.log_config_for("own").retention_ms == 86400000
+    assert incremental(node, "0", [("producer.id.expiration.ms", SET, "60000")]).error_code == NONE
+    node.node.apply_dynamic()
+    assert node.node.logs.config.producer_id_expiration_ms == 60000
     [result] = _describe(node, 4, [(2, "plain", ["retention.ms"])], synonyms=True).results
     [entry] = result.configs
     assert (entry.value, entry.config_source) == ("5000", DYNAMIC_DEFAULT_BROKER_CONFIG)
