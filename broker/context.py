@@ -25,7 +25,9 @@ if TYPE_CHECKING:
     from broker.apis.share_sessions import ShareSessions
     from broker.config import BrokerConfig
     from broker.coordinator.forwarded import RequestBody
+    from broker.dynamic_configs import DynamicBrokerConfigs
     from broker.listeners import Listener
+    from broker.logger_levels import BrokerLoggers
     from broker.network.segment_files import SegmentFiles
     from broker.partitions.purgatory import FetchPurgatory
     from broker.partitions.share_partitions import ShareSettings
@@ -194,6 +196,12 @@ class BrokerIdentity(Protocol):
     def features(self) -> "FinalizedFeatures":
         """The cluster's finalized feature levels (coordination/finalized_features.py)."""
         ...
+
+    @property
+    def dynamic_configs(self) -> "DynamicBrokerConfigs": ...
+
+    @property
+    def loggers(self) -> "BrokerLoggers": ...
 
 
 class WorkerServices(BrokerIdentity, TopicServices, Router, FetchServices, ShareServices, CoordinatorAccess, Protocol):

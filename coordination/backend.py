@@ -46,6 +46,7 @@ from coordination.znodes import Endpoints, PartitionState
 
 if TYPE_CHECKING:
     from coordination.acls.store import AclStore
+    from coordination.broker_config_store import BrokerConfigStore
     from coordination.client_metrics_store import ClientMetricsStore
     from coordination.credentials import CredentialStore
     from coordination.feature_store import FeatureStore
@@ -164,6 +165,9 @@ class CoordinationBackend(Protocol):
 
     def features(self) -> "FeatureStore":
         """The finalized feature levels (Kafka's /feature znode; a file locally); one per backend."""
+
+    def broker_configs(self) -> "BrokerConfigStore":
+        """Dynamic broker configs (Kafka's /config/brokers znodes; a file locally); one per backend."""
         ...
 
     def live_brokers(self) -> dict[int, Endpoints]:

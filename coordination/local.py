@@ -49,6 +49,7 @@ from coordination.backend import (
     StateListener,
     Watcher,
 )
+from coordination.broker_config_store import LocalBrokerConfigs
 from coordination.client_metrics_store import local_client_metrics
 from coordination.credentials import LocalCredentials
 from coordination.feature_store import LocalFeatures
@@ -183,6 +184,7 @@ class LocalBackend:
         self._group_configs: LocalGroupConfigs | None = None
         self._client_metrics: LocalGroupConfigs | None = None
         self._features: LocalFeatures | None = None
+        self._broker_configs: LocalBrokerConfigs | None = None
         self._topics = LocalTopics(data_dir, node_id)
 
     # ------------------------------------------------------------------ life cycle
@@ -201,7 +203,7 @@ class LocalBackend:
         for attempt in attempts:
             attempt.abandon()
         self.resign()
-        for store in (self._credentials, self._acls, self._group_configs, self._client_metrics, self._features):
+        for store in (self._credentials, self._acls, self._group_configs, self._client_metrics, self._features, self._broker_configs):
             if store is not None:
                 store.close()
         thread = self._watch_thread
@@ -276,6 +278,12 @@ class LocalBackend:
             if self._features is None:
                 self._features = LocalFeatures(self.data_dir)
             return self._features
+
+    def broker_configs(self) -> LocalBrokerConfigs:
+        with self._mutex:
+            if self._broker_configs is None:
+                self._broker_configs = LocalBrokerConfigs(self.data_dir)
+            return self._broker_configs
 
     def live_brokers(self) -> dict[int, Endpoints]:
         registered = self._registered

@@ -30,6 +30,7 @@ from typing import Callable, Mapping, NamedTuple
 
 from coordination.acls.store import AclStore
 from coordination.backend import CoordinationBackend, TopicRegistry
+from coordination.broker_config_store import BrokerConfigStore
 from coordination.client_metrics_store import ClientMetricsStore
 from coordination.credentials import CredentialStore
 from coordination.feature_store import FeatureStore
@@ -205,6 +206,9 @@ class ClusterSnapshot:
 
     def features(self) -> "FeatureStore":
         return self._backend.features()
+
+    def broker_configs(self) -> "BrokerConfigStore":
+        return self._backend.broker_configs()
 
     def live_brokers(self) -> Mapping[int, Endpoints]:
         """node id -> listener name -> (host, port), this broker included."""

@@ -62,6 +62,7 @@ from coordination.backend import (
     StateListener,
     Watcher,
 )
+from coordination.broker_config_store import ZooKeeperBrokerConfigs
 from coordination.client_metrics_store import zookeeper_client_metrics
 from coordination.credentials import ZooKeeperCredentials
 from coordination.feature_store import ZooKeeperFeatures
@@ -140,6 +141,7 @@ class ZooKeeperBackend:
         self._group_configs: ZooKeeperGroupConfigs | None = None
         self._client_metrics: ZooKeeperGroupConfigs | None = None
         self._features: ZooKeeperFeatures | None = None
+        self._broker_configs: ZooKeeperBrokerConfigs | None = None
         self._fence: tuple[int, int] | None = None      # (epoch, epoch znode version) while coordinator
         self._topics = ZooKeeperTopicRegistry(self._client, node_id, self._retry)
         self._topic_watchers: list[Watcher] = []
@@ -184,7 +186,7 @@ class ZooKeeperBackend:
         """End the session (our ephemeral znodes are deleted at once, not after the timeout)."""
         self._closed.set()
         self._wake_waiters()
-        for store in (self._credentials, self._acls, self._group_configs, self._client_metrics, self._features):
+        for store in (self._credentials, self._acls, self._group_configs, self._client_metrics, self._features, self._broker_configs):
             if store is not None:
                 store.close()
         self._client.stop()
@@ -325,6 +327,12 @@ class ZooKeeperBackend:
             if self._features is None:
                 self._features = ZooKeeperFeatures(self._client, self._call)
             return self._features
+
+    def broker_configs(self) -> ZooKeeperBrokerConfigs:
+        with self._mutex:
+            if self._broker_configs is None:
+                self._broker_configs = ZooKeeperBrokerConfigs(self._client, self._call)
+            return self._broker_configs
 
     def credentials(self) -> ZooKeeperCredentials:
         with self._mutex:

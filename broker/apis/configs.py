@@ -8,11 +8,8 @@ Behaviour:
   the broker setting differs from its declared default, else DEFAULT_CONFIG (5) (a
   setting set to exactly its default counts as not set: BrokerConfig keeps no record of
   where a value came from). An unknown topic is UNKNOWN_TOPIC_OR_PARTITION on its resource.
-* BROKER resources (type 4) named with this node's id show every broker setting
-  (broker.config.SETTINGS), all read-only: Castle's broker settings are static (config
-  file and --override only). The empty name is Kafka's cluster-wide dynamic defaults,
-  which Castle never has, so it answers an empty list, as Kafka does with none set. Another
-  id, a name that is not an integer, or any other resource type is INVALID_REQUEST.
+* BROKER resources (type 4), dynamic broker configs: broker/apis/broker_configs.py.
+  Any other resource type is INVALID_REQUEST.
 * Nothing is sensitive (no passwords exist). Synonyms, when asked for, list the values
   in precedence order: the topic override, the broker setting, the declared default.
   ``config_type`` is a best effort from the Python type of the value (Kafka's own
@@ -24,12 +21,12 @@ Behaviour:
   and bad values: INVALID_CONFIG with the reason), honour validate_only, persist in the
   topic registry and wait until every worker has applied the change before answering.
   Unlike Kafka, deleting an unknown key is INVALID_CONFIG too (unknown keys are always
-  an error here). BROKER resources are INVALID_REQUEST: broker configs are static (deleting
-  one, which changes nothing, succeeds: kafka-reassign-partitions clears throttles so).
+  an error here).
   A resource named twice in one request is INVALID_REQUEST ("Duplicate resource."),
   answered once.
 * GROUP resources (type 32): broker/apis/group_configs.py.
 * CLIENT_METRICS resources (type 16): broker/apis/client_metrics_configs.py.
+* BROKER_LOGGER resources (type 8): broker/apis/broker_loggers.py (IncrementalAlterConfigs only).
 
 Version notes: DescribeConfigs v0 is not in kio's schemas (Kafka 4 dropped it); v1 adds
 synonyms and config_source; v2 is v1; v3 adds documentation and config_type; v4 is
@@ -40,7 +37,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable
 
-from broker.apis import client_metrics_configs, group_configs
+from broker.apis import broker_configs, broker_loggers, client_metrics_configs, group_configs
 from broker.authorization import cluster_allowed, group_allowed, topic_allowed
 from broker.config import BY_NAME
 from broker.context import RequestContext, Response, WorkerServices
@@ -62,6 +59,7 @@ RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
 RESOURCE_GROUP = 32
 RESOURCE_CLIENT_METRICS = client_metrics_configs.RESOURCE_CLIENT_METRICS
+RESOURCE_BROKER_LOGGER = 8
 
 # DescribeConfigsResponse ConfigSource
 DYNAMIC_TOPIC_CONFIG = 1
@@ -133,7 +131,10 @@ def topic_config_entries(node: Any, overrides: dict[str, str], keys: Iterable[st
         chain = []
         if key in overrides:
             chain.append({"name": key, "value": value, "source": DYNAMIC_TOPIC_CONFIG})
-        if broker_key and _broker_setting_is_set(node, broker_key):
+        dynamic_source = node.dynamic_configs.source(broker_key) if broker_key else None
+        if dynamic_source is not None:
+            chain.append({"name": broker_key, "value": broker_values[key], "source": dynamic_source})
+        elif broker_key and _broker_setting_is_set(node, broker_key):
             chain.append({"name": broker_key, "value": broker_values[key], "source": STATIC_BROKER_CONFIG})
         # Kafka names the default after the broker synonym, or the topic key when it has none.
         chain.append({"name": broker_key or key, "value": pristine[key], "source": DEFAULT_CONFIG})
@@ -153,32 +154,6 @@ def topic_config_entries(node: Any, overrides: dict[str, str], keys: Iterable[st
 def _topic_doc(key: str, broker_key: str) -> str:
     default = f"the broker-wide default is {broker_key}" if broker_key else "Kafka has no broker-wide default for it"
     return f"The topic's {key}; {default}."
-
-
-def broker_config_entries(node: Any, keys: Iterable[str] | None = None, synonyms: bool = False,
-                          documentation: bool = False) -> list[dict[str, Any]]:
-    """This broker's settings, all read-only (they are static)."""
-    wanted = None if keys is None else set(keys)
-    entries = []
-    for name, value in node.config.as_dict().items():
-        if wanted is not None and name not in wanted:
-            continue
-        setting = BY_NAME.get(name)
-        is_set = setting is not None and value != setting.default
-        chain = [{"name": name, "value": _text(value), "source": STATIC_BROKER_CONFIG if is_set else DEFAULT_CONFIG}]
-        if is_set and setting is not None:
-            chain.append({"name": name, "value": _text(setting.default), "source": DEFAULT_CONFIG})
-        entries.append({
-            "name": name,
-            "value": _text(value),
-            "read_only": True,
-            "config_source": chain[0]["source"],
-            "is_sensitive": False,
-            "synonyms": chain if synonyms else [],
-            "config_type": _config_type(name, setting.default if setting is not None else value),
-            "documentation": (setting.doc if setting is not None else None) if documentation else None,
-        })
-    return entries
 
 
 def _duplicates(resources: Iterable[Any]) -> set[tuple[int, str]]:
@@ -202,9 +177,10 @@ async def _describe_one(node: Any, resource: Any, synonyms: bool, documentation:
                 raise KafkaError(ErrorCode.unknown_topic_or_partition, f"topic '{resource.resource_name}' does not exist")
             out["configs"] = topic_config_entries(node, dict(info.configs), keys, synonyms, documentation)
         elif resource.resource_type == RESOURCE_BROKER:
-            if resource.resource_name != "":
-                _check_broker_name(node, resource.resource_name)
-                out["configs"] = broker_config_entries(node, keys, synonyms, documentation)
+            out["configs"] = await broker_configs.describe_broker(node, resource.resource_name, keys, synonyms,
+                                                                  documentation, _config_type)
+        elif resource.resource_type == RESOURCE_BROKER_LOGGER:
+            out["configs"] = await broker_loggers.describe_loggers(node, resource.resource_name, keys)
         elif resource.resource_type == RESOURCE_GROUP:
             out["configs"] = await group_configs.describe_group(node, resource.resource_name, keys, synonyms,
                                                                 documentation)
@@ -224,18 +200,9 @@ def _authorize_resource(ctx: Any, operation: Operation, resource: Any) -> None:
         raise KafkaError(ErrorCode.topic_authorization_failed, "Authorization failed.")
     if resource.resource_type == RESOURCE_GROUP and not group_allowed(ctx, operation, resource.resource_name):
         raise KafkaError(ErrorCode.group_authorization_failed, "Authorization failed.")
-    if resource.resource_type in (RESOURCE_BROKER, RESOURCE_CLIENT_METRICS) and not cluster_allowed(ctx, operation):
+    if resource.resource_type in (RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_CLIENT_METRICS) \
+            and not cluster_allowed(ctx, operation):
         raise KafkaError(ErrorCode.cluster_authorization_failed, "Authorization failed.")
-
-
-def _check_broker_name(node: Any, name: str) -> None:
-    try:
-        broker_id = int(name)
-    except ValueError:
-        raise KafkaError(ErrorCode.invalid_request, f"broker id must be an integer, but it is: {name}") from None
-    if broker_id != node.node_id:
-        raise KafkaError(ErrorCode.invalid_request,
-                         f"unexpected broker id, expected {node.node_id} or empty string, but received {name}")
 
 
 def _describe_error(request: Any, version: int, code: int) -> Any:
@@ -299,7 +266,7 @@ ChangeFor = Callable[[Any], Callable[[dict[str, str]], dict[str, str]]]
 
 
 async def _alter(ctx: Any, key: int, request: Any, change_for: ChangeFor, group_change_for: ChangeFor,
-                 client_metrics_change_for: ChangeFor) -> Any:
+                 client_metrics_change_for: ChangeFor, broker_change_for: ChangeFor) -> Any:
     node = ctx.node
     dupes = _duplicates(request.resources)
     responses = []
@@ -317,11 +284,12 @@ async def _alter(ctx: Any, key: int, request: Any, change_for: ChangeFor, group_
                 raise KafkaError(ErrorCode.invalid_request, "Duplicate resource.")
             _authorize_resource(ctx, Operation.ALTER_CONFIGS, resource)
             if resource.resource_type == RESOURCE_BROKER:
-                # No dynamic broker config exists: deleting one is a no-op (kafka-reassign-partitions
-                # --verify clears the replication throttles it may have set); setting one is refused.
-                if any(getattr(c, "config_operation", OP_SET) != OP_DELETE for c in resource.configs):
-                    raise KafkaError(ErrorCode.invalid_request,
-                                     "broker configs are static: set them in the config file or with --override and restart")
+                await broker_configs.alter_broker(node, resource.resource_name, broker_change_for(resource),
+                                                  bool(request.validate_only))
+                responses.append(out)
+                continue
+            if resource.resource_type == RESOURCE_BROKER_LOGGER and key == INCREMENTAL_KEY:
+                await broker_loggers.alter_loggers(node, resource, bool(request.validate_only))
                 responses.append(out)
                 continue
             if resource.resource_type == RESOURCE_GROUP:
@@ -367,7 +335,7 @@ def _replace_all(resource: Any) -> Callable[[dict[str, str]], dict[str, str]]:
 @api(ALTER_KEY, "AlterConfigs", 0, 2, error_response=_alter_error_for(ALTER_KEY))
 async def handle_alter_configs(ctx: RequestContext, request: AlterConfigsRequest) -> Response:
     return await _alter(ctx, ALTER_KEY, request, _replace_all, group_configs.replace_all,
-                        client_metrics_configs.replace_all)
+                        client_metrics_configs.replace_all, broker_configs.replace_all)
 
 
 # ---------------------------------------------------------------------------- IncrementalAlterConfigs
@@ -417,4 +385,4 @@ def _incremental(node: Any) -> Callable[[Any], Callable[[dict[str, str]], dict[s
 @api(INCREMENTAL_KEY, "IncrementalAlterConfigs", 0, 1, error_response=_alter_error_for(INCREMENTAL_KEY))
 async def handle_incremental_alter_configs(ctx: RequestContext, request: IncrementalAlterConfigsRequest) -> Response:
     return await _alter(ctx, INCREMENTAL_KEY, request, _incremental(ctx.node), group_configs.incremental,
-                        client_metrics_configs.incremental)
+                        client_metrics_configs.incremental, broker_configs.incremental(ctx.node))

@@ -57,10 +57,12 @@ from broker.config import BrokerConfig
 from broker.context import CoordinatorContext
 from broker.coordinator.api import SERVED
 from broker.coordinator.forwarded import Forwarded
+from broker.dynamic_configs import DYNAMIC, DynamicBrokerConfigs
 from broker.links import peer_codec
 from broker.links.mesh import Mesh, Op, Parts
 from broker.links.remote_ops import RemotePartitionOps
 from broker.links.rings import SharedRings
+from broker.logger_levels import BrokerLoggers
 from broker.network.segment_files import SegmentFiles
 from broker.partitions.partition_ops import AppendItem, CommitItem, ReadItem
 from broker.partitions.placement import owner_index
@@ -395,6 +397,10 @@ class CoordinatorProcess:
         self.backend: CoordinationBackend | None = None
         self.group_configs: GroupConfigs | None = None
         self.features: FinalizedFeatures | None = None
+        # The broker-wide topic defaults the controller reads (unclean.leader.election.enable),
+        # with the dynamic broker configs on top (kafka-configs --entity-type brokers).
+        self.log_defaults = LogConfig.from_broker_config(config.storage_settings())
+        self.dynamic_configs: DynamicBrokerConfigs | None = None
         self.topics: TopicRegistry | None = None
         self.stopping = asyncio.Event()
         self.parent = os.getppid()
@@ -528,6 +534,22 @@ class CoordinatorProcess:
                 out.append((group_id, topic, partition, value.offset))
         return out
 
+    def _apply_dynamic(self, values: dict[str, Any]) -> None:
+        """On the loop: new dynamic broker configs (the reader's thread hands them over)."""
+        changed = {name: value for name, value in values.items() if self.config.value(name) != value}
+        if changed:
+            self.config.update(changed)
+            self.log_defaults = LogConfig.from_broker_config(self.config.storage_settings())
+            log.info("coordinator: dynamic broker configs%s", "".join(f" {k}={v}" for k, v in sorted(changed.items())))
+
+    def _reload_settings(self) -> None:
+        """SIGHUP (broker/process/reload.py): the file's values are static ones, beneath any dynamic one."""
+        apply_in_child(self.config, self.run_dir)
+        self.log_defaults = LogConfig.from_broker_config(self.config.storage_settings())
+        if self.dynamic_configs is not None:
+            self.dynamic_configs.set_static({name: self.config.value(name) for name in DYNAMIC})
+            self._apply_dynamic(self.dynamic_configs.effective())
+
     @property
     def opened(self) -> CoordinationBackend:
         assert self.backend is not None, "serve() opens the backend before anything uses it"
@@ -563,9 +585,12 @@ class CoordinatorProcess:
             loop.add_signal_handler(signum, self.stopping.set)
         if stop_signal.requested:  # it came before the loop handled signals
             self.stopping.set()
-        loop.add_signal_handler(signal.SIGHUP, lambda: apply_in_child(self.config, self.run_dir))
+        loop.add_signal_handler(signal.SIGHUP, self._reload_settings)
         apis.load_all()
         self.mesh.start()
+        # Logger levels set with kafka-configs --entity-type broker-loggers reach this process too.
+        loggers = BrokerLoggers(self.run_dir)
+        loggers.start()
         try:
             self.backend = await loop.run_in_executor(None, open_broker_backend, self.config,
                                                       read_session(self.run_dir))
@@ -583,6 +608,14 @@ class CoordinatorProcess:
             log.exception("coordinator: cannot read the group configs")
             return BOOT_ERROR
         self.coordinator.consumer.group_configs = self.group_configs
+        try:
+            self.dynamic_configs = DynamicBrokerConfigs(
+                self.opened.broker_configs(), self.config,
+                lambda values: loop.call_soon_threadsafe(self._apply_dynamic, values))
+            await loop.run_in_executor(None, self.dynamic_configs.start)
+        except Exception:
+            log.exception("coordinator: cannot read the dynamic broker configs")
+            return BOOT_ERROR
         self.coordinator.share.group_configs = self.group_configs
         # transaction.version as finalized (UpdateFeatures may change it while we run).
         self.features = FinalizedFeatures(self.opened.features(), default_levels(self.config.get_int("transaction.version")))
@@ -637,6 +670,9 @@ class CoordinatorProcess:
             self.group_configs.close()
         if self.features is not None:
             self.features.close()
+        if self.dynamic_configs is not None:
+            self.dynamic_configs.close()
+        loggers.close()
         self._mirror_executor.shutdown(wait=True, cancel_futures=False)
         try:
             self.opened.close()  # ends the session: the broker's registration goes with it
@@ -713,9 +749,8 @@ class CoordinatorProcess:
         loop = asyncio.get_running_loop()
         registry = self.registry
         assert isinstance(registry, ZooKeeperTopicRegistry), "partition states are znodes"
-        defaults = LogConfig.from_broker_config(self.config.storage_settings())
         controller = Controller(registry, lambda: set(self.opened.live_brokers()),
-                                lambda configs: defaults.with_overrides(configs).unclean_leader_election_enable,
+                                lambda configs: self.log_defaults.with_overrides(configs).unclean_leader_election_enable,
                                 {OFFSETS_TOPIC: self.config.get_int("offsets.topic.replication.factor"),
                                  TRANSACTION_TOPIC: self.config.get_int("transaction.state.log.replication.factor"),
                                  SHARE_STATE_TOPIC: self.config.get_int(

@@ -21,10 +21,12 @@ from broker.apis.txn_produce import ADDS_PARTITIONS_FROM
 from broker.config import BrokerConfig
 from broker.context import RequestContext
 from broker.coordinator.forwarded import Forwarded, RequestBody
+from broker.dynamic_configs import DYNAMIC, LOG_DEFAULTS, DynamicBrokerConfigs
 from broker.links import peer_codec
 from broker.links.mesh import Mesh, Op, Parts, PeerUnavailable
 from broker.links.remote_ops import RemotePartitionOps, serve_partition_ops
 from broker.links.rings import SharedRings
+from broker.logger_levels import BrokerLoggers
 from broker.network.segment_files import SegmentFiles
 from broker.partitions.owner import Owner
 from broker.partitions.partition_ops import PartitionOps
@@ -109,6 +111,15 @@ class WorkerNode:
         self.logs = LogManager(ManagerConfig.from_broker_config(settings), LogConfig.from_broker_config(settings),
                                {t.name: t.configs for t in self.registry.all()},
                                owns=self.owns, clean_shutdown=clean_shutdown)
+        # Dynamic broker configs (kafka-configs --entity-type brokers): the store's watch hands
+        # new values to the reader's thread; housekeeping applies them on the loop.
+        self._dynamic_pending: dict[str, Any] | None = None
+        self.dynamic_configs = DynamicBrokerConfigs(self.cluster.broker_configs(), config, self._dynamic_changed)
+        self.dynamic_configs.start()
+        self.apply_dynamic()
+        # Logger levels (kafka-configs --entity-type broker-loggers), shared by the broker's processes.
+        self.loggers = BrokerLoggers(run_dir)
+        self.loggers.start()
         self.owner = Owner(index, self.logs, self.registry, self.owns, self._appended, self.fence_epoch,
                            self._make_replication, self._owned_views, self._assigned_elsewhere, self._verifies)
         self.replica_fetcher = ReplicaFetcher(self.node_id, self.owner.replication, self.owner.log_for,
@@ -362,6 +373,30 @@ class WorkerNode:
         if set(changed) - {"log.level", "producer.id.expiration.ms"}:
             self.logs.set_default_log_config(LogConfig.from_broker_config(self.config.storage_settings()))
         log.info("worker %d: reloaded%s", self.index, "".join(f" {k}={v}" for k, v in sorted(changed.items())))
+        # The file's values are static ones: a dynamic value set for this broker still wins.
+        self.dynamic_configs.set_static({name: self.config.value(name) for name in DYNAMIC})
+        self._dynamic_pending = self.dynamic_configs.effective()
+        self.apply_dynamic()
+
+    def _dynamic_changed(self, values: dict[str, Any]) -> None:
+        """From the reader's thread (or a handler's executor): applied by the loop's housekeeping."""
+        self._dynamic_pending = values
+
+    def apply_dynamic(self) -> None:
+        """On the loop thread: take the latest dynamic broker configs the reader handed over."""
+        values, self._dynamic_pending = self._dynamic_pending, None
+        if values is None:
+            return
+        changed = {name: value for name, value in values.items() if self.config.value(name) != value}
+        if not changed:
+            return
+        self.config.update(changed)
+        if "producer.id.expiration.ms" in changed:
+            self.logs.set_producer_id_expiration_ms(self.config.get_int("producer.id.expiration.ms"))
+        if set(changed) & LOG_DEFAULTS:
+            self.logs.set_default_log_config(LogConfig.from_broker_config(self.config.storage_settings()))
+        log.info("worker %d: dynamic broker configs%s", self.index,
+                 "".join(f" {k}={v}" for k, v in sorted(changed.items())))
 
     # ------------------------------------------------------------------ housekeeping
     async def housekeeping(self, heartbeat_path: str) -> None:
@@ -374,6 +409,7 @@ class WorkerNode:
                 if self.registry.refresh():
                     self.owner.sync_registry()
                 self.owner.replication.check_lag()
+                self.apply_dynamic()
                 self.logs.run_due_tasks(include_flush=False)
                 ticks += 1
                 if ticks % SWEEP_EVERY_TICKS == 0:
@@ -408,6 +444,8 @@ class WorkerNode:
         self.group_configs.close()
         self.telemetry.close()
         self.features.close()
+        self.dynamic_configs.close()
+        self.loggers.close()
         self.cluster.on_change = None
         self.owner.replication.close()
         self.segment_files.close()

@@ -38,8 +38,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from broker import logger_levels
 from broker.config import BrokerConfig
 from broker.links.rings import SharedRings
+from broker.logger_levels import BrokerLoggers
 from broker.network.tcp_bind import bind_exclusive
 from broker.process import stop_signal
 from broker.process.metrics import SupervisorMetrics, bind_metrics_listener, mark_process_dead, prepare_multiprocess_dir
@@ -87,6 +89,7 @@ class Supervisor:
         self.claimed: ClaimedDirs | None = None
         self.run_dir = ""
         self._own_run_dir = False
+        self.loggers: BrokerLoggers | None = None
         self.metrics_listener: socket.socket | None = None
         self.metrics = SupervisorMetrics()  # inert until the metrics dir exists (_make_run_dir)
         self.clean_start = False
@@ -237,6 +240,10 @@ class Supervisor:
         else:
             self.run_dir = tempfile.mkdtemp(prefix=f"castle-{self.config.node_id}-")
             self._own_run_dir = True
+        # Logger levels set at run time last until a restart, as in Kafka.
+        logger_levels.clear(self.run_dir)
+        self.loggers = BrokerLoggers(self.run_dir)
+        self.loggers.start()
         self.rings = SharedRings(self.count, self.config.get_int("worker.ring.bytes"))
         if self.metrics_listener is not None:
             # Before any fork: every process then writes its counters under <run.dir>/metrics.
@@ -506,6 +513,8 @@ class Supervisor:
         self.notifier.status("stopped" if clean else "stopped uncleanly: the next start recovers")
 
     def _cleanup(self) -> None:
+        if self.loggers is not None:
+            self.loggers.close()
         if self.rings is not None:
             self.rings.close()
         for listener in [

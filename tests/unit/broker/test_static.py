@@ -61,6 +61,7 @@ def test_import_direction_is_broker_coordination_storage():
 BROKER_LAYERS = [
     {"broker.protocol"},
     {"broker.config", "broker.listeners"},
+    {"broker.dynamic_configs", "broker.logger_levels"},
     {"broker.security"},
     {"broker.partitions"},
     {"broker.links"},

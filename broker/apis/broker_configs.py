@@ -1,0 +1,200 @@
+"""BROKER config resources (ConfigResource type 4) in DescribeConfigs, AlterConfigs and
+IncrementalAlterConfigs (broker/apis/configs.py dispatches here), as Kafka 4.4 answers them.
+
+* The resource name is a broker id, or "" for the cluster-wide default (kafka-configs
+  --entity-default). A name that is not an integer is INVALID_REQUEST.
+* DescribeConfigs of this broker's id lists every setting: its value, its source (Kafka's
+  precedence: DYNAMIC_BROKER_CONFIG 2, DYNAMIC_DEFAULT_BROKER_CONFIG 3, STATIC_BROKER_CONFIG 4,
+  DEFAULT_CONFIG 5) and, when asked, the synonyms in that order; ``read_only`` is false only for
+  the dynamic settings (broker/dynamic_configs.py DYNAMIC). Another broker's id is INVALID_REQUEST
+  (Kafka answers only for itself). The default resource lists the cluster defaults set, each
+  DYNAMIC_DEFAULT_BROKER_CONFIG. The stored configs are read from the store, not the cache, so a
+  describe right after an alter on another connection sees it.
+* AlterConfigs replaces the entity's dynamic configs; IncrementalAlterConfigs applies SET /
+  DELETE / APPEND / SUBTRACT (APPEND / SUBTRACT only to list configs: INVALID_CONFIG "Config value
+  append is not allowed for config key: x", Kafka's). The result is validated whole, as Kafka's
+  ConfigAdminManager does, so nothing is applied half: a static setting is INVALID_REQUEST "Cannot
+  update these configs dynamically: [a, b]", a bad value INVALID_REQUEST "Invalid value v for
+  configuration x: why". Unlike Kafka, which stores a name it does not know, an unknown name is
+  INVALID_CONFIG "Unknown config name: x" (Castle never silently ignores a setting). Deleting a name
+  that is not set succeeds (kafka-reassign-partitions clears throttles that way). Another
+  broker's id is stored for that broker (ZooKeeper: it applies it), as Kafka's controller does.
+  validate_only writes nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable
+
+from broker.config import BY_NAME
+from broker.context import WorkerServices
+from broker.dynamic_configs import (
+    DEFAULT_CONFIG,
+    DYNAMIC,
+    DYNAMIC_BROKER_CONFIG,
+    DYNAMIC_DEFAULT_BROKER_CONFIG,
+    STATIC_BROKER_CONFIG,
+    InvalidBrokerConfig,
+    parse_value,
+    validate,
+)
+from broker.protocol.errors import ErrorCode, KafkaError
+from coordination.broker_config_store import Overrides
+
+OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
+_OP_WORDS = {OP_APPEND: "append", OP_SUBTRACT: "subtract"}
+LIST_CONFIGS = frozenset({"log.cleanup.policy"})
+
+EntryFn = Callable[[str, Any], dict[str, Any]]
+
+
+def _text(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _shown(name: str, text: str) -> str:
+    try:
+        return _text(parse_value(name, text))
+    except (InvalidBrokerConfig, KeyError):
+        return text  # stored by hand: shown as it is
+
+
+def entity_of(node: WorkerServices, name: str) -> str:
+    """The store's entity for a resource name: "" (the default) or a broker id."""
+    if name == "":
+        return ""
+    try:
+        broker_id = int(name)
+    except ValueError:
+        raise KafkaError(ErrorCode.invalid_request, f"Node id must be an integer, but it is: {name}") from None
+    if broker_id < 0:
+        raise KafkaError(ErrorCode.invalid_request, f"Illegal negative broker ID in {name}")
+    return str(broker_id)
+
+
+def _entry(name: str, chain: list[dict[str, Any]], read_only: bool, synonyms: bool, documentation: bool,
+           config_type: int, doc: str | None) -> dict[str, Any]:
+    return {
+        "name": name,
+        "value": chain[0]["value"],
+        "read_only": read_only,
+        "config_source": chain[0]["source"],
+        "is_sensitive": False,
+        "synonyms": chain if synonyms else [],
+        "config_type": config_type,
+        "documentation": doc if documentation else None,
+    }
+
+
+async def describe_broker(node: WorkerServices, name: str, keys: Iterable[str] | None, synonyms: bool,
+                          documentation: bool, config_type: Callable[[str, Any], int]) -> list[dict[str, Any]]:
+    entity = entity_of(node, name)
+    store = node.dynamic_configs.store
+    if entity == "":
+        default = await node.run_admin(lambda: store.get(""))
+        wanted = None if keys is None else set(keys)
+        return [_entry(key, [{"name": key, "value": _shown(key, text), "source": DYNAMIC_DEFAULT_BROKER_CONFIG}],
+                       False, synonyms, documentation,
+                       config_type(key, BY_NAME[key].default if key in BY_NAME else text),
+                       BY_NAME[key].doc if key in BY_NAME else None)
+                for key, text in sorted(default.items()) if wanted is None or key in wanted]
+    if entity != str(node.node_id):
+        raise KafkaError(ErrorCode.invalid_request,
+                         f"Unexpected broker id, expected {node.node_id} or empty string, but received {name}")
+    own, default = await node.run_admin(lambda: (store.get(entity), store.get("")))
+    static = node.dynamic_configs.static
+    wanted = None if keys is None else set(keys)
+    entries = []
+    for key, current in node.config.as_dict().items():
+        if wanted is not None and key not in wanted:
+            continue
+        setting = BY_NAME.get(key)
+        chain: list[dict[str, Any]] = []
+        if key in DYNAMIC and key in own:
+            chain.append({"name": key, "value": _shown(key, own[key]), "source": DYNAMIC_BROKER_CONFIG})
+        if key in DYNAMIC and key in default:
+            chain.append({"name": key, "value": _shown(key, default[key]), "source": DYNAMIC_DEFAULT_BROKER_CONFIG})
+        static_value = static.get(key, current)
+        if setting is None or static_value != setting.default:
+            chain.append({"name": key, "value": _text(static_value), "source": STATIC_BROKER_CONFIG})
+        if setting is not None:
+            chain.append({"name": key, "value": _text(setting.default), "source": DEFAULT_CONFIG})
+        entries.append(_entry(key, chain, key not in DYNAMIC, synonyms, documentation,
+                              config_type(key, setting.default if setting is not None else current),
+                              setting.doc if setting is not None else None))
+    return entries
+
+
+# ---------------------------------------------------------------------------- altering
+def replace_all(resource: Any) -> Callable[[Overrides], Overrides]:
+    """AlterConfigs: the entity's dynamic configs become the request's."""
+    nulls = [c.name for c in resource.configs if c.value is None]
+    if nulls:
+        raise KafkaError(ErrorCode.invalid_request, f"Null value not supported for : {','.join(nulls)}")
+    new = {c.name: c.value for c in resource.configs}
+    return lambda _current: dict(new)
+
+
+def _items(text: str) -> list[str]:
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
+def incremental(node: WorkerServices) -> Callable[[Any], Callable[[Overrides], Overrides]]:
+    """IncrementalAlterConfigs: the request's operations applied to the entity's dynamic configs."""
+    def change_for(resource: Any) -> Callable[[Overrides], Overrides]:
+        names = [c.name for c in resource.configs]
+        if len(set(names)) != len(names):
+            raise KafkaError(ErrorCode.invalid_request, "Error due to duplicate config keys")
+        for op in resource.configs:
+            if op.config_operation not in (OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT):
+                raise KafkaError(ErrorCode.invalid_request, f"Unknown operations type {op.config_operation}")
+            if op.config_operation != OP_DELETE and op.value is None:
+                raise KafkaError(ErrorCode.invalid_request, f"Null value not supported for : {op.name}")
+            if op.config_operation in _OP_WORDS:
+                if op.name not in BY_NAME:
+                    raise KafkaError(ErrorCode.invalid_config, f"Unknown config name: {op.name}")
+                if op.name not in LIST_CONFIGS:
+                    raise KafkaError(ErrorCode.invalid_config, f"Config value {_OP_WORDS[op.config_operation]} is not "
+                                                               f"allowed for config key: {op.name}")
+
+        def apply(current: Overrides) -> Overrides:
+            new = dict(current)
+            for op in resource.configs:
+                if op.config_operation == OP_SET:
+                    new[op.name] = op.value
+                elif op.config_operation == OP_DELETE:
+                    new.pop(op.name, None)
+                else:
+                    present = _items(new.get(op.name, _text(node.config.value(op.name))))
+                    given = _items(op.value)
+                    if op.config_operation == OP_APPEND:
+                        result = present + [item for item in given if item not in present]
+                    else:
+                        result = [item for item in present if item not in given]
+                    new[op.name] = ",".join(result)
+            return new
+
+        return apply
+
+    return change_for
+
+
+def _checked(configs: Overrides) -> Overrides:
+    try:
+        return validate(configs)
+    except InvalidBrokerConfig as exc:
+        raise KafkaError(ErrorCode.invalid_config if exc.unknown else ErrorCode.invalid_request, str(exc)) from None
+
+
+async def alter_broker(node: WorkerServices, name: str, change: Callable[[Overrides], Overrides],
+                       validate_only: bool) -> None:
+    """Apply ``change`` to the entity's dynamic configs (validated whole), unless ``validate_only``."""
+    entity = entity_of(node, name)
+    dynamic = node.dynamic_configs
+    store = dynamic.store
+    if validate_only:
+        current = await node.run_admin(lambda: store.get(entity))
+        _checked(change(current))
+        return
+    new = await node.run_admin(lambda: store.update(entity, lambda current: _checked(change(current))))
+    dynamic.wrote(entity, new)

@@ -1,0 +1,179 @@
+"""Dynamic broker configs (Kafka's DynamicBrokerConfig): which settings change at run time,
+and the per-process reader that follows the store and says what this broker runs with.
+
+Which settings: the broker-level defaults of the topic configs (``log.retention.ms``,
+``log.segment.bytes``, ``log.cleanup.policy``, ``message.max.bytes``, ``min.insync.replicas``,
+``unclean.leader.election.enable``, ...: every synonym in storage.config.TOPIC_KEYS; Kafka's
+DynamicLogConfig) and ``producer.id.expiration.ms`` (Kafka's DynamicProducerStateManagerConfig).
+Each is live: the workers' LogManager takes new broker-level defaults at once (the path a
+SIGHUP reload uses), so a topic without its own value runs with the new one; the coordinator
+process's controller elects with the new ``unclean.leader.election.enable``. Every other
+setting Castle declares is read-only, as in Kafka ("Cannot update these configs
+dynamically"). Unlike Kafka, ``log.retention.hours`` / ``minutes`` are not dynamic here (they
+only feed ``log.retention.ms`` when the file is read), and settings Kafka makes dynamic but
+Castle does not have (``max.connections``, ``num.io.threads``, ``log.cleaner.threads``, ...)
+are unknown names.
+
+Precedence, Kafka's: the broker's own dynamic value (DYNAMIC_BROKER_CONFIG), the cluster
+default (DYNAMIC_DEFAULT_BROKER_CONFIG), the config file or --override (STATIC_BROKER_CONFIG),
+the declared default (DEFAULT_CONFIG).
+
+The reader (``DynamicBrokerConfigs``) keeps the static values it started from, follows the
+store's watch on a daemon thread (never an event loop) and hands each new effective set to
+``on_change``; whoever owns the state it feeds applies it on its own thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any, Callable
+
+from broker.config import BY_NAME, BrokerConfig
+from coordination.broker_config_store import BrokerConfigStore, Overrides
+from storage.config import TOPIC_KEYS
+
+log = logging.getLogger(__name__)
+
+RETRY_AFTER = 0.5
+
+LOG_DEFAULTS = frozenset(spec.broker_key for spec in TOPIC_KEYS.values() if spec.broker_key and spec.broker_key in BY_NAME)
+DYNAMIC = LOG_DEFAULTS | {"producer.id.expiration.ms"}
+
+# DescribeConfigsResponse ConfigSource
+DYNAMIC_BROKER_CONFIG = 2
+DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+STATIC_BROKER_CONFIG = 4
+DEFAULT_CONFIG = 5
+
+
+class InvalidBrokerConfig(ValueError):
+    """A dynamic config the broker cannot take; ``unknown`` when Castle has no such setting."""
+
+    def __init__(self, message: str, unknown: bool = False) -> None:
+        super().__init__(message)
+        self.unknown = unknown
+
+
+def parse_value(name: str, text: str) -> Any:
+    setting = BY_NAME[name]
+    try:
+        return setting.parse(text)
+    except (TypeError, ValueError) as exc:
+        raise InvalidBrokerConfig(f"Invalid value {text} for configuration {name}: {exc}") from None
+
+
+def validate(configs: Overrides) -> Overrides:
+    """``configs`` if every name is a dynamic setting with a good value (Kafka's order: static
+    names first, then values); InvalidBrokerConfig otherwise."""
+    unknown = sorted(name for name in configs if name not in BY_NAME)
+    if unknown:
+        raise InvalidBrokerConfig(f"Unknown config name: {', '.join(unknown)}", unknown=True)
+    static = sorted(name for name in configs if name not in DYNAMIC)
+    if static:
+        raise InvalidBrokerConfig(f"Cannot update these configs dynamically: [{', '.join(static)}]")
+    for name, text in configs.items():
+        parse_value(name, text)
+    return configs
+
+
+def _parsed(entity: str, configs: Overrides) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, text in configs.items():
+        if name not in DYNAMIC:
+            log.warning("broker %s: ignoring the dynamic config %s: Castle cannot change it at run time",
+                        entity or "<default>", name)
+            continue
+        try:
+            out[name] = parse_value(name, text)
+        except InvalidBrokerConfig as exc:
+            log.warning("broker %s: ignoring a dynamic config: %s", entity or "<default>", exc)
+    return out
+
+
+class DynamicBrokerConfigs:
+    """This broker's dynamic configs as this process sees them. ``start()`` loads them (blocking)
+    and follows the store; ``on_change(values)`` gets every dynamic setting's effective value
+    after each change (from the following thread)."""
+
+    def __init__(self, store: BrokerConfigStore, config: BrokerConfig,
+                 on_change: Callable[[dict[str, Any]], object] | None = None) -> None:
+        self.store = store
+        self.entity = str(config.node_id)
+        self.static: dict[str, Any] = {name: config.value(name) for name in DYNAMIC}
+        self.on_change = on_change
+        self._default: dict[str, Any] = {}
+        self._own: dict[str, Any] = {}
+        self._wake = threading.Event()
+        self._closed = False
+        self._thread: threading.Thread | None = None
+        self._mutex = threading.Lock()
+
+    # ------------------------------------------------------------------ reading
+    def effective(self) -> dict[str, Any]:
+        """Every dynamic setting's value: this broker's, else the cluster default's, else static."""
+        own, default = self._own, self._default
+        return {name: own.get(name, default.get(name, self.static[name])) for name in DYNAMIC}
+
+    def source(self, name: str) -> int | None:
+        """DYNAMIC_BROKER_CONFIG or DYNAMIC_DEFAULT_BROKER_CONFIG when ``name`` has a dynamic value here."""
+        if name in self._own:
+            return DYNAMIC_BROKER_CONFIG
+        if name in self._default:
+            return DYNAMIC_DEFAULT_BROKER_CONFIG
+        return None
+
+    def set_static(self, values: dict[str, Any]) -> None:
+        """New static values (a SIGHUP reload): they count only where nothing dynamic is set."""
+        with self._mutex:
+            self.static.update({name: value for name, value in values.items() if name in DYNAMIC})
+
+    # ------------------------------------------------------------------ following the store
+    def start(self) -> None:
+        self._reload()
+        self._thread = threading.Thread(target=self._follow, name="castle-broker-configs", daemon=True)
+        self._thread.start()
+        self.store.watch(self._wake.set)
+
+    def wrote(self, entity: str, configs: Overrides) -> None:
+        """This process wrote ``configs`` for ``entity``: take them now, before the watch comes round."""
+        with self._mutex:
+            self._install(entity, configs)
+        self._notify()
+
+    def _install(self, entity: str, configs: Overrides) -> None:
+        if entity == "":
+            self._default = _parsed(entity, configs)
+        elif entity == self.entity:
+            self._own = _parsed(entity, configs)
+
+    def _reload(self) -> None:
+        entities = self.store.all()
+        with self._mutex:
+            self._install("", entities.get("", {}))
+            self._install(self.entity, entities.get(self.entity, {}))
+        self._notify()
+
+    def _notify(self) -> None:
+        if self.on_change is not None:
+            self.on_change(self.effective())
+
+    def _follow(self) -> None:
+        while not self._closed:
+            self._wake.wait()
+            self._wake.clear()
+            if self._closed:
+                return
+            try:
+                self._reload()
+            except Exception as exc:
+                log.warning("cannot read the dynamic broker configs: %s", exc)
+                self._wake.set()
+                threading.Event().wait(RETRY_AFTER)
+
+    def close(self) -> None:
+        self._closed = True
+        self._wake.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=5.0)
