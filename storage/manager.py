@@ -224,6 +224,15 @@ class LogManager:
     def get_log(self, tp: TopicPartition) -> PartitionLog | None:
         return self.logs.get(tp)
 
+    @property
+    def log_dir_paths(self) -> list[str]:
+        """The absolute paths of the open log dirs, in log.dirs order."""
+        return [state.path for state in self._dirs]
+
+    def log_dir_of(self, tp: TopicPartition) -> str | None:
+        """The log dir (absolute path) holding ``tp``'s log, or None if it has none here."""
+        return self._log_dir_of.get(tp)
+
     def create_log(self, tp: TopicPartition, overrides: Mapping[str, Any] | None = None,
                    topic_id: uuid.UUID | None = None) -> PartitionLog:
         """Create (or return the existing) log of ``tp`` in the least loaded log dir."""

@@ -78,6 +78,7 @@ class Op(enum.IntEnum):
     APPEND_VERIFIED = 15  # transactional appends the transaction coordinator verified (their guards)
     SHARE_FETCH = 16  # ShareFetch: acknowledge, then acquire records of share partitions
     SHARE_ACK = 17  # ShareAcknowledge, or a closed share session's release
+    DESCRIBE_LOG_DIRS = 35  # DescribeLogDirs: every partition log a worker keeps, and where
 
 
 class PeerUnavailable(KafkaError):

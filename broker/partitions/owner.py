@@ -26,6 +26,7 @@ from broker.partitions.partition_ops import (
     DeleteItem,
     EpochEndResult,
     EpochItem,
+    LogDirReplica,
     MarkerItem,
     OffsetItem,
     OffsetResult,
@@ -501,6 +502,21 @@ class Owner:
             out.append(ProducersResult(ErrorCode.none, tuple(
                 ProducerInfo(e.producer_id, e.producer_epoch, e.last_sequence, e.last_timestamp, e.coordinator_epoch,
                              e.current_txn_first_offset) for _pid, e in sorted(entries.items()))))
+        return out
+
+
+    # ------------------------------------------------------------------ log dirs
+    def describe_log_dirs(self) -> list[LogDirReplica]:
+        """Every log this worker keeps (Kafka's ReplicaManager.describeLogDirs): its dir,
+        size, and lag; a current log's lag is how far its end is below the high watermark
+        (zero on a leader, whose high watermark never passes its log end)."""
+        out = []
+        for tp, partition_log in list(self.logs.logs.items()):
+            log_dir = self.logs.log_dir_of(tp)
+            if log_dir is None:
+                continue
+            lag = max(partition_log.high_watermark - partition_log.log_end_offset, 0)
+            out.append(LogDirReplica(log_dir, tp, partition_log.size_in_bytes, lag, False))
         return out
 
 

@@ -141,6 +141,16 @@ class ProducersResult(NamedTuple):
     producers: tuple[ProducerInfo, ...] = ()
 
 
+class LogDirReplica(NamedTuple):
+    """One partition log of this broker, as DescribeLogDirs reports it."""
+
+    log_dir: str  # the absolute path of the log dir holding it
+    tp: TopicPartition
+    size: int  # bytes of its segments
+    offset_lag: int  # Kafka's: max(high watermark - log end, 0) for a current log
+    is_future: bool  # a copy AlterReplicaLogDirs is making, to replace the current log
+
+
 class PartitionState(NamedTuple):
     """-1s for a partition the owner does not have."""
 
@@ -239,6 +249,10 @@ class PartitionOps(Protocol):
     def describe_producers(self, tps: list[TopicPartition]) -> Reply[list[ProducersResult]]:
         """DescribeProducers: the producers each partition's log knows (on any replica, as
         Kafka answers on followers too)."""
+        ...
+
+    def describe_log_dirs(self) -> Reply[list[LogDirReplica]]:
+        """DescribeLogDirs: every partition log this owner keeps, with the dir holding it."""
         ...
 
     def share_fetch(self, items: list[ShareFetchItem]) -> Reply[list[ShareFetchResult]]:

@@ -91,6 +91,11 @@ from kio.schema.describe_groups.v3.request import DescribeGroupsRequest as _Desc
 from kio.schema.describe_groups.v4.request import DescribeGroupsRequest as _DescribeGroupsRequestV4
 from kio.schema.describe_groups.v5.request import DescribeGroupsRequest as _DescribeGroupsRequestV5
 from kio.schema.describe_groups.v6.request import DescribeGroupsRequest as _DescribeGroupsRequestV6
+from kio.schema.describe_log_dirs.v1.request import DescribeLogDirsRequest as _DescribeLogDirsRequestV1
+from kio.schema.describe_log_dirs.v2.request import DescribeLogDirsRequest as _DescribeLogDirsRequestV2
+from kio.schema.describe_log_dirs.v3.request import DescribeLogDirsRequest as _DescribeLogDirsRequestV3
+from kio.schema.describe_log_dirs.v4.request import DescribeLogDirsRequest as _DescribeLogDirsRequestV4
+from kio.schema.describe_log_dirs.v5.request import DescribeLogDirsRequest as _DescribeLogDirsRequestV5
 from kio.schema.describe_producers.v0.request import DescribeProducersRequest as _DescribeProducersRequestV0
 from kio.schema.describe_share_group_offsets.v0.request import (
     DescribeShareGroupOffsetsRequest as _DescribeShareGroupOffsetsRequestV0,
@@ -601,6 +606,15 @@ ShareGroupHeartbeatRequest = _ShareGroupHeartbeatRequestV1
 # key 77 (v1 only)
 ShareGroupDescribeRequest = _ShareGroupDescribeRequestV1
 
+# key 35
+DescribeLogDirsRequest = Union[
+    _DescribeLogDirsRequestV1,
+    _DescribeLogDirsRequestV2,
+    _DescribeLogDirsRequestV3,
+    _DescribeLogDirsRequestV4,
+    _DescribeLogDirsRequestV5,
+]
+
 from broker.protocol.acl_requests import CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest  # noqa: E402
 
 BY_KEY: dict[int, object] = {
@@ -660,5 +674,6 @@ BY_KEY: dict[int, object] = {
     90: DescribeShareGroupOffsetsRequest,
     91: AlterShareGroupOffsetsRequest,
     92: DeleteShareGroupOffsetsRequest,
+    35: DescribeLogDirsRequest,
 }
 

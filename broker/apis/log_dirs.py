@@ -1,0 +1,105 @@
+"""DescribeLogDirs (key 35), versions 1-5: this broker's log dirs and the partition logs in each.
+
+Behaviour (Kafka's KafkaApis.handleDescribeLogDirsRequest and ReplicaManager.describeLogDirs):
+DESCRIBE on the cluster is required, else CLUSTER_AUTHORIZATION_FAILED with no dirs. Every
+log dir of log.dirs is listed, with its absolute path, and for each the partition logs it
+holds among those asked for (topics null: every one; a topic or partition this broker has
+no log of is simply absent, as in Kafka: no error): the size of its segments, its offset lag
+(for a current log, how far its end is below the high watermark, never negative: zero on a
+leader), and whether it is a future log. A dir whose volume cannot be read is
+KAFKA_STORAGE_ERROR with no topics.
+
+The logs live in every worker of the broker (each writes its own partitions, all in the
+same dirs): each worker is asked for its logs (owner op ``describe_log_dirs``) and the
+answers are merged by dir. A worker that cannot answer (restarting) leaves its partitions
+out of the answer.
+
+Version notes: v0 is gone from Kafka 4 (and from kio); v2 is the first flexible version;
+v3 adds the top-level error code; v4 each dir's total and usable bytes (of its volume); v5
+each dir's is_cordoned (KIP-1066), always false here: Castle has no cordoned log dirs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from typing import Any
+
+from broker.authorization import on_cluster
+from broker.context import RequestContext, Response
+from broker.dispatch import api
+from broker.partitions.partition_ops import LogDirReplica
+from broker.protocol import codec
+from broker.protocol.build import build
+from broker.protocol.errors import ErrorCode
+from broker.protocol.requests import DescribeLogDirsRequest
+from coordination.acls.model import Operation
+
+KEY = 35
+
+log = logging.getLogger(__name__)
+
+
+def _error(_request: Any, version: int, code: int) -> Any:
+    return build(codec.response_class(KEY, version), {"throttle_time": 0, "error_code": code, "results": []})
+
+
+def volume_bytes(path: str) -> tuple[int, int]:
+    """(total, usable) bytes of the volume holding ``path``, as Java's FileStore counts them
+    (usable: the blocks an unprivileged process may still take). OSError if it cannot be read."""
+    stats = os.statvfs(path)
+    return stats.f_blocks * stats.f_frsize, stats.f_bavail * stats.f_frsize
+
+
+async def all_replicas(ctx: RequestContext) -> list[LogDirReplica]:
+    """Every partition log of this broker, from every worker."""
+    node = ctx.node
+    answers: list[list[LogDirReplica]] = []
+    waiting = []
+    for worker in range(node.count):
+        try:
+            answer = node.ops_for(worker).describe_log_dirs()
+        except Exception as exc:  # this worker's logs are left out; the others still answer
+            log.warning("DescribeLogDirs: worker %d did not answer: %s", worker, exc)
+            continue
+        if isinstance(answer, list):
+            answers.append(answer)
+        else:
+            waiting.append((worker, answer))
+    for worker, pending in waiting:
+        try:
+            answers.append(await asyncio.shield(pending))
+        except Exception as exc:
+            log.warning("DescribeLogDirs: worker %d did not answer: %s", worker, exc)
+    return [replica for answer in answers for replica in answer]
+
+
+def _dir_result(path: str, replicas: list[LogDirReplica]) -> dict[str, Any]:
+    try:
+        total, usable = volume_bytes(path)
+    except OSError as exc:
+        log.warning("DescribeLogDirs: cannot read the volume of %s: %s", path, exc)
+        return {"error_code": int(ErrorCode.kafka_storage_error), "log_dir": path, "topics": [],
+                "total_bytes": -1, "usable_bytes": -1, "is_cordoned": False}
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for replica in sorted(replicas, key=lambda r: (r.tp.topic, r.tp.partition, r.is_future)):
+        by_topic.setdefault(replica.tp.topic, []).append({
+            "partition_index": replica.tp.partition, "partition_size": replica.size,
+            "offset_lag": replica.offset_lag, "is_future_key": replica.is_future})
+    return {"error_code": 0, "log_dir": path, "total_bytes": total, "usable_bytes": usable, "is_cordoned": False,
+            "topics": [{"name": name, "partitions": partitions} for name, partitions in by_topic.items()]}
+
+
+@api(KEY, "DescribeLogDirs", 1, 5, error_response=_error, authorize=on_cluster(Operation.DESCRIBE))
+async def handle_describe_log_dirs(ctx: RequestContext, request: DescribeLogDirsRequest) -> Response:
+    wanted: set[tuple[str, int]] | None = None
+    if request.topics is not None:
+        wanted = {(topic.topic, int(p)) for topic in request.topics for p in topic.partitions}
+    replicas = await all_replicas(ctx) if wanted is None or wanted else []
+    by_dir: dict[str, list[LogDirReplica]] = {}
+    for replica in replicas:
+        if wanted is None or (replica.tp.topic, replica.tp.partition) in wanted:
+            by_dir.setdefault(replica.log_dir, []).append(replica)
+    results = [_dir_result(path, by_dir.get(path, [])) for path in ctx.node.logs.log_dir_paths]
+    return build(codec.response_class(KEY, ctx.api_version), {"throttle_time": 0, "error_code": 0, "results": results})
