@@ -37,7 +37,7 @@ from typing import Any, Callable, Iterable, Mapping
 from storage import checkpoint, files
 from storage.config import LONG_MAX, LogConfig
 from storage.dir_lock import LogDirLock
-from storage.errors import StorageError
+from storage.errors import LogDirOfflineError, StorageError
 from storage.log import PartitionLog, now_ms
 from storage.releaser import RELEASER
 from storage.types import TopicPartition
@@ -124,6 +124,8 @@ class LogManager:
         self._dirs: list[_DirState] = []
         self.logs: dict[TopicPartition, PartitionLog] = {}
         self._log_dir_of: dict[TopicPartition, str] = {}
+        # Log dirs that failed (an I/O error): their logs are offline until the next start.
+        self.offline_dirs: set[str] = set()
         self.cleaner_checkpoints: dict[TopicPartition, int] = {}
         self._flusher: threading.Thread | None = None
         self._checkpoint_write_lock = threading.Lock()
@@ -233,6 +235,27 @@ class LogManager:
         """The log dir (absolute path) holding ``tp``'s log, or None if it has none here."""
         return self._log_dir_of.get(tp)
 
+    def fail_dir(self, path: str, why: str) -> bool:
+        """Take log dir ``path`` offline (Kafka's LogDirFailureChannel): every log in it
+        refuses reads and writes from now on; the other dirs keep serving. True if it
+        was online until now."""
+        if path in self.offline_dirs or path not in self.log_dir_paths:
+            return False
+        self.offline_dirs.add(path)
+        failed = [tp for tp, parent in self._log_dir_of.items() if parent == path]
+        for tp in failed:
+            self.logs[tp].offline = True
+        log.error("log dir %s is offline (%s): %d partition logs here are offline", path, why, len(failed))
+        return True
+
+    def fail_dir_of(self, tp: TopicPartition, why: str) -> bool:
+        """``fail_dir`` for the dir holding ``tp``'s log."""
+        path = self._log_dir_of.get(tp)
+        return path is not None and self.fail_dir(path, why)
+
+    def _online(self) -> list[tuple[TopicPartition, PartitionLog]]:
+        return [(tp, lg) for tp, lg in list(self.logs.items()) if not lg.offline]
+
     def create_log(self, tp: TopicPartition, overrides: Mapping[str, Any] | None = None,
                    topic_id: uuid.UUID | None = None) -> PartitionLog:
         """Create (or return the existing) log of ``tp`` in the least loaded log dir."""
@@ -246,10 +269,13 @@ class LogManager:
             return existing
         if not self._dirs:
             raise StorageError("the log manager is not open")
+        online = [state for state in self._dirs if state.path not in self.offline_dirs]
+        if not online:
+            raise LogDirOfflineError(f"cannot create {tp}: every log dir is offline")
         counts = {state.path: 0 for state in self._dirs}
         for path in self._log_dir_of.values():
             counts[path] += 1
-        target = min(self._dirs, key=lambda s: counts[s.path]).path
+        target = min(online, key=lambda s: counts[s.path]).path
         directory = os.path.join(target, tp.dir_name)
         new_log = PartitionLog(directory, tp, self.log_config_for(tp.topic))
         if topic_id is not None:
@@ -325,13 +351,20 @@ class LogManager:
     def flush_due(self, now: int | None = None) -> int:
         """Flush every log whose flush.ms elapsed. Safe on a thread other than the owner's."""
         now = now_ms() if now is None else now
-        return sum(1 for partition_log in list(self.logs.values()) if partition_log.flush_if_due(now))
+        flushed = 0
+        for tp, partition_log in list(self.logs.items()):
+            try:
+                flushed += partition_log.flush_if_due(now)
+            except (StorageError, OSError) as exc:
+                # A flush the disk refused fails the whole dir, as in Kafka.
+                self.fail_dir_of(tp, f"flush of {tp} failed: {exc}")
+        return flushed
 
     def run_retention(self, now: int | None = None) -> int:
         """Delete expired segments (time, size, log start) and unlink due .deleted files."""
         now = now_ms() if now is None else now
         deleted = 0
-        for partition_log in list(self.logs.values()):
+        for _tp, partition_log in self._online():
             deleted += partition_log.delete_old_segments(now)
             partition_log.delete_pending_files(now)
         if deleted:
@@ -344,7 +377,7 @@ class LogManager:
 
         now = now_ms() if now is None else now
         cleaned = 0
-        for tp, partition_log in list(self.logs.items()):
+        for tp, partition_log in self._online():
             if not partition_log.config.compact:
                 continue
             # min.cleanable.dirty.ratio: skip logs that are mostly clean already.
@@ -361,7 +394,7 @@ class LogManager:
         """producer.id.expiration.ms over every log; returns the producer ids forgotten."""
         now = now_ms() if now is None else now
         expired = 0
-        for tp, partition_log in list(self.logs.items()):
+        for tp, partition_log in self._online():
             gone = partition_log.remove_expired_producers(now, self.config.producer_id_expiration_ms)
             if gone:
                 log.debug("%s: producer ids %s expired", tp, gone)
@@ -402,6 +435,8 @@ class LogManager:
         with self._checkpoint_write_lock:
             current = values(list(self.logs.items()))
             for state in list(self._dirs):
+                if state.path in self.offline_dirs:
+                    continue  # a failed dir takes no writes: its checkpoints stay as they were
                 mine = {tp: offset for tp, offset in current.items() if self._log_dir_of.get(tp) == state.path}
                 path = os.path.join(state.path, name)
                 if self._owns is None:
@@ -492,7 +527,8 @@ class LogManager:
         self.checkpoint_log_start_offsets()
         self.checkpoint_high_watermarks()
         if self._owns is None:
-            mark_clean_shutdown([state.path for state in self._dirs])
+            # A failed dir is not marked clean: the next start recovers its logs.
+            mark_clean_shutdown([state.path for state in self._dirs if state.path not in self.offline_dirs])
         for state in self._dirs:
             state.lock.release()
         self._dirs = []

@@ -6,8 +6,9 @@ log dir of log.dirs is listed, with its absolute path, and for each the partitio
 holds among those asked for (topics null: every one; a topic or partition this broker has
 no log of is simply absent, as in Kafka: no error): the size of its segments, its offset lag
 (for a current log, how far its end is below the high watermark, never negative: zero on a
-leader), and whether it is a future log. A dir whose volume cannot be read is
-KAFKA_STORAGE_ERROR with no topics.
+leader), and whether it is a future log. A failed dir (an I/O error on a log there took
+it offline: storage/manager.py fail_dir) or one whose volume cannot be read is
+KAFKA_STORAGE_ERROR with no topics and -1 bytes.
 
 The logs live in every worker of the broker (each writes its own partitions, all in the
 same dirs): each worker is asked for its logs (owner op ``describe_log_dirs``) and the
@@ -29,7 +30,7 @@ from typing import Any
 from broker.authorization import on_cluster
 from broker.context import RequestContext, Response
 from broker.dispatch import api
-from broker.partitions.partition_ops import LogDirReplica
+from broker.partitions.partition_ops import LogDirReplica, LogDirsReport
 from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
@@ -52,10 +53,10 @@ def volume_bytes(path: str) -> tuple[int, int]:
     return stats.f_blocks * stats.f_frsize, stats.f_bavail * stats.f_frsize
 
 
-async def all_replicas(ctx: RequestContext) -> list[LogDirReplica]:
-    """Every partition log of this broker, from every worker."""
+async def all_reports(ctx: RequestContext) -> list[LogDirsReport]:
+    """Every worker's partition logs and failed dirs."""
     node = ctx.node
-    answers: list[list[LogDirReplica]] = []
+    answers: list[LogDirsReport] = []
     waiting = []
     for worker in range(node.count):
         try:
@@ -63,7 +64,7 @@ async def all_replicas(ctx: RequestContext) -> list[LogDirReplica]:
         except Exception as exc:  # this worker's logs are left out; the others still answer
             log.warning("DescribeLogDirs: worker %d did not answer: %s", worker, exc)
             continue
-        if isinstance(answer, list):
+        if isinstance(answer, LogDirsReport):
             answers.append(answer)
         else:
             waiting.append((worker, answer))
@@ -72,7 +73,12 @@ async def all_replicas(ctx: RequestContext) -> list[LogDirReplica]:
             answers.append(await asyncio.shield(pending))
         except Exception as exc:
             log.warning("DescribeLogDirs: worker %d did not answer: %s", worker, exc)
-    return [replica for answer in answers for replica in answer]
+    return answers
+
+
+def _offline(path: str) -> dict[str, Any]:
+    return {"error_code": int(ErrorCode.kafka_storage_error), "log_dir": path, "topics": [],
+            "total_bytes": -1, "usable_bytes": -1, "is_cordoned": False}
 
 
 def _dir_result(path: str, replicas: list[LogDirReplica]) -> dict[str, Any]:
@@ -80,8 +86,7 @@ def _dir_result(path: str, replicas: list[LogDirReplica]) -> dict[str, Any]:
         total, usable = volume_bytes(path)
     except OSError as exc:
         log.warning("DescribeLogDirs: cannot read the volume of %s: %s", path, exc)
-        return {"error_code": int(ErrorCode.kafka_storage_error), "log_dir": path, "topics": [],
-                "total_bytes": -1, "usable_bytes": -1, "is_cordoned": False}
+        return _offline(path)
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for replica in sorted(replicas, key=lambda r: (r.tp.topic, r.tp.partition, r.is_future)):
         by_topic.setdefault(replica.tp.topic, []).append({
@@ -96,10 +101,13 @@ async def handle_describe_log_dirs(ctx: RequestContext, request: DescribeLogDirs
     wanted: set[tuple[str, int]] | None = None
     if request.topics is not None:
         wanted = {(topic.topic, int(p)) for topic in request.topics for p in topic.partitions}
-    replicas = await all_replicas(ctx) if wanted is None or wanted else []
+    reports = await all_reports(ctx)
+    offline = {path for report in reports for path in report.offline_dirs}
     by_dir: dict[str, list[LogDirReplica]] = {}
-    for replica in replicas:
-        if wanted is None or (replica.tp.topic, replica.tp.partition) in wanted:
-            by_dir.setdefault(replica.log_dir, []).append(replica)
-    results = [_dir_result(path, by_dir.get(path, [])) for path in ctx.node.logs.log_dir_paths]
+    for report in reports:
+        for replica in report.replicas:
+            if wanted is None or (replica.tp.topic, replica.tp.partition) in wanted:
+                by_dir.setdefault(replica.log_dir, []).append(replica)
+    results = [_offline(path) if path in offline else _dir_result(path, by_dir.get(path, []))
+               for path in ctx.node.logs.log_dir_paths]
     return build(codec.response_class(KEY, ctx.api_version), {"throttle_time": 0, "error_code": 0, "results": results})

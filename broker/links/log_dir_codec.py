@@ -1,9 +1,11 @@
-"""The bytes of the DescribeLogDirs op between a broker's processes (broker/links/mesh.py).
+"""The bytes of the DescribeLogDirs op between a broker's processes (broker/links/mesh.py),
+and of the note that a log dir failed.
 
 An admin request, rare and small next to a Fetch: one entry after another, no columns.
 
-    replicas  u32 n; per replica: string log dir, string topic, i32 partition, i64 size,
-              i64 offset lag, u8 is future
+    report    u32 n; per replica: string log dir, string topic, i32 partition, i64 size,
+              i64 offset lag, u8 is future; then u32 m offline dirs, each a string
+    failed    string log dir (the note Op.LOG_DIR_FAILED)
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import struct
 
 from broker.links.peer_codec import Buffer, Reader
-from broker.partitions.partition_ops import LogDirReplica
+from broker.partitions.partition_ops import LogDirReplica, LogDirsReport
 from storage.types import TopicPartition
 
 _U16 = struct.Struct("<H")
@@ -25,20 +27,31 @@ def _text(value: str) -> bytes:
     return _U16.pack(len(data)) + data
 
 
-def encode_replicas(replicas: list[LogDirReplica]) -> list[bytes]:
-    parts = [_U32.pack(len(replicas))]
-    for replica in replicas:
+def encode_report(report: LogDirsReport) -> list[bytes]:
+    parts = [_U32.pack(len(report.replicas))]
+    for replica in report.replicas:
         parts.append(_text(replica.log_dir) + _text(replica.tp.topic)
                      + _FIELDS.pack(replica.tp.partition, replica.size, replica.offset_lag, replica.is_future))
+    parts.append(_U32.pack(len(report.offline_dirs)))
+    parts.extend(_text(path) for path in report.offline_dirs)
     return parts
 
 
-def decode_replicas(data: Buffer) -> list[LogDirReplica]:
+def decode_report(data: Buffer) -> LogDirsReport:
     reader = Reader(data)
-    out = []
+    replicas = []
     for _ in range(reader.u32()):
         log_dir = reader.text()
         topic = reader.text()
         partition, size, lag, future = reader.unpack(_FIELDS)
-        out.append(LogDirReplica(log_dir, TopicPartition(topic, partition), size, lag, bool(future)))
-    return out
+        replicas.append(LogDirReplica(log_dir, TopicPartition(topic, partition), size, lag, bool(future)))
+    offline = tuple(reader.text() for _ in range(reader.u32()))
+    return LogDirsReport(tuple(replicas), offline)
+
+
+def encode_failed(path: str) -> list[bytes]:
+    return [_text(path)]
+
+
+def decode_failed(data: Buffer) -> str:
+    return Reader(data).text()

@@ -21,7 +21,7 @@ from broker.partitions.partition_ops import (
     DeleteItem,
     EpochEndResult,
     EpochItem,
-    LogDirReplica,
+    LogDirsReport,
     MarkerItem,
     OffsetItem,
     OffsetResult,
@@ -103,8 +103,8 @@ class RemotePartitionOps:
     def sync_registry(self) -> "asyncio.Future[None]":
         return self._mesh.call(self.peer, Op.SYNC_REGISTRY, [], _nothing, self._timeout, self._wait)
 
-    def describe_log_dirs(self) -> "asyncio.Future[list[LogDirReplica]]":
-        return self._mesh.call(self.peer, Op.DESCRIBE_LOG_DIRS, [], log_dir_codec.decode_replicas, self._timeout,
+    def describe_log_dirs(self) -> "asyncio.Future[LogDirsReport]":
+        return self._mesh.call(self.peer, Op.DESCRIBE_LOG_DIRS, [], log_dir_codec.decode_report, self._timeout,
                                self._wait)
 
     def share_fetch(self, items: list[ShareFetchItem]) -> "asyncio.Future[list[ShareFetchResult]]":
@@ -141,7 +141,7 @@ class LocalPartitionOps(Protocol):
 
     def sync_registry(self) -> None: ...
 
-    def describe_log_dirs(self) -> list[LogDirReplica]: ...
+    def describe_log_dirs(self) -> LogDirsReport: ...
 
     def share_fetch(self, items: list[ShareFetchItem]) -> "asyncio.Future[list[ShareFetchResult]]": ...
 
@@ -203,7 +203,7 @@ def serve_partition_ops(mesh: Mesh, owner: LocalPartitionOps) -> None:
         return asyncio.ensure_future(_encoded(owner.share_acknowledge(share_codec.decode_ack_items(body))))
 
     def describe_log_dirs(_body: memoryview) -> Parts:
-        return log_dir_codec.encode_replicas(owner.describe_log_dirs())
+        return log_dir_codec.encode_report(owner.describe_log_dirs())
 
     mesh.handlers.update({Op.SHARE_FETCH: share_fetch, Op.SHARE_ACK: share_acknowledge})
     mesh.handlers[Op.DESCRIBE_LOG_DIRS] = describe_log_dirs

@@ -27,6 +27,7 @@ from broker.partitions.partition_ops import (
     EpochEndResult,
     EpochItem,
     LogDirReplica,
+    LogDirsReport,
     MarkerItem,
     OffsetItem,
     OffsetResult,
@@ -54,7 +55,7 @@ from storage.batch import (
     producer_id_at,
 )
 from storage.checkpoint import read_partition_metadata
-from storage.errors import StorageError
+from storage.errors import LogDirOfflineError, StorageError
 from storage.log import LATEST_TIMESTAMP, AppendInfo, PartitionLog
 from storage.manager import LogManager
 from storage.producer_state import ProducerStateManager
@@ -113,6 +114,8 @@ class Owner:
         # The share partitions this worker leads (KIP-932); set by the worker once its
         # share persister exists.
         self.shares: SharePartitions | None = None
+        # Told the path of a log dir this worker found failed (the worker tells the others).
+        self.dir_failed: Callable[[str], None] = lambda _path: None
 
     def topic(self, name: str) -> TopicInfo | None:
         info = self.topics.get(name)
@@ -231,6 +234,9 @@ class Owner:
             # The log copies ``records`` into the segment: from the request's buffer, or
             # straight from the ring for a forwarded append (a view it must not keep).
             info = partition_log.append(records, leader_epoch=leader_epoch)
+        except LogDirOfflineError as exc:
+            self.fail_dir_of(tp, str(exc))
+            return AppendResult(exc.kafka_error_code, error_message=str(exc))
         except StorageError as exc:
             return AppendResult(exc.kafka_error_code, error_message=str(exc))
         except Exception as exc:
@@ -284,6 +290,8 @@ class Owner:
         partition_log = self.log_for(tp)
         if partition_log is None:
             return ReadResult(ErrorCode.unknown_topic_or_partition)
+        if partition_log.offline:
+            return ReadResult(ErrorCode.kafka_storage_error)
         leader_epoch = self.replication.leader_epoch(tp)
         if leader_epoch < 0:
             return ReadResult(ErrorCode.not_leader_or_follower)
@@ -506,18 +514,25 @@ class Owner:
 
 
     # ------------------------------------------------------------------ log dirs
-    def describe_log_dirs(self) -> list[LogDirReplica]:
+    def fail_dir_of(self, tp: TopicPartition, why: str) -> None:
+        """An I/O error on ``tp``'s log: its whole log dir goes offline, here and (told
+        through ``dir_failed``) in the broker's other workers."""
+        path = self.logs.log_dir_of(tp)
+        if path is not None and self.logs.fail_dir(path, why):
+            self.dir_failed(path)
+
+    def describe_log_dirs(self) -> LogDirsReport:
         """Every log this worker keeps (Kafka's ReplicaManager.describeLogDirs): its dir,
         size, and lag; a current log's lag is how far its end is below the high watermark
         (zero on a leader, whose high watermark never passes its log end)."""
         out = []
         for tp, partition_log in list(self.logs.logs.items()):
             log_dir = self.logs.log_dir_of(tp)
-            if log_dir is None:
+            if log_dir is None or partition_log.offline:
                 continue
             lag = max(partition_log.high_watermark - partition_log.log_end_offset, 0)
             out.append(LogDirReplica(log_dir, tp, partition_log.size_in_bytes, lag, False))
-        return out
+        return LogDirsReport(tuple(out), tuple(sorted(self.logs.offline_dirs)))
 
 
 async def _all_codes(answers: list["int | asyncio.Future[int]"]) -> list[int]:

@@ -151,6 +151,13 @@ class LogDirReplica(NamedTuple):
     is_future: bool  # a copy AlterReplicaLogDirs is making, to replace the current log
 
 
+class LogDirsReport(NamedTuple):
+    """A worker's logs for DescribeLogDirs, and the log dirs it found failed."""
+
+    replicas: tuple[LogDirReplica, ...]
+    offline_dirs: tuple[str, ...]
+
+
 class PartitionState(NamedTuple):
     """-1s for a partition the owner does not have."""
 
@@ -251,8 +258,9 @@ class PartitionOps(Protocol):
         Kafka answers on followers too)."""
         ...
 
-    def describe_log_dirs(self) -> Reply[list[LogDirReplica]]:
-        """DescribeLogDirs: every partition log this owner keeps, with the dir holding it."""
+    def describe_log_dirs(self) -> Reply[LogDirsReport]:
+        """DescribeLogDirs: every partition log this owner keeps in an online dir, with the
+        dir holding it, and the dirs it knows failed."""
         ...
 
     def share_fetch(self, items: list[ShareFetchItem]) -> Reply[list[ShareFetchResult]]:

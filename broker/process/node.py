@@ -21,7 +21,7 @@ from broker.apis.txn_produce import ADDS_PARTITIONS_FROM
 from broker.config import BrokerConfig
 from broker.context import RequestContext
 from broker.coordinator.forwarded import Forwarded, RequestBody
-from broker.links import peer_codec
+from broker.links import log_dir_codec, peer_codec
 from broker.links.mesh import Mesh, Op, Parts, PeerUnavailable
 from broker.links.remote_ops import RemotePartitionOps, serve_partition_ops
 from broker.links.rings import SharedRings
@@ -112,6 +112,8 @@ class WorkerNode:
         serve_partition_ops(self.mesh, self.owner)
         self.mesh.handlers[Op.SYNC_REGISTRY] = self._sync_asked
         self.mesh.notes[Op.APPENDED] = self._appended_elsewhere
+        self.mesh.notes[Op.LOG_DIR_FAILED] = self._dir_failed_elsewhere
+        self.owner.dir_failed = self._dir_failed
         self.mesh.notes[Op.EPOCH] = lambda body: self.cluster.learn_epoch(peer_codec.decode_epoch(body))
         self.coordinator_endpoint = rings.coordinator
         self._remote = {i: RemotePartitionOps(self.mesh, i) for i in range(count) if i != index}
@@ -258,6 +260,17 @@ class WorkerNode:
             parts = peer_codec.encode_tps([tp])
             for worker in watchers:
                 self.mesh.note(worker, Op.APPENDED, parts)
+
+    def _dir_failed(self, path: str) -> None:
+        """This worker found log dir ``path`` failed: the others take it offline too (the
+        dir is the broker's, shared by every worker's partitions)."""
+        parts = log_dir_codec.encode_failed(path)
+        for worker in range(self.count):
+            if worker != self.index:
+                self.mesh.note(worker, Op.LOG_DIR_FAILED, parts)
+
+    def _dir_failed_elsewhere(self, body: memoryview) -> None:
+        self.logs.fail_dir(log_dir_codec.decode_failed(body), "another worker of this broker found it failed")
 
     def _appended_elsewhere(self, body: memoryview) -> None:
         for tp in peer_codec.decode_tps(body):

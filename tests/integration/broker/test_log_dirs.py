@@ -16,7 +16,7 @@ import pytest
 from broker.protocol import codec
 from broker.protocol.build import build
 from storage.records import Record, encode_batch
-from tests.integration.conftest import Broker
+from tests.integration.conftest import Broker, stop_all, wait_until
 from tests.integration.kio_client import KioClient
 from tests.kafka_cli import missing_tools, run_tool
 
@@ -25,6 +25,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.kafka_cli, pytest.mark.timeou
 LOG_DIRS_COMMAND = "org.apache.kafka.tools.LogDirsCommand"  # kafka-log-dirs.sh
 VERSION = "4.4.0"
 PARTITIONS = 6
+KAFKA_STORAGE_ERROR = 56
 
 
 @pytest.fixture(autouse=True)
@@ -108,3 +109,82 @@ def test_kafka_log_dirs_describes_both_dirs(broker_factory: Any, tmp_path: Any) 
     broker.restart()
     again = _placement(_tool(broker))
     assert {name: where for name, where in again.items() if name in mine} == placed
+
+
+# ---------------------------------------------------------------------- a failed log dir
+class TinyDirBroker(Broker):
+    """A broker whose second log dir is a 4 MiB tmpfs of its own mount namespace: the first
+    append there cannot reserve its segment's space (ENOSPC), a real I/O error."""
+
+    def __init__(self, base_dir: str, workers: int, overrides: dict[str, Any], tiny: str) -> None:
+        super().__init__(base_dir, workers, overrides)
+        self.tiny = tiny
+
+    def command(self) -> list[str]:
+        mount = 'mount -t tmpfs -o size=4m tmpfs "$0" && exec "$@"'
+        return ["unshare", "--mount", "--propagation", "private", "sh", "-c", mount, self.tiny, *super().command()]
+
+
+def _produce_code(broker: Broker, topic: str, partition: int) -> int:
+    batch = encode_batch([Record(0, 1_700_000_000_000, b"k", b"v" * 200)])
+    answer = _ask(broker, 0, 9, {"transactional_id": None, "acks": 1, "timeout": 10_000, "topic_data": [
+        {"name": topic, "partition_data": [{"index": partition, "records": batch}]}]})
+    return int(answer.responses[0].partition_responses[0].error_code)
+
+
+def _fetch_code(broker: Broker, topic: str, partition: int) -> int:
+    answer = _ask(broker, 1, 4, {"max_wait": 0, "min_bytes": 0, "topics": [
+        {"topic": topic, "partitions": [{"partition": partition, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}]})
+    return int(answer.responses[0].partitions[0].error_code)
+
+
+def test_a_failed_dir_takes_only_its_partitions_offline(tmp_path: Any) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs in a mount namespace needs root")
+    big, tiny = str(tmp_path / "big"), str(tmp_path / "tiny")
+    os.makedirs(big)
+    os.makedirs(tiny)
+    base = str(tmp_path / "broker")
+    os.makedirs(base)
+    broker = TinyDirBroker(base, 2, {"log.dirs": f"{big},{tiny}", "offsets.topic.num.partitions": 2,
+                                     "transaction.state.log.num.partitions": 2,
+                                     "share.coordinator.state.topic.num.partitions": 2}, tiny)
+    try:
+        broker.start()
+        topic = f"ld-{uuid.uuid4().hex[:8]}"
+        _create(broker, topic)
+        before = _ask(broker, 35, 4, {"topics": [{"topic": topic, "partitions": list(range(PARTITIONS))}]})
+        by_dir = {r.log_dir: r for r in before.results}
+        assert by_dir[tiny].total_bytes == 4 << 20  # the namespace's tmpfs, not the host's disk
+        placed = {p.partition_index: r.log_dir for r in before.results for t in r.topics for p in t.partitions}
+        on_tiny = sorted(p for p, d in placed.items() if d == tiny)
+        on_big = sorted(p for p, d in placed.items() if d == big)
+        # Partition p is written by worker p % 2; each worker spreads its own over both dirs.
+        assert {p % 2 for p in on_tiny} == {0, 1} and {p % 2 for p in on_big} == {0, 1}, placed
+
+        first, *others = on_tiny
+        assert _produce_code(broker, topic, first) == KAFKA_STORAGE_ERROR
+        # The whole dir is offline, in both workers (the other is told over the rings) ...
+        for partition in others:
+            wait_until(lambda: _produce_code(broker, topic, partition) == KAFKA_STORAGE_ERROR, 10,
+                       f"partition {partition} on the failed dir refused")
+            assert _fetch_code(broker, topic, partition) == KAFKA_STORAGE_ERROR
+        # ... and only it: the other dir's partitions keep taking and serving records.
+        for partition in on_big:
+            assert _produce_code(broker, topic, partition) == 0
+            assert _fetch_code(broker, topic, partition) == 0
+
+        after = _ask(broker, 35, 4, {"topics": None})
+        by_dir = {r.log_dir: r for r in after.results}
+        assert by_dir[tiny].error_code == KAFKA_STORAGE_ERROR and by_dir[tiny].topics == ()
+        assert by_dir[tiny].total_bytes == -1 and by_dir[tiny].usable_bytes == -1
+        assert by_dir[big].error_code == 0
+        assert {p.partition_index for t in by_dir[big].topics if t.name == topic for p in t.partitions} == set(on_big)
+
+        described = _tool(broker, "--topic-list", topic)
+        dirs = {d["logDir"]: d for d in described["brokers"][0]["logDirs"]}
+        assert dirs[tiny]["error"] is not None and "KafkaStorageException" in dirs[tiny]["error"], dirs[tiny]
+        assert dirs[big]["error"] is None
+    finally:
+        unclean = stop_all([broker])
+    assert not unclean, unclean

@@ -19,7 +19,7 @@ from broker.config import load_config
 from broker.dispatch import REGISTRY
 from broker.links import log_dir_codec
 from broker.links.rings import SharedRings
-from broker.partitions.partition_ops import AppendItem, LogDirReplica
+from broker.partitions.partition_ops import AppendItem, LogDirReplica, LogDirsReport
 from broker.process.node import WorkerNode
 from broker.protocol import codec
 from broker.protocol.build import build
@@ -169,9 +169,11 @@ def test_restart_finds_each_partition_in_its_dir(tmp_path: Any, dirs: list[str])
         again.close()
 
 
-def test_replicas_cross_the_rings_intact() -> None:
-    replicas = [LogDirReplica("/data/d1", TopicPartition("t", 0), 1 << 40, 0, False),
-                LogDirReplica("/data/dé2", TopicPartition("ü", 7), 0, 12, True)]
-    encoded = b"".join(log_dir_codec.encode_replicas(replicas))
-    assert log_dir_codec.decode_replicas(memoryview(encoded)) == replicas
-    assert log_dir_codec.decode_replicas(b"".join(log_dir_codec.encode_replicas([]))) == []
+def test_reports_cross_the_rings_intact() -> None:
+    replicas = (LogDirReplica("/data/d1", TopicPartition("t", 0), 1 << 40, 0, False),
+                LogDirReplica("/data/dé2", TopicPartition("ü", 7), 0, 12, True))
+    report = LogDirsReport(replicas, ("/data/d3", "/data/d4"))
+    assert log_dir_codec.decode_report(memoryview(b"".join(log_dir_codec.encode_report(report)))) == report
+    empty = LogDirsReport((), ())
+    assert log_dir_codec.decode_report(b"".join(log_dir_codec.encode_report(empty))) == empty
+    assert log_dir_codec.decode_failed(b"".join(log_dir_codec.encode_failed("/data/dé2"))) == "/data/dé2"
