@@ -225,7 +225,11 @@ class ClusterSnapshot:
         partition -> (error code, message). Only off the event loop."""
         reassign = getattr(self._topics, "reassign", None)
         if reassign is None:  # the local backend: one broker, nowhere to move a replica
-            return {p: (INVALID_REPLICA_ASSIGNMENT, "one broker: replicas cannot move") for p in targets}
+            current = self._topics.replicas(topic) if self._topics.get(topic) is not None else {}
+            # A target that is where the replicas are is done at once, as Kafka's controller
+            # does (kafka-reassign-partitions.sh sends one when only log dirs change).
+            return {p: (0, None) if target is not None and list(target) == current.get(p)
+                    else (INVALID_REPLICA_ASSIGNMENT, "one broker: replicas cannot move") for p, target in targets.items()}
         results: dict[int, tuple[int, str | None]] = reassign(topic, targets, set(self._backend.live_brokers()))
         self.refresh_now()
         return results

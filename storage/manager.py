@@ -38,6 +38,7 @@ from storage import checkpoint, files
 from storage.config import LONG_MAX, LogConfig
 from storage.dir_lock import LogDirLock
 from storage.errors import LogDirOfflineError, StorageError
+from storage.future_log import FutureLog, parse_future_dir_name
 from storage.log import PartitionLog, now_ms
 from storage.releaser import RELEASER
 from storage.types import TopicPartition
@@ -126,6 +127,10 @@ class LogManager:
         self._log_dir_of: dict[TopicPartition, str] = {}
         # Log dirs that failed (an I/O error): their logs are offline until the next start.
         self.offline_dirs: set[str] = set()
+        # AlterReplicaLogDirs: the copies being made of partitions in other dirs, swapped
+        # in once caught up (move_future_logs); and those found at open, loaded after the dirs.
+        self.futures: dict[TopicPartition, FutureLog] = {}
+        self._found_futures: list[tuple[str, str, TopicPartition]] = []
         self.cleaner_checkpoints: dict[TopicPartition, int] = {}
         self._flusher: threading.Thread | None = None
         self._checkpoint_write_lock = threading.Lock()
@@ -143,6 +148,7 @@ class LogManager:
                 self.cluster_id = self.cluster_id or meta.get("cluster.id")
             for state in self._dirs:
                 self._load_logs(state)
+            self._load_futures()
             return self
         try:
             for path in self.config.log_dirs:
@@ -154,6 +160,7 @@ class LogManager:
                 if os.path.exists(marker):
                     os.unlink(marker)
                     files.fsync_dir(state.path)
+            self._load_futures()
         except BaseException:
             for state in self._dirs:
                 state.lock.release()
@@ -199,6 +206,11 @@ class LogManager:
             if name.endswith(files.DELETE_DIR_SUFFIX):
                 shutil.rmtree(full, ignore_errors=True)  # a deletion interrupted by a crash
                 continue
+            future_tp = parse_future_dir_name(name)
+            if future_tp is not None:
+                if self._owns is None or self._owns(future_tp):
+                    self._found_futures.append((state.path, full, future_tp))
+                continue
             try:
                 tp = TopicPartition.from_dir_name(name)
             except ValueError:
@@ -215,6 +227,103 @@ class LogManager:
             self._log_dir_of[tp] = state.path
             if tp in cleaner:
                 self.cleaner_checkpoints[tp] = cleaner[tp]
+
+    def _load_futures(self) -> None:
+        """The future logs found at open: a move still under way resumes (its log is
+        recovered like any after a crash); one whose current log is gone was being swapped
+        in when the process stopped (the current one is renamed away first), so it becomes
+        the current log."""
+        found, self._found_futures = self._found_futures, []
+        for dest, full, tp in found:
+            if tp in self.futures:  # two futures of one partition: keep the first
+                shutil.rmtree(full, ignore_errors=True)
+                continue
+            if tp in self.logs:
+                self.futures[tp] = FutureLog(dest, PartitionLog(full, tp, self.log_config_for(tp.topic),
+                                                                clean_shutdown=False))
+                continue
+            final = os.path.join(dest, tp.dir_name)
+            os.rename(full, final)
+            files.fsync_dir(dest)
+            self.logs[tp] = PartitionLog(final, tp, self.log_config_for(tp.topic), clean_shutdown=False)
+            self._log_dir_of[tp] = dest
+            log.warning("%s: the move to %s was being completed when the process stopped: completed", tp, dest)
+
+    # ----------------------------------------------------------------- moves between log dirs
+    def start_move(self, tp: TopicPartition, dest: str) -> None:
+        """AlterReplicaLogDirs: start copying ``tp``'s log into log dir ``dest`` (a future
+        log), replacing a move to another dir; nothing to do if it is there already."""
+        current = self.logs[tp]
+        existing = self.futures.get(tp)
+        if existing is not None and existing.dest == dest:
+            return
+        if existing is not None:
+            self._drop_future(tp)
+        if self._log_dir_of.get(tp) == dest:
+            return
+        self.futures[tp] = FutureLog.create(dest, current)
+        log.info("%s: moving from %s to %s", tp, self._log_dir_of.get(tp), dest)
+
+    def _drop_future(self, tp: TopicPartition) -> None:
+        future = self.futures.pop(tp, None)
+        if future is None:
+            return
+        future.log.close_for_deletion()
+        RELEASER.submit(shutil.rmtree, future.log.directory, True)
+
+    def move_future_logs(self, budget: int) -> list[TopicPartition]:
+        """Copy up to ``budget`` bytes into each future log; swap in those caught up. On the
+        owner's thread (no append can come between the last copy and the swap). The
+        partitions whose log moved."""
+        moved = []
+        for tp, future in list(self.futures.items()):
+            current = self.logs.get(tp)
+            if current is None:
+                self._drop_future(tp)
+                continue
+            if current.offline or future.dest in self.offline_dirs:
+                continue
+            try:
+                if future.catch_up(current, budget):
+                    self._swap_in(tp, future)
+                    moved.append(tp)
+            except (LogDirOfflineError, OSError) as exc:
+                self._drop_future(tp)
+                self.fail_dir(future.dest, f"the move of {tp} failed: {exc}")
+            except StorageError as exc:  # not the disk: the move is given up, the dir stays online
+                log.error("%s: the move to %s failed: %s", tp, future.dest, exc)
+                self._drop_future(tp)
+        return moved
+
+    def _swap_in(self, tp: TopicPartition, future: FutureLog) -> None:
+        """Make the caught-up future log ``tp``'s log: the current one's dir is renamed away
+        first (a stop between the renames leaves only the future, which open completes),
+        then the future's takes the partition's name."""
+        current = self.logs[tp]
+        high_watermark, replicated = current.high_watermark, current.replicated
+        future.log.close()
+        end, start = future.log.log_end_offset, current.log_start_offset
+        current.close_for_deletion()
+        parent = self._log_dir_of[tp]
+        doomed = os.path.join(parent, f"{tp.dir_name}.{uuid.uuid4().hex}{files.DELETE_DIR_SUFFIX}")
+        os.rename(current.directory, doomed)
+        files.fsync_dir(parent)
+        final = os.path.join(future.dest, tp.dir_name)
+        os.rename(future.log.directory, final)
+        files.fsync_dir(future.dest)
+        moved = PartitionLog(final, tp, self.log_config_for(tp.topic), recovery_point=end, log_start_offset=start,
+                             clean_shutdown=True, high_watermark=high_watermark)
+        moved.set_replicated(replicated)
+        self.futures.pop(tp, None)
+        self.logs[tp] = moved
+        self._log_dir_of[tp] = future.dest
+        # The checkpoints' entries move with it (the old dir's are dropped).
+        self.checkpoint_recovery_points()
+        self.checkpoint_log_start_offsets()
+        self.checkpoint_high_watermarks()
+        self._checkpoint_cleaner_offsets()
+        RELEASER.submit(shutil.rmtree, doomed, True)
+        log.info("%s: moved from %s to %s", tp, parent, future.dest)
 
     # ----------------------------------------------------------------- topics & partitions
     def log_config_for(self, topic: str) -> LogConfig:
@@ -245,6 +354,9 @@ class LogManager:
         failed = [tp for tp, parent in self._log_dir_of.items() if parent == path]
         for tp in failed:
             self.logs[tp].offline = True
+        for tp, future in list(self.futures.items()):
+            if future.dest == path:
+                self._drop_future(tp)
         log.error("log dir %s is offline (%s): %d partition logs here are offline", path, why, len(failed))
         return True
 
@@ -298,6 +410,7 @@ class LogManager:
         doomed: list[str] = []
         parents: set[str] = set()
         for tp in tps:
+            self._drop_future(tp)
             removed = self.logs.pop(tp, None)
             parent = self._log_dir_of.pop(tp, None)
             self.cleaner_checkpoints.pop(tp, None)
@@ -523,6 +636,9 @@ class LogManager:
         RELEASER.drain()  # deletions and checkpoint writes still queued
         for partition_log in self.logs.values():
             partition_log.close()
+        for future in self.futures.values():
+            future.log.close()  # the move resumes at the next open
+        self.futures = {}
         self.checkpoint_recovery_points()
         self.checkpoint_log_start_offsets()
         self.checkpoint_high_watermarks()

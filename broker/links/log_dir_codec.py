@@ -6,6 +6,8 @@ An admin request, rare and small next to a Fetch: one entry after another, no co
     report    u32 n; per replica: string log dir, string topic, i32 partition, i64 size,
               i64 offset lag, u8 is future; then u32 m offline dirs, each a string
     failed    string log dir (the note Op.LOG_DIR_FAILED)
+    moves     u32 n; per item: string topic, i32 partition, string log dir; answered with
+              peer_codec's error codes
 """
 
 from __future__ import annotations
@@ -13,11 +15,12 @@ from __future__ import annotations
 import struct
 
 from broker.links.peer_codec import Buffer, Reader
-from broker.partitions.partition_ops import LogDirReplica, LogDirsReport
+from broker.partitions.partition_ops import LogDirReplica, LogDirsReport, MoveItem
 from storage.types import TopicPartition
 
 _U16 = struct.Struct("<H")
 _U32 = struct.Struct("<I")
+_I32 = struct.Struct("<i")
 _FIELDS = struct.Struct("<iqqB")  # partition, size, offset lag, is future
 
 
@@ -47,6 +50,22 @@ def decode_report(data: Buffer) -> LogDirsReport:
         replicas.append(LogDirReplica(log_dir, TopicPartition(topic, partition), size, lag, bool(future)))
     offline = tuple(reader.text() for _ in range(reader.u32()))
     return LogDirsReport(tuple(replicas), offline)
+
+
+def encode_moves(items: list[MoveItem]) -> list[bytes]:
+    parts = [_U32.pack(len(items))]
+    parts.extend(_text(item.tp.topic) + _I32.pack(item.tp.partition) + _text(item.path) for item in items)
+    return parts
+
+
+def decode_moves(data: Buffer) -> list[MoveItem]:
+    reader = Reader(data)
+    out = []
+    for _ in range(reader.u32()):
+        topic = reader.text()
+        partition = reader.i32()
+        out.append(MoveItem(TopicPartition(topic, partition), reader.text()))
+    return out
 
 
 def encode_failed(path: str) -> list[bytes]:

@@ -23,6 +23,7 @@ from broker.partitions.partition_ops import (
     EpochItem,
     LogDirsReport,
     MarkerItem,
+    MoveItem,
     OffsetItem,
     OffsetResult,
     PartitionState,
@@ -103,6 +104,10 @@ class RemotePartitionOps:
     def sync_registry(self) -> "asyncio.Future[None]":
         return self._mesh.call(self.peer, Op.SYNC_REGISTRY, [], _nothing, self._timeout, self._wait)
 
+    def alter_log_dirs(self, items: list[MoveItem]) -> "asyncio.Future[list[int]]":
+        return self._mesh.call(self.peer, Op.ALTER_LOG_DIRS, log_dir_codec.encode_moves(items), codec.decode_codes,
+                               self._timeout, self._wait)
+
     def describe_log_dirs(self) -> "asyncio.Future[LogDirsReport]":
         return self._mesh.call(self.peer, Op.DESCRIBE_LOG_DIRS, [], log_dir_codec.decode_report, self._timeout,
                                self._wait)
@@ -142,6 +147,8 @@ class LocalPartitionOps(Protocol):
     def sync_registry(self) -> None: ...
 
     def describe_log_dirs(self) -> LogDirsReport: ...
+
+    def alter_log_dirs(self, items: list[MoveItem]) -> list[int]: ...
 
     def share_fetch(self, items: list[ShareFetchItem]) -> "asyncio.Future[list[ShareFetchResult]]": ...
 
@@ -206,7 +213,11 @@ def serve_partition_ops(mesh: Mesh, owner: LocalPartitionOps) -> None:
         return log_dir_codec.encode_report(owner.describe_log_dirs())
 
     mesh.handlers.update({Op.SHARE_FETCH: share_fetch, Op.SHARE_ACK: share_acknowledge})
+    def alter_log_dirs(body: memoryview) -> Parts:
+        return codec.encode_codes(owner.alter_log_dirs(log_dir_codec.decode_moves(body)))
+
     mesh.handlers[Op.DESCRIBE_LOG_DIRS] = describe_log_dirs
+    mesh.handlers[Op.ALTER_LOG_DIRS] = alter_log_dirs
     mesh.handlers.update({Op.APPEND: append, Op.APPEND_VERIFIED: append_verified, Op.READ: read, Op.WAIT_COMMITTED: wait_committed,
                           Op.WRITE_MARKERS: write_markers, Op.EPOCH_END: epoch_end_offsets,
                           Op.LIST_OFFSETS: list_offsets, Op.DELETE_RECORDS: delete_records,

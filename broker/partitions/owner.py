@@ -29,6 +29,7 @@ from broker.partitions.partition_ops import (
     LogDirReplica,
     LogDirsReport,
     MarkerItem,
+    MoveItem,
     OffsetItem,
     OffsetResult,
     PartitionState,
@@ -532,7 +533,31 @@ class Owner:
                 continue
             lag = max(partition_log.high_watermark - partition_log.log_end_offset, 0)
             out.append(LogDirReplica(log_dir, tp, partition_log.size_in_bytes, lag, False))
+            future = self.logs.futures.get(tp)
+            if future is not None:
+                out.append(LogDirReplica(future.dest, tp, future.log.size_in_bytes, future.lag(partition_log), True))
         return LogDirsReport(tuple(out), tuple(sorted(self.logs.offline_dirs)))
+
+    def alter_log_dirs(self, items: list[MoveItem]) -> list[int]:
+        """Start moving each partition's log to the dir named (Kafka's
+        ReplicaManager.alterReplicaLogDirs): KAFKA_STORAGE_ERROR if that dir or the log's
+        own is offline, REPLICA_NOT_AVAILABLE if this worker has no log of it."""
+        codes = []
+        for tp, path in items:
+            partition_log = self.logs.get_log(tp)
+            if path in self.logs.offline_dirs or (partition_log is not None and partition_log.offline):
+                codes.append(int(ErrorCode.kafka_storage_error))
+            elif partition_log is None:
+                codes.append(int(ErrorCode.replica_not_available))
+            else:
+                try:
+                    self.logs.start_move(tp, path)
+                except (StorageError, OSError) as exc:
+                    log.warning("%s: cannot start its move to %s: %s", tp, path, exc)
+                    codes.append(int(ErrorCode.kafka_storage_error))
+                    continue
+                codes.append(0)
+        return codes
 
 
 async def _all_codes(answers: list["int | asyncio.Future[int]"]) -> list[int]:

@@ -151,6 +151,13 @@ class LogDirReplica(NamedTuple):
     is_future: bool  # a copy AlterReplicaLogDirs is making, to replace the current log
 
 
+class MoveItem(NamedTuple):
+    """AlterReplicaLogDirs: move ``tp``'s log to log dir ``path`` of this broker."""
+
+    tp: TopicPartition
+    path: str
+
+
 class LogDirsReport(NamedTuple):
     """A worker's logs for DescribeLogDirs, and the log dirs it found failed."""
 
@@ -261,6 +268,11 @@ class PartitionOps(Protocol):
     def describe_log_dirs(self) -> Reply[LogDirsReport]:
         """DescribeLogDirs: every partition log this owner keeps in an online dir, with the
         dir holding it, and the dirs it knows failed."""
+        ...
+
+    def alter_log_dirs(self, items: list[MoveItem]) -> Reply[list[int]]:
+        """AlterReplicaLogDirs: start each move (a future log, caught up and swapped in by
+        the owner's housekeeping); an error code per item."""
         ...
 
     def share_fetch(self, items: list[ShareFetchItem]) -> Reply[list[ShareFetchResult]]:

@@ -69,6 +69,9 @@ COORDINATOR_RESTART_WAIT = 5.0
 # Housekeeping runs every 0.5 s; cached segment fds of deleted files are closed every
 # 2 s (an fstat per cached file, up to 2,048).
 SWEEP_EVERY_TICKS = 4
+# AlterReplicaLogDirs copies at most this much per housekeeping tick into the future logs
+# (32 MiB/s): on the loop thread, whose requests wait meanwhile.
+MOVE_BYTES_PER_TICK = 16 << 20
 
 
 class WorkerNode:
@@ -380,6 +383,8 @@ class WorkerNode:
                     self.owner.sync_registry()
                 self.owner.replication.check_lag()
                 self.logs.run_due_tasks(include_flush=False)
+                if self.logs.futures:
+                    self.logs.move_future_logs(MOVE_BYTES_PER_TICK)
                 ticks += 1
                 if ticks % SWEEP_EVERY_TICKS == 0:
                     self.segment_files.sweep()  # let deleted segments' blocks go

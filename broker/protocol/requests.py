@@ -30,6 +30,8 @@ from kio.schema.alter_partition_reassignments.v0.request import (
 from kio.schema.alter_partition_reassignments.v1.request import (
     AlterPartitionReassignmentsRequest as _AlterPartitionReassignmentsRequestV1,
 )
+from kio.schema.alter_replica_log_dirs.v1.request import AlterReplicaLogDirsRequest as _AlterReplicaLogDirsRequestV1
+from kio.schema.alter_replica_log_dirs.v2.request import AlterReplicaLogDirsRequest as _AlterReplicaLogDirsRequestV2
 from kio.schema.alter_share_group_offsets.v0.request import AlterShareGroupOffsetsRequest as _AlterShareGroupOffsetsRequestV0
 from kio.schema.alter_user_scram_credentials.v0.request import (
     AlterUserScramCredentialsRequest as AlterUserScramCredentialsRequest,
@@ -606,6 +608,12 @@ ShareGroupHeartbeatRequest = _ShareGroupHeartbeatRequestV1
 # key 77 (v1 only)
 ShareGroupDescribeRequest = _ShareGroupDescribeRequestV1
 
+# key 34
+AlterReplicaLogDirsRequest = Union[
+    _AlterReplicaLogDirsRequestV1,
+    _AlterReplicaLogDirsRequestV2,
+]
+
 # key 35
 DescribeLogDirsRequest = Union[
     _DescribeLogDirsRequestV1,
@@ -675,5 +683,6 @@ BY_KEY: dict[int, object] = {
     91: AlterShareGroupOffsetsRequest,
     92: DeleteShareGroupOffsetsRequest,
     35: DescribeLogDirsRequest,
+    34: AlterReplicaLogDirsRequest,
 }
 

@@ -188,3 +188,94 @@ def test_a_failed_dir_takes_only_its_partitions_offline(tmp_path: Any) -> None:
     finally:
         unclean = stop_all([broker])
     assert not unclean, unclean
+
+
+# ---------------------------------------------------------------------- moving replicas between dirs
+REASSIGN_COMMAND = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"  # kafka-reassign-partitions.sh
+LOG_DIR_NOT_FOUND, UNKNOWN_TOPIC_OR_PARTITION = 57, 3
+
+
+def _reassign(broker: Broker, *args: str) -> str:
+    done = run_tool(REASSIGN_COMMAND, ["--bootstrap-server", broker.bootstrap, *args], version=VERSION)
+    assert done.returncode == 0, f"stdout: {done.stdout}\nstderr: {done.stderr}"
+    return done.stdout
+
+
+def _records(broker: Broker, topic: str, partition: int) -> int:
+    """How many records a consumer reads from the start of the partition (Fetch v4, raw)."""
+    from storage.records import iter_batches
+    count, offset = 0, 0
+    while True:
+        answer = _ask(broker, 1, 4, {"max_wait": 0, "min_bytes": 0, "topics": [
+            {"topic": topic, "partitions": [{"partition": partition, "fetch_offset": offset,
+                                             "partition_max_bytes": 1 << 20}]}]})
+        data = answer.responses[0].partitions[0]
+        assert data.error_code == 0, data
+        if not data.records:
+            return count
+        for header, records in iter_batches(bytes(data.records)):
+            count += len(records)
+            offset = header.next_offset
+
+
+def test_kafka_reassign_partitions_moves_replicas_between_dirs(broker_factory: Any, tmp_path: Any) -> None:
+    dirs = [str(tmp_path / "move-a"), str(tmp_path / "move-b")]
+    broker = broker_factory(workers=2, overrides={"log.dirs": ",".join(dirs)})
+    topic = f"mv-{uuid.uuid4().hex[:8]}"
+    _create(broker, topic)
+    for partition in range(PARTITIONS):
+        for _ in range(20):
+            _produce(broker, topic, partition, 50)
+    where = {p.partition_index: r.log_dir for r in _ask(broker, 35, 4, {"topics": None}).results
+             for t in r.topics if t.name == topic for p in t.partitions}
+    target = {p: dirs[1] if where[p] == dirs[0] else dirs[0] for p in range(PARTITIONS)}  # each to the other dir
+    plan = {"version": 1, "partitions": [{"topic": topic, "partition": p, "replicas": [0], "log_dirs": [target[p]]}
+                                         for p in range(PARTITIONS)]}
+    plan_file = tmp_path / "plan.json"
+    plan_file.write_text(json.dumps(plan))
+    out = _reassign(broker, "--execute", "--reassignment-json-file", str(plan_file))
+    for partition in range(PARTITIONS):
+        assert (f"Successfully started moving log directory to {target[partition]} for replica {topic}-{partition} "
+                "with broker 0") in out, out
+
+    # It keeps taking and serving records meanwhile.
+    for partition in range(PARTITIONS):
+        _produce(broker, topic, partition, 10)
+
+    def moved() -> bool:
+        described = _ask(broker, 35, 4, {"topics": [{"topic": topic, "partitions": list(range(PARTITIONS))}]})
+        seen = {(p.partition_index, r.log_dir, p.is_future_key) for r in described.results for t in r.topics
+                for p in t.partitions}
+        return seen == {(p, target[p], False) for p in range(PARTITIONS)}
+
+    wait_until(moved, 30, "every partition in its new dir, no future logs left")
+    verified = _reassign(broker, "--verify", "--reassignment-json-file", str(plan_file))
+    for partition in range(PARTITIONS):
+        assert f"Reassignment of replica {topic}-{partition}-0 completed successfully." in verified, verified
+    for partition in range(PARTITIONS):
+        assert not os.path.exists(os.path.join(where[partition], f"{topic}-{partition}"))
+        assert os.path.isdir(os.path.join(target[partition], f"{topic}-{partition}"))
+        assert _records(broker, topic, partition) == 20 * 50 + 10
+    broker.restart()
+    assert moved()
+    assert all(_records(broker, topic, p) == 20 * 50 + 10 for p in range(PARTITIONS))
+
+
+def test_alter_replica_log_dirs_bad_input(broker_factory: Any, tmp_path: Any) -> None:
+    dirs = [str(tmp_path / "bad-a"), str(tmp_path / "bad-b")]
+    broker = broker_factory(workers=2, overrides={"log.dirs": ",".join(dirs)})
+    topic = f"bad-{uuid.uuid4().hex[:8]}"
+    _create(broker, topic)
+    where = {p.partition_index: r.log_dir for r in _ask(broker, 35, 4, {"topics": None}).results
+             for t in r.topics if t.name == topic for p in t.partitions}
+    other = dirs[1] if where[0] == dirs[0] else dirs[0]
+    answer = _ask(broker, 34, 2, {"dirs": [
+        {"path": str(tmp_path / "nowhere"), "topics": [{"name": topic, "partitions": [1]}]},
+        {"path": other, "topics": [{"name": topic, "partitions": [0, 99]}, {"name": "no-such-topic", "partitions": [0]}]},
+    ]})
+    codes = {(t.topic_name, p.partition_index): p.error_code for t in answer.results for p in t.partitions}
+    assert codes == {(topic, 1): LOG_DIR_NOT_FOUND, (topic, 0): 0, (topic, 99): UNKNOWN_TOPIC_OR_PARTITION,
+                     ("no-such-topic", 0): UNKNOWN_TOPIC_OR_PARTITION}
+    wait_until(lambda: os.path.isdir(os.path.join(other, f"{topic}-0")), 10, "partition 0 moved")
+    # Nothing else moved: partition 1 stayed where it was.
+    assert os.path.isdir(os.path.join(where[1], f"{topic}-1"))

@@ -177,3 +177,24 @@ def test_reports_cross_the_rings_intact() -> None:
     empty = LogDirsReport((), ())
     assert log_dir_codec.decode_report(b"".join(log_dir_codec.encode_report(empty))) == empty
     assert log_dir_codec.decode_failed(b"".join(log_dir_codec.encode_failed("/data/dé2"))) == "/data/dé2"
+
+
+def test_a_move_shows_its_future_log_until_swapped_in(node: Node, dirs: list[str]) -> None:
+    _create(node, "moving", 1)
+    tp = TopicPartition("moving", 0)
+    _append(node, tp, 10)
+    here = node.node.logs.log_dir_of(tp)
+    there = dirs[1] if here == dirs[0] else dirs[0]
+    answer = node.call(34, 2, {"dirs": [{"path": there, "topics": [{"name": "moving", "partitions": [0]}]}]})
+    assert [(t.topic_name, p.partition_index, p.error_code) for t in answer.results for p in t.partitions] == [
+        ("moving", 0, 0)]
+    # Nothing copied yet (the worker's housekeeping copies): the future log lags by the whole log.
+    entries = sorted((r.log_dir, p.is_future_key, p.offset_lag) for r in _describe(node, 4).results
+                     for t in r.topics for p in t.partitions)
+    assert entries == sorted([(here, False, 0), (there, True, 10)])
+    _append(node, tp, 5)  # still serving
+    assert node.node.logs.move_future_logs(1 << 20) == [tp]
+    entries = [(r.log_dir, p.is_future_key, p.partition_size) for r in _describe(node, 4).results
+               for t in r.topics for p in t.partitions]
+    assert len(entries) == 1 and entries[0][:2] == (there, False) and entries[0][2] > 0
+    assert node.node.owner.log_for(tp).log_end_offset == 15
