@@ -220,6 +220,21 @@ class ClusterSnapshot:
         self.refresh_now()
         return results
 
+    def fence_offline_replicas(self, node_id: int, partitions: set[tuple[str, int]],
+                               unclean_allowed: Callable[[Mapping[str, str]], bool]) -> int:
+        """This broker's replicas of ``partitions`` went offline with their log dir: out of
+        each ISR, their leaderships to the other live in-sync replicas, as Kafka's
+        controller does for an offline replica. Only off the event loop; nothing with the
+        local backend (one broker: no other replica to lead)."""
+        from coordination.controller import fence_replica
+
+        if not hasattr(self._topics, "update_partition_state"):
+            return 0
+        written = fence_replica(self._topics, node_id, set(self._backend.live_brokers()) - {node_id},  # type: ignore[arg-type]
+                                unclean_allowed, self._backend.current_epoch(), only=partitions)
+        self.refresh_now()
+        return written
+
     def reassign(self, topic: str, targets: Mapping[int, list[int] | None]) -> dict[int, tuple[int, str | None]]:
         """AlterPartitionReassignments for one topic (coordination/zookeeper_topics.py):
         partition -> (error code, message). Only off the event loop."""

@@ -360,6 +360,10 @@ class LogManager:
         log.error("log dir %s is offline (%s): %d partition logs here are offline", path, why, len(failed))
         return True
 
+    def logs_in(self, path: str) -> list[TopicPartition]:
+        """The partitions whose log is in log dir ``path``."""
+        return [tp for tp, parent in self._log_dir_of.items() if parent == path]
+
     def fail_dir_of(self, tp: TopicPartition, why: str) -> bool:
         """``fail_dir`` for the dir holding ``tp``'s log."""
         path = self._log_dir_of.get(tp)

@@ -117,6 +117,7 @@ class WorkerNode:
         self.mesh.notes[Op.APPENDED] = self._appended_elsewhere
         self.mesh.notes[Op.LOG_DIR_FAILED] = self._dir_failed_elsewhere
         self.owner.dir_failed = self._dir_failed
+        self.replica_fetcher.dir_failed = self.owner.fail_dir_of
         self.mesh.notes[Op.EPOCH] = lambda body: self.cluster.learn_epoch(peer_codec.decode_epoch(body))
         self.coordinator_endpoint = rings.coordinator
         self._remote = {i: RemotePartitionOps(self.mesh, i) for i in range(count) if i != index}
@@ -140,6 +141,7 @@ class WorkerNode:
         self.connections: set[Any] = set()  # the worker server's open client connections
         self.started = time.time()
         self._closed = False
+        self._fencing: "asyncio.Future[None] | None" = None  # the offline replicas' ISR exit under way
 
     def share_settings(self, group_id: str) -> ShareSettings:
         """A share group's share partition settings: its group configs, else the broker's."""
@@ -271,9 +273,36 @@ class WorkerNode:
         for worker in range(self.count):
             if worker != self.index:
                 self.mesh.note(worker, Op.LOG_DIR_FAILED, parts)
+        self._fence_offline(path)
 
     def _dir_failed_elsewhere(self, body: memoryview) -> None:
-        self.logs.fail_dir(log_dir_codec.decode_failed(body), "another worker of this broker found it failed")
+        path = log_dir_codec.decode_failed(body)
+        if self.logs.fail_dir(path, "another worker of this broker found it failed"):
+            self._fence_offline(path)
+
+    def _fence_offline(self, path: str) -> None:
+        """Our replicated partitions in failed dir ``path`` leave their ISRs and their
+        leaderships go to the other in-sync replicas (Kafka's controller does so for the
+        offline replicas a broker reports): clients are sent to a leader that can serve."""
+        offline = {(tp.topic, tp.partition) for tp in self.logs.logs_in(path)
+                   if (view := self.cluster.partition(tp.topic, tp.partition)) is not None and len(view.replicas) > 1}
+        if not offline:
+            return
+        defaults = self.logs.default_log_config
+
+        def fence() -> int:
+            return self.cluster.fence_offline_replicas(
+                self.node_id, offline, lambda configs: defaults.with_overrides(configs).unclean_leader_election_enable)
+
+        async def run() -> None:
+            try:
+                written = await self.run_admin(fence)
+                log.warning("log dir %s offline: %d of our %d replicated partitions there moved leader or ISR",
+                            path, written, len(offline))
+            except Exception:
+                log.exception("log dir %s offline: its partitions could not leave their ISRs", path)
+
+        self._fencing = asyncio.ensure_future(run())
 
     def _appended_elsewhere(self, body: memoryview) -> None:
         for tp in peer_codec.decode_tps(body):

@@ -16,7 +16,7 @@ import pytest
 from broker.protocol import codec
 from broker.protocol.build import build
 from storage.records import Record, encode_batch
-from tests.integration.conftest import Broker, stop_all, wait_until
+from tests.integration.conftest import Broker, start_cluster_broker, stop_all, wait_until
 from tests.integration.kio_client import KioClient
 from tests.kafka_cli import missing_tools, run_tool
 
@@ -279,3 +279,69 @@ def test_alter_replica_log_dirs_bad_input(broker_factory: Any, tmp_path: Any) ->
     wait_until(lambda: os.path.isdir(os.path.join(other, f"{topic}-0")), 10, "partition 0 moved")
     # Nothing else moved: partition 1 stayed where it was.
     assert os.path.isdir(os.path.join(where[1], f"{topic}-1"))
+
+
+# ---------------------------------------------------------------------- a failed dir in a cluster
+def _metadata_leaders(broker: Broker, topic: str) -> dict[int, tuple[int, list[int]]]:
+    answer = _ask(broker, 3, 12, {"topics": [{"name": topic, "topic_id": None}], "allow_auto_topic_creation": False,
+                                  "include_topic_authorized_operations": False})
+    [found] = answer.topics
+    return {p.partition_index: (int(p.leader_id), [int(b) for b in p.isr_nodes]) for p in found.partitions}
+
+
+@pytest.mark.zookeeper
+def test_a_failed_dir_hands_its_leaderships_to_the_other_broker(broker_factory: Any, zk_connect: str,
+                                                                tmp_path: Any) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs in a mount namespace needs root")
+    settings = {"zookeeper.connect": zk_connect, "zookeeper.session.timeout.ms": 4000,
+                "offsets.topic.num.partitions": 2, "transaction.state.log.num.partitions": 2,
+                "share.coordinator.state.topic.num.partitions": 2}
+    steady = start_cluster_broker(broker_factory, zk_connect, 0, workers=2, settings=settings)
+    big, tiny = str(tmp_path / "n1-big"), str(tmp_path / "n1-tiny")
+    os.makedirs(big)
+    os.makedirs(tiny)
+    base = str(tmp_path / "n1")
+    os.makedirs(base)
+    failing = TinyDirBroker(base, 2, {**settings, "node.id": 1, "log.dirs": f"{tiny},{big}"}, tiny)
+    try:
+        failing.start()
+        wait_until(lambda: len(_ask(steady, 3, 12, {"topics": None, "allow_auto_topic_creation": False,
+                                                     "include_topic_authorized_operations": False}).brokers) == 2,
+                   20, "both brokers registered")
+        chosen = None
+        for _attempt in range(5):
+            topic = f"ldc-{uuid.uuid4().hex[:8]}"
+            answer = _ask(steady, 19, 7, {"topics": [{"name": topic, "num_partitions": 8, "replication_factor": 2,
+                                                       "assignments": [], "configs": []}], "timeout": 10_000})
+            assert answer.topics[0].error_code == 0, answer
+            wait_until(lambda: all(len(isr) == 2
+                                   for _leader, isr in _metadata_leaders(steady, topic).values()), 20, "ISRs full")
+            leaders = _metadata_leaders(failing, topic)
+            described = _ask(failing, 35, 4, {"topics": [{"topic": topic, "partitions": list(range(8))}]})
+            on_tiny = {p.partition_index for r in described.results if r.log_dir == tiny for t in r.topics
+                       for p in t.partitions}
+            candidates = sorted(p for p in on_tiny if leaders[p][0] == 1)
+            if candidates:
+                chosen = (topic, candidates, leaders)
+                break
+        assert chosen is not None, "no partition led by broker 1 had its log in the tiny dir"
+        topic, candidates, leaders = chosen
+        partition = candidates[0]
+        assert _produce_code(failing, topic, partition) == KAFKA_STORAGE_ERROR
+        # Broker 1's replicas in the failed dir leave their ISRs; their leaderships go to broker 0.
+        wait_until(lambda: all(_metadata_leaders(steady, topic)[p] == (0, [0]) for p in candidates), 20,
+                   f"partitions {candidates} led by broker 0 alone")
+        for p in candidates:
+            wait_until(lambda p=p: _produce_code(steady, topic, p) == 0, 10, f"broker 0 takes records for {p}")
+        # The partitions broker 1 leads from its healthy dir stay with it.
+        described = _ask(failing, 35, 4, {"topics": [{"topic": topic, "partitions": list(range(8))}]})
+        by_dir = {r.log_dir: r for r in described.results}
+        assert by_dir[tiny].error_code == KAFKA_STORAGE_ERROR and by_dir[big].error_code == 0
+        for p in (p for t in by_dir[big].topics for p in (q.partition_index for q in t.partitions)):
+            if leaders[p][0] == 1:
+                assert _metadata_leaders(steady, topic)[p][0] == 1
+                assert _produce_code(failing, topic, p) == 0
+    finally:
+        unclean = stop_all([failing])
+    assert not unclean, unclean
