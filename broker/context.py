@@ -178,6 +178,11 @@ class BrokerIdentity(Protocol):
     def logs(self) -> "LogManager": ...
 
     @property
+    def count(self) -> int:
+        """How many workers this broker runs (each writes its own partitions)."""
+        ...
+
+    @property
     def stats(self) -> dict[str, int]: ...
 
     @property

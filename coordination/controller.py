@@ -219,10 +219,12 @@ def write_decided(store: StateStore, topic: str, partition: int,
 
 
 def fence_replica(store: StateStore, broker: int, others_alive: set[int],
-                  unclean_allowed: Callable[[Mapping[str, str]], bool], controller_epoch: int) -> int:
-    """Treat ``broker`` as dead in every partition state (it lost its log): out of each
-    ISR, its leaderships to live in-sync replicas. The number of states written; a state
-    changed meanwhile is read again (up to a few times)."""
+                  unclean_allowed: Callable[[Mapping[str, str]], bool], controller_epoch: int,
+                  only: set[tuple[str, int]] | None = None) -> int:
+    """Treat ``broker`` as dead in every partition state (it lost its log), or in those of
+    ``only`` (their logs were in a log dir that failed): out of each ISR, its leaderships
+    to live in-sync replicas. The number of states written; a state changed meanwhile is
+    read again (up to a few times)."""
     store.refresh()
     written = 0
     for info in store.all():
@@ -232,6 +234,9 @@ def fence_replica(store: StateStore, broker: int, others_alive: set[int],
             continue
         unclean = unclean_allowed(info.configs)
         for partition, assigned in replicas.items():
+            if only is not None and (info.name, partition) not in only:
+                continue
+
             def fenced(state: PartitionState, assigned: list[int] = assigned) -> PartitionState | None:
                 if broker not in state.isr + [state.leader]:
                     return None

@@ -232,12 +232,31 @@ class ClusterSnapshot:
         self.refresh_now()
         return results
 
+    def fence_offline_replicas(self, node_id: int, partitions: set[tuple[str, int]],
+                               unclean_allowed: Callable[[Mapping[str, str]], bool]) -> int:
+        """This broker's replicas of ``partitions`` went offline with their log dir: out of
+        each ISR, their leaderships to the other live in-sync replicas, as Kafka's
+        controller does for an offline replica. Only off the event loop; nothing with the
+        local backend (one broker: no other replica to lead)."""
+        from coordination.controller import fence_replica
+
+        if not hasattr(self._topics, "update_partition_state"):
+            return 0
+        written = fence_replica(self._topics, node_id, set(self._backend.live_brokers()) - {node_id},  # type: ignore[arg-type]
+                                unclean_allowed, self._backend.current_epoch(), only=partitions)
+        self.refresh_now()
+        return written
+
     def reassign(self, topic: str, targets: Mapping[int, list[int] | None]) -> dict[int, tuple[int, str | None]]:
         """AlterPartitionReassignments for one topic (coordination/zookeeper_topics.py):
         partition -> (error code, message). Only off the event loop."""
         reassign = getattr(self._topics, "reassign", None)
         if reassign is None:  # the local backend: one broker, nowhere to move a replica
-            return {p: (INVALID_REPLICA_ASSIGNMENT, "one broker: replicas cannot move") for p in targets}
+            current = self._topics.replicas(topic) if self._topics.get(topic) is not None else {}
+            # A target that is where the replicas are is done at once, as Kafka's controller
+            # does (kafka-reassign-partitions.sh sends one when only log dirs change).
+            return {p: (0, None) if target is not None and list(target) == current.get(p)
+                    else (INVALID_REPLICA_ASSIGNMENT, "one broker: replicas cannot move") for p, target in targets.items()}
         results: dict[int, tuple[int, str | None]] = reassign(topic, targets, set(self._backend.live_brokers()))
         self.refresh_now()
         return results

@@ -139,6 +139,9 @@ class PartitionLog:
         self.directory = directory
         self.tp = tp
         self.config = config
+        # Its log dir failed (an I/O error anywhere in it): no more reads or writes, as
+        # Kafka takes every log of a failed dir offline until the broker restarts.
+        self.offline = False
         self._flush_lock = threading.Lock()
         self._pending_deletes: list[tuple[int, LogSegment, bool]] = []  # (due, segment, unlink files?)
         self._dir_dirty = False
@@ -334,6 +337,7 @@ class PartitionLog:
     def append(self, records: bytes | bytearray | memoryview, *, leader_epoch: int = 0,
                now: int | None = None) -> AppendInfo:
         """Validate, then append a producer's record set (one or more batches)."""
+        self.check_online()
         now = now_ms() if now is None else now
         with memoryview(records) as view:
             headers = self._validate(view, now)
@@ -377,6 +381,7 @@ class PartitionLog:
                       leader_epoch: int, now: int | None = None, transaction_version: int = 0) -> AppendInfo:
         """Append a COMMIT or ABORT marker (one control batch) for ``producer_id``'s
         transaction, as the transaction coordinator asks through WriteTxnMarkers.
+        LogDirOfflineError once its log dir failed.
 
         Refused (nothing written) with InvalidProducerEpochError when the producer has
         written with a newer epoch, TransactionCoordinatorFencedError when a newer
@@ -384,6 +389,7 @@ class PartitionLog:
         here still gets its marker (Kafka's rule: harmless, and a retried marker must
         not fail). ``transaction_version``: the transaction's, for the verifications the
         marker voids (ProducerStateManager.marker_written)."""
+        self.check_online()
         code = self.producer_state.check_marker(producer_id, producer_epoch, coordinator_epoch)
         if code == INVALID_PRODUCER_EPOCH:
             raise InvalidProducerEpochError(f"{self.tp}: marker of producer {producer_id} with epoch {producer_epoch}, "
@@ -412,6 +418,7 @@ class PartitionLog:
         """Append batches fetched from the leader as they are: offsets, leader epochs and
         timestamps kept, nothing re-encoded. Each batch is checked (CRC included) and must
         start at or after the log end, in order. None for an empty record set."""
+        self.check_online()
         with memoryview(records) as view:
             end = len(view)
             headers: list[tuple[int, BatchHeader]] = []
@@ -513,6 +520,7 @@ class PartitionLog:
         ``committed``: only below the high watermark (consumers; followers read to the end);
         ``read_committed``: only below the last stable offset (isolation.level
         read_committed consumers)."""
+        self.check_online()
         segments = self._segments
         end = self._log_end_offset
         if offset < self.log_start_offset or offset > end:
@@ -595,6 +603,7 @@ class PartitionLog:
     # ----------------------------------------------------------------- flush
     def flush(self) -> None:
         """fsync every segment holding unflushed data; advance the recovery point."""
+        self.check_online()
         with self._flush_lock:
             target = self._log_end_offset
             appended = self._appended_messages
@@ -615,6 +624,8 @@ class PartitionLog:
     def flush_if_due(self, now: int | None = None) -> bool:
         """Time-based policy (flush.ms): flush when unflushed data is older than that."""
         now = now_ms() if now is None else now
+        if self.offline:
+            return False
         if self._log_end_offset > self.recovery_point and now - self._last_flush_ms >= self.config.flush_ms:
             self.flush()
             return True
@@ -777,8 +788,17 @@ class PartitionLog:
         return len(due)
 
     # ----------------------------------------------------------------- close
+    def check_online(self) -> None:
+        """Raise LogDirOfflineError if this log's dir failed."""
+        if self.offline:
+            raise LogDirOfflineError(f"{self.tp}: its log dir {os.path.dirname(self.directory)} is offline")
+
     def close(self) -> None:
-        """Clean close: flush, snapshot producer state, trim every file to its length."""
+        """Clean close: flush, snapshot producer state, trim every file to its length.
+        A log of a failed dir is only let go (its files may not take a write)."""
+        if self.offline:
+            self.close_for_deletion()
+            return
         self.flush()
         RELEASER.drain()  # a roll's snapshot of this same offset may still be queued
         self.producer_state.take_snapshot(self._log_end_offset)

@@ -37,7 +37,8 @@ from typing import Any, Callable, Iterable, Mapping
 from storage import checkpoint, files
 from storage.config import LONG_MAX, LogConfig
 from storage.dir_lock import LogDirLock
-from storage.errors import StorageError
+from storage.errors import LogDirOfflineError, StorageError
+from storage.future_log import FutureLog, parse_future_dir_name
 from storage.log import PartitionLog, now_ms
 from storage.releaser import RELEASER
 from storage.types import TopicPartition
@@ -124,6 +125,12 @@ class LogManager:
         self._dirs: list[_DirState] = []
         self.logs: dict[TopicPartition, PartitionLog] = {}
         self._log_dir_of: dict[TopicPartition, str] = {}
+        # Log dirs that failed (an I/O error): their logs are offline until the next start.
+        self.offline_dirs: set[str] = set()
+        # AlterReplicaLogDirs: the copies being made of partitions in other dirs, swapped
+        # in once caught up (move_future_logs); and those found at open, loaded after the dirs.
+        self.futures: dict[TopicPartition, FutureLog] = {}
+        self._found_futures: list[tuple[str, str, TopicPartition]] = []
         self.cleaner_checkpoints: dict[TopicPartition, int] = {}
         self._flusher: threading.Thread | None = None
         self._checkpoint_write_lock = threading.Lock()
@@ -141,6 +148,7 @@ class LogManager:
                 self.cluster_id = self.cluster_id or meta.get("cluster.id")
             for state in self._dirs:
                 self._load_logs(state)
+            self._load_futures()
             return self
         try:
             for path in self.config.log_dirs:
@@ -152,6 +160,7 @@ class LogManager:
                 if os.path.exists(marker):
                     os.unlink(marker)
                     files.fsync_dir(state.path)
+            self._load_futures()
         except BaseException:
             for state in self._dirs:
                 state.lock.release()
@@ -197,6 +206,11 @@ class LogManager:
             if name.endswith(files.DELETE_DIR_SUFFIX):
                 shutil.rmtree(full, ignore_errors=True)  # a deletion interrupted by a crash
                 continue
+            future_tp = parse_future_dir_name(name)
+            if future_tp is not None:
+                if self._owns is None or self._owns(future_tp):
+                    self._found_futures.append((state.path, full, future_tp))
+                continue
             try:
                 tp = TopicPartition.from_dir_name(name)
             except ValueError:
@@ -214,6 +228,103 @@ class LogManager:
             if tp in cleaner:
                 self.cleaner_checkpoints[tp] = cleaner[tp]
 
+    def _load_futures(self) -> None:
+        """The future logs found at open: a move still under way resumes (its log is
+        recovered like any after a crash); one whose current log is gone was being swapped
+        in when the process stopped (the current one is renamed away first), so it becomes
+        the current log."""
+        found, self._found_futures = self._found_futures, []
+        for dest, full, tp in found:
+            if tp in self.futures:  # two futures of one partition: keep the first
+                shutil.rmtree(full, ignore_errors=True)
+                continue
+            if tp in self.logs:
+                self.futures[tp] = FutureLog(dest, PartitionLog(full, tp, self.log_config_for(tp.topic),
+                                                                clean_shutdown=False))
+                continue
+            final = os.path.join(dest, tp.dir_name)
+            os.rename(full, final)
+            files.fsync_dir(dest)
+            self.logs[tp] = PartitionLog(final, tp, self.log_config_for(tp.topic), clean_shutdown=False)
+            self._log_dir_of[tp] = dest
+            log.warning("%s: the move to %s was being completed when the process stopped: completed", tp, dest)
+
+    # ----------------------------------------------------------------- moves between log dirs
+    def start_move(self, tp: TopicPartition, dest: str) -> None:
+        """AlterReplicaLogDirs: start copying ``tp``'s log into log dir ``dest`` (a future
+        log), replacing a move to another dir; nothing to do if it is there already."""
+        current = self.logs[tp]
+        existing = self.futures.get(tp)
+        if existing is not None and existing.dest == dest:
+            return
+        if existing is not None:
+            self._drop_future(tp)
+        if self._log_dir_of.get(tp) == dest:
+            return
+        self.futures[tp] = FutureLog.create(dest, current)
+        log.info("%s: moving from %s to %s", tp, self._log_dir_of.get(tp), dest)
+
+    def _drop_future(self, tp: TopicPartition) -> None:
+        future = self.futures.pop(tp, None)
+        if future is None:
+            return
+        future.log.close_for_deletion()
+        RELEASER.submit(shutil.rmtree, future.log.directory, True)
+
+    def move_future_logs(self, budget: int) -> list[TopicPartition]:
+        """Copy up to ``budget`` bytes into each future log; swap in those caught up. On the
+        owner's thread (no append can come between the last copy and the swap). The
+        partitions whose log moved."""
+        moved = []
+        for tp, future in list(self.futures.items()):
+            current = self.logs.get(tp)
+            if current is None:
+                self._drop_future(tp)
+                continue
+            if current.offline or future.dest in self.offline_dirs:
+                continue
+            try:
+                if future.catch_up(current, budget):
+                    self._swap_in(tp, future)
+                    moved.append(tp)
+            except (LogDirOfflineError, OSError) as exc:
+                self._drop_future(tp)
+                self.fail_dir(future.dest, f"the move of {tp} failed: {exc}")
+            except StorageError as exc:  # not the disk: the move is given up, the dir stays online
+                log.error("%s: the move to %s failed: %s", tp, future.dest, exc)
+                self._drop_future(tp)
+        return moved
+
+    def _swap_in(self, tp: TopicPartition, future: FutureLog) -> None:
+        """Make the caught-up future log ``tp``'s log: the current one's dir is renamed away
+        first (a stop between the renames leaves only the future, which open completes),
+        then the future's takes the partition's name."""
+        current = self.logs[tp]
+        high_watermark, replicated = current.high_watermark, current.replicated
+        future.log.close()
+        end, start = future.log.log_end_offset, current.log_start_offset
+        current.close_for_deletion()
+        parent = self._log_dir_of[tp]
+        doomed = os.path.join(parent, f"{tp.dir_name}.{uuid.uuid4().hex}{files.DELETE_DIR_SUFFIX}")
+        os.rename(current.directory, doomed)
+        files.fsync_dir(parent)
+        final = os.path.join(future.dest, tp.dir_name)
+        os.rename(future.log.directory, final)
+        files.fsync_dir(future.dest)
+        moved = PartitionLog(final, tp, self.log_config_for(tp.topic), recovery_point=end, log_start_offset=start,
+                             clean_shutdown=True, high_watermark=high_watermark)
+        moved.set_replicated(replicated)
+        self.futures.pop(tp, None)
+        self.logs[tp] = moved
+        self._log_dir_of[tp] = future.dest
+        # The checkpoints' entries move with it (the old dir's are dropped).
+        self.checkpoint_recovery_points()
+        self.checkpoint_log_start_offsets()
+        self.checkpoint_high_watermarks()
+        self._checkpoint_cleaner_offsets()
+        RELEASER.submit(shutil.rmtree, doomed, True)
+        log.info("%s: moved from %s to %s", tp, parent, future.dest)
+
     # ----------------------------------------------------------------- topics & partitions
     def log_config_for(self, topic: str) -> LogConfig:
         config = self._configs.get(topic)
@@ -223,6 +334,43 @@ class LogManager:
 
     def get_log(self, tp: TopicPartition) -> PartitionLog | None:
         return self.logs.get(tp)
+
+    @property
+    def log_dir_paths(self) -> list[str]:
+        """The absolute paths of the open log dirs, in log.dirs order."""
+        return [state.path for state in self._dirs]
+
+    def log_dir_of(self, tp: TopicPartition) -> str | None:
+        """The log dir (absolute path) holding ``tp``'s log, or None if it has none here."""
+        return self._log_dir_of.get(tp)
+
+    def fail_dir(self, path: str, why: str) -> bool:
+        """Take log dir ``path`` offline (Kafka's LogDirFailureChannel): every log in it
+        refuses reads and writes from now on; the other dirs keep serving. True if it
+        was online until now."""
+        if path in self.offline_dirs or path not in self.log_dir_paths:
+            return False
+        self.offline_dirs.add(path)
+        failed = [tp for tp, parent in self._log_dir_of.items() if parent == path]
+        for tp in failed:
+            self.logs[tp].offline = True
+        for tp, future in list(self.futures.items()):
+            if future.dest == path:
+                self._drop_future(tp)
+        log.error("log dir %s is offline (%s): %d partition logs here are offline", path, why, len(failed))
+        return True
+
+    def logs_in(self, path: str) -> list[TopicPartition]:
+        """The partitions whose log is in log dir ``path``."""
+        return [tp for tp, parent in self._log_dir_of.items() if parent == path]
+
+    def fail_dir_of(self, tp: TopicPartition, why: str) -> bool:
+        """``fail_dir`` for the dir holding ``tp``'s log."""
+        path = self._log_dir_of.get(tp)
+        return path is not None and self.fail_dir(path, why)
+
+    def _online(self) -> list[tuple[TopicPartition, PartitionLog]]:
+        return [(tp, lg) for tp, lg in list(self.logs.items()) if not lg.offline]
 
     def create_log(self, tp: TopicPartition, overrides: Mapping[str, Any] | None = None,
                    topic_id: uuid.UUID | None = None) -> PartitionLog:
@@ -237,10 +385,13 @@ class LogManager:
             return existing
         if not self._dirs:
             raise StorageError("the log manager is not open")
+        online = [state for state in self._dirs if state.path not in self.offline_dirs]
+        if not online:
+            raise LogDirOfflineError(f"cannot create {tp}: every log dir is offline")
         counts = {state.path: 0 for state in self._dirs}
         for path in self._log_dir_of.values():
             counts[path] += 1
-        target = min(self._dirs, key=lambda s: counts[s.path]).path
+        target = min(online, key=lambda s: counts[s.path]).path
         directory = os.path.join(target, tp.dir_name)
         new_log = PartitionLog(directory, tp, self.log_config_for(tp.topic))
         if topic_id is not None:
@@ -263,6 +414,7 @@ class LogManager:
         doomed: list[str] = []
         parents: set[str] = set()
         for tp in tps:
+            self._drop_future(tp)
             removed = self.logs.pop(tp, None)
             parent = self._log_dir_of.pop(tp, None)
             self.cleaner_checkpoints.pop(tp, None)
@@ -316,13 +468,20 @@ class LogManager:
     def flush_due(self, now: int | None = None) -> int:
         """Flush every log whose flush.ms elapsed. Safe on a thread other than the owner's."""
         now = now_ms() if now is None else now
-        return sum(1 for partition_log in list(self.logs.values()) if partition_log.flush_if_due(now))
+        flushed = 0
+        for tp, partition_log in list(self.logs.items()):
+            try:
+                flushed += partition_log.flush_if_due(now)
+            except (StorageError, OSError) as exc:
+                # A flush the disk refused fails the whole dir, as in Kafka.
+                self.fail_dir_of(tp, f"flush of {tp} failed: {exc}")
+        return flushed
 
     def run_retention(self, now: int | None = None) -> int:
         """Delete expired segments (time, size, log start) and unlink due .deleted files."""
         now = now_ms() if now is None else now
         deleted = 0
-        for partition_log in list(self.logs.values()):
+        for _tp, partition_log in self._online():
             deleted += partition_log.delete_old_segments(now)
             partition_log.delete_pending_files(now)
         if deleted:
@@ -335,7 +494,7 @@ class LogManager:
 
         now = now_ms() if now is None else now
         cleaned = 0
-        for tp, partition_log in list(self.logs.items()):
+        for tp, partition_log in self._online():
             if not partition_log.config.compact:
                 continue
             # min.cleanable.dirty.ratio: skip logs that are mostly clean already.
@@ -352,7 +511,7 @@ class LogManager:
         """producer.id.expiration.ms over every log; returns the producer ids forgotten."""
         now = now_ms() if now is None else now
         expired = 0
-        for tp, partition_log in list(self.logs.items()):
+        for tp, partition_log in self._online():
             gone = partition_log.remove_expired_producers(now, self.config.producer_id_expiration_ms)
             if gone:
                 log.debug("%s: producer ids %s expired", tp, gone)
@@ -393,6 +552,8 @@ class LogManager:
         with self._checkpoint_write_lock:
             current = values(list(self.logs.items()))
             for state in list(self._dirs):
+                if state.path in self.offline_dirs:
+                    continue  # a failed dir takes no writes: its checkpoints stay as they were
                 mine = {tp: offset for tp, offset in current.items() if self._log_dir_of.get(tp) == state.path}
                 path = os.path.join(state.path, name)
                 if self._owns is None:
@@ -479,11 +640,15 @@ class LogManager:
         RELEASER.drain()  # deletions and checkpoint writes still queued
         for partition_log in self.logs.values():
             partition_log.close()
+        for future in self.futures.values():
+            future.log.close()  # the move resumes at the next open
+        self.futures = {}
         self.checkpoint_recovery_points()
         self.checkpoint_log_start_offsets()
         self.checkpoint_high_watermarks()
         if self._owns is None:
-            mark_clean_shutdown([state.path for state in self._dirs])
+            # A failed dir is not marked clean: the next start recovers its logs.
+            mark_clean_shutdown([state.path for state in self._dirs if state.path not in self.offline_dirs])
         for state in self._dirs:
             state.lock.release()
         self._dirs = []

@@ -78,6 +78,9 @@ class Op(enum.IntEnum):
     APPEND_VERIFIED = 15  # transactional appends the transaction coordinator verified (their guards)
     SHARE_FETCH = 16  # ShareFetch: acknowledge, then acquire records of share partitions
     SHARE_ACK = 17  # ShareAcknowledge, or a closed share session's release
+    DESCRIBE_LOG_DIRS = 35  # DescribeLogDirs: every partition log a worker keeps, and where
+    LOG_DIR_FAILED = 36  # note: a worker found this log dir failed (all take it offline)
+    ALTER_LOG_DIRS = 34  # AlterReplicaLogDirs: start moving partition logs between log dirs
 
 
 class PeerUnavailable(KafkaError):

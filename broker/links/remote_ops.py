@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 from typing import Protocol
 
+from broker.links import log_dir_codec, share_codec
 from broker.links import peer_codec as codec
-from broker.links import share_codec
 from broker.links.mesh import Mesh, Op, Parts
 from broker.partitions.partition_ops import (
     NO_FENCE,
@@ -21,7 +21,9 @@ from broker.partitions.partition_ops import (
     DeleteItem,
     EpochEndResult,
     EpochItem,
+    LogDirsReport,
     MarkerItem,
+    MoveItem,
     OffsetItem,
     OffsetResult,
     PartitionState,
@@ -102,6 +104,14 @@ class RemotePartitionOps:
     def sync_registry(self) -> "asyncio.Future[None]":
         return self._mesh.call(self.peer, Op.SYNC_REGISTRY, [], _nothing, self._timeout, self._wait)
 
+    def alter_log_dirs(self, items: list[MoveItem]) -> "asyncio.Future[list[int]]":
+        return self._mesh.call(self.peer, Op.ALTER_LOG_DIRS, log_dir_codec.encode_moves(items), codec.decode_codes,
+                               self._timeout, self._wait)
+
+    def describe_log_dirs(self) -> "asyncio.Future[LogDirsReport]":
+        return self._mesh.call(self.peer, Op.DESCRIBE_LOG_DIRS, [], log_dir_codec.decode_report, self._timeout,
+                               self._wait)
+
     def share_fetch(self, items: list[ShareFetchItem]) -> "asyncio.Future[list[ShareFetchResult]]":
         return self._mesh.call(self.peer, Op.SHARE_FETCH, share_codec.encode_fetch_items(items),
                                share_codec.decode_fetch_results, self._timeout, self._wait)
@@ -135,6 +145,10 @@ class LocalPartitionOps(Protocol):
     def describe_producers(self, tps: list[TopicPartition]) -> list[ProducersResult]: ...
 
     def sync_registry(self) -> None: ...
+
+    def describe_log_dirs(self) -> LogDirsReport: ...
+
+    def alter_log_dirs(self, items: list[MoveItem]) -> list[int]: ...
 
     def share_fetch(self, items: list[ShareFetchItem]) -> "asyncio.Future[list[ShareFetchResult]]": ...
 
@@ -195,7 +209,15 @@ def serve_partition_ops(mesh: Mesh, owner: LocalPartitionOps) -> None:
     def share_acknowledge(body: memoryview) -> "asyncio.Future[Parts]":
         return asyncio.ensure_future(_encoded(owner.share_acknowledge(share_codec.decode_ack_items(body))))
 
+    def describe_log_dirs(_body: memoryview) -> Parts:
+        return log_dir_codec.encode_report(owner.describe_log_dirs())
+
     mesh.handlers.update({Op.SHARE_FETCH: share_fetch, Op.SHARE_ACK: share_acknowledge})
+    def alter_log_dirs(body: memoryview) -> Parts:
+        return codec.encode_codes(owner.alter_log_dirs(log_dir_codec.decode_moves(body)))
+
+    mesh.handlers[Op.DESCRIBE_LOG_DIRS] = describe_log_dirs
+    mesh.handlers[Op.ALTER_LOG_DIRS] = alter_log_dirs
     mesh.handlers.update({Op.APPEND: append, Op.APPEND_VERIFIED: append_verified, Op.READ: read, Op.WAIT_COMMITTED: wait_committed,
                           Op.WRITE_MARKERS: write_markers, Op.EPOCH_END: epoch_end_offsets,
                           Op.LIST_OFFSETS: list_offsets, Op.DELETE_RECORDS: delete_records,

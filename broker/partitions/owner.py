@@ -26,7 +26,10 @@ from broker.partitions.partition_ops import (
     DeleteItem,
     EpochEndResult,
     EpochItem,
+    LogDirReplica,
+    LogDirsReport,
     MarkerItem,
+    MoveItem,
     OffsetItem,
     OffsetResult,
     PartitionState,
@@ -53,7 +56,7 @@ from storage.batch import (
     producer_id_at,
 )
 from storage.checkpoint import read_partition_metadata
-from storage.errors import StorageError
+from storage.errors import LogDirOfflineError, StorageError
 from storage.log import LATEST_TIMESTAMP, AppendInfo, PartitionLog
 from storage.manager import LogManager
 from storage.producer_state import ProducerStateManager
@@ -112,6 +115,8 @@ class Owner:
         # The share partitions this worker leads (KIP-932); set by the worker once its
         # share persister exists.
         self.shares: SharePartitions | None = None
+        # Told the path of a log dir this worker found failed (the worker tells the others).
+        self.dir_failed: Callable[[str], None] = lambda _path: None
 
     def topic(self, name: str) -> TopicInfo | None:
         info = self.topics.get(name)
@@ -230,6 +235,9 @@ class Owner:
             # The log copies ``records`` into the segment: from the request's buffer, or
             # straight from the ring for a forwarded append (a view it must not keep).
             info = partition_log.append(records, leader_epoch=leader_epoch)
+        except LogDirOfflineError as exc:
+            self.fail_dir_of(tp, str(exc))
+            return AppendResult(exc.kafka_error_code, error_message=str(exc))
         except StorageError as exc:
             return AppendResult(exc.kafka_error_code, error_message=str(exc))
         except Exception as exc:
@@ -283,6 +291,8 @@ class Owner:
         partition_log = self.log_for(tp)
         if partition_log is None:
             return ReadResult(ErrorCode.unknown_topic_or_partition)
+        if partition_log.offline:
+            return ReadResult(ErrorCode.kafka_storage_error)
         leader_epoch = self.replication.leader_epoch(tp)
         if leader_epoch < 0:
             return ReadResult(ErrorCode.not_leader_or_follower)
@@ -502,6 +512,52 @@ class Owner:
                 ProducerInfo(e.producer_id, e.producer_epoch, e.last_sequence, e.last_timestamp, e.coordinator_epoch,
                              e.current_txn_first_offset) for _pid, e in sorted(entries.items()))))
         return out
+
+
+    # ------------------------------------------------------------------ log dirs
+    def fail_dir_of(self, tp: TopicPartition, why: str) -> None:
+        """An I/O error on ``tp``'s log: its whole log dir goes offline, here and (told
+        through ``dir_failed``) in the broker's other workers."""
+        path = self.logs.log_dir_of(tp)
+        if path is not None and self.logs.fail_dir(path, why):
+            self.dir_failed(path)
+
+    def describe_log_dirs(self) -> LogDirsReport:
+        """Every log this worker keeps (Kafka's ReplicaManager.describeLogDirs): its dir,
+        size, and lag; a current log's lag is how far its end is below the high watermark
+        (zero on a leader, whose high watermark never passes its log end)."""
+        out = []
+        for tp, partition_log in list(self.logs.logs.items()):
+            log_dir = self.logs.log_dir_of(tp)
+            if log_dir is None or partition_log.offline:
+                continue
+            lag = max(partition_log.high_watermark - partition_log.log_end_offset, 0)
+            out.append(LogDirReplica(log_dir, tp, partition_log.size_in_bytes, lag, False))
+            future = self.logs.futures.get(tp)
+            if future is not None:
+                out.append(LogDirReplica(future.dest, tp, future.log.size_in_bytes, future.lag(partition_log), True))
+        return LogDirsReport(tuple(out), tuple(sorted(self.logs.offline_dirs)))
+
+    def alter_log_dirs(self, items: list[MoveItem]) -> list[int]:
+        """Start moving each partition's log to the dir named (Kafka's
+        ReplicaManager.alterReplicaLogDirs): KAFKA_STORAGE_ERROR if that dir or the log's
+        own is offline, REPLICA_NOT_AVAILABLE if this worker has no log of it."""
+        codes = []
+        for tp, path in items:
+            partition_log = self.logs.get_log(tp)
+            if path in self.logs.offline_dirs or (partition_log is not None and partition_log.offline):
+                codes.append(int(ErrorCode.kafka_storage_error))
+            elif partition_log is None:
+                codes.append(int(ErrorCode.replica_not_available))
+            else:
+                try:
+                    self.logs.start_move(tp, path)
+                except (StorageError, OSError) as exc:
+                    log.warning("%s: cannot start its move to %s: %s", tp, path, exc)
+                    codes.append(int(ErrorCode.kafka_storage_error))
+                    continue
+                codes.append(0)
+        return codes
 
 
 async def _all_codes(answers: list["int | asyncio.Future[int]"]) -> list[int]:

@@ -141,6 +141,30 @@ class ProducersResult(NamedTuple):
     producers: tuple[ProducerInfo, ...] = ()
 
 
+class LogDirReplica(NamedTuple):
+    """One partition log of this broker, as DescribeLogDirs reports it."""
+
+    log_dir: str  # the absolute path of the log dir holding it
+    tp: TopicPartition
+    size: int  # bytes of its segments
+    offset_lag: int  # Kafka's: max(high watermark - log end, 0) for a current log
+    is_future: bool  # a copy AlterReplicaLogDirs is making, to replace the current log
+
+
+class MoveItem(NamedTuple):
+    """AlterReplicaLogDirs: move ``tp``'s log to log dir ``path`` of this broker."""
+
+    tp: TopicPartition
+    path: str
+
+
+class LogDirsReport(NamedTuple):
+    """A worker's logs for DescribeLogDirs, and the log dirs it found failed."""
+
+    replicas: tuple[LogDirReplica, ...]
+    offline_dirs: tuple[str, ...]
+
+
 class PartitionState(NamedTuple):
     """-1s for a partition the owner does not have."""
 
@@ -239,6 +263,16 @@ class PartitionOps(Protocol):
     def describe_producers(self, tps: list[TopicPartition]) -> Reply[list[ProducersResult]]:
         """DescribeProducers: the producers each partition's log knows (on any replica, as
         Kafka answers on followers too)."""
+        ...
+
+    def describe_log_dirs(self) -> Reply[LogDirsReport]:
+        """DescribeLogDirs: every partition log this owner keeps in an online dir, with the
+        dir holding it, and the dirs it knows failed."""
+        ...
+
+    def alter_log_dirs(self, items: list[MoveItem]) -> Reply[list[int]]:
+        """AlterReplicaLogDirs: start each move (a future log, caught up and swapped in by
+        the owner's housekeeping); an error code per item."""
         ...
 
     def share_fetch(self, items: list[ShareFetchItem]) -> Reply[list[ShareFetchResult]]:

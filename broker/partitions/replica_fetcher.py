@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from broker.partitions.remote_partition import RemotePartitionClient
 from broker.partitions.replication import Followed, Replication
 from broker.protocol.errors import ErrorCode, KafkaError
-from storage.errors import StorageError
+from storage.errors import LogDirOfflineError, StorageError
 from storage.log import PartitionLog
 from storage.types import TopicPartition
 
@@ -53,6 +53,8 @@ class ReplicaFetcher:
         self._address_of = address_of
         self._get_int = settings  # config.get_int; so named, the settings test checks its reads
         self._on_appended = on_appended
+        # An I/O error appending the leader's batches fails the log's dir (the worker's Owner.fail_dir_of).
+        self.dir_failed: Callable[[TopicPartition, str], None] = lambda _tp, _why: None
         self._loops: dict[int, asyncio.Task[None]] = {}
         self._closed = False
         replication.on_followed_changed = self.update
@@ -168,6 +170,8 @@ class ReplicaFetcher:
                     self._on_appended(tp)
         except StorageError as exc:
             log.error("%s: cannot append the leader's batches: %s", tp, exc)
+            if isinstance(exc, LogDirOfflineError):
+                self.dir_failed(tp, str(exc))
             return False
         partition_log.advance_high_watermark(min(int(data.high_watermark), partition_log.log_end_offset))
         return True

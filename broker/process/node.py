@@ -22,7 +22,7 @@ from broker.config import BrokerConfig
 from broker.context import RequestContext
 from broker.coordinator.forwarded import Forwarded, RequestBody
 from broker.dynamic_configs import DYNAMIC, LOG_DEFAULTS, DynamicBrokerConfigs
-from broker.links import peer_codec
+from broker.links import log_dir_codec, peer_codec
 from broker.links.mesh import Mesh, Op, Parts, PeerUnavailable
 from broker.links.remote_ops import RemotePartitionOps, serve_partition_ops
 from broker.links.rings import SharedRings
@@ -73,6 +73,9 @@ COORDINATOR_RESTART_WAIT = 5.0
 # Housekeeping runs every 0.5 s; cached segment fds of deleted files are closed every
 # 2 s (an fstat per cached file, up to 2,048).
 SWEEP_EVERY_TICKS = 4
+# AlterReplicaLogDirs copies at most this much per housekeeping tick into the future logs
+# (32 MiB/s): on the loop thread, whose requests wait meanwhile.
+MOVE_BYTES_PER_TICK = 16 << 20
 
 
 class WorkerNode:
@@ -131,6 +134,9 @@ class WorkerNode:
         serve_partition_ops(self.mesh, self.owner)
         self.mesh.handlers[Op.SYNC_REGISTRY] = self._sync_asked
         self.mesh.notes[Op.APPENDED] = self._appended_elsewhere
+        self.mesh.notes[Op.LOG_DIR_FAILED] = self._dir_failed_elsewhere
+        self.owner.dir_failed = self._dir_failed
+        self.replica_fetcher.dir_failed = self.owner.fail_dir_of
         self.mesh.notes[Op.EPOCH] = lambda body: self.cluster.learn_epoch(peer_codec.decode_epoch(body))
         self.coordinator_endpoint = rings.coordinator
         self._remote = {i: RemotePartitionOps(self.mesh, i) for i in range(count) if i != index}
@@ -154,6 +160,7 @@ class WorkerNode:
         self.connections: set[Any] = set()  # the worker server's open client connections
         self.started = time.time()
         self._closed = False
+        self._fencing: "asyncio.Future[None] | None" = None  # the offline replicas' ISR exit under way
 
     def share_settings(self, group_id: str) -> ShareSettings:
         """A share group's share partition settings: its group configs, else the broker's."""
@@ -277,6 +284,44 @@ class WorkerNode:
             parts = peer_codec.encode_tps([tp])
             for worker in watchers:
                 self.mesh.note(worker, Op.APPENDED, parts)
+
+    def _dir_failed(self, path: str) -> None:
+        """This worker found log dir ``path`` failed: the others take it offline too (the
+        dir is the broker's, shared by every worker's partitions)."""
+        parts = log_dir_codec.encode_failed(path)
+        for worker in range(self.count):
+            if worker != self.index:
+                self.mesh.note(worker, Op.LOG_DIR_FAILED, parts)
+        self._fence_offline(path)
+
+    def _dir_failed_elsewhere(self, body: memoryview) -> None:
+        path = log_dir_codec.decode_failed(body)
+        if self.logs.fail_dir(path, "another worker of this broker found it failed"):
+            self._fence_offline(path)
+
+    def _fence_offline(self, path: str) -> None:
+        """Our replicated partitions in failed dir ``path`` leave their ISRs and their
+        leaderships go to the other in-sync replicas (Kafka's controller does so for the
+        offline replicas a broker reports): clients are sent to a leader that can serve."""
+        offline = {(tp.topic, tp.partition) for tp in self.logs.logs_in(path)
+                   if (view := self.cluster.partition(tp.topic, tp.partition)) is not None and len(view.replicas) > 1}
+        if not offline:
+            return
+        defaults = self.logs.default_log_config
+
+        def fence() -> int:
+            return self.cluster.fence_offline_replicas(
+                self.node_id, offline, lambda configs: defaults.with_overrides(configs).unclean_leader_election_enable)
+
+        async def run() -> None:
+            try:
+                written = await self.run_admin(fence)
+                log.warning("log dir %s offline: %d of our %d replicated partitions there moved leader or ISR",
+                            path, written, len(offline))
+            except Exception:
+                log.exception("log dir %s offline: its partitions could not leave their ISRs", path)
+
+        self._fencing = asyncio.ensure_future(run())
 
     def _appended_elsewhere(self, body: memoryview) -> None:
         for tp in peer_codec.decode_tps(body):
@@ -411,6 +456,8 @@ class WorkerNode:
                 self.owner.replication.check_lag()
                 self.apply_dynamic()
                 self.logs.run_due_tasks(include_flush=False)
+                if self.logs.futures:
+                    self.logs.move_future_logs(MOVE_BYTES_PER_TICK)
                 ticks += 1
                 if ticks % SWEEP_EVERY_TICKS == 0:
                     self.segment_files.sweep()  # let deleted segments' blocks go

@@ -30,6 +30,8 @@ from kio.schema.alter_partition_reassignments.v0.request import (
 from kio.schema.alter_partition_reassignments.v1.request import (
     AlterPartitionReassignmentsRequest as _AlterPartitionReassignmentsRequestV1,
 )
+from kio.schema.alter_replica_log_dirs.v1.request import AlterReplicaLogDirsRequest as _AlterReplicaLogDirsRequestV1
+from kio.schema.alter_replica_log_dirs.v2.request import AlterReplicaLogDirsRequest as _AlterReplicaLogDirsRequestV2
 from kio.schema.alter_share_group_offsets.v0.request import AlterShareGroupOffsetsRequest as _AlterShareGroupOffsetsRequestV0
 from kio.schema.alter_user_scram_credentials.v0.request import (
     AlterUserScramCredentialsRequest as AlterUserScramCredentialsRequest,
@@ -91,6 +93,11 @@ from kio.schema.describe_groups.v3.request import DescribeGroupsRequest as _Desc
 from kio.schema.describe_groups.v4.request import DescribeGroupsRequest as _DescribeGroupsRequestV4
 from kio.schema.describe_groups.v5.request import DescribeGroupsRequest as _DescribeGroupsRequestV5
 from kio.schema.describe_groups.v6.request import DescribeGroupsRequest as _DescribeGroupsRequestV6
+from kio.schema.describe_log_dirs.v1.request import DescribeLogDirsRequest as _DescribeLogDirsRequestV1
+from kio.schema.describe_log_dirs.v2.request import DescribeLogDirsRequest as _DescribeLogDirsRequestV2
+from kio.schema.describe_log_dirs.v3.request import DescribeLogDirsRequest as _DescribeLogDirsRequestV3
+from kio.schema.describe_log_dirs.v4.request import DescribeLogDirsRequest as _DescribeLogDirsRequestV4
+from kio.schema.describe_log_dirs.v5.request import DescribeLogDirsRequest as _DescribeLogDirsRequestV5
 from kio.schema.describe_producers.v0.request import DescribeProducersRequest as _DescribeProducersRequestV0
 from kio.schema.describe_share_group_offsets.v0.request import (
     DescribeShareGroupOffsetsRequest as _DescribeShareGroupOffsetsRequestV0,
@@ -622,6 +629,21 @@ UpdateFeaturesRequest = Union[
 # key 77 (v1 only)
 ShareGroupDescribeRequest = _ShareGroupDescribeRequestV1
 
+# key 34
+AlterReplicaLogDirsRequest = Union[
+    _AlterReplicaLogDirsRequestV1,
+    _AlterReplicaLogDirsRequestV2,
+]
+
+# key 35
+DescribeLogDirsRequest = Union[
+    _DescribeLogDirsRequestV1,
+    _DescribeLogDirsRequestV2,
+    _DescribeLogDirsRequestV3,
+    _DescribeLogDirsRequestV4,
+    _DescribeLogDirsRequestV5,
+]
+
 from broker.protocol.acl_requests import CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest  # noqa: E402
 
 BY_KEY: dict[int, object] = {
@@ -686,5 +708,7 @@ BY_KEY: dict[int, object] = {
     74: ListConfigResourcesRequest,
     75: DescribeTopicPartitionsRequest,
     57: UpdateFeaturesRequest,
+    35: DescribeLogDirsRequest,
+    34: AlterReplicaLogDirsRequest,
 }
 
