@@ -46,6 +46,7 @@ from coordination.znodes import Endpoints, PartitionState
 
 if TYPE_CHECKING:
     from coordination.acls.store import AclStore
+    from coordination.client_quotas import QuotaStore
     from coordination.credentials import CredentialStore
     from coordination.group_config_store import GroupConfigStore
 
@@ -155,6 +156,10 @@ class CoordinationBackend(Protocol):
 
     def group_configs(self) -> "GroupConfigStore":
         """The groups' config overrides (Kafka's /config/groups znodes; a file locally); one per backend."""
+        ...
+
+    def client_quotas(self) -> "QuotaStore":
+        """The client quotas (Kafka's /config/users, /config/clients, /config/ips; a file locally); one per backend."""
         ...
 
     def live_brokers(self) -> dict[int, Endpoints]:

@@ -30,6 +30,7 @@ from typing import Callable, Mapping, NamedTuple
 
 from coordination.acls.store import AclStore
 from coordination.backend import CoordinationBackend, TopicRegistry
+from coordination.client_quotas import QuotaStore
 from coordination.credentials import CredentialStore
 from coordination.group_config_store import GroupConfigStore
 from coordination.topics import TopicInfo
@@ -197,6 +198,9 @@ class ClusterSnapshot:
 
     def group_configs(self) -> "GroupConfigStore":
         return self._backend.group_configs()
+
+    def client_quotas(self) -> "QuotaStore":
+        return self._backend.client_quotas()
 
     def live_brokers(self) -> Mapping[int, Endpoints]:
         """node id -> listener name -> (host, port), this broker included."""

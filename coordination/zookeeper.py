@@ -62,6 +62,7 @@ from coordination.backend import (
     StateListener,
     Watcher,
 )
+from coordination.client_quotas import ZooKeeperQuotas
 from coordination.credentials import ZooKeeperCredentials
 from coordination.group_config_store import ZooKeeperGroupConfigs
 from coordination.zk_calls import failure, retrying, transact
@@ -134,6 +135,7 @@ class ZooKeeperBackend:
         self._waiters: set[threading.Event] = set()
         self._registration: tuple[int, dict[str, Address], dict[str, str]] | None = None
         self._credentials: ZooKeeperCredentials | None = None
+        self._client_quotas: ZooKeeperQuotas | None = None
         self._acls: ZooKeeperAcls | None = None
         self._group_configs: ZooKeeperGroupConfigs | None = None
         self._fence: tuple[int, int] | None = None      # (epoch, epoch znode version) while coordinator
@@ -180,7 +182,7 @@ class ZooKeeperBackend:
         """End the session (our ephemeral znodes are deleted at once, not after the timeout)."""
         self._closed.set()
         self._wake_waiters()
-        for store in (self._credentials, self._acls, self._group_configs):
+        for store in (self._credentials, self._acls, self._group_configs, self._client_quotas):
             if store is not None:
                 store.close()
         self._client.stop()
@@ -309,6 +311,12 @@ class ZooKeeperBackend:
             if self._group_configs is None:
                 self._group_configs = ZooKeeperGroupConfigs(self._client, self._call)
             return self._group_configs
+
+    def client_quotas(self) -> ZooKeeperQuotas:
+        with self._mutex:
+            if self._client_quotas is None:
+                self._client_quotas = ZooKeeperQuotas(self._client, self._call)
+            return self._client_quotas
 
     def credentials(self) -> ZooKeeperCredentials:
         with self._mutex:

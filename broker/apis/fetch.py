@@ -60,6 +60,7 @@ from broker.partitions.partition_ops import ReadItem, ReadResult
 from broker.protocol import fast, fetch_request
 from broker.protocol.errors import ErrorCode
 from broker.protocol.fetch_request import FetchRequest
+from broker.quotas.shared_counters import FETCH
 from coordination.acls.model import Operation
 from storage.batch import HEADER_SIZE
 from storage.batch_cut import whole_batches_within
@@ -194,15 +195,18 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> RawRespons
     finally:
         if watch is not None:
             watch.cancel()
+    consumer = request.replica_id < 0
     return respond(ctx, 0, topics, wanted, results, request.max_bytes,
-                   request.isolation_level == 1 and request.replica_id < 0)
+                   request.isolation_level == 1 and consumer, consumer)
 
 
 def respond(ctx: RequestContext, error_code: int, topics: list[tuple[str, uuid.UUID]], wanted: list[Wanted],
-            results: list[ReadResult], max_bytes: int = 0, read_committed: bool = False) -> RawResponse:
+            results: list[ReadResult], max_bytes: int = 0, read_committed: bool = False,
+            consumer: bool = False) -> RawResponse:
     """The answer to the owners' ``results`` (one per read item of ``wanted``), the
     records as file ranges within ``max_bytes`` (loadtest/micro/fetch_cost.py times it).
-    ``read_committed``: a consumer's isolation_level 1, answered the aborted transactions."""
+    ``read_committed``: a consumer's isolation_level 1, answered the aborted transactions.
+    ``consumer``: a client's fetch, held to its consumer_byte_rate (a follower's is not)."""
     node = ctx.node
     out_topics = [fast.FetchTopicOut(name, topic_id, []) for name, topic_id in topics]
     chunks: list[FileChunk | bytes] = []
@@ -244,7 +248,14 @@ def respond(ctx: RequestContext, error_code: int, topics: list[tuple[str, uuid.U
     if ctx.api_version >= 16:  # KIP-951: where the leaders named in current_leader listen
         endpoints = leader_endpoints(node, ctx.connection.listener.name, (p.current_leader_id for t in out_topics for p in t.partitions
                                             if p.current_leader_id >= 0))
-    pieces = fast.encode_fetch_response(ctx.api_version, error_code, 0, out_topics, endpoints)
+    throttle_ms = 0
+    if consumer and node.quotas.table.fetch:
+        # Kafka records the response's size against consumer_byte_rate; the records are
+        # nearly all of it, and the rest is known only once encoded with the throttle.
+        sent = sum(chunk.length if isinstance(chunk, FileChunk) else len(chunk) for chunk in chunks)
+        throttle_ms = node.quotas.throttle_ms(FETCH, ctx.connection.auth.principal, ctx.client_id, sent)
+        ctx.connection.mute_after_answer(throttle_ms)
+    pieces = fast.encode_fetch_response(ctx.api_version, error_code, 0, out_topics, endpoints, throttle_ms)
     body: list[bytes | FileChunk] = [pieces[0]]
     size = len(pieces[0])
     for chunk, piece in zip(chunks, pieces[1:]):

@@ -48,6 +48,7 @@ from broker.protocol import produce_request
 from broker.protocol.errors import ErrorCode
 from broker.protocol.fast import encode_produce_response
 from broker.protocol.produce_request import ProduceRequest
+from broker.quotas.shared_counters import PRODUCE
 from coordination.acls.model import Operation, ResourceType
 from storage.batch import ATTRIBUTES_POS, TRANSACTIONAL_MASK
 from storage.errors import StorageError
@@ -194,14 +195,18 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Respon
             slot.result = result
     if acks == -1:
         await _wait_committed(node, items + internal_items, slots + internal_slots, request.timeout_ms)
+    throttle_ms = 0
+    if node.quotas.table.produce:  # Kafka records the whole request's size against producer_byte_rate
+        throttle_ms = node.quotas.throttle_ms(PRODUCE, ctx.connection.auth.principal, ctx.client_id, ctx.frame_size)
+        ctx.connection.mute_after_answer(throttle_ms)
     if acks == 0:
         return NO_RESPONSE
     answers = [(name, [(index, r if isinstance(r, AppendResult) else r.result) for index, r in entries])
                for name, entries in layout]
     if version >= 10:
         leaders, endpoints = _leader_hints(node, ctx.connection.listener.name, answers)
-        return encode_produce_response(version, answers, leaders, endpoints)
-    return encode_produce_response(version, answers)
+        return encode_produce_response(version, answers, leaders, endpoints, throttle_ms)
+    return encode_produce_response(version, answers, throttle_ms=throttle_ms)
 
 
 def _leader_hints(node: WorkerServices, listener: str, answers: list[tuple[str, list[tuple[int, AppendResult]]]]

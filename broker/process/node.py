@@ -39,6 +39,8 @@ from broker.process.reload import apply_in_child
 from broker.process.share_persister import SharePersister
 from broker.process.txn_verifier import TxnVerifier
 from broker.protocol.errors import ErrorCode, KafkaError, ProtocolViolation
+from broker.quotas import shared_counters
+from broker.quotas.book import QuotaBook
 from broker.security.broker_security import BrokerSecurity
 from broker.security.inter_broker import inter_broker_security
 from coordination.open_backend import open_broker_backend
@@ -97,6 +99,10 @@ class WorkerNode:
         # Groups' configs (consumer.session.timeout.ms, share.record.lock.duration.ms, ...),
         # read per request from a cache the store's watch keeps fresh.
         self.group_configs = open_group_configs(config, self.cluster.group_configs())
+        # Client quotas, measured across the workers in the memory the supervisor shared.
+        self.quotas = QuotaBook(shared_counters.inherited(index, count, config.get_int("quota.window.num"),
+                                                          config.get_int("quota.window.size.seconds") * 1000))
+        self.quotas.follow(self.cluster.client_quotas())
         settings = config.storage_settings()
         self.logs = LogManager(ManagerConfig.from_broker_config(settings), LogConfig.from_broker_config(settings),
                                {t.name: t.configs for t in self.registry.all()},
@@ -397,6 +403,7 @@ class WorkerNode:
         self.share_persister.close()
         self.security.close()
         self.group_configs.close()
+        self.quotas.close()
         self.cluster.on_change = None
         self.owner.replication.close()
         self.segment_files.close()
