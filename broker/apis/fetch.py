@@ -254,7 +254,9 @@ def respond(ctx: RequestContext, error_code: int, topics: list[tuple[str, uuid.U
         # nearly all of it, and the rest is known only once encoded with the throttle.
         sent = sum(chunk.length if isinstance(chunk, FileChunk) else len(chunk) for chunk in chunks)
         throttle_ms = node.quotas.throttle_ms(FETCH, ctx.connection.auth.principal, ctx.client_id, sent)
-        ctx.connection.mute_after_answer(throttle_ms)
+        if throttle_ms:
+            node.stats["quota_throttled_fetch"] += 1
+            ctx.connection.mute_after_answer(throttle_ms)
     pieces = fast.encode_fetch_response(ctx.api_version, error_code, 0, out_topics, endpoints, throttle_ms)
     body: list[bytes | FileChunk] = [pieces[0]]
     size = len(pieces[0])

@@ -114,6 +114,16 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Respon
     node = ctx.node
     version = ctx.api_version
     node.stats["produce_requests"] += 1
+    throttle_ms = 0
+    if node.quotas.table.produce:
+        # Kafka records the whole request's size against producer_byte_rate. Here it is done
+        # before the first await, so a throttle mutes the connection before its next frame
+        # is read: as in Kafka, which reads one request of a connection at a time, a
+        # pipelining client cannot slip requests past a throttle.
+        throttle_ms = node.quotas.throttle_ms(PRODUCE, ctx.connection.auth.principal, ctx.client_id, ctx.frame_size)
+        if throttle_ms:
+            node.stats["quota_throttled_produce"] += 1
+            ctx.connection.mute_after_answer(throttle_ms)
     acks = int(request.acks)
     layout: list[tuple[str, list[tuple[int, AppendResult | _Slot]]]] = []
     items: list[AppendItem] = []
@@ -195,10 +205,6 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Respon
             slot.result = result
     if acks == -1:
         await _wait_committed(node, items + internal_items, slots + internal_slots, request.timeout_ms)
-    throttle_ms = 0
-    if node.quotas.table.produce:  # Kafka records the whole request's size against producer_byte_rate
-        throttle_ms = node.quotas.throttle_ms(PRODUCE, ctx.connection.auth.principal, ctx.client_id, ctx.frame_size)
-        ctx.connection.mute_after_answer(throttle_ms)
     if acks == 0:
         return NO_RESPONSE
     answers = [(name, [(index, r if isinstance(r, AppendResult) else r.result) for index, r in entries])

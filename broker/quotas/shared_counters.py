@@ -11,17 +11,18 @@ worker writes only its own table and reads all of them, so no lock is needed::
 
     table (per worker)   SLOTS slots
     slot                 key u64 (a hash of the counted entity; 0: free)
-                         per metric (produce, fetch, request): ``samples`` x (window u64, value f64)
+                         per metric (produce, fetch, request): ``samples`` x (start ms u64, value f64)
 
-A sample belongs to the aligned window ``now_ms // window_ms``; the slot of a window is
-``window % samples``, so a stale sample is recognized by its window number and restarted
-by its writer. A reader may see a sample half-restarted (the new window with the old
-value for an instant): the rate is off for that one read, never stuck.
+A sample belongs to the window ``now_ms // window_ms``; the slot of a window is ``window %
+samples``, so a stale sample is recognized by its window and restarted by its writer, which
+notes when its first value came (Kafka's Sample.lastWindowMs). A reader may see a sample
+half-restarted (the new start with the old value for an instant): the rate is off for that
+one read, never stuck.
 
 Rate and throttle are Kafka's (Rate.measure / windowSize, QuotaUtils.throttleTime): the
-total of the live samples over the time since the oldest live window began, that time
-padded to ``samples - 1`` whole windows; over the bound, the throttle is
-``(rate - bound) / bound * window size`` ms.
+total of the live samples over the time since the oldest live sample began, that time
+padded to ``samples - 1`` whole windows (so a new client may send that much at once, as
+in Kafka); over the bound, the throttle is ``(rate - bound) / bound * window size`` ms.
 """
 
 from __future__ import annotations
@@ -108,9 +109,9 @@ class QuotaCounters:
         word = self._own_slot(key)
         if word >= 0:
             at = word + 1 + metric * self.metric_words + 2 * (window % self.samples)
-            if self._u64[at] != window:
+            if self._u64[at] // self.window_ms != window:
                 self._f64[at + 1] = 0.0
-                self._u64[at] = window
+                self._u64[at] = now_ms
             self._f64[at + 1] += value
 
     def rate(self, key: str, metric: int, now_ms: int) -> float:
@@ -124,7 +125,7 @@ class QuotaCounters:
         u64, f64 = self._u64, self._f64
         hashed = key_hash(key)
         total = 0.0
-        oldest = window
+        oldest = now_ms
         offset = 1 + metric * self.metric_words
         for table in range(self.workers):
             word = self._slots.get(key, -1) if table == self.index else -1
@@ -135,11 +136,11 @@ class QuotaCounters:
             at = word + offset
             for sample in range(self.samples):
                 started = u64[at + 2 * sample]
-                if oldest_live <= started <= window:
+                if oldest_live <= started // self.window_ms <= window:
                     total += f64[at + 2 * sample + 1]
                     if started < oldest:
                         oldest = started
-        elapsed = now_ms - oldest * self.window_ms
+        elapsed = now_ms - oldest
         full = elapsed // self.window_ms
         if full < self.samples - 1:
             elapsed += (self.samples - 1 - full) * self.window_ms
