@@ -196,7 +196,12 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> RawRespons
         if watch is not None:
             watch.cancel()
     consumer = request.replica_id < 0
-    return respond(ctx, 0, topics, wanted, results, request.max_bytes,
+    max_bytes = request.max_bytes
+    if consumer and node.quotas.table.fetch:
+        most = node.quotas.most_in_window(FETCH, ctx.connection.auth.principal, ctx.client_id)
+        if most is not None:
+            max_bytes = min(max_bytes, most)
+    return respond(ctx, 0, topics, wanted, results, max_bytes,
                    request.isolation_level == 1 and consumer, consumer)
 
 
@@ -250,13 +255,7 @@ def respond(ctx: RequestContext, error_code: int, topics: list[tuple[str, uuid.U
                                             if p.current_leader_id >= 0))
     throttle_ms = 0
     if consumer and node.quotas.table.fetch:
-        # Kafka records the response's size against consumer_byte_rate; the records are
-        # nearly all of it, and the rest is known only once encoded with the throttle.
-        sent = sum(chunk.length if isinstance(chunk, FileChunk) else len(chunk) for chunk in chunks)
-        throttle_ms = node.quotas.throttle_ms(FETCH, ctx.connection.auth.principal, ctx.client_id, sent)
-        if throttle_ms:
-            node.stats["quota_throttled_fetch"] += 1
-            ctx.connection.mute_after_answer(throttle_ms)
+        throttle_ms = _consumer_quota(ctx, chunks, out_topics)
     pieces = fast.encode_fetch_response(ctx.api_version, error_code, 0, out_topics, endpoints, throttle_ms)
     body: list[bytes | FileChunk] = [pieces[0]]
     size = len(pieces[0])
@@ -265,6 +264,31 @@ def respond(ctx: RequestContext, error_code: int, topics: list[tuple[str, uuid.U
         body.append(piece)
         size += (chunk.length if isinstance(chunk, FileChunk) else len(chunk)) + len(piece)
     return RawResponse(body, size)
+
+
+def _consumer_quota(ctx: RequestContext, chunks: list[FileChunk | bytes], out_topics: list[fast.FetchTopicOut]) -> int:
+    """Kafka's consumer_byte_rate on a Fetch answer: the records' size is recorded (nearly
+    all of the response's); over the quota, as Kafka does, the answer goes without records
+    (their size taken back: they were not sent), carries the throttle time, and the
+    connection is muted that long. ``chunks`` and ``out_topics`` are emptied then."""
+    node = ctx.node
+    principal = ctx.connection.auth.principal
+    sent = sum(chunk.length if isinstance(chunk, FileChunk) else len(chunk) for chunk in chunks)
+    throttle_ms = node.quotas.throttle_ms(FETCH, principal, ctx.client_id, sent)
+    if not throttle_ms:
+        return 0
+    node.stats["quota_throttled_fetch"] += 1
+    if sent:
+        node.quotas.unrecord(FETCH, principal, ctx.client_id, sent)
+        for chunk in chunks:
+            if isinstance(chunk, FileChunk):
+                os.close(chunk.fd)
+        chunks.clear()
+        for topic in out_topics:
+            topic.partitions[:] = [p._replace(records_length=0, aborted=None if p.aborted is None else ())
+                                   for p in topic.partitions]
+    ctx.connection.mute_after_answer(throttle_ms)
+    return throttle_ms
 
 
 class ResponseBudget:

@@ -146,6 +146,20 @@ class QuotaBook:
         bound, counted = found
         return self.counters.throttle_ms(counted, metric, value, bound)
 
+    def unrecord(self, metric: int, principal: str, client_id: str | None, value: float) -> None:
+        """Take back what ``throttle_ms`` recorded (an answer that went without its records)."""
+        found = self.table.resolve(metric, principal.partition(":")[2] or principal, client_id or "")
+        if found is not None:
+            self.counters.record(found[1], metric, -value)
+
+    def most_in_window(self, metric: int, principal: str, client_id: str | None) -> int | None:
+        """Kafka's getMaxValueInQuotaWindow: at most this much of one answer (a Fetch's
+        max_bytes), so a single response cannot outgrow the quota's whole window."""
+        found = self.table.resolve(metric, principal.partition(":")[2] or principal, client_id or "")
+        if found is None:
+            return None
+        return int(found[0] * (self.counters.samples - 1) * self.counters.window_ms / 1000)
+
     def close(self) -> None:
         self._closed = True
         if self._wake is not None:

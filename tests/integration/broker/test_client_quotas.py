@@ -201,3 +201,65 @@ def test_producer_byte_rate_holds_a_client_id_across_workers(broker_factory: Any
 
 
 MEASURE = 32.0  # s: about three cycles of Kafka's 11 one-second samples
+
+
+def consume_flat_out(bootstrap: str, topic: str, client_id: str, meter: Meter, stop: threading.Event) -> None:
+    from confluent_kafka import Consumer
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "client.id": client_id, "group.id": f"g-{uuid.uuid4().hex[:6]}",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                         "fetch.max.bytes": 524288, "message.max.bytes": 262144,
+                         "max.partition.fetch.bytes": 131072})
+    consumer.subscribe([topic])
+    try:
+        while not stop.is_set():
+            for message in consumer.consume(100, 0.2):
+                if message.error() is None:
+                    meter.add(len(message.value()))
+    finally:
+        consumer.close()
+
+
+def test_consumer_byte_rate_holds_a_client_id(broker_factory: Any) -> None:
+    """A consumer with consumer_byte_rate 1 MiB/s reads a full topic at that pace, measured over
+    three quota cycles from its first record; a consumer without a quota reads it all at once."""
+    from confluent_kafka import Producer
+
+    broker = broker_factory(workers=2)
+    topic = f"quota-{uuid.uuid4().hex[:6]}"
+    create_topic(broker.bootstrap, topic, 4)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
+    payload = b"y" * 16384
+    for _ in range(64 * 48):  # 48 MiB: more than the slow reader can take in the test
+        while True:
+            try:
+                producer.produce(topic, payload)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    assert producer.flush(60) == 0
+    with KioClient(broker.bootstrap) as client:
+        assert alter(client, {"client-id": "slow-reader"}, {"consumer_byte_rate": MIB})[0] == 0
+    time.sleep(1.5)
+    limited, free = Meter(), Meter()
+    stop = threading.Event()
+    threads = [threading.Thread(target=consume_flat_out, args=(broker.bootstrap, topic, "slow-reader", limited, stop)),
+               threading.Thread(target=consume_flat_out, args=(broker.bootstrap, topic, "fast-reader", free, stop))]
+    for thread in threads:
+        thread.start()
+    try:
+        first = wait_until(lambda: limited.events and limited.events[0][0], 30, "a first record")
+        free_first = wait_until(lambda: free.events and free.events[0][0], 30, "a first record")
+        time.sleep(max(0.0, first + MEASURE - time.monotonic()))
+        limited_rate = limited.rate(first, first + MEASURE)
+        throttled = throttled_on_each_worker(broker, "quota_throttled_fetch")
+        free_total = free.rate(free_first, time.monotonic()) * (time.monotonic() - free_first)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(30)
+    print(f"limited {limited_rate / MIB:.3f} MiB/s, free read {free_total / MIB:.1f} MiB, throttled {throttled}; "
+          "per second", [round(limited.rate(first + i, first + i + 1) / MIB, 2) for i in range(int(MEASURE))])
+    assert 0.9 * MIB <= limited_rate <= 1.1 * MIB, limited_rate / MIB
+    assert free_total >= 47 * MIB, free_total / MIB
+    assert sum(throttled) > 0, throttled
