@@ -63,12 +63,15 @@ class QuotaCounters:
         self._f64 = view.cast("d")
         self.index = 0
         self._slots: dict[str, int] = {}  # key -> our slot's first word
+        self._everywhere: dict[str, list[int]] = {}  # key -> its slot in every table
+        self._hashes: dict[str, int] = {}
         self._full_warned = False
 
     def bind(self, index: int) -> None:
         """This process is worker ``index``: it writes that table only."""
         self.index = index
         self._slots.clear()
+        self._everywhere.clear()
 
     # ------------------------------------------------------------------ slots
     def _find(self, table: int, hashed: int, claim: bool) -> int:
@@ -88,10 +91,18 @@ class QuotaCounters:
                 return word
         return -1
 
+    def _hash(self, key: str) -> int:
+        hashed = self._hashes.get(key)
+        if hashed is None:
+            if len(self._hashes) > 100_000:
+                self._hashes.clear()
+            hashed = self._hashes[key] = key_hash(key)
+        return hashed
+
     def _own_slot(self, key: str) -> int:
         word = self._slots.get(key)
         if word is None:
-            word = self._find(self.index, key_hash(key), claim=True)
+            word = self._find(self.index, self._hash(key), claim=True)
             if word < 0:
                 if not self._full_warned:
                     log.warning("the shared quota table is full: %s is measured by this worker alone", key)
@@ -120,31 +131,42 @@ class QuotaCounters:
 
     def measure(self, key: str, metric: int, now_ms: int) -> tuple[float, int]:
         """The total of the live samples of all workers and the window size (ms) it spans."""
-        window = now_ms // self.window_ms
-        oldest_live = window - self.samples + 1
-        u64, f64 = self._u64, self._f64
-        hashed = key_hash(key)
+        window_ms = self.window_ms
+        oldest_live = (now_ms // window_ms - self.samples + 1) * window_ms  # the earliest start still live
         total = 0.0
         oldest = now_ms
         offset = 1 + metric * self.metric_words
-        for table in range(self.workers):
-            word = self._slots.get(key, -1) if table == self.index else -1
-            if word < 0:
-                word = self._find(table, hashed, claim=False)
-                if word < 0:
-                    continue
+        span = 2 * self.samples
+        u64, f64 = self._u64, self._f64
+        for word in self._slots_everywhere(key):
             at = word + offset
-            for sample in range(self.samples):
-                started = u64[at + 2 * sample]
-                if oldest_live <= started // self.window_ms <= window:
-                    total += f64[at + 2 * sample + 1]
+            starts = u64[at:at + span:2].tolist()
+            values = f64[at + 1:at + span:2].tolist()
+            for index, started in enumerate(starts):
+                if oldest_live <= started <= now_ms:
+                    total += values[index]
                     if started < oldest:
                         oldest = started
         elapsed = now_ms - oldest
-        full = elapsed // self.window_ms
+        full = elapsed // window_ms
         if full < self.samples - 1:
-            elapsed += (self.samples - 1 - full) * self.window_ms
+            elapsed += (self.samples - 1 - full) * window_ms
         return total, max(1, elapsed)
+
+    def _slots_everywhere(self, key: str) -> list[int]:
+        """The first word of ``key``'s slot in each table that has one. A slot, once taken,
+        stays its key's: what is found is remembered; a table without it is asked again."""
+        found = self._everywhere.get(key)
+        if found is not None and len(found) == self.workers:
+            return found
+        hashed = self._hash(key)
+        words = [self._find(table, hashed, claim=False) for table in range(self.workers)]
+        present = [word for word in words if word >= 0]
+        if len(present) == self.workers:
+            if len(self._everywhere) > 100_000:
+                self._everywhere.clear()
+            self._everywhere[key] = present
+        return present
 
     def throttle_ms(self, key: str, metric: int, value: float, bound: float, now_ms: int | None = None) -> int:
         """Record ``value``; Kafka's throttle time if the rate is now above ``bound``, else 0."""
