@@ -62,6 +62,7 @@ BROKER_LAYERS = [
     {"broker.protocol"},
     {"broker.config", "broker.listeners"},
     {"broker.security"},
+    {"broker.quotas"},
     {"broker.partitions"},
     {"broker.links"},
     {"broker.context", "broker.dispatch", "broker.authorization"},
