@@ -159,7 +159,7 @@ def throttled_on_each_worker(broker: Broker, key: str) -> list[int]:
 
 
 def test_producer_byte_rate_holds_a_client_id_across_workers(broker_factory: Any) -> None:
-    """Four producers of one client id (their connections spread over both workers) share
+    """Six producers of one client id (their connections spread over both workers) share
     1 MiB/s; measured over three of Kafka's quota cycles from the first acknowledgement (a new
     measure lets ``quota.window.num - 1`` windows' worth through at once, as Kafka's does)."""
     broker = broker_factory(workers=2)
@@ -171,7 +171,7 @@ def test_producer_byte_rate_holds_a_client_id_across_workers(broker_factory: Any
     limited, free = Meter(), Meter()
     stop = threading.Event()
     threads = [threading.Thread(target=produce_flat_out, args=(broker.bootstrap, topic, "throttled", limited, stop))
-               for _ in range(4)]
+               for _ in range(6)]
     threads.append(threading.Thread(target=produce_flat_out, args=(broker.bootstrap, topic, "free", free, stop)))
     for thread in threads:
         thread.start()
