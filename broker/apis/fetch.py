@@ -216,6 +216,7 @@ def respond(ctx: RequestContext, error_code: int, topics: list[tuple[str, uuid.U
     out_topics = [fast.FetchTopicOut(name, topic_id, []) for name, topic_id in topics]
     chunks: list[FileChunk | bytes] = []
     legacy_magic = fetch_magic(ctx.api_version) if ctx.api_version < 4 else None
+    sent: list[tuple[str, int]] = []  # counted once known to go (a throttled answer goes without)
     budget = ResponseBudget(max_bytes if legacy_magic is None else min(max_bytes, LEGACY_FETCH_MAX_BYTES))
     result_iter = iter(results)
     for topic_index, partition, error, item in wanted:
@@ -244,7 +245,7 @@ def respond(ctx: RequestContext, error_code: int, topics: list[tuple[str, uuid.U
         else:
             chunks.append(FileChunk(fd, r.position, length))
         if length:
-            node.metrics.sent(topics[topic_index][0], length)
+            sent.append((topics[topic_index][0], length))
         leader, leader_epoch = _leader_hint(node, code, item[0]) if code and ctx.api_version >= 12 else (-1, -1)
         out_topics[topic_index].partitions.append(_partition_out((
             partition, code, r.high_watermark, r.last_stable_offset, r.log_start_offset, length, r.diverging_epoch,
@@ -256,6 +257,10 @@ def respond(ctx: RequestContext, error_code: int, topics: list[tuple[str, uuid.U
     throttle_ms = 0
     if consumer and node.quotas.table.fetch:
         throttle_ms = _consumer_quota(ctx, chunks, out_topics)
+        if not chunks:
+            sent.clear()
+    for topic_name, length in sent:
+        node.metrics.sent(topic_name, length)
     pieces = fast.encode_fetch_response(ctx.api_version, error_code, 0, out_topics, endpoints, throttle_ms)
     body: list[bytes | FileChunk] = [pieces[0]]
     size = len(pieces[0])
