@@ -177,6 +177,8 @@ SETTINGS: list[Setting] = [
             "with many workers (64 MiB of inbound rings per worker at most)."),
     Setting("metrics.listener", _host_port_or_empty, "127.0.0.1:9308",
             "host:port of the Prometheus endpoint (/metrics), served by the coordinator process; empty: no metrics."),
+    Setting("quota.window.num", integer_in(1, INT_MAX), 11, "Samples kept to measure a client quota's rate (Kafka's)."),
+    Setting("quota.window.size.seconds", integer_in(1, INT_MAX), 1, "The time span of each client quota sample (Kafka's)."),
     Setting("queued.max.requests", integer_in(1, INT_MAX), 500, "Unanswered requests per connection before reading pauses."),
     Setting("queued.max.request.bytes", integer_in(1, INT_MAX), 16 * 1024 * 1024,
             "Bytes of unanswered request frames per connection before reading pauses (Kafka's is per broker)."),

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from broker.partitions.share_partitions import ShareSettings
     from broker.process.metrics import WorkerMetrics
     from broker.process.share_persister import SharePersister
+    from broker.quotas.book import QuotaBook
     from broker.security.broker_security import BrokerSecurity
     from broker.security.connection_auth import ConnectionAuth
     from broker.telemetry.service import WorkerTelemetry
@@ -98,6 +99,10 @@ class ConnectionHandle(Protocol):
     client_software: tuple[str | None, str | None]
 
     def close_after_answer(self) -> None: ...
+
+    def mute_after_answer(self, delay_ms: int) -> None:
+        """A quota's throttle (KIP-219): answers go out now, no request is read for ``delay_ms``."""
+        ...
 
     def on_close(self, callback: Callable[[], None]) -> None:
         """Run ``callback`` when the connection closes."""
@@ -207,6 +212,9 @@ class BrokerIdentity(Protocol):
 
     @property
     def loggers(self) -> "BrokerLoggers": ...
+
+    @property
+    def quotas(self) -> "QuotaBook": ...
 
 
 class WorkerServices(BrokerIdentity, TopicServices, Router, FetchServices, ShareServices, CoordinatorAccess, Protocol):

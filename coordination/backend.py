@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from coordination.acls.store import AclStore
     from coordination.broker_config_store import BrokerConfigStore
     from coordination.client_metrics_store import ClientMetricsStore
+    from coordination.client_quotas import QuotaStore
     from coordination.credentials import CredentialStore
     from coordination.feature_store import FeatureStore
     from coordination.group_config_store import GroupConfigStore
@@ -168,6 +169,9 @@ class CoordinationBackend(Protocol):
 
     def broker_configs(self) -> "BrokerConfigStore":
         """Dynamic broker configs (Kafka's /config/brokers znodes; a file locally); one per backend."""
+
+    def client_quotas(self) -> "QuotaStore":
+        """The client quotas (Kafka's /config/users, /config/clients, /config/ips; a file locally); one per backend."""
         ...
 
     def live_brokers(self) -> dict[int, Endpoints]:

@@ -51,6 +51,7 @@ from coordination.backend import (
 )
 from coordination.broker_config_store import LocalBrokerConfigs
 from coordination.client_metrics_store import local_client_metrics
+from coordination.client_quotas import LocalQuotas
 from coordination.credentials import LocalCredentials
 from coordination.feature_store import LocalFeatures
 from coordination.group_config_store import LocalGroupConfigs
@@ -180,6 +181,7 @@ class LocalBackend:
         self._watch_thread: threading.Thread | None = None
         self._registered: tuple[int, Endpoints] | None = None
         self._credentials: LocalCredentials | None = None
+        self._client_quotas: LocalQuotas | None = None
         self._acls: LocalAcls | None = None
         self._group_configs: LocalGroupConfigs | None = None
         self._client_metrics: LocalGroupConfigs | None = None
@@ -203,7 +205,8 @@ class LocalBackend:
         for attempt in attempts:
             attempt.abandon()
         self.resign()
-        for store in (self._credentials, self._acls, self._group_configs, self._client_metrics, self._features, self._broker_configs):
+        for store in (self._credentials, self._acls, self._group_configs, self._client_metrics, self._features,
+                      self._broker_configs, self._client_quotas):
             if store is not None:
                 store.close()
         thread = self._watch_thread
@@ -254,6 +257,12 @@ class LocalBackend:
             if self._acls is None:
                 self._acls = LocalAcls(self.data_dir)
             return self._acls
+
+    def client_quotas(self) -> LocalQuotas:
+        with self._mutex:
+            if self._client_quotas is None:
+                self._client_quotas = LocalQuotas(self.data_dir)
+            return self._client_quotas
 
     def credentials(self) -> LocalCredentials:
         with self._mutex:

@@ -32,6 +32,7 @@ from coordination.acls.store import AclStore
 from coordination.backend import CoordinationBackend, TopicRegistry
 from coordination.broker_config_store import BrokerConfigStore
 from coordination.client_metrics_store import ClientMetricsStore
+from coordination.client_quotas import QuotaStore
 from coordination.credentials import CredentialStore
 from coordination.feature_store import FeatureStore
 from coordination.group_config_store import GroupConfigStore
@@ -209,6 +210,9 @@ class ClusterSnapshot:
 
     def broker_configs(self) -> "BrokerConfigStore":
         return self._backend.broker_configs()
+
+    def client_quotas(self) -> "QuotaStore":
+        return self._backend.client_quotas()
 
     def live_brokers(self) -> Mapping[int, Endpoints]:
         """node id -> listener name -> (host, port), this broker included."""

@@ -64,6 +64,7 @@ from coordination.backend import (
 )
 from coordination.broker_config_store import ZooKeeperBrokerConfigs
 from coordination.client_metrics_store import zookeeper_client_metrics
+from coordination.client_quotas import ZooKeeperQuotas
 from coordination.credentials import ZooKeeperCredentials
 from coordination.feature_store import ZooKeeperFeatures
 from coordination.group_config_store import ZooKeeperGroupConfigs
@@ -137,6 +138,7 @@ class ZooKeeperBackend:
         self._waiters: set[threading.Event] = set()
         self._registration: tuple[int, dict[str, Address], dict[str, str]] | None = None
         self._credentials: ZooKeeperCredentials | None = None
+        self._client_quotas: ZooKeeperQuotas | None = None
         self._acls: ZooKeeperAcls | None = None
         self._group_configs: ZooKeeperGroupConfigs | None = None
         self._client_metrics: ZooKeeperGroupConfigs | None = None
@@ -186,7 +188,8 @@ class ZooKeeperBackend:
         """End the session (our ephemeral znodes are deleted at once, not after the timeout)."""
         self._closed.set()
         self._wake_waiters()
-        for store in (self._credentials, self._acls, self._group_configs, self._client_metrics, self._features, self._broker_configs):
+        for store in (self._credentials, self._acls, self._group_configs, self._client_metrics, self._features,
+                      self._broker_configs, self._client_quotas):
             if store is not None:
                 store.close()
         self._client.stop()
@@ -333,6 +336,12 @@ class ZooKeeperBackend:
             if self._broker_configs is None:
                 self._broker_configs = ZooKeeperBrokerConfigs(self._client, self._call)
             return self._broker_configs
+
+    def client_quotas(self) -> ZooKeeperQuotas:
+        with self._mutex:
+            if self._client_quotas is None:
+                self._client_quotas = ZooKeeperQuotas(self._client, self._call)
+            return self._client_quotas
 
     def credentials(self) -> ZooKeeperCredentials:
         with self._mutex:

@@ -60,6 +60,7 @@ from broker.partitions.partition_ops import ReadItem, ReadResult
 from broker.protocol import fast, fetch_request
 from broker.protocol.errors import ErrorCode
 from broker.protocol.fetch_request import FetchRequest
+from broker.quotas.shared_counters import FETCH
 from coordination.acls.model import Operation
 from storage.batch import HEADER_SIZE
 from storage.batch_cut import whole_batches_within
@@ -194,19 +195,28 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> RawRespons
     finally:
         if watch is not None:
             watch.cancel()
-    return respond(ctx, 0, topics, wanted, results, request.max_bytes,
-                   request.isolation_level == 1 and request.replica_id < 0)
+    consumer = request.replica_id < 0
+    max_bytes = request.max_bytes
+    if consumer and node.quotas.table.fetch:
+        most = node.quotas.most_in_window(FETCH, ctx.connection.auth.principal, ctx.client_id)
+        if most is not None:
+            max_bytes = min(max_bytes, most)
+    return respond(ctx, 0, topics, wanted, results, max_bytes,
+                   request.isolation_level == 1 and consumer, consumer)
 
 
 def respond(ctx: RequestContext, error_code: int, topics: list[tuple[str, uuid.UUID]], wanted: list[Wanted],
-            results: list[ReadResult], max_bytes: int = 0, read_committed: bool = False) -> RawResponse:
+            results: list[ReadResult], max_bytes: int = 0, read_committed: bool = False,
+            consumer: bool = False) -> RawResponse:
     """The answer to the owners' ``results`` (one per read item of ``wanted``), the
     records as file ranges within ``max_bytes`` (loadtest/micro/fetch_cost.py times it).
-    ``read_committed``: a consumer's isolation_level 1, answered the aborted transactions."""
+    ``read_committed``: a consumer's isolation_level 1, answered the aborted transactions.
+    ``consumer``: a client's fetch, held to its consumer_byte_rate (a follower's is not)."""
     node = ctx.node
     out_topics = [fast.FetchTopicOut(name, topic_id, []) for name, topic_id in topics]
     chunks: list[FileChunk | bytes] = []
     legacy_magic = fetch_magic(ctx.api_version) if ctx.api_version < 4 else None
+    sent: list[tuple[str, int]] = []  # counted once known to go (a throttled answer goes without)
     budget = ResponseBudget(max_bytes if legacy_magic is None else min(max_bytes, LEGACY_FETCH_MAX_BYTES))
     result_iter = iter(results)
     for topic_index, partition, error, item in wanted:
@@ -235,7 +245,7 @@ def respond(ctx: RequestContext, error_code: int, topics: list[tuple[str, uuid.U
         else:
             chunks.append(FileChunk(fd, r.position, length))
         if length:
-            node.metrics.sent(topics[topic_index][0], length)
+            sent.append((topics[topic_index][0], length))
         leader, leader_epoch = _leader_hint(node, code, item[0]) if code and ctx.api_version >= 12 else (-1, -1)
         out_topics[topic_index].partitions.append(_partition_out((
             partition, code, r.high_watermark, r.last_stable_offset, r.log_start_offset, length, r.diverging_epoch,
@@ -244,7 +254,14 @@ def respond(ctx: RequestContext, error_code: int, topics: list[tuple[str, uuid.U
     if ctx.api_version >= 16:  # KIP-951: where the leaders named in current_leader listen
         endpoints = leader_endpoints(node, ctx.connection.listener.name, (p.current_leader_id for t in out_topics for p in t.partitions
                                             if p.current_leader_id >= 0))
-    pieces = fast.encode_fetch_response(ctx.api_version, error_code, 0, out_topics, endpoints)
+    throttle_ms = 0
+    if consumer and node.quotas.table.fetch:
+        throttle_ms = _consumer_quota(ctx, chunks, out_topics)
+        if not chunks:
+            sent.clear()
+    for topic_name, length in sent:
+        node.metrics.sent(topic_name, length)
+    pieces = fast.encode_fetch_response(ctx.api_version, error_code, 0, out_topics, endpoints, throttle_ms)
     body: list[bytes | FileChunk] = [pieces[0]]
     size = len(pieces[0])
     for chunk, piece in zip(chunks, pieces[1:]):
@@ -252,6 +269,31 @@ def respond(ctx: RequestContext, error_code: int, topics: list[tuple[str, uuid.U
         body.append(piece)
         size += (chunk.length if isinstance(chunk, FileChunk) else len(chunk)) + len(piece)
     return RawResponse(body, size)
+
+
+def _consumer_quota(ctx: RequestContext, chunks: list[FileChunk | bytes], out_topics: list[fast.FetchTopicOut]) -> int:
+    """Kafka's consumer_byte_rate on a Fetch answer: the records' size is recorded (nearly
+    all of the response's); over the quota, as Kafka does, the answer goes without records
+    (their size taken back: they were not sent), carries the throttle time, and the
+    connection is muted that long. ``chunks`` and ``out_topics`` are emptied then."""
+    node = ctx.node
+    principal = ctx.connection.auth.principal
+    sent = sum(chunk.length if isinstance(chunk, FileChunk) else len(chunk) for chunk in chunks)
+    throttle_ms = node.quotas.throttle_ms(FETCH, principal, ctx.client_id, sent)
+    if not throttle_ms:
+        return 0
+    node.stats["quota_throttled_fetch"] += 1
+    if sent:
+        node.quotas.unrecord(FETCH, principal, ctx.client_id, sent)
+        for chunk in chunks:
+            if isinstance(chunk, FileChunk):
+                os.close(chunk.fd)
+        chunks.clear()
+        for topic in out_topics:
+            topic.partitions[:] = [p._replace(records_length=0, aborted=None if p.aborted is None else ())
+                                   for p in topic.partitions]
+    ctx.connection.mute_after_answer(throttle_ms)
+    return throttle_ms
 
 
 class ResponseBudget:

@@ -48,6 +48,7 @@ from broker.protocol import produce_request
 from broker.protocol.errors import ErrorCode
 from broker.protocol.fast import encode_produce_response
 from broker.protocol.produce_request import ProduceRequest
+from broker.quotas.shared_counters import PRODUCE
 from coordination.acls.model import Operation, ResourceType
 from storage.batch import ATTRIBUTES_POS, TRANSACTIONAL_MASK
 from storage.errors import StorageError
@@ -113,6 +114,16 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Respon
     node = ctx.node
     version = ctx.api_version
     node.stats["produce_requests"] += 1
+    throttle_ms = 0
+    if node.quotas.table.produce:
+        # Kafka records the whole request's size against producer_byte_rate. Here it is done
+        # before the first await, so a throttle mutes the connection before its next frame
+        # is read: as in Kafka, which reads one request of a connection at a time, a
+        # pipelining client cannot slip requests past a throttle.
+        throttle_ms = node.quotas.throttle_ms(PRODUCE, ctx.connection.auth.principal, ctx.client_id, ctx.frame_size)
+        if throttle_ms:
+            node.stats["quota_throttled_produce"] += 1
+            ctx.connection.mute_after_answer(throttle_ms)
     acks = int(request.acks)
     layout: list[tuple[str, list[tuple[int, AppendResult | _Slot]]]] = []
     items: list[AppendItem] = []
@@ -200,8 +211,8 @@ async def handle_produce(ctx: RequestContext, request: ProduceRequest) -> Respon
                for name, entries in layout]
     if version >= 10:
         leaders, endpoints = _leader_hints(node, ctx.connection.listener.name, answers)
-        return encode_produce_response(version, answers, leaders, endpoints)
-    return encode_produce_response(version, answers)
+        return encode_produce_response(version, answers, leaders, endpoints, throttle_ms)
+    return encode_produce_response(version, answers, throttle_ms=throttle_ms)
 
 
 def _leader_hints(node: WorkerServices, listener: str, answers: list[tuple[str, list[tuple[int, AppendResult]]]]

@@ -96,6 +96,9 @@ class Connection:
         self._max_queued_bytes = node.config.get_int("queued.max.request.bytes")
         self._queued_bytes = 0  # frames of unanswered requests
         self._on_close: list[Callable[[], None]] = []
+        self._muted = False  # a quota's throttle: read nothing until _unmute runs
+        self._unmute: asyncio.TimerHandle | None = None
+        self._muted_until = 0.0
         connections.add(self)
         self._resume_reading()
 
@@ -127,11 +130,11 @@ class Connection:
             self._reading = True
 
     def _over_limits(self) -> bool:
-        return (self._authenticating or self._closing or self._sequencer.in_flight >= self._max_queued or self._writer.out_bytes > OUTPUT_HIGH_WATER
+        return (self._authenticating or self._muted or self._closing or self._sequencer.in_flight >= self._max_queued or self._writer.out_bytes > OUTPUT_HIGH_WATER
                 or self._queued_bytes > self._max_queued_bytes)
 
     def _under_low_water(self) -> bool:
-        return (not self._authenticating and not self._closing and self._sequencer.in_flight < self._max_queued // 2 and self._writer.out_bytes <= OUTPUT_HIGH_WATER // 2
+        return (not self._authenticating and not self._muted and not self._closing and self._sequencer.in_flight < self._max_queued // 2 and self._writer.out_bytes <= OUTPUT_HIGH_WATER // 2
                 and self._queued_bytes <= self._max_queued_bytes // 2)
 
     # ------------------------------------------------------------------ reading
@@ -385,6 +388,27 @@ class Connection:
         self._closing = True
         self._pause_reading()
 
+    def mute_after_answer(self, delay_ms: int) -> None:
+        """Kafka's throttling of a client over its quota (KIP-219): the answer carrying
+        throttle_time_ms goes out at once; then nothing is read from the connection for
+        ``delay_ms``, so a client that ignores the hint is held back all the same."""
+        if delay_ms <= 0 or self.closed:
+            return
+        until = self.loop.time() + delay_ms / 1000
+        if until <= self._muted_until:
+            return
+        self._muted_until = until
+        self._muted = True
+        self._pause_reading()
+        if self._unmute is not None:
+            self._unmute.cancel()
+        self._unmute = self.loop.call_at(until, self._unmuted)
+
+    def _unmuted(self) -> None:
+        self._unmute = None
+        self._muted = False
+        self._maybe_resume_reading()
+
     # ------------------------------------------------------------------ responses, in order
     def _finish(self, seq: int, ctx: RequestContext, result: Any) -> None:
         if result is _CLOSE:
@@ -446,6 +470,9 @@ class Connection:
         if self.closed:
             return
         self.closed = True
+        if self._unmute is not None:
+            self._unmute.cancel()
+            self._unmute = None
         if self._reading:
             self.loop.remove_reader(self.fd)
             self._reading = False

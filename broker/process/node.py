@@ -41,6 +41,8 @@ from broker.process.reload import apply_in_child
 from broker.process.share_persister import SharePersister
 from broker.process.txn_verifier import TxnVerifier
 from broker.protocol.errors import ErrorCode, KafkaError, ProtocolViolation
+from broker.quotas import shared_counters
+from broker.quotas.book import QuotaBook
 from broker.security.broker_security import BrokerSecurity
 from broker.security.inter_broker import inter_broker_security
 from broker.telemetry.service import WorkerTelemetry
@@ -110,6 +112,10 @@ class WorkerNode:
         # The finalized feature levels (transaction.version is read per transactional Produce).
         self.features = FinalizedFeatures(self.cluster.features(), default_levels(config.get_int("transaction.version")))
         self.features.start()
+        # Client quotas, measured across the workers in the memory the supervisor shared.
+        self.quotas = QuotaBook(shared_counters.inherited(index, count, config.get_int("quota.window.num"),
+                                                          config.get_int("quota.window.size.seconds") * 1000))
+        self.quotas.follow(self.cluster.client_quotas())
         settings = config.storage_settings()
         self.logs = LogManager(ManagerConfig.from_broker_config(settings), LogConfig.from_broker_config(settings),
                                {t.name: t.configs for t in self.registry.all()},
@@ -155,7 +161,7 @@ class WorkerNode:
         self._admin = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="admin")
         self.stats: dict[str, int] = {"connections": 0, "requests": 0, "produce_requests": 0,
                                       "fetch_requests": 0, "records_appended": 0,
-                                      "forwards": 0}
+                                      "forwards": 0, "quota_throttled_produce": 0, "quota_throttled_fetch": 0}
         self.metrics = WorkerMetrics(index)
         self.connections: set[Any] = set()  # the worker server's open client connections
         self.started = time.time()
@@ -493,6 +499,7 @@ class WorkerNode:
         self.features.close()
         self.dynamic_configs.close()
         self.loggers.close()
+        self.quotas.close()
         self.cluster.on_change = None
         self.owner.replication.close()
         self.segment_files.close()

@@ -117,16 +117,17 @@ def _string(text: str, flexible: bool) -> bytes:
 
 
 def encode_fetch_response(version: int, error_code: int, session_id: int,
-                          topics: list[FetchTopicOut], endpoints: Sequence[tuple[int, str, int]] = ()) -> list[bytes]:
+                          topics: list[FetchTopicOut], endpoints: Sequence[tuple[int, str, int]] = (),
+                          throttle_ms: int = 0) -> list[bytes]:
     """The response body as pieces: pieces[0], then the records of the first partition
     that has any, then pieces[1], and so on. ``len(pieces) == 1 + partitions with records``."""
     flexible = version >= 12
     pieces: list[bytes] = []
     out = bytearray()
     if version >= 7:
-        out += _HEAD_V7.pack(0, error_code, session_id)
+        out += _HEAD_V7.pack(throttle_ms, error_code, session_id)
     elif version >= 1:
-        out += _I32.pack(0)  # throttle_time_ms (v0 has none)
+        out += _I32.pack(throttle_ms)  # throttle_time_ms (v0 has none)
     out += _count(len(topics), flexible)
     for topic in topics:
         if version >= 13:
@@ -212,7 +213,7 @@ class Appended(Protocol):
 
 def encode_produce_response(version: int, topics: Sequence[tuple[str, Sequence[tuple[int, Appended]]]],
                             leaders: Mapping[tuple[str, int], tuple[int, int]] | None = None,
-                            endpoints: Sequence[tuple[int, str, int]] = ()) -> bytes:
+                            endpoints: Sequence[tuple[int, str, int]] = (), throttle_ms: int = 0) -> bytes:
     """The whole response body: ``topics`` are (name, [(partition index, result)]). v10+
     (KIP-951): ``leaders`` (topic, partition) -> (leader id, epoch) for partitions answered
     NOT_LEADER_OR_FOLLOWER (tag 0 of the partition), and those leaders' ``endpoints``
@@ -250,7 +251,7 @@ def encode_produce_response(version: int, topics: Sequence[tuple[str, Sequence[t
         if flexible:
             out += b"\x00"
     if version >= 1:
-        out += b"\x00\x00\x00\x00"  # throttle_time_ms (v0 has none)
+        out += _I32.pack(throttle_ms)  # throttle_time_ms (v0 has none)
     if flexible:
         out += _node_endpoints(endpoints) if endpoints and version >= 10 else b"\x00"
     return bytes(out)

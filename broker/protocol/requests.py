@@ -21,6 +21,8 @@ from kio.schema.add_partitions_to_txn.v2.request import AddPartitionsToTxnReques
 from kio.schema.add_partitions_to_txn.v3.request import AddPartitionsToTxnRequest as _AddPartitionsToTxnRequestV3
 from kio.schema.add_partitions_to_txn.v4.request import AddPartitionsToTxnRequest as _AddPartitionsToTxnRequestV4
 from kio.schema.add_partitions_to_txn.v5.request import AddPartitionsToTxnRequest as _AddPartitionsToTxnRequestV5
+from kio.schema.alter_client_quotas.v0.request import AlterClientQuotasRequest as _AlterClientQuotasRequestV0
+from kio.schema.alter_client_quotas.v1.request import AlterClientQuotasRequest as _AlterClientQuotasRequestV1
 from kio.schema.alter_configs.v0.request import AlterConfigsRequest as _AlterConfigsRequestV0
 from kio.schema.alter_configs.v1.request import AlterConfigsRequest as _AlterConfigsRequestV1
 from kio.schema.alter_configs.v2.request import AlterConfigsRequest as _AlterConfigsRequestV2
@@ -79,6 +81,8 @@ from kio.schema.delete_topics.v3.request import DeleteTopicsRequest as _DeleteTo
 from kio.schema.delete_topics.v4.request import DeleteTopicsRequest as _DeleteTopicsRequestV4
 from kio.schema.delete_topics.v5.request import DeleteTopicsRequest as _DeleteTopicsRequestV5
 from kio.schema.delete_topics.v6.request import DeleteTopicsRequest as _DeleteTopicsRequestV6
+from kio.schema.describe_client_quotas.v0.request import DescribeClientQuotasRequest as _DescribeClientQuotasRequestV0
+from kio.schema.describe_client_quotas.v1.request import DescribeClientQuotasRequest as _DescribeClientQuotasRequestV1
 from kio.schema.describe_cluster.v0.request import DescribeClusterRequest as _DescribeClusterRequestV0
 from kio.schema.describe_cluster.v1.request import DescribeClusterRequest as _DescribeClusterRequestV1
 from kio.schema.describe_cluster.v2.request import DescribeClusterRequest as _DescribeClusterRequestV2
@@ -643,6 +647,9 @@ DescribeLogDirsRequest = Union[
     _DescribeLogDirsRequestV4,
     _DescribeLogDirsRequestV5,
 ]
+# keys 48, 49 (v0-1)
+DescribeClientQuotasRequest = Union[_DescribeClientQuotasRequestV0, _DescribeClientQuotasRequestV1]
+AlterClientQuotasRequest = Union[_AlterClientQuotasRequestV0, _AlterClientQuotasRequestV1]
 
 from broker.protocol.acl_requests import CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest  # noqa: E402
 
@@ -710,5 +717,7 @@ BY_KEY: dict[int, object] = {
     57: UpdateFeaturesRequest,
     35: DescribeLogDirsRequest,
     34: AlterReplicaLogDirsRequest,
+    48: DescribeClientQuotasRequest,
+    49: AlterClientQuotasRequest,
 }
 

@@ -172,8 +172,8 @@ def test_kafka_configs_describe_all_lists_every_kafka_topic_config(broker: Broke
 def test_kafka_configs_adds_and_deletes_scram_credentials(broker: Broker) -> None:
     """kafka-configs --alter --entity-type users (AlterUserScramCredentials, the client salting
     the password): the credentials land in the broker's store, castle users lists them, and
-    --delete-config removes one mechanism. (--describe of users also asks for client quotas,
-    which Castle does not have: DescribeClientQuotas is not offered.)"""
+    --delete-config removes one mechanism. (Quotas beside the credentials, and --describe of
+    users: tests/integration/broker/test_client_quotas_cli.py.)"""
     user = f"u{uuid.uuid4().hex[:8]}"
     out = ok(broker, CONFIG_COMMAND, "--alter", "--entity-type", "users", "--entity-name", user, "--add-config",
              "SCRAM-SHA-256=[iterations=8192,password=secret-1],SCRAM-SHA-512=[password=secret-1]")

@@ -63,6 +63,7 @@ BROKER_LAYERS = [
     {"broker.config", "broker.listeners"},
     {"broker.dynamic_configs", "broker.logger_levels"},
     {"broker.security"},
+    {"broker.quotas"},
     {"broker.partitions"},
     {"broker.links"},
     {"broker.telemetry"},
