@@ -69,8 +69,10 @@ JOIN_GROUP = 11
 COORDINATOR_CALL_TIMEOUT = 60.0
 JOIN_CALL_TIMEOUT = float(2**31 // 1000)  # a rebalance timeout is an int32 of milliseconds
 # How long a request waits for a coordinator process the supervisor is restarting (it is
-# respawned after 0.1 s, more after repeated deaths, and serves about half a second later).
-COORDINATOR_RESTART_WAIT = 5.0
+# respawned after 0.1 s, more after repeated deaths, and serves about half a second later on
+# an idle machine; a loaded one has taken over 5 s to import and start a Python process, and a
+# client's request timeout is 30 s).
+COORDINATOR_RESTART_WAIT = 10.0
 
 # Housekeeping runs every 0.5 s; cached segment fds of deleted files are closed every
 # 2 s (an fstat per cached file, up to 2,048).

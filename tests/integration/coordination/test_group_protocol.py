@@ -413,7 +413,7 @@ def test_requests_that_come_while_the_coordinator_process_restarts_wait_for_its_
         started = time.monotonic()
         assert find(client) == 0
         assert heartbeat(client) == ErrorCode.unknown_member_id  # the successor's answer: it serves
-        assert time.monotonic() - started < 10
+        assert time.monotonic() - started < 15
         assert broker.coordinator_pid() not in (None, victim)
 
 

@@ -72,7 +72,6 @@ def test_api_versions_lists_exactly_the_registry(broker: Any, version: int) -> N
         answer = client.call(18, version, _req(18, version, {"client_software_name": "t", "client_software_version": "1"}))
     assert answer.error_code == 0
     assert {(k.api_key, k.min_version, k.max_version) for k in answer.api_keys} == set(dispatch.supported_ranges())
-    assert not {71, 72} & {k.api_key for k in answer.api_keys}  # telemetry is not advertised
 
 
 def test_api_versions_of_an_unknown_version_falls_back_to_v0(broker: Any) -> None:
