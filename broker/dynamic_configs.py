@@ -31,11 +31,11 @@ from typing import Any, Callable
 
 from broker.config import BY_NAME, BrokerConfig
 from coordination.broker_config_store import BrokerConfigStore, Overrides
+from coordination.store_follower import StoreFollower
 from storage.config import TOPIC_KEYS
 
 log = logging.getLogger(__name__)
 
-RETRY_AFTER = 0.5
 
 LOG_DEFAULTS = frozenset(spec.broker_key for spec in TOPIC_KEYS.values() if spec.broker_key and spec.broker_key in BY_NAME)
 DYNAMIC = LOG_DEFAULTS | {"producer.id.expiration.ms"}
@@ -104,9 +104,7 @@ class DynamicBrokerConfigs:
         self.on_change = on_change
         self._default: dict[str, Any] = {}
         self._own: dict[str, Any] = {}
-        self._wake = threading.Event()
-        self._closed = False
-        self._thread: threading.Thread | None = None
+        self._follower = StoreFollower(self._reload, "castle-broker-configs", "dynamic broker configs")
         self._mutex = threading.Lock()
 
     # ------------------------------------------------------------------ reading
@@ -131,9 +129,7 @@ class DynamicBrokerConfigs:
     # ------------------------------------------------------------------ following the store
     def start(self) -> None:
         self._reload()
-        self._thread = threading.Thread(target=self._follow, name="castle-broker-configs", daemon=True)
-        self._thread.start()
-        self.store.watch(self._wake.set)
+        self._follower.start(self.store.watch)
 
     def wrote(self, entity: str, configs: Overrides) -> None:
         """This process wrote ``configs`` for ``entity``: take them now, before the watch comes round."""
@@ -158,22 +154,5 @@ class DynamicBrokerConfigs:
         if self.on_change is not None:
             self.on_change(self.effective())
 
-    def _follow(self) -> None:
-        while not self._closed:
-            self._wake.wait()
-            self._wake.clear()
-            if self._closed:
-                return
-            try:
-                self._reload()
-            except Exception as exc:
-                log.warning("cannot read the dynamic broker configs: %s", exc)
-                self._wake.set()
-                threading.Event().wait(RETRY_AFTER)
-
     def close(self) -> None:
-        self._closed = True
-        self._wake.set()
-        thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout=5.0)
+        self._follower.close()

@@ -17,16 +17,15 @@ taken by reconnecting clients). Once stored, the store's levels and epoch are th
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from dataclasses import dataclass
 from typing import Callable
 
 from coordination.feature_store import NO_EPOCH, FeatureStore, Levels
+from coordination.store_follower import StoreFollower
 
 log = logging.getLogger(__name__)
 
-RETRY_AFTER = 0.5
 TRANSACTION_VERSION = "transaction.version"
 GROUP_VERSION = "group.version"
 SHARE_VERSION = "share.version"
@@ -62,9 +61,7 @@ class FinalizedFeatures:
         self.defaults = dict(defaults)
         self._table: tuple[Levels, int] = (dict(defaults), START_EPOCH)
         self._listeners: list[Callable[[Levels, int], object]] = []
-        self._wake = threading.Event()
-        self._closed = False
-        self._thread: threading.Thread | None = None
+        self._follower = StoreFollower(self._reload, "castle-features", "finalized features")
 
     # ------------------------------------------------------------------ reading (any thread, no I/O)
     def level(self, name: str) -> int:
@@ -81,10 +78,11 @@ class FinalizedFeatures:
 
     # ------------------------------------------------------------------ following the store
     def start(self) -> None:
-        self._load()
-        self._thread = threading.Thread(target=self._follow, name="castle-features", daemon=True)
-        self._thread.start()
-        self.store.watch(self._wake.set)
+        try:
+            self._reload()
+        except Exception as exc:  # ZooKeeper away, a file written by hand: the defaults until it reads
+            log.warning("finalized features: cannot read them: %s", exc)
+        self._follower.start(self.store.watch)
 
     def on_change(self, fn: Callable[[Levels, int], object]) -> None:
         """``fn(levels, epoch)`` after each reload that changed them (on the follower thread)."""
@@ -96,17 +94,12 @@ class FinalizedFeatures:
         self._set(self.effective(levels), epoch)
         return self._table
 
-    def _load(self) -> bool:
-        try:
-            stored, epoch = self.store.read()
-        except Exception as exc:  # ZooKeeper away, a file written by hand: keep what we have
-            log.warning("finalized features: cannot read them: %s", exc)
-            return False
+    def _reload(self) -> None:
+        stored, epoch = self.store.read()  # a failure keeps what we have (StoreFollower retries)
         if epoch == NO_EPOCH:
             self._set(dict(self.defaults), START_EPOCH)
         else:
             self._set(self.effective(stored), epoch)
-        return True
 
     def _set(self, levels: Levels, epoch: int) -> None:
         if (levels, epoch) == self._table or epoch < self._table[1] and self._table[1] != START_EPOCH:
@@ -118,16 +111,5 @@ class FinalizedFeatures:
             except Exception:
                 log.exception("finalized features: a listener failed")
 
-    def _follow(self) -> None:
-        while not self._closed:
-            self._wake.wait()
-            self._wake.clear()
-            if self._closed:
-                return
-            if not self._load():
-                time.sleep(RETRY_AFTER)
-                self._wake.set()
-
     def close(self) -> None:
-        self._closed = True
-        self._wake.set()
+        self._follower.close()

@@ -32,10 +32,10 @@ import threading
 
 from coordination.group_config_keys import KEYS, BrokerValues, InvalidGroupConfig, Value, broker_default, evaluate, parse
 from coordination.group_config_store import Change, GroupConfigStore, Overrides
+from coordination.store_follower import StoreFollower
 
 log = logging.getLogger(__name__)
 
-RETRY_AFTER = 0.5  # a failed reload (ZooKeeper away) is tried again this soon
 
 Parsed = dict[str, Value]
 
@@ -60,9 +60,7 @@ class GroupConfigs:
         self._overrides: dict[str, Overrides] = {}
         self._parsed: dict[str, Parsed] = {}
         self._defaults: dict[str, Value | None] = {name: broker_default(name, broker) for name in KEYS}
-        self._wake = threading.Event()
-        self._closed = False
-        self._thread: threading.Thread | None = None
+        self._follower = StoreFollower(self._reload, "castle-group-configs", "group configs")
         self._mutex = threading.Lock()  # orders a reload's swap against a write's
         self._generation = 0            # bumped by every write: a reload read before it must not undo it
 
@@ -112,9 +110,7 @@ class GroupConfigs:
     def start(self) -> None:
         """Load now (blocking), then reload on every change the store reports."""
         self._reload()
-        self._thread = threading.Thread(target=self._follow, name="castle-group-configs", daemon=True)
-        self._thread.start()
-        self.store.watch(self._wake.set)
+        self._follower.start(self.store.watch)
 
     def _reload(self) -> None:
         with self._mutex:
@@ -124,29 +120,12 @@ class GroupConfigs:
             if generation == self._generation:  # no write of ours landed meanwhile
                 self._install(groups)
             else:
-                self._wake.set()  # read again: ours is in the store by now
+                self._follower.wake()  # read again: ours is in the store by now
 
     def _install(self, groups: dict[str, Overrides]) -> None:
         groups = {group_id: config for group_id, config in groups.items() if config}
         parsed = {group_id: _parse_all(group_id, config, self.broker) for group_id, config in groups.items()}
         self._overrides, self._parsed = groups, parsed  # readers see one table or the other
 
-    def _follow(self) -> None:
-        while not self._closed:
-            self._wake.wait()
-            self._wake.clear()
-            if self._closed:
-                return
-            try:
-                self._reload()
-            except Exception as exc:
-                log.warning("cannot read the group configs: %s", exc)
-                self._wake.set()
-                threading.Event().wait(RETRY_AFTER)
-
     def close(self) -> None:
-        self._closed = True
-        self._wake.set()
-        thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout=5.0)
+        self._follower.close()

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Callable, Mapping
 
 from coordination.client_metrics_store import ClientMetricsStore
+from coordination.store_follower import StoreFollower
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +42,6 @@ MIN_INTERVAL_MS = 100
 MAX_INTERVAL_MS = 3_600_000
 MATCH_ATTRIBUTES = frozenset({"client_instance_id", "client_id", "client_software_name", "client_software_version",
                               "client_source_address", "client_source_port"})
-RETRY_AFTER = 0.5
 
 Config = dict[str, str]
 
@@ -141,17 +141,13 @@ class Subscriptions:
         self.table: dict[str, Subscription] = {}
         self.configs: dict[str, Config] = {}
         self.version = 0
-        self._wake = threading.Event()
-        self._closed = False
+        self._follower = StoreFollower(self._reload, "castle-client-metrics", "client metrics subscriptions")
         self._mutex = threading.Lock()
         self._generation = 0
-        self._thread: threading.Thread | None = None
 
     def start(self) -> None:
         self._reload()
-        self._thread = threading.Thread(target=self._follow, name="castle-client-metrics", daemon=True)
-        self._thread.start()
-        self.store.watch(self._wake.set)
+        self._follower.start(self.store.watch)
 
     def update(self, name: str, change: Callable[[Config], Config]) -> Config:
         """Change a subscription in the store (``change`` validates; it may run more than once)."""
@@ -185,24 +181,7 @@ class Subscriptions:
             if generation == self._generation:
                 self._install(configs)
             else:
-                self._wake.set()
-
-    def _follow(self) -> None:
-        while not self._closed:
-            self._wake.wait()
-            self._wake.clear()
-            if self._closed:
-                return
-            try:
-                self._reload()
-            except Exception as exc:
-                log.warning("cannot read the client metrics subscriptions: %s", exc)
-                self._wake.set()
-                threading.Event().wait(RETRY_AFTER)
+                self._follower.wake()
 
     def close(self) -> None:
-        self._closed = True
-        self._wake.set()
-        thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout=5.0)
+        self._follower.close()
