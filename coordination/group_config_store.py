@@ -98,15 +98,20 @@ def _strings(path: str, config: dict[str, Any]) -> Overrides:
 
 # ----------------------------------------------------------------------------- ZooKeeper
 class EntityConfigZNode:
-    """/config/<entity type>/<sanitized name>: Kafka's ConfigEntityZNode for one entity type
-    ("groups" here; "client-metrics" for coordination/client_metrics_store.py)."""
+    """/config/<entity type>/<znode name>: Kafka's ConfigEntityZNode for one entity type
+    ("groups" here; "client-metrics" for coordination/client_metrics_store.py, "brokers" for
+    coordination/broker_config_store.py). ``znode_name`` and ``name_of`` map an entity's name to
+    its znode's and back (Kafka's Sanitizer by default)."""
 
-    def __init__(self, entity_type: str) -> None:
+    def __init__(self, entity_type: str, znode_name: Callable[[str], str] = group_znode_name,
+                 name_of: Callable[[str], str] = desanitize) -> None:
         self.entity_type = entity_type
         self.root = f"/config/{entity_type}"
+        self.znode_name = znode_name
+        self.name_of = name_of
 
     def path(self, name: str) -> str:
-        return f"{self.root}/{group_znode_name(name)}"
+        return f"{self.root}/{self.znode_name(name)}"
 
     @staticmethod
     def encode(config: Overrides) -> bytes:
@@ -117,7 +122,7 @@ class EntityConfigZNode:
         return _strings(path, UserConfigZNode.decode(path, data))  # the same ConfigEntityZNode shape
 
     def change_notification(self, name: str) -> bytes:
-        return orjson.dumps({"version": CHANGE_VERSION, "entity_path": f"{self.entity_type}/{group_znode_name(name)}"})
+        return orjson.dumps({"version": CHANGE_VERSION, "entity_path": f"{self.entity_type}/{self.znode_name(name)}"})
 
 
 GroupConfigZNode = EntityConfigZNode(GROUP_ENTITY_TYPE)
@@ -132,6 +137,7 @@ class ZooKeeperGroupConfigs:
         self._client = client
         self._call: CallWrapper = call if call is not None else direct
         self._znode = znode
+        self._what = what
         root = znode.root
         self._updater = ZnodeUpdater(client, self._call, (root, CHANGES_PATH), ConcurrentChanges)
         self._watch = ZkChangeWatch(client, (CHANGES_PATH, root), self._updater.ensure_parents, what, log)
@@ -151,11 +157,11 @@ class ZooKeeperGroupConfigs:
                 try:
                     data, _ = result.get()
                     config = self._znode.decode(path, data)
-                    group_id = desanitize(name)
+                    group_id = self._znode.name_of(name)
                 except NoNodeError:
                     continue  # deleted between the listing and the read
                 except ValueError as exc:
-                    log.warning("ignoring the group configs of %s: %s", path, exc)
+                    log.warning("ignoring the %ss of %s: %s", self._what, path, exc)
                     continue
                 if config:
                     found[group_id] = config
@@ -194,29 +200,36 @@ class ZooKeeperGroupConfigs:
 
 
 # ----------------------------------------------------------------------------- local file
-def _decode_file(path: str, doc: Any, data: bytes, key: str = "groups") -> dict[str, Overrides]:
+def _same(name: str) -> str:
+    return name
+
+
+def _decode_file(path: str, doc: Any, data: bytes, key: str = "groups",
+                 name_of: Callable[[str], str] = _same) -> dict[str, Overrides]:
     groups = doc.get(key) if isinstance(doc, dict) else None
     if not isinstance(groups, dict):
         raise ValueError(f"{path}: expected {{\"version\":1,\"{key}\":{{...}}}}, got {data[:200]!r}")
     out: dict[str, Overrides] = {}
-    for group_id, config in groups.items():
+    for name, config in groups.items():
         if not isinstance(config, dict):
-            raise ValueError(f"{path}: group {group_id!r}: expected an object of configs")
-        out[group_id] = _strings(path, config)
+            raise ValueError(f"{path}: {key} entry {name!r}: expected an object of configs")
+        out[name_of(name)] = _strings(path, config)
     return out
 
 
-def _encode_file(groups: dict[str, Overrides], key: str = "groups") -> bytes:
-    return orjson.dumps({"version": FILE_VERSION, key: {g: groups[g] for g in sorted(groups) if groups[g]}},
+def _encode_file(groups: dict[str, Overrides], key: str = "groups", key_of: Callable[[str], str] = _same) -> bytes:
+    return orjson.dumps({"version": FILE_VERSION, key: {key_of(g): groups[g] for g in sorted(groups) if groups[g]}},
                         option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
 
 
 class LocalGroupConfigs:
     """GroupConfigStore in ``<data_dir>/group-configs.json``. Thread- and process-safe."""
 
-    def __init__(self, data_dir: str, file_name: str = FILE_NAME, key: str = "groups", what: str = "group config") -> None:
-        self._file = PrivateJsonFile(data_dir, file_name, decode=functools.partial(_decode_file, key=key),
-                                     encode=functools.partial(_encode_file, key=key), empty=dict,
+    def __init__(self, data_dir: str, file_name: str = FILE_NAME, key: str = "groups", what: str = "group config",
+                 key_of: Callable[[str], str] = _same, name_of: Callable[[str], str] = _same) -> None:
+        """``key_of`` and ``name_of``: an entity's name as the file's key, and back."""
+        self._file = PrivateJsonFile(data_dir, file_name, decode=functools.partial(_decode_file, key=key, name_of=name_of),
+                                     encode=functools.partial(_encode_file, key=key, key_of=key_of), empty=dict,
                                      what=what, log=log, thread_name=f"castle-{what.replace(' ', '-')}s-watch")
         self.path = self._file.path
 
