@@ -129,6 +129,9 @@ SETTINGS: list[Setting] = [
     Setting("ssl.cipher.suites", _str, "", "IANA names of the TLS 1.2 suites allowed (empty: OpenSSL's defaults)."),
     Setting("ssl.endpoint.identification.algorithm", _str, "https",
             "https: a broker checks the host name in the certificate of the broker it connects to; empty: not."),
+    Setting("password.encoder.secret", _str, "",
+            "The secret that encodes dynamic password configs (per-listener ssl.key.password) where they are stored; "
+            "the same on every broker. Empty: such configs cannot be set dynamically."),
     # SASL
     Setting("sasl.enabled.mechanisms", _mechanisms, "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
             "Mechanisms offered on SASL listeners (Kafka's default GSSAPI is not available)."),

@@ -440,6 +440,7 @@ class WorkerNode:
         values, self._dynamic_pending = self._dynamic_pending, None
         if values is None:
             return
+        self.security.set_dynamic_tls(self.dynamic_configs.listener_tls())
         changed = {name: value for name, value in values.items() if self.config.value(name) != value}
         if not changed:
             return
