@@ -138,6 +138,16 @@ SETTINGS: list[Setting] = [
             "Largest frame read before a connection authenticated; a larger one closes it."),
     Setting("connections.max.reauth.ms", integer_in(0), 0,
             "A SASL session lasts this long; then only re-authentication is served (0: forever)."),
+    # Delegation tokens (KIP-48): on when a secret key is set (broker/security/delegation_tokens.py).
+    Setting("delegation.token.secret.key", _str, "",
+            "The key every broker signs delegation tokens with (the same on all); empty: tokens are disabled."),
+    Setting("delegation.token.master.key", _str, "", "Deprecated name of delegation.token.secret.key."),
+    Setting("delegation.token.max.lifetime.ms", integer_in(1), 7 * 24 * 3600 * 1000,
+            "No token lives longer than this, however often it is renewed."),
+    Setting("delegation.token.expiry.time.ms", integer_in(1), 24 * 3600 * 1000,
+            "How long a token lasts when created or renewed without a period of its own."),
+    Setting("delegation.token.expiry.check.interval.ms", integer_in(1), 3600 * 1000,
+            "How often expired tokens are deleted from the store."),
     # Authorization (Kafka's ACLs); on when authorizer.class.name names Kafka's authorizer.
     Setting("authorizer.class.name", _choice("", *(name.lower() for name in AUTHORIZER_NAMES)), "",
             "Empty: no authorization. Kafka's StandardAuthorizer or AclAuthorizer name: Castle's authorizer (Kafka's rules)."),
