@@ -382,8 +382,11 @@ def test_kafka_delegation_tokens_sh_and_clients_that_authenticate_with_the_token
     token_id, token_hmac = row[0][0], row[0][1]
     assert base64.b64decode(token_hmac) == hmac.new(SECRET.encode(), token_id.encode(), hashlib.sha512).digest()
 
-    out = ok(TOKENS_COMMAND, "--command-config", admin_config, "--describe")
+    out = ok(TOKENS_COMMAND, "--command-config", admin_config, "--describe", "--owner-principal", "User:admin")
     assert token_id in out and "User:bob" in out, out
+    # Without --owner-principal the tool sends an empty owner list, which Kafka answers with no token.
+    out = ok(TOKENS_COMMAND, "--command-config", admin_config, "--describe")
+    assert "Total number of tokens : 0" in out and token_id not in out, out
     out = ok(TOKENS_COMMAND, "--command-config", admin_config, "--renew", "--hmac", token_hmac,
              "--renew-time-period", "600000")
     assert "Completed renew operation" in out, out
