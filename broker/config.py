@@ -101,6 +101,9 @@ SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 # The class names operators set for Kafka's own authorizers; either turns on Castle's one.
 AUTHORIZER_NAMES = ("org.apache.kafka.metadata.authorizer.StandardAuthorizer", "kafka.security.authorizer.AclAuthorizer")
 
+# Kafka's PASSWORD settings of Castle's: DescribeConfigs answers them sensitive, without a value.
+SENSITIVE_SETTINGS = frozenset({"delegation.token.secret.key", "delegation.token.master.key"})
+
 # Settings a listener may override with the prefix listener.name.<listener>. (Kafka's).
 SSL_KEYS = ("ssl.keystore.type", "ssl.keystore.location", "ssl.key.password", "ssl.truststore.type",
             "ssl.truststore.location", "ssl.client.auth", "ssl.protocol", "ssl.enabled.protocols", "ssl.cipher.suites",

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable
 
-from broker.config import BY_NAME
+from broker.config import BY_NAME, SENSITIVE_SETTINGS
 from broker.context import WorkerServices
 from broker.dynamic_configs import (
     DEFAULT_CONFIG,
@@ -74,12 +74,15 @@ def entity_of(node: WorkerServices, name: str) -> str:
 
 def _entry(name: str, chain: list[dict[str, Any]], read_only: bool, synonyms: bool, documentation: bool,
            config_type: int, doc: str | None) -> dict[str, Any]:
+    sensitive = name in SENSITIVE_SETTINGS
+    if sensitive:  # a secret is never sent, in any synonym either (Kafka's PASSWORD)
+        chain = [{**synonym, "value": None} for synonym in chain]
     return {
         "name": name,
         "value": chain[0]["value"],
         "read_only": read_only,
         "config_source": chain[0]["source"],
-        "is_sensitive": False,
+        "is_sensitive": sensitive,
         "synonyms": chain if synonyms else [],
         "config_type": config_type,
         "documentation": doc if documentation else None,

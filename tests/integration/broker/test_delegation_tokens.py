@@ -21,7 +21,7 @@ import struct
 import subprocess
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import pytest
 
@@ -43,7 +43,7 @@ MAX_LIFETIME_MS = 86_400_000    # delegation.token.max.lifetime.ms, for the test
 # Kafka's error codes
 TOPIC_AUTHORIZATION_FAILED = 29
 SASL_AUTHENTICATION_FAILED = 58
-TOKEN_NOT_FOUND, OWNER_MISMATCH, REQUEST_NOT_ALLOWED, TOKEN_AUTHORIZATION_FAILED = 62, 63, 64, 65
+TOKEN_AUTH_DISABLED, TOKEN_NOT_FOUND, OWNER_MISMATCH, REQUEST_NOT_ALLOWED, TOKEN_AUTHORIZATION_FAILED = 61, 62, 63, 64, 65
 TOKEN_EXPIRED, INVALID_PRINCIPAL_TYPE = 66, 67
 # Kafka's ACL codes
 USER_RESOURCE, TOKEN_RESOURCE, LITERAL, ALLOW = 7, 6, 3, 3
@@ -79,9 +79,12 @@ class Raw:
         return int(struct.unpack_from(">h", frame, 5 if flexible else 4)[0])
 
     def plain(self, user: str, password: str = PASSWORD) -> None:
-        assert self.call(17, 1, {"mechanism": "PLAIN"}).error_code == 0
-        answer = self.call(36, 2, {"auth_bytes": f"\0{user}\0{password}".encode()})
+        answer = self.try_plain(user, password)
         assert answer.error_code == 0, answer
+
+    def try_plain(self, user: str, password: str = PASSWORD) -> Any:
+        assert self.call(17, 1, {"mechanism": "PLAIN"}).error_code == 0
+        return self.call(36, 2, {"auth_bytes": f"\0{user}\0{password}".encode()})
 
     def scram_token(self, token_id: str, hmac_bytes: bytes, mechanism: str = "SCRAM-SHA-256") -> Any:
         """SCRAM with Kafka's tokenauth extension (as ScramSaslClient sends it); the final
@@ -329,6 +332,46 @@ def test_tokens_survive_a_restart(broker: Broker) -> None:
         assert created.token_id in token_ids(describe(alice))
     with Raw(broker.sasl_port) as raw:  # type: ignore[attr-defined]
         assert raw.scram_token(created.token_id, bytes(created.hmac)).error_code == 0
+
+
+def test_without_a_secret_key_tokens_are_disabled(broker_factory: Callable[..., Broker]) -> None:
+    plain = broker_factory(workers=1, start=False)
+    port = _other_port(plain)
+    plain.overrides["listeners"] = f"PLAINTEXT://{plain.bootstrap},SASL_PLAINTEXT://{HOST}:{port}"
+    plain.start()
+    salt = os.urandom(16)
+    with Raw(plain.port) as raw:  # no authorizer: anyone may set a credential
+        made = raw.call(51, 0, {"deletions": [], "upsertions": [{
+            "name": "dora", "mechanism": 2, "iterations": 4096, "salt": salt,
+            "salted_password": salted_password("SCRAM-SHA-512", PASSWORD, salt, 4096)}]})
+        assert made.results[0].error_code == 0, made
+
+    def logs_in() -> bool:
+        with Raw(port) as raw:
+            return bool(raw.try_plain("dora").error_code == 0)
+
+    wait_until(logs_in, 10, "dora's credential to reach the worker")
+    with Raw(port) as raw:
+        raw.plain("dora")
+        assert create_code(raw) == TOKEN_AUTH_DISABLED
+        assert raw.code(39, 2, {"hmac": b"x", "renew_period": 1}) == TOKEN_AUTH_DISABLED
+        assert raw.code(40, 2, {"hmac": b"x", "expiry_time_period": -1}) == TOKEN_AUTH_DISABLED
+        assert raw.code(41, 3, describe_data(None)) == TOKEN_AUTH_DISABLED
+    with Raw(port) as raw:  # and SCRAM refuses tokenauth
+        assert raw.scram_token("any-token-id", b"any-hmac").error_code == SASL_AUTHENTICATION_FAILED
+
+
+def test_describe_configs_never_shows_the_secret(broker: Broker) -> None:
+    with sasl(broker, "admin") as admin:
+        answer = admin.call(32, 4, {"resources": [{"resource_type": 4, "resource_name": "0", "configuration_keys": [
+            "delegation.token.secret.key", "delegation.token.max.lifetime.ms"]}], "include_synonyms": True,
+            "include_documentation": False})
+    entries = {c.name: c for c in answer.results[0].configs}
+    secret = entries["delegation.token.secret.key"]
+    assert secret.is_sensitive and secret.value is None
+    assert secret.synonyms and all(s.value is None for s in secret.synonyms)
+    lifetime = entries["delegation.token.max.lifetime.ms"]
+    assert not lifetime.is_sensitive and lifetime.value == str(MAX_LIFETIME_MS)
 
 
 # ---------------------------------------------------------------------- Kafka 4.4's tools
