@@ -323,15 +323,20 @@ def test_a_token_authenticates_as_its_owner_on_every_worker_and_stops_once_expir
     wait_until(refused, 10, "every worker to refuse the expired token")
 
 
-def test_tokens_survive_a_restart(broker: Broker) -> None:
+def test_tokens_survive_a_restart_and_expired_ones_are_deleted(broker: Broker) -> None:
     with sasl(broker, "alice") as alice:
         created = create(alice)
     broker.stop()
+    # From now on expired tokens are looked for every half second.
+    broker.overrides["delegation.token.expiry.check.interval.ms"] = "500"
     broker.start()
     with sasl(broker, "alice") as alice:
         assert created.token_id in token_ids(describe(alice))
     with Raw(broker.sasl_port) as raw:  # type: ignore[attr-defined]
         assert raw.scram_token(created.token_id, bytes(created.hmac)).error_code == 0
+    with sasl(broker, "alice") as alice:
+        assert alice.call(40, 2, {"hmac": bytes(created.hmac), "expiry_time_period": 0}).error_code == 0
+        wait_until(lambda: created.token_id not in token_ids(describe(alice)), 10, "the expired token to be deleted")
 
 
 def test_without_a_secret_key_tokens_are_disabled(broker_factory: Callable[..., Broker]) -> None:
