@@ -17,6 +17,7 @@ import hmac
 import os
 import re
 import socket
+import ssl
 import struct
 import subprocess
 import time
@@ -53,8 +54,9 @@ DESCRIBE, CREATE_TOKENS, DESCRIBE_TOKENS = 8, 13, 14
 class Raw:
     """One raw connection: kio-encoded requests, kio-decoded answers."""
 
-    def __init__(self, port: int) -> None:
-        self.sock = socket.create_connection((HOST, port), timeout=10.0)
+    def __init__(self, port: int, context: ssl.SSLContext | None = None) -> None:
+        sock = socket.create_connection((HOST, port), timeout=10.0)
+        self.sock = context.wrap_socket(sock, server_hostname=HOST) if context is not None else sock
         self._next = 0
 
     def call(self, api_key: int, version: int, data: dict[str, Any]) -> Any:
@@ -364,6 +366,31 @@ def test_without_a_secret_key_tokens_are_disabled(broker_factory: Callable[..., 
         assert raw.code(41, 3, describe_data(None)) == TOKEN_AUTH_DISABLED
     with Raw(port) as raw:  # and SCRAM refuses tokenauth
         assert raw.scram_token("any-token-id", b"any-hmac").error_code == SASL_AUTHENTICATION_FAILED
+
+
+def test_over_ssl_only_a_client_certificate_may_ask_for_tokens(broker_factory: Callable[..., Broker],
+                                                               tmp_path: Path) -> None:
+    """Kafka refuses one-way SSL (the ANONYMOUS principal); a certificate's principal may."""
+    from tests.certs import make_pki
+
+    pki = make_pki(str(tmp_path / "pki"))
+    client = pki.add_client("tokens", "CN=tokens,O=Castle")
+    tls = broker_factory(workers=1, start=False, overrides={
+        "delegation.token.secret.key": SECRET, "ssl.keystore.location": pki.server_keystore,
+        "ssl.truststore.location": pki.ca, "listener.name.ssl.ssl.client.auth": "requested"})
+    port = _other_port(tls)
+    tls.overrides["listeners"] = f"PLAINTEXT://{tls.bootstrap},SSL://{HOST}:{port}"
+    tls.start()
+    anonymous = ssl.create_default_context(cafile=pki.ca)
+    with Raw(port, anonymous) as raw:
+        assert create_code(raw) == REQUEST_NOT_ALLOWED
+    certified = ssl.create_default_context(cafile=pki.ca)
+    certified.load_cert_chain(client.crt, client.key)
+    with Raw(port, certified) as raw:
+        created = create(raw)
+        assert created.error_code == 0, created
+        assert (created.principal_type, created.principal_name) == ("User", "CN=tokens,O=Castle")
+        assert created.token_id in token_ids(describe(raw))
 
 
 def test_describe_configs_never_shows_the_secret(broker: Broker) -> None:
