@@ -29,6 +29,7 @@ import logging
 import re
 from typing import Callable
 
+from broker.config import SENSITIVE_SETTINGS
 from broker.security.password_encoder import PasswordDecodeError, PasswordEncoder
 from broker.security.tls_reload import TlsReconfigurationError, check_replacement
 
@@ -42,8 +43,6 @@ KAFKA_RECONFIGURABLE_TLS = RECONFIGURABLE_TLS | {"ssl.keystore.password", "ssl.t
                                                  "ssl.keystore.key", "ssl.keystore.certificate.chain",
                                                  "ssl.truststore.certificates"}
 PASSWORDS = frozenset({"ssl.key.password"})
-# Settings whose value DescribeConfigs never shows (Kafka's PASSWORD type).
-SENSITIVE = PASSWORDS | {"password.encoder.secret"}
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +63,7 @@ def split(name: str) -> tuple[str, str] | None:
 
 def is_sensitive(name: str) -> bool:
     found = LISTENER_PREFIXED.fullmatch(name)
-    return (found.group(2) if found else name) in SENSITIVE
+    return (found.group(2) if found else name) in SENSITIVE_SETTINGS
 
 
 def check_names(names: list[str], per_broker: bool) -> None:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable
 
-from broker.config import BY_NAME
+from broker.config import BY_NAME, SENSITIVE_SETTINGS
 from broker.context import WorkerServices
 from broker.dynamic_configs import (
     DEFAULT_CONFIG,
@@ -125,7 +125,7 @@ async def describe_broker(node: WorkerServices, name: str, keys: Iterable[str] |
         if setting is not None:
             chain.append({"name": key, "value": _text(setting.default), "source": DEFAULT_CONFIG})
         entries.append(_entry(key, chain, key not in DYNAMIC and key not in RECONFIGURABLE_TLS, synonyms, documentation,
-                              TYPE_PASSWORD if key in PASSWORDS else
+                              TYPE_PASSWORD if key in SENSITIVE_SETTINGS else
                               config_type(key, setting.default if setting is not None else current),
                               setting.doc if setting is not None else None))
     return entries + _listener_entries(node, own, wanted, synonyms, documentation)

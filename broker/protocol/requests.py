@@ -655,6 +655,12 @@ AlterClientQuotasRequest = Union[_AlterClientQuotasRequestV0, _AlterClientQuotas
 ListConfigResourcesRequest = Union[_ListConfigResourcesRequestV0, _ListConfigResourcesRequestV1]
 
 from broker.protocol.acl_requests import CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest  # noqa: E402
+from broker.protocol.token_requests import (  # noqa: E402
+    CreateDelegationTokenRequest,
+    DescribeDelegationTokenRequest,
+    ExpireDelegationTokenRequest,
+    RenewDelegationTokenRequest,
+)
 
 BY_KEY: dict[int, object] = {
     2: ListOffsetsRequest,
@@ -679,6 +685,10 @@ BY_KEY: dict[int, object] = {
     26: EndTxnRequest,
     29: DescribeAclsRequest,
     30: CreateAclsRequest,
+    38: CreateDelegationTokenRequest,
+    39: RenewDelegationTokenRequest,
+    40: ExpireDelegationTokenRequest,
+    41: DescribeDelegationTokenRequest,
     31: DeleteAclsRequest,
     32: DescribeConfigsRequest,
     33: AlterConfigsRequest,

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Callable, Mapping
 
 from broker.config import BrokerConfig
 from broker.security.broker_proof import PRINCIPAL_PREFIX
+from broker.security.delegation_tokens import TokenCache, TokenLookup
 from broker.security.scram_credentials import ScramCredential, from_kafka_string
 from broker.security.tls import build_server_context
 from coordination.acls.authorizer import AclRules
@@ -79,6 +80,8 @@ class BrokerSecurity:
         self._everyone_if_no_acl = config.get_bool("allow.everyone.if.no.acl.found")
         self._rules = AclRules((), self._super_users, self._everyone_if_no_acl)
         self._closed = False
+        # Delegation tokens (broker/security/delegation_tokens.py), when a secret key is set.
+        self.tokens: TokenCache | None = None
         self._mechanisms = {listener.name: tuple(m for m in str(config.for_listener(listener.name, "sasl.enabled.mechanisms"))
                                                   .split(",") if m)
                             for listener in config.listeners.bound}
@@ -123,6 +126,11 @@ class BrokerSecurity:
     def lookup(self, user: str, mechanism: str) -> ScramCredential | None:
         """In memory, for the event loop."""
         return self._credentials.get(user, {}).get(mechanism)
+
+    @property
+    def token_lookup(self) -> TokenLookup | None:
+        """How SCRAM finds a delegation token; None while tokens are disabled."""
+        return self.tokens.lookup if self.tokens is not None else None
 
     def watch_credentials(self, store: "CredentialStore") -> None:
         """Keep the table fresh from ``store`` (a reader thread; the first read happens here)."""
@@ -192,5 +200,7 @@ class BrokerSecurity:
 
     def close(self) -> None:
         self._closed = True
+        if self.tokens is not None:
+            self.tokens.close()
         for wake in self._wakes:
             wake.set()
