@@ -123,3 +123,29 @@ def test_a_quota_that_is_reached_is_seen_and_voids_the_measure(tmp_path: Path) -
     assert off == {"producer_throttle_ms_max": 0, "quota_throttled_produce": 0, "quota_throttled_fetch": 0}, off
     assert castle["on"]["medians"]["publish_records_per_s"] < castle["off"]["medians"]["publish_records_per_s"]
 
+
+@pytest.mark.kafka_peer
+@pytest.mark.timeout(900)
+def test_compare_mode_measures_kafkas_own_quota_cost_beside_castles(tmp_path: Path) -> None:
+    """--compare kafka: Apache Kafka 4.4 (loadtest/kafka_peer.py) takes the same quotas through
+    the same AlterClientQuotas, answers them in DescribeClientQuotas, and is measured with and
+    without them in the same rounds; its producers were never answered a throttle time."""
+    from loadtest.kafka_peer import DEFAULT_VERSION, missing_tools
+
+    missing = missing_tools(DEFAULT_VERSION)
+    if missing:  # as tests/integration/loadtest/test_kafka_peer.py: CI installs them
+        pytest.fail(f"the Kafka peer needs {', '.join(missing)} on PATH (apt-get install default-jre-headless maven)")
+    done, summary = bench(tmp_path, "--rounds", "1", "--warmup-rounds", "0", "--compare", "kafka", timeout=840)
+    assert done.returncode == 0, done.stderr[-4000:]
+    kafka = f"kafka-{DEFAULT_VERSION}"
+    assert list(summary["brokers"]) == ["castle", kafka]
+    assert summary["order"] == ["tiny-castle-off-r1", "tiny-castle-on-r1", f"tiny-{kafka}-off-r1", f"tiny-{kafka}-on-r1"]
+    wanted = {"producer_byte_rate": float(1 << 40), "consumer_byte_rate": float(1 << 40), "request_percentage": 10000.0}
+    for name, entry in summary["brokers"].items():
+        assert entry["quotas"] == {"user=<default>": wanted, f"client-id={CLIENT_ID}": wanted}, name
+        assert entry["quota_reached"] is False and positive(entry["publish_ratio"]), (name, entry)
+        for mode in ("on", "off"):
+            assert positive(entry[mode]["medians"]["publish_records_per_s"]), (name, mode)
+            (throttled,) = entry["throttled"][mode].values()
+            assert throttled["producer_throttle_ms_max"] == 0, (name, mode, throttled)
+    assert set(summary["brokers"][kafka]["throttled"]["on"][f"tiny-{kafka}-on-r1"]) == {"producer_throttle_ms_max"}
