@@ -133,6 +133,7 @@ class WorkerNode:
         # Dynamic broker configs (kafka-configs --entity-type brokers): the store's watch hands
         # new values to the reader's thread; housekeeping applies them on the loop.
         self._dynamic_pending: dict[str, Any] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None  # once running: changes are applied at once
         self.dynamic_configs = DynamicBrokerConfigs(self.cluster.broker_configs(), config, self._dynamic_changed)
         self.dynamic_configs.start()
         self.apply_dynamic()
@@ -197,6 +198,7 @@ class WorkerNode:
             loop.call_soon_threadsafe(self._registry_loaded)
 
         self.cluster.on_change = loaded
+        self._loop = loop
         self.replica_fetcher.update()  # the partitions open() found us following
 
     # ------------------------------------------------------------------ replication
@@ -442,8 +444,16 @@ class WorkerNode:
         self.apply_dynamic()
 
     def _dynamic_changed(self, values: dict[str, Any]) -> None:
-        """From the reader's thread (or a handler's executor): applied by the loop's housekeeping."""
+        """From the reader's thread (or a handler's executor): applied on the loop."""
         self._dynamic_pending = values
+        loop = self._loop
+        if loop is not None:
+            # Now, not at the next housekeeping tick: kafka-reassign-partitions sets a throttle
+            # just before the move it holds back starts.
+            try:
+                loop.call_soon_threadsafe(self.apply_dynamic)
+            except RuntimeError:
+                pass  # the loop closed (shutting down)
 
     def apply_dynamic(self) -> None:
         """On the loop thread: take the latest dynamic broker configs the reader handed over."""
