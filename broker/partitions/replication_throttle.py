@@ -29,6 +29,7 @@ from typing import Any, Callable, Mapping
 from broker.dynamic_configs import ALTER_LOG_DIRS_RATE, FOLLOWER_REPLICATION_RATE, LEADER_REPLICATION_RATE
 from broker.quotas.replication_rates import ALTER_LOG_DIRS, FOLLOWER, LEADER, ReplicationRates
 from storage.config import LONG_MAX
+from storage.manager import LogManager
 from storage.types import TopicPartition
 
 LEADER_REPLICAS = "leader.replication.throttled.replicas"
@@ -114,15 +115,23 @@ class ReplicationThrottles:
             return None
         return ReplicaThrottle(measure, float(bound), self.rates, key, self.broker_id, self._configs_of)
 
-    def log_dir_copy_budget(self, most: int, seconds: float) -> int:
-        """Bytes the future logs may copy in the next ``seconds``: ``most`` unthrottled; nothing
-        while the broker's copy rate is over its bound; else about the bound's worth. The budget
-        is recorded as spent (a copy that finds less to do overstates the rate for a moment)."""
+    def copy_future_logs(self, logs: LogManager, most: int, seconds: float) -> None:
+        """One housekeeping tick of AlterReplicaLogDirs' copy into the future logs: up to ``most``
+        bytes each unthrottled; else nothing while the broker's copy rate is over its bound, and
+        about ``seconds`` of the bound's worth otherwise. What was copied is measured (a copy
+        takes whole batches, so it may exceed what it was given), and the rate catches it up."""
         bound = self.alter_log_dirs_bound
         if bound is None:
-            return most
+            logs.move_future_logs(most)
+            return
         if self.rates.rate(ALTER_LOG_DIRS) > bound:
-            return 0
-        budget = max(1, min(most, int(bound * seconds)))
-        self.rates.record(ALTER_LOG_DIRS, budget)
-        return budget
+            return
+        before = {tp: future.log.size_in_bytes for tp, future in logs.futures.items()}
+        logs.move_future_logs(max(1, min(most, int(bound * seconds))))
+        copied = 0
+        for tp, size in before.items():
+            future = logs.futures.get(tp)
+            after = future.log if future is not None else logs.get_log(tp)  # swapped in: the log it became
+            if after is not None:
+                copied += max(0, after.size_in_bytes - size)
+        self.rates.record(ALTER_LOG_DIRS, copied)

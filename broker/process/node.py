@@ -496,9 +496,7 @@ class WorkerNode:
                 self.apply_dynamic()
                 self.logs.run_due_tasks(include_flush=False)
                 if self.logs.futures:
-                    budget = self.replication_throttles.log_dir_copy_budget(MOVE_BYTES_PER_TICK, HOUSEKEEPING_S)
-                    if budget:
-                        self.logs.move_future_logs(budget)
+                    self.replication_throttles.copy_future_logs(self.logs, MOVE_BYTES_PER_TICK, HOUSEKEEPING_S)
                 ticks += 1
                 if ticks % SWEEP_EVERY_TICKS == 0:
                     self.segment_files.sweep()  # let deleted segments' blocks go

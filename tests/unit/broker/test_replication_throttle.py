@@ -17,7 +17,9 @@ from broker.partitions.replication_throttle import (
     throttled_partitions,
 )
 from broker.quotas.replication_rates import ALTER_LOG_DIRS, FOLLOWER, LEADER, ReplicationRates, windows_of
-from storage.config import LONG_MAX
+from storage.config import LONG_MAX, LogConfig
+from storage.manager import LogManager, ManagerConfig
+from storage.records import Record, encode_batch
 from storage.types import TopicPartition
 
 WINDOWS = ((11, 1000), (11, 1000), (11, 1000))
@@ -95,25 +97,38 @@ def test_a_side_is_throttled_only_with_a_rate_and_listed_partitions() -> None:
         rates.close()
 
 
-def test_the_log_dir_copy_is_held_to_its_rate() -> None:
+def test_the_log_dir_copy_is_held_to_its_rate(tmp_path) -> None:
+    """A real future log (AlterReplicaLogDirs) copied tick by tick: unthrottled, all at once;
+    throttled, about the bound's worth a tick, then nothing while the measured rate is over."""
+    dirs = (str(tmp_path / "d1"), str(tmp_path / "d2"))
+    logs = LogManager(ManagerConfig(log_dirs=dirs, node_id=1), LogConfig(segment_bytes=64 * 1024)).open()
     rates = ReplicationRates(1, WINDOWS)
     try:
+        tp = TopicPartition("moving", 0)
+        logs.create_log(tp)
+        for index in range(40):  # 40 batches of about 10 KiB
+            logs.get_log(tp).append(encode_batch([Record(0, 1_000, b"k", bytes([index]) * 10_000)]))
+        size = logs.get_log(tp).size_in_bytes
         throttles = ReplicationThrottles(1, rates, lambda _topic: None)
         settings = {"leader.replication.throttled.rate": LONG_MAX, "follower.replication.throttled.rate": LONG_MAX,
-                    "replica.alter.log.dirs.io.max.bytes.per.second": LONG_MAX}
+                    "replica.alter.log.dirs.io.max.bytes.per.second": 40_000}
         throttles.set_rates(settings.__getitem__)
-        assert throttles.log_dir_copy_budget(16 << 20, 0.5) == 16 << 20
-        settings["replica.alter.log.dirs.io.max.bytes.per.second"] = 1 << 20
+        logs.start_move(tp, dirs[1])
+        copied = []
+        for _tick in range(4):
+            throttles.copy_future_logs(logs, 16 << 20, 0.5)
+            copied.append(logs.futures[tp].log.size_in_bytes)
+        # Two ticks of 20,000 bytes (two whole batches each) reach the bound; over it, nothing more.
+        assert 35_000 < copied[1] < 45_000 and copied[1] == copied[2] == copied[3], copied
+        assert rates.rate(ALTER_LOG_DIRS) == pytest.approx(copied[1], rel=0.01)
+        # Unthrottled (the bound deleted): the rest in one tick, and the future log swapped in.
+        settings["replica.alter.log.dirs.io.max.bytes.per.second"] = LONG_MAX
         throttles.set_rates(settings.__getitem__)
-        assert throttles.log_dir_copy_budget(16 << 20, 0.5) == 1 << 19  # half a second's worth
-        assert throttles.log_dir_copy_budget(16 << 20, 0.5) == 1 << 19
-        # 1 MiB within one window is at the bound, not over it (Kafka's upper bound is inclusive) ...
-        assert throttles.log_dir_copy_budget(16 << 20, 0.5) == 1 << 19
-        # ... 1.5 MiB is: nothing more until the rate falls.
-        assert throttles.log_dir_copy_budget(16 << 20, 0.5) == 0
-        assert rates.rate(ALTER_LOG_DIRS) == pytest.approx(3 << 19, rel=0.01)
+        throttles.copy_future_logs(logs, 16 << 20, 0.5)
+        assert tp not in logs.futures and logs.log_dir_of(tp) == dirs[1] and logs.get_log(tp).size_in_bytes == size
     finally:
         rates.close()
+        logs.close()
 
 
 def test_the_rates_are_dynamic_broker_configs_with_kafkas_bounds() -> None:
