@@ -32,9 +32,13 @@ def copies(broker: Broker, topic: str) -> dict[tuple[str, bool], int]:
 
 
 def broker_configs(broker: Broker) -> dict[str, str]:
+    return {c.name: c.value for c in _described(broker)}
+
+
+def _described(broker: Broker) -> Any:
     answer = _ask(broker, 32, 4, {"resources": [{"resource_type": 4, "resource_name": "0", "configuration_keys": None}],
-                                  "include_synonyms": False, "include_documentation": False})
-    return {c.name: c.value for c in answer.results[0].configs}
+                                  "include_synonyms": False, "include_documentation": True})
+    return answer.results[0].configs
 
 
 def move(broker: Broker, tmp_path: Any, topic: str, target: str, *throttle: str) -> tuple[int, float]:
@@ -81,7 +85,9 @@ def test_a_move_between_log_dirs_is_held_to_the_alter_log_dirs_throttle(broker_f
     assert copied > size / 2, f"{copied} of {size} bytes left to copy when kafka-reassign-partitions returned"
     rate = copied / throttled
     assert THROTTLE / 4 <= rate <= 2 * THROTTLE, f"{copied} bytes moved in {throttled:.1f} s under {THROTTLE} B/s"
-    # --verify cleared it: the broker runs with Kafka's default again (unbounded).
-    assert broker_configs(broker)[ALTER_LOG_DIRS_RATE] == str((1 << 63) - 1)
+    # --verify cleared it: the broker runs with Kafka's default again (unbounded), a dynamic LONG.
+    (entry,) = [c for c in _described(broker) if c.name == ALTER_LOG_DIRS_RATE]
+    assert (entry.value, entry.config_type, entry.read_only) == (str((1 << 63) - 1), 5, False)
+    assert entry.documentation.startswith("A long representing the upper bound (bytes/sec) on disk IO"), entry
     _copied, free = move(broker, tmp_path, topic, home)
     assert free < throttled / 4, f"unthrottled {free:.1f} s, throttled {throttled:.1f} s"

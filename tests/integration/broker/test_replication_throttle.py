@@ -15,7 +15,7 @@ import time
 from typing import Any, Callable
 
 import pytest
-from confluent_kafka.admin import AdminClient, ConfigResource
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
 from storage.batch import HEADER_SIZE, parse_header
 from tests.integration.broker.test_admin_cli import ok
@@ -90,6 +90,22 @@ def dynamic_configs(brokers: list[Broker], kind: str, name: str) -> dict[str, st
     return {key: entry.value for key, entry in entries.items() if not entry.is_default and entry.value is not None}
 
 
+def set_configs(brokers: list[Broker], kind: str, name: str, configs: dict[str, str]) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap(brokers)})
+    resource = ConfigResource(kind, name, incremental_configs=[
+        ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET) for key, value in configs.items()])
+    admin.incremental_alter_configs([resource])[resource].result(30)
+
+
+def rate_from_a_quarter_on(samples: list[tuple[float, int]], total: int) -> float:
+    """Bytes/s of a copy from when it held a quarter of ``total`` to its end (before that, the
+    first fetches may precede a throttle taking effect, and a throttle lets one window's worth
+    through at once)."""
+    start = next((t, held) for t, held in samples if held >= total // 4)
+    end = samples[-1]
+    return (end[1] - start[1]) / max(0.25, end[0] - start[0])
+
+
 def copied_over_time(broker: Broker, topic: str, total: int, timeout: float) -> list[tuple[float, int]]:
     """(time, bytes) of ``broker``'s copy, sampled until it holds ``total`` bytes."""
     samples: list[tuple[float, int]] = []
@@ -143,14 +159,10 @@ def test_kafka_reassign_partitions_throttles_a_move_and_verify_clears_it(
         f"the throttled copy held {throttled_then} of {throttled_total} bytes when the unthrottled one was done"
 
     samples = copied_over_time(two, throttled, replica_bytes(one, throttled), 120)
-    # The rate from the first quarter on (the first fetches may precede the brokers' rate
-    # taking effect, and a throttle lets one window's worth through at once).
-    start = next((t, held) for t, held in samples if held >= throttled_total // 4)
-    end = samples[-1]
-    rate = (end[1] - start[1]) / (end[0] - start[0])
+    rate = rate_from_a_quarter_on(samples, throttled_total)
     assert rate <= 2 * THROTTLE, f"the throttled copy went at {rate / (1 << 20):.2f} MiB/s"
     assert rate >= THROTTLE / 4, f"the throttled copy crawled at {rate / (1 << 20):.2f} MiB/s"
-    assert beside_seconds < (end[0] - start[0]) / 2, (beside_seconds, end[0] - start[0])
+    assert beside_seconds < (samples[-1][0] - beside_started) / 3, (beside_seconds, samples[-1][0] - beside_started)
 
     # --verify reports the moves done and clears every throttle.
     def verified() -> bool:
@@ -179,3 +191,29 @@ def test_kafka_reassign_partitions_throttles_a_move_and_verify_clears_it(
     assert report.ok and report.acked == THROTTLED_RECORDS + BESIDE_RECORDS + 100, report.summary()
     for broker in (two, third):
         wait_until(lambda: log_records(broker, throttled, 1) == final, 30, f"broker {broker.bootstrap}'s copy")
+
+
+@pytest.mark.timeout(300)
+def test_the_follower_throttle_alone_holds_a_catching_up_replica(
+        broker_factory: Callable[..., Broker], zk_connect: str) -> None:
+    """Only broker 2's follower rate and the topic's follower list are set (no leader rate):
+    the follower leaves the partition out of its fetches while its own measure is over."""
+    three = start_three(broker_factory, zk_connect)
+    one, two = broker_with_id(three, 1), broker_with_id(three, 2)
+    topic = "follower-held"
+    ok(bootstrap(three), "topics", "create", topic, "--replica-assignment", "1")
+    history = History()
+    produce_acked(three, topic, values("f", 1024), history, extra={"batch.size": VALUE_BYTES * 4, "linger.ms": 0},
+                  partitions=1)
+    total = replica_bytes(one, topic)
+    set_configs(three, "broker", "2", {"follower.replication.throttled.rate": str(THROTTLE)})
+    set_configs(three, "topic", topic, {"follower.replication.throttled.replicas": "0:2"})
+    assert not set(RATES) & set(dynamic_configs(three, "broker", "1"))
+    ok(bootstrap(three), "topics", "reassign", topic, "--partition", "0", "--replicas", "1,2")
+    samples = copied_over_time(two, topic, total, 120)
+    rate = rate_from_a_quarter_on(samples, total)
+    assert THROTTLE / 4 <= rate <= 2 * THROTTLE, f"the follower copied at {rate / (1 << 20):.2f} MiB/s"
+    wait_until(lambda: sorted(describe(three, topic)[0][2]) == [1, 2], 60, "ISR [1, 2]")
+    final = read_all(three, topic, 1, history)
+    assert history.check().ok and history.check().acked == 1024, history.check().summary()
+    wait_until(lambda: log_records(two, topic, 1) == final, 30, "broker 2's copy")
