@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from broker.listeners import ListenerSet, parse_endpoints, parse_protocol_map
 from coordination.groups.consumer.assignors import DEFAULT_ASSIGNORS, parse_assignors
-from storage.config import INT_MAX, TOPIC_KEYS, LogConfig, integer_in
+from storage.config import INT_MAX, LONG_MAX, TOPIC_KEYS, LogConfig, integer_in
 
 Parser = Callable[[str], Any]
 
@@ -196,6 +196,27 @@ SETTINGS: list[Setting] = [
             "host:port of the Prometheus endpoint (/metrics), served by the coordinator process; empty: no metrics."),
     Setting("quota.window.num", integer_in(1, INT_MAX), 11, "Samples kept to measure a client quota's rate (Kafka's)."),
     Setting("quota.window.size.seconds", integer_in(1, INT_MAX), 1, "The time span of each client quota sample (Kafka's)."),
+    # Replication throttles (KIP-73): Kafka's QuotaConfig names, types and docs; the rates are dynamic broker configs.
+    Setting("leader.replication.throttled.rate", integer_in(0), LONG_MAX,
+            "A long representing the upper bound (bytes/sec) on replication traffic for leaders enumerated in the "
+            "property leader.replication.throttled.replicas (for each topic). This property can be only set "
+            "dynamically. It is suggested that the limit be kept above 1MB/s for accurate behaviour."),
+    Setting("follower.replication.throttled.rate", integer_in(0), LONG_MAX,
+            "A long representing the upper bound (bytes/sec) on replication traffic for followers enumerated in the "
+            "property follower.replication.throttled.replicas (for each topic). This property can be only set "
+            "dynamically. It is suggested that the limit be kept above 1MB/s for accurate behaviour."),
+    Setting("replica.alter.log.dirs.io.max.bytes.per.second", integer_in(0), LONG_MAX,
+            "A long representing the upper bound (bytes/sec) on disk IO used for moving replica between log "
+            "directories on the same broker. This property can be only set dynamically. It is suggested that the "
+            "limit be kept above 1MB/s for accurate behaviour."),
+    Setting("replication.quota.window.num", integer_in(1, INT_MAX), 11,
+            "The number of samples to retain in memory for replication quotas"),
+    Setting("replication.quota.window.size.seconds", integer_in(1, INT_MAX), 1,
+            "The time span of each sample for replication quotas"),
+    Setting("alter.log.dirs.replication.quota.window.num", integer_in(1, INT_MAX), 11,
+            "The number of samples to retain in memory for alter log dirs replication quotas"),
+    Setting("alter.log.dirs.replication.quota.window.size.seconds", integer_in(1, INT_MAX), 1,
+            "The time span of each sample for alter log dirs replication quotas"),
     Setting("queued.max.requests", integer_in(1, INT_MAX), 500, "Unanswered requests per connection before reading pauses."),
     Setting("queued.max.request.bytes", integer_in(1, INT_MAX), 16 * 1024 * 1024,
             "Bytes of unanswered request frames per connection before reading pauses (Kafka's is per broker)."),

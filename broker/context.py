@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from broker.logger_levels import BrokerLoggers
     from broker.network.segment_files import SegmentFiles
     from broker.partitions.purgatory import FetchPurgatory
+    from broker.partitions.replication_throttle import ReplicationThrottles
     from broker.partitions.share_partitions import ShareSettings
     from broker.process.metrics import WorkerMetrics
     from broker.process.share_persister import SharePersister
@@ -215,6 +216,9 @@ class BrokerIdentity(Protocol):
 
     @property
     def quotas(self) -> "QuotaBook": ...
+
+    @property
+    def replication_throttles(self) -> "ReplicationThrottles": ...
 
 
 class WorkerServices(BrokerIdentity, TopicServices, Router, FetchServices, ShareServices, CoordinatorAccess, Protocol):

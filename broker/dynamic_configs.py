@@ -4,7 +4,11 @@ and the per-process reader that follows the store and says what this broker runs
 Which settings: the broker-level defaults of the topic configs (``log.retention.ms``,
 ``log.segment.bytes``, ``log.cleanup.policy``, ``message.max.bytes``, ``min.insync.replicas``,
 ``unclean.leader.election.enable``, ...: every synonym in storage.config.TOPIC_KEYS; Kafka's
-DynamicLogConfig) and ``producer.id.expiration.ms`` (Kafka's DynamicProducerStateManagerConfig).
+DynamicLogConfig), ``producer.id.expiration.ms`` (Kafka's DynamicProducerStateManagerConfig)
+and the replication throttles' rates (Kafka's DynamicConfig.Broker: ``leader.replication.throttled.rate``,
+``follower.replication.throttled.rate``, ``replica.alter.log.dirs.io.max.bytes.per.second``; per
+broker or as the cluster default, as Kafka's BrokerConfigHandler reads them; applied by
+broker/partitions/replication_throttle.py).
 Each is live: the workers' LogManager takes new broker-level defaults at once (the path a
 SIGHUP reload uses), so a topic without its own value runs with the new one; the coordinator
 process's controller elects with the new ``unclean.leader.election.enable``. Every other
@@ -49,8 +53,12 @@ from storage.config import TOPIC_KEYS
 log = logging.getLogger(__name__)
 
 
+LEADER_REPLICATION_RATE = "leader.replication.throttled.rate"
+FOLLOWER_REPLICATION_RATE = "follower.replication.throttled.rate"
+ALTER_LOG_DIRS_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"
+REPLICATION_RATES = frozenset({LEADER_REPLICATION_RATE, FOLLOWER_REPLICATION_RATE, ALTER_LOG_DIRS_RATE})
 LOG_DEFAULTS = frozenset(spec.broker_key for spec in TOPIC_KEYS.values() if spec.broker_key and spec.broker_key in BY_NAME)
-DYNAMIC = LOG_DEFAULTS | {"producer.id.expiration.ms"}
+DYNAMIC = LOG_DEFAULTS | {"producer.id.expiration.ms"} | REPLICATION_RATES
 
 # DescribeConfigsResponse ConfigSource
 DYNAMIC_BROKER_CONFIG = 2

@@ -57,6 +57,7 @@ from broker.context import FileChunk, RawResponse, RequestContext, WorkerService
 from broker.dispatch import api
 from broker.links.forwarding import on_owners
 from broker.partitions.partition_ops import ReadItem, ReadResult
+from broker.partitions.replication_throttle import ReplicaThrottle
 from broker.protocol import fast, fetch_request
 from broker.protocol.errors import ErrorCode
 from broker.protocol.fetch_request import FetchRequest
@@ -202,16 +203,20 @@ async def handle_fetch(ctx: RequestContext, request: FetchRequest) -> RawRespons
         if most is not None:
             max_bytes = min(max_bytes, most)
     return respond(ctx, 0, topics, wanted, results, max_bytes,
-                   request.isolation_level == 1 and consumer, consumer)
+                   request.isolation_level == 1 and consumer, consumer,
+                   None if consumer else node.replication_throttles.leader)
 
 
 def respond(ctx: RequestContext, error_code: int, topics: list[tuple[str, uuid.UUID]], wanted: list[Wanted],
             results: list[ReadResult], max_bytes: int = 0, read_committed: bool = False,
-            consumer: bool = False) -> RawResponse:
+            consumer: bool = False, leader_throttle: ReplicaThrottle | None = None) -> RawResponse:
     """The answer to the owners' ``results`` (one per read item of ``wanted``), the
     records as file ranges within ``max_bytes`` (loadtest/micro/fetch_cost.py times it).
     ``read_committed``: a consumer's isolation_level 1, answered the aborted transactions.
-    ``consumer``: a client's fetch, held to its consumer_byte_rate (a follower's is not)."""
+    ``consumer``: a client's fetch, held to its consumer_byte_rate (a follower's is not).
+    ``leader_throttle``: a follower's fetch on a broker with a leader replication rate: the
+    bytes sent of the partitions it throttles count towards that rate (Kafka's
+    sizeOfThrottledPartitions, in sync or not)."""
     node = ctx.node
     out_topics = [fast.FetchTopicOut(name, topic_id, []) for name, topic_id in topics]
     chunks: list[FileChunk | bytes] = []
@@ -219,6 +224,7 @@ def respond(ctx: RequestContext, error_code: int, topics: list[tuple[str, uuid.U
     sent: list[tuple[str, int]] = []  # counted once known to go (a throttled answer goes without)
     budget = ResponseBudget(max_bytes if legacy_magic is None else min(max_bytes, LEGACY_FETCH_MAX_BYTES))
     result_iter = iter(results)
+    throttled_bytes = 0
     for topic_index, partition, error, item in wanted:
         if item is None:
             out_topics[topic_index].partitions.append(fast.FetchPartitionOut(partition, error, -1, -1, -1, 0))
@@ -246,6 +252,8 @@ def respond(ctx: RequestContext, error_code: int, topics: list[tuple[str, uuid.U
             chunks.append(FileChunk(fd, r.position, length))
         if length:
             sent.append((topics[topic_index][0], length))
+            if leader_throttle is not None and leader_throttle.throttled(item[0]):
+                throttled_bytes += length
         leader, leader_epoch = _leader_hint(node, code, item[0]) if code and ctx.api_version >= 12 else (-1, -1)
         out_topics[topic_index].partitions.append(_partition_out((
             partition, code, r.high_watermark, r.last_stable_offset, r.log_start_offset, length, r.diverging_epoch,
@@ -254,6 +262,8 @@ def respond(ctx: RequestContext, error_code: int, topics: list[tuple[str, uuid.U
     if ctx.api_version >= 16:  # KIP-951: where the leaders named in current_leader listen
         endpoints = leader_endpoints(node, ctx.connection.listener.name, (p.current_leader_id for t in out_topics for p in t.partitions
                                             if p.current_leader_id >= 0))
+    if throttled_bytes:
+        leader_throttle.record(throttled_bytes)  # type: ignore[union-attr]
     throttle_ms = 0
     if consumer and node.quotas.table.fetch:
         throttle_ms = _consumer_quota(ctx, chunks, out_topics)

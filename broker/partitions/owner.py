@@ -42,6 +42,7 @@ from broker.partitions.partition_ops import (
     ShareFetchResult,
 )
 from broker.partitions.replication import Replication, epoch_fence
+from broker.partitions.replication_throttle import ReplicaThrottle
 from broker.protocol.errors import ErrorCode, KafkaError, code_for_exception
 from coordination.topics import TopicInfo
 from storage.batch import (
@@ -117,6 +118,8 @@ class Owner:
         self.shares: SharePartitions | None = None
         # Told the path of a log dir this worker found failed (the worker tells the others).
         self.dir_failed: Callable[[str], None] = lambda _path: None
+        # The broker's leader replication throttle; None while leader.replication.throttled.rate is unbounded.
+        self.leader_throttle: ReplicaThrottle | None = None
 
     def topic(self, name: str) -> TopicInfo | None:
         info = self.topics.get(name)
@@ -303,6 +306,11 @@ class Owner:
             refused = self._follower_fetched(item, partition_log, leader_epoch)
             if refused is not None:
                 return refused
+            throttle = self.leader_throttle
+            if throttle is not None and self._leader_throttles(throttle, tp, replica):
+                return _read_result((0, partition_log.high_watermark, partition_log.log_start_offset,
+                                     partition_log.log_end_offset, "", 0, 0, 0, -1, -1, -1,
+                                     partition_log.last_stable_offset, ()))
         if isolation == READ_COMMITTED and replica < 0:
             return self._read_committed(item, partition_log)
         # Consumers read below the high watermark; followers to the log end.
@@ -329,6 +337,13 @@ class Owner:
         inode = file_range.inode or os.fstat(file_range.fd).st_ino  # known to the segment: no syscall per fetch
         return _read_result((0, info.high_watermark, info.log_start_offset, info.log_end_offset, file_range.path,
                              inode, file_range.position, file_range.length, -1, -1, -1, info.last_stable_offset, ()))
+
+    def _leader_throttles(self, throttle: ReplicaThrottle, tp: TopicPartition, replica: int) -> bool:
+        """Kafka's shouldLeaderThrottle: the follower gets no bytes of ``tp`` now (the partition
+        is listed, the broker's leader rate is over, and the follower is not in the ISR)."""
+        led = self.replication.led.get(tp)
+        return (led is not None and replica not in led.isr and throttle.throttled(tp)
+                and throttle.exceeded())
 
     def _read_committed(self, item: ReadItem, partition_log: PartitionLog) -> ReadResult:
         """A read_committed consumer's read: the bytes below the last stable offset (still

@@ -16,6 +16,11 @@ its own last epoch below e is older, that takes more than one round, which the n
 fetch's LastFetchedEpoch drives. OFFSET_OUT_OF_RANGE (the leader's log starts after ours
 ends, or ends before our offset) restarts the log at the leader's start, or cuts it to
 the leader's high watermark.
+
+Replication throttle (KIP-73, broker/partitions/replication_throttle.py): while the broker's
+follower rate is over, the partitions its follower.replication.throttled.replicas lists name
+and that are not caught up are left out of the fetch; with no follower rate set, the round
+tests one attribute.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from broker.partitions.remote_partition import RemotePartitionClient
 from broker.partitions.replication import Followed, Replication
+from broker.partitions.replication_throttle import ReplicaThrottle
 from broker.protocol.errors import ErrorCode, KafkaError
 from storage.errors import LogDirOfflineError, StorageError
 from storage.log import PartitionLog
@@ -56,6 +62,11 @@ class ReplicaFetcher:
         # An I/O error appending the leader's batches fails the log's dir (the worker's Owner.fail_dir_of).
         self.dir_failed: Callable[[TopicPartition, str], None] = lambda _tp, _why: None
         self._loops: dict[int, asyncio.Task[None]] = {}
+        # The broker's follower replication throttle; None while follower.replication.throttled.rate
+        # is unbounded. While set: the partitions the last answer showed caught up (Kafka's
+        # isReplicaInSync: no lag behind the leader's high watermark), which it never holds back.
+        self.throttle: ReplicaThrottle | None = None
+        self._in_sync: set[TopicPartition] = set()
         self._closed = False
         replication.on_followed_changed = self.update
 
@@ -69,6 +80,7 @@ class ReplicaFetcher:
         except RuntimeError:
             return  # opening, before the loop runs: WorkerNode.start() calls again
         leaders = {f.leader for f in self._replication.followed.values() if f.leader >= 0}
+        self._in_sync.intersection_update(self._replication.followed)
         for leader in leaders:
             task = self._loops.get(leader)
             if task is None or task.done():
@@ -115,7 +127,14 @@ class ReplicaFetcher:
         topics: dict[uuid.UUID, list[dict[str, Any]]] = {}
         names: dict[tuple[uuid.UUID, int], TopicPartition] = {}
         partition_bytes = self._get_int("replica.fetch.max.bytes")
+        throttle = self.throttle
+        over: bool | None = None  # the follower rate, measured once per round if needed
         for tp, followed in partitions.items():
+            if throttle is not None and tp not in self._in_sync and throttle.throttled(tp):
+                if over is None:
+                    over = throttle.exceeded()
+                if over:
+                    continue  # Kafka's shouldFollowerThrottle: left out of this fetch
             partition_log = self._log_for(tp)
             topic_id = self._topic_id(tp.topic)
             if partition_log is None or topic_id is None:
@@ -143,7 +162,21 @@ class ReplicaFetcher:
                 if asked is None or self._replication.followed.get(asked) != partitions.get(asked):
                     continue  # not asked, or our role changed while the fetch was out
                 progressed |= self._apply(asked, data)
+                if throttle is not None:
+                    self._throttle_accounting(throttle, asked, data)
         return progressed
+
+    def _throttle_accounting(self, throttle: ReplicaThrottle, tp: TopicPartition, data: Any) -> None:
+        """The bytes received of a throttled partition count towards the follower rate (in sync or
+        not, as Kafka's processPartitionData records them); note whether the partition caught up."""
+        records = data.records
+        if records and throttle.throttled(tp):
+            throttle.record(len(records))
+        partition_log = self._log_for(tp)
+        if not data.error_code and partition_log is not None and partition_log.log_end_offset >= data.high_watermark:
+            self._in_sync.add(tp)
+        else:
+            self._in_sync.discard(tp)
 
     def _apply(self, tp: TopicPartition, data: Any) -> bool:
         partition_log = self._log_for(tp)

@@ -12,7 +12,7 @@ import logging
 import os
 import time
 import uuid
-from typing import Any, Callable, Iterator, TypeVar
+from typing import Any, Callable, Iterator, Mapping, TypeVar
 
 import orjson
 
@@ -21,7 +21,7 @@ from broker.apis.txn_produce import ADDS_PARTITIONS_FROM
 from broker.config import BrokerConfig
 from broker.context import RequestContext
 from broker.coordinator.forwarded import Forwarded, RequestBody
-from broker.dynamic_configs import DYNAMIC, LOG_DEFAULTS, DynamicBrokerConfigs
+from broker.dynamic_configs import DYNAMIC, LOG_DEFAULTS, REPLICATION_RATES, DynamicBrokerConfigs
 from broker.links import log_dir_codec, peer_codec
 from broker.links.mesh import Mesh, Op, Parts, PeerUnavailable
 from broker.links.remote_ops import RemotePartitionOps, serve_partition_ops
@@ -34,6 +34,7 @@ from broker.partitions.placement import owner_index
 from broker.partitions.purgatory import FetchPurgatory
 from broker.partitions.replica_fetcher import ReplicaFetcher
 from broker.partitions.replication import Replication
+from broker.partitions.replication_throttle import ReplicationThrottles
 from broker.partitions.share_partitions import SharePartitions, ShareSettings
 from broker.process.group_configs import open_group_configs
 from broker.process.metrics import WorkerMetrics
@@ -41,7 +42,7 @@ from broker.process.reload import apply_in_child
 from broker.process.share_persister import SharePersister
 from broker.process.txn_verifier import TxnVerifier
 from broker.protocol.errors import ErrorCode, KafkaError, ProtocolViolation
-from broker.quotas import shared_counters
+from broker.quotas import replication_rates, shared_counters
 from broker.quotas.book import QuotaBook
 from broker.security.broker_security import BrokerSecurity
 from broker.security.delegation_tokens import start_delegation_tokens
@@ -75,11 +76,13 @@ JOIN_CALL_TIMEOUT = float(2**31 // 1000)  # a rebalance timeout is an int32 of m
 # client's request timeout is 30 s).
 COORDINATOR_RESTART_WAIT = 10.0
 
-# Housekeeping runs every 0.5 s; cached segment fds of deleted files are closed every
+HOUSEKEEPING_S = 0.5
+# Housekeeping runs every HOUSEKEEPING_S; cached segment fds of deleted files are closed every
 # 2 s (an fstat per cached file, up to 2,048).
 SWEEP_EVERY_TICKS = 4
 # AlterReplicaLogDirs copies at most this much per housekeeping tick into the future logs
-# (32 MiB/s): on the loop thread, whose requests wait meanwhile.
+# (32 MiB/s; less under replica.alter.log.dirs.io.max.bytes.per.second): on the loop thread,
+# whose requests wait meanwhile.
 MOVE_BYTES_PER_TICK = 16 << 20
 
 
@@ -120,6 +123,11 @@ class WorkerNode:
         self.quotas = QuotaBook(shared_counters.inherited(index, count, config.get_int("quota.window.num"),
                                                           config.get_int("quota.window.size.seconds") * 1000))
         self.quotas.follow(self.cluster.client_quotas())
+        # Replication throttles (KIP-73): the broker's replication rates, measured across the workers.
+        self.replication_throttles = ReplicationThrottles(
+            self.node_id, replication_rates.inherited(index, count, replication_rates.windows_of(config.get_int)),
+            self._topic_configs)
+        self.replication_throttles.set_rates(config.value)
         settings = config.storage_settings()
         self.logs = LogManager(ManagerConfig.from_broker_config(settings), LogConfig.from_broker_config(settings),
                                {t.name: t.configs for t in self.registry.all()},
@@ -127,6 +135,7 @@ class WorkerNode:
         # Dynamic broker configs (kafka-configs --entity-type brokers): the store's watch hands
         # new values to the reader's thread; housekeeping applies them on the loop.
         self._dynamic_pending: dict[str, Any] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None  # once running: changes are applied at once
         self.dynamic_configs = DynamicBrokerConfigs(self.cluster.broker_configs(), config, self._dynamic_changed)
         self.dynamic_configs.start()
         self.apply_dynamic()
@@ -147,6 +156,8 @@ class WorkerNode:
         self.mesh.notes[Op.LOG_DIR_FAILED] = self._dir_failed_elsewhere
         self.owner.dir_failed = self._dir_failed
         self.replica_fetcher.dir_failed = self.owner.fail_dir_of
+        self.replication_throttles.on_change = self._throttles_changed
+        self._throttles_changed()
         self.mesh.notes[Op.EPOCH] = lambda body: self.cluster.learn_epoch(peer_codec.decode_epoch(body))
         self.coordinator_endpoint = rings.coordinator
         self._remote = {i: RemotePartitionOps(self.mesh, i) for i in range(count) if i != index}
@@ -189,6 +200,7 @@ class WorkerNode:
             loop.call_soon_threadsafe(self._registry_loaded)
 
         self.cluster.on_change = loaded
+        self._loop = loop
         self.replica_fetcher.update()  # the partitions open() found us following
 
     # ------------------------------------------------------------------ replication
@@ -434,8 +446,16 @@ class WorkerNode:
         self.apply_dynamic()
 
     def _dynamic_changed(self, values: dict[str, Any]) -> None:
-        """From the reader's thread (or a handler's executor): applied by the loop's housekeeping."""
+        """From the reader's thread (or a handler's executor): applied on the loop."""
         self._dynamic_pending = values
+        loop = self._loop
+        if loop is not None:
+            # Now, not at the next housekeeping tick: kafka-reassign-partitions sets a throttle
+            # just before the move it holds back starts.
+            try:
+                loop.call_soon_threadsafe(self.apply_dynamic)
+            except RuntimeError:
+                pass  # the loop closed (shutting down)
 
     def apply_dynamic(self) -> None:
         """On the loop thread: take the latest dynamic broker configs the reader handed over."""
@@ -451,8 +471,19 @@ class WorkerNode:
             self.logs.set_producer_id_expiration_ms(self.config.get_int("producer.id.expiration.ms"))
         if set(changed) & LOG_DEFAULTS:
             self.logs.set_default_log_config(LogConfig.from_broker_config(self.config.storage_settings()))
+        if set(changed) & REPLICATION_RATES:
+            self.replication_throttles.set_rates(self.config.value)
         log.info("worker %d: dynamic broker configs%s", self.index,
                  "".join(f" {k}={v}" for k, v in sorted(changed.items())))
+
+    def _topic_configs(self, topic: str) -> Mapping[str, str] | None:
+        info = self.registry.get(topic)
+        return None if info is None else info.configs
+
+    def _throttles_changed(self) -> None:
+        """The fetch paths test one attribute each: None while their side is unthrottled."""
+        self.owner.leader_throttle = self.replication_throttles.leader
+        self.replica_fetcher.throttle = self.replication_throttles.follower
 
     # ------------------------------------------------------------------ housekeeping
     async def housekeeping(self, heartbeat_path: str) -> None:
@@ -468,7 +499,7 @@ class WorkerNode:
                 self.apply_dynamic()
                 self.logs.run_due_tasks(include_flush=False)
                 if self.logs.futures:
-                    self.logs.move_future_logs(MOVE_BYTES_PER_TICK)
+                    self.replication_throttles.copy_future_logs(self.logs, MOVE_BYTES_PER_TICK, HOUSEKEEPING_S)
                 ticks += 1
                 if ticks % SWEEP_EVERY_TICKS == 0:
                     self.segment_files.sweep()  # let deleted segments' blocks go
@@ -478,7 +509,7 @@ class WorkerNode:
             except Exception:
                 log.exception("housekeeping failed")
             os.utime(heartbeat_path)
-            await asyncio.sleep(0.5)
+            await asyncio.sleep(HOUSEKEEPING_S)
 
     def write_stats(self, path: str) -> None:
         # The partitions' state rides here for the metrics endpoint (broker/process/metrics.py):
