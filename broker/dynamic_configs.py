@@ -15,7 +15,7 @@ process's controller elects with the new ``unclean.leader.election.enable``. Eve
 setting Castle declares is read-only, as in Kafka ("Cannot update these configs
 dynamically"). Unlike Kafka, ``log.retention.hours`` / ``minutes`` are not dynamic here (they
 only feed ``log.retention.ms`` when the file is read), and settings Kafka makes dynamic but
-Castle does not have (``max.connections``, ``num.io.threads``, ``log.cleaner.threads``, ...)
+Castle does not have (``num.io.threads``, ``log.cleaner.threads``, ...)
 are unknown names.
 
 Per-listener TLS keystores and truststores (``listener.name.<l>.ssl.keystore.location``...)
@@ -58,7 +58,9 @@ FOLLOWER_REPLICATION_RATE = "follower.replication.throttled.rate"
 ALTER_LOG_DIRS_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"
 REPLICATION_RATES = frozenset({LEADER_REPLICATION_RATE, FOLLOWER_REPLICATION_RATE, ALTER_LOG_DIRS_RATE})
 LOG_DEFAULTS = frozenset(spec.broker_key for spec in TOPIC_KEYS.values() if spec.broker_key and spec.broker_key in BY_NAME)
-DYNAMIC = LOG_DEFAULTS | {"producer.id.expiration.ms"} | REPLICATION_RATES
+# Kafka's LogCleaner.ReconfigurableConfigs that Castle has.
+CLEANER = frozenset({"log.cleaner.backoff.ms"})
+DYNAMIC = LOG_DEFAULTS | {"producer.id.expiration.ms"} | REPLICATION_RATES | CLEANER
 
 # DescribeConfigsResponse ConfigSource
 DYNAMIC_BROKER_CONFIG = 2

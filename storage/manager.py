@@ -457,6 +457,10 @@ class LogManager:
         for tp, partition_log in list(self.logs.items()):
             partition_log.update_config(self.log_config_for(tp.topic))
 
+    def set_cleaner_backoff_ms(self, backoff_ms: int) -> None:
+        """A new log.cleaner.backoff.ms (dynamic): the cleaner's next due time uses it."""
+        self.config = replace(self.config, cleaner_backoff_ms=backoff_ms)
+
     def set_producer_id_expiration_ms(self, expiration_ms: int) -> None:
         """A new producer.id.expiration.ms (a SIGHUP reload): the next expiry check uses it."""
         self.config = replace(self.config, producer_id_expiration_ms=expiration_ms)

@@ -473,6 +473,8 @@ class WorkerNode:
             self.logs.set_default_log_config(LogConfig.from_broker_config(self.config.storage_settings()))
         if set(changed) & REPLICATION_RATES:
             self.replication_throttles.set_rates(self.config.value)
+        if "log.cleaner.backoff.ms" in changed:
+            self.logs.set_cleaner_backoff_ms(self.config.get_int("log.cleaner.backoff.ms"))
         log.info("worker %d: dynamic broker configs%s", self.index,
                  "".join(f" {k}={v}" for k, v in sorted(changed.items())))
 

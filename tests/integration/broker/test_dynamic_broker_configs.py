@@ -296,3 +296,25 @@ def test_a_dynamic_unclean_leader_election_default_reaches_the_controller(broker
         assert incremental(client, "", [("unclean.leader.election.enable", SET, "true")]).error_code == 0
     wait_until(lambda: describe(followers, topic)[0][0] not in (-1, leader_id), 30, "an unclean leader")
     old_leader.start()  # back, so that every broker of the test stops cleanly
+
+
+@pytest.mark.parametrize("broker", [{"workers": 2, "log.cleanup.policy": "compact", "log.segment.bytes": 4096,
+                                     "log.cleaner.min.cleanable.ratio": 0.01, "log.cleaner.backoff.ms": 3_600_000}],
+                         indirect=True)
+def test_a_dynamic_cleaner_backoff_wakes_the_cleaner_live(broker: Broker) -> None:
+    """log.cleaner.backoff.ms is one of Kafka's LogCleaner reconfigurables: with an hour's
+    backoff nothing is compacted; set to 200 ms dynamically, the duplicates go, no restart."""
+    from tests.integration.broker.test_compaction_transactions import READ_UNCOMMITTED, values
+
+    topic = "dyn-cleaner"
+    now = int(time.time() * 1000)
+    records = [Rec(0, f"key-{i % 5}".encode(), b"v" * 300, (), now) for i in range(200)]
+    confluent_produce(broker.bootstrap, topic, records, **{"linger.ms": 0, "batch.num.messages": 1})
+    with KioClient(broker.bootstrap) as client:
+        time.sleep(2)
+        assert len(values(client, topic, READ_UNCOMMITTED)) == 200  # an hour's backoff: the cleaner has not run
+        answer = incremental(client, "0", [("log.cleaner.backoff.ms", SET, "200")])
+        assert answer.error_code == 0, answer.error_message
+        entry = {c.name: c for c in described(client, "0", ("log.cleaner.backoff.ms",)).configs}["log.cleaner.backoff.ms"]
+        assert (entry.value, entry.read_only, entry.config_source) == ("200", False, DYNAMIC_BROKER_CONFIG)
+        wait_until(lambda: len(values(client, topic, READ_UNCOMMITTED)) < 100, 30, "the cleaner compacting the duplicates")
