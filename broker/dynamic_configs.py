@@ -8,7 +8,7 @@ DynamicLogConfig), ``producer.id.expiration.ms`` (Kafka's DynamicProducerStateMa
 and the replication throttles' rates (Kafka's DynamicConfig.Broker: ``leader.replication.throttled.rate``,
 ``follower.replication.throttled.rate``, ``replica.alter.log.dirs.io.max.bytes.per.second``; per
 broker or as the cluster default, as Kafka's BrokerConfigHandler reads them; applied by
-broker/partitions/replication_throttle.py).
+broker/partitions/replication_throttle.py), and ``log.cleaner.backoff.ms`` (LogCleaner's).
 Each is live: the workers' LogManager takes new broker-level defaults at once (the path a
 SIGHUP reload uses), so a topic without its own value runs with the new one; the coordinator
 process's controller elects with the new ``unclean.leader.election.enable``. Every other
