@@ -61,7 +61,8 @@ def set_rate(broker: Broker, client_id: str, rate: float) -> None:
 def test_strict_create_topics_refuses_what_is_over_the_rate(broker: Broker) -> None:
     """Rate 2/s: a burst of 22. Four topics of 10: the first three are taken (the third from 2
     tokens, leaving -8: a request may go over once), the fourth is refused with the time to
-    refill (-8 / 2 = 4 s); another connection of the client (any worker) is refused too."""
+    refill (-8 / 2 = 4 s); another connection of the client (any worker) is refused too; a
+    quota raised live holds at once."""
     client_id, tag = f"creator-{uuid.uuid4().hex[:6]}", uuid.uuid4().hex[:6]
     names = [f"m-{tag}-{i}" for i in range(5)]
     set_rate(broker, client_id, 2.0)
@@ -76,11 +77,12 @@ def test_strict_create_topics_refuses_what_is_over_the_rate(broker: Broker) -> N
             again = create(other, 6, {names[4]: 1})
         assert codes(again) == {names[4]: THROTTLING_QUOTA_EXCEEDED} and throttle_of(again) > 2000
     assert existing(broker, names) == {names[0]: 10, names[1]: 10, names[2]: 10}
-    # refilled (4 s to zero), the same client creates again
-    time.sleep(4.5)
+    # Raised while the bucket is still below zero (at 2/s it would be for 2 s more): the
+    # bucket refills at the new rate, and the client creates again at once, no restart.
+    set_rate(broker, client_id, 1000.0)
     with KioClient(broker.bootstrap, client_id=client_id) as client:
         later = create(client, 7, {names[4]: 1})
-    assert codes(later) == {names[4]: 0}
+    assert codes(later) == {names[4]: 0} and throttle_of(later) == 0
 
 
 def test_old_versions_apply_every_topic_and_throttle(broker: Broker) -> None:

@@ -103,3 +103,55 @@ def test_request_percentage_holds_a_client_and_not_its_neighbour(broker: Broker)
     finally:
         busy.close()
         free.close()
+
+
+def test_librdkafka_reads_the_throttle_in_produce_and_fetch_answers(broker: Broker) -> None:
+    """The field written into encoded Produce and Fetch answers reaches a real client intact:
+    librdkafka's per-broker throttle statistics show it, and every record still goes and comes."""
+    import json
+
+    from confluent_kafka import Consumer, Producer
+
+    from tests.integration.broker.test_client_quotas import create_topic
+
+    client_id, topic = f"rd-{uuid.uuid4().hex[:6]}", f"rq-{uuid.uuid4().hex[:6]}"
+    create_topic(broker.bootstrap, topic, 2)
+    with KioClient(broker.bootstrap) as admin:
+        assert alter(admin, {"client-id": client_id}, {"request_percentage": 0.2})[0] == 0
+    time.sleep(1.5)
+    throttles: dict[str, int] = {"producer": 0, "consumer": 0}
+
+    def stats_of(role: str) -> Any:
+        def seen(text: str) -> None:
+            for broker_stats in json.loads(text).get("brokers", {}).values():
+                throttles[role] = max(throttles[role], int(broker_stats.get("throttle", {}).get("max", 0)))
+        return seen
+
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "client.id": client_id, "linger.ms": 20,
+                         "statistics.interval.ms": 200, "stats_cb": stats_of("producer")})
+    acked: list[Any] = []
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not throttles["producer"]:  # small batches until one is throttled
+        for _ in range(20):
+            producer.produce(topic, b"r" * 100, on_delivery=lambda err, _msg: acked.append(err))
+        producer.flush(10)
+    assert producer.flush(30) == 0
+    assert acked and not any(acked), [e for e in acked if e][:3]
+    assert throttles["producer"] > 0, throttles
+
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "client.id": client_id, "group.id": f"g-{client_id}",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False, "fetch.wait.max.ms": 10,
+                         "statistics.interval.ms": 200, "stats_cb": stats_of("consumer")})
+    consumer.subscribe([topic])
+    received = 0
+    deadline = time.monotonic() + 60
+    try:
+        while time.monotonic() < deadline and (received < len(acked) or not throttles["consumer"]):
+            for message in consumer.consume(100, 0.2):
+                assert message.error() is None, message.error()
+                received += 1
+    finally:
+        consumer.close()
+    print(f"acked {len(acked)}, received {received}, throttles {throttles}")
+    assert received >= len(acked)
+    assert throttles["consumer"] > 0, throttles
