@@ -36,14 +36,15 @@ class MutationQuota:
     def __init__(self, ctx: RequestContext, strict_since: int) -> None:
         self._ctx = ctx
         self._found: tuple[float, str] | None = None
+        self.strict = ctx.api_version >= strict_since
+        self._samples, self._window_ms = 0, 0
         if ctx.node.quotas.table.mutation:
             principal = ctx.connection.auth.principal
             self._found = ctx.node.quotas.table.resolve(MUTATION, principal.partition(":")[2] or principal,
                                                         ctx.client_id or "")
-        self.strict = ctx.api_version >= strict_since
-        config = ctx.node.config
-        self._samples = config.get_int("controller.quota.window.num")
-        self._window_ms = config.get_int("controller.quota.window.size.seconds") * 1000
+            config = ctx.node.config
+            self._samples = config.get_int("controller.quota.window.num")
+            self._window_ms = config.get_int("controller.quota.window.size.seconds") * 1000
         self._throttle_ms = 0
         self._measured = 0.0
 
