@@ -30,6 +30,11 @@ that sync is done.
   another process in between would delete the new topic.
 * CreatePartitions only grows a topic (else INVALID_PARTITIONS), with as many replicas
   per new partition as the topic has; assignments, when given, name them.
+* controller_mutation_rate (broker/apis/mutation_quota.py): each topic's partitions
+  created, added or deleted are counted just before the change, after every other check;
+  from CreateTopics v6, DeleteTopics v5, CreatePartitions v3 a topic is refused
+  (THROTTLING_QUOTA_EXCEEDED) while the client's quota is exhausted, older versions are
+  applied and throttled. A change the registry then refuses gives its count back.
 
 Version notes: CreateTopics v2-4 answer name, error code and message; v5 (flexible) adds
 num_partitions, replication_factor and the topic's configs (as DescribeConfigs shows
@@ -45,6 +50,7 @@ from collections import Counter
 from typing import Any
 
 from broker.apis.configs import check_overrides, topic_config_entries
+from broker.apis.mutation_quota import MutationQuota
 from broker.authorization import cluster_allowed, topic_allowed
 from broker.context import RequestContext, Response, WorkerServices
 from broker.dispatch import api
@@ -63,6 +69,8 @@ NO_NUM_PARTITIONS = -1
 NO_REPLICATION_FACTOR = -1
 # TOPIC_DELETION_DISABLED exists from DeleteTopics v3; older clients get INVALID_REQUEST.
 DELETION_DISABLED_SINCE = 3
+# controller_mutation_rate refuses topics (THROTTLING_QUOTA_EXCEEDED) from these versions (KIP-599).
+CREATE_STRICT_SINCE, DELETE_STRICT_SINCE, PARTITIONS_STRICT_SINCE = 6, 5, 3
 
 
 def _duplicates(names: list[str]) -> list[str]:
@@ -139,7 +147,8 @@ def _partition_count(node: Any, topic: Any) -> tuple[int, int]:
     return count, factor
 
 
-async def _create_one(node: WorkerServices, topic: Any, validate_only: bool) -> tuple[dict[str, Any], bool]:
+async def _create_one(node: WorkerServices, topic: Any, validate_only: bool,
+                      quota: MutationQuota) -> tuple[dict[str, Any], bool]:
     """(result description, whether the registry changed)."""
     name = topic.name
     try:
@@ -154,11 +163,15 @@ async def _create_one(node: WorkerServices, topic: Any, validate_only: bool) -> 
             raise KafkaError(ErrorCode.invalid_config, f"Null value not supported for topic configs: {','.join(nulls)}")
         partitions, factor = _partition_count(node, topic)
         configs = check_overrides(node, {c.name: c.value for c in topic.configs})
+        if not validate_only:
+            quota.record(partitions)
         try:
             assignment = {a.partition_index: list(a.broker_ids) for a in topic.assignments} if topic.assignments else None
             info = await node.run_admin(lambda: node.registry.create(name, partitions, configs, validate_only=validate_only,
                                                                      assignment=assignment, replication_factor=factor))
         except TopicRegistryError as exc:
+            if not validate_only:
+                quota.give_back(partitions)
             raise _registry_error(exc) from None
     except KafkaError as exc:
         return _create_failed(name, exc.code, str(exc)), False
@@ -187,19 +200,20 @@ async def handle_create_topics(ctx: RequestContext, request: CreateTopicsRequest
     results = []
     changed = False
     may_create_any = cluster_allowed(ctx, Operation.CREATE)  # Kafka: CREATE on the cluster, or on the topic
+    quota = MutationQuota(ctx, CREATE_STRICT_SINCE)
     for topic in request.topics:
         if topic.name in dupes:
             continue
         if not may_create_any and not topic_allowed(ctx, Operation.CREATE, topic.name):
             results.append(_create_failed(topic.name, ErrorCode.topic_authorization_failed, "Authorization failed."))
             continue
-        result, created = await _create_one(node, topic, bool(request.validate_only))
+        result, created = await _create_one(node, topic, bool(request.validate_only), quota)
         results.append(result)
         changed |= created
     results.extend(_create_failed(name, ErrorCode.invalid_request, "Duplicate topic name.") for name in dupes)
     if changed:
         await node.registry_changed()
-    return build(codec.response_class(CREATE_KEY, ctx.api_version), {"throttle_time": 0, "topics": results})
+    return build(codec.response_class(CREATE_KEY, ctx.api_version), {"throttle_time": quota.finish(), "topics": results})
 
 
 # ---------------------------------------------------------------------------- DeleteTopics
@@ -254,6 +268,7 @@ async def handle_delete_topics(ctx: RequestContext, request: DeleteTopicsRequest
 
     responses = []
     changed = False
+    quota = MutationQuota(ctx, DELETE_STRICT_SINCE)
     for name, topic_id, target, error in resolved:
         if error is None and target is not None and counts[target] > 1:
             error = KafkaError(ErrorCode.invalid_request, "Duplicate topic name." if topic_id is None else "Duplicate topic id.")
@@ -263,9 +278,17 @@ async def handle_delete_topics(ctx: RequestContext, request: DeleteTopicsRequest
             code = error.code if error is not None else ErrorCode.invalid_request
             responses.append(_deleted(name, topic_id, code, str(error)))
             continue
+        existing = node.registry.get(target)
+        partitions = existing.partitions if existing is not None else 0
+        try:
+            quota.record(partitions)
+        except KafkaError as exc:
+            responses.append(_deleted(name, topic_id, exc.code, str(exc)))
+            continue
         try:
             info = await node.run_admin(functools.partial(node.registry.delete, target))
         except TopicRegistryError as exc:
+            quota.give_back(partitions)
             code = ErrorCode.unknown_topic_id if topic_id is not None else ErrorCode(exc.code)
             responses.append(_deleted(name, topic_id, code, str(exc)))
             continue
@@ -273,11 +296,11 @@ async def handle_delete_topics(ctx: RequestContext, request: DeleteTopicsRequest
         responses.append(_deleted(info.name, info.topic_id))
     if changed:
         await node.registry_changed()
-    return build(response_class, {"throttle_time": 0, "responses": responses})
+    return build(response_class, {"throttle_time": quota.finish(), "responses": responses})
 
 
 # ---------------------------------------------------------------------------- CreatePartitions
-async def _grow_one(node: WorkerServices, topic: Any, validate_only: bool) -> bool:
+async def _grow_one(node: WorkerServices, topic: Any, validate_only: bool, quota: MutationQuota) -> bool:
     """Raises KafkaError; True when the registry changed."""
     info = node.topic(topic.name)
     if info is None:
@@ -296,10 +319,15 @@ async def _grow_one(node: WorkerServices, topic: Any, validate_only: bool) -> bo
             _check_replicas(node, assignment.broker_ids, f"new partition {info.partitions + offset}")
     placed = ({info.partitions + i: list(a.broker_ids) for i, a in enumerate(topic.assignments)}
               if topic.assignments else None)
+    added = topic.count - info.partitions
+    if not validate_only:
+        quota.record(added)
     try:
         await node.run_admin(functools.partial(node.registry.set_partitions, topic.name, topic.count,
                                                validate_only=validate_only, assignment=placed))
     except TopicRegistryError as exc:
+        if not validate_only:
+            quota.give_back(added)
         raise _registry_error(exc) from None
     return not validate_only
 
@@ -315,6 +343,7 @@ async def handle_create_partitions(ctx: RequestContext, request: CreatePartition
     dupes = _duplicates([t.name for t in request.topics])
     results = []
     changed = False
+    quota = MutationQuota(ctx, PARTITIONS_STRICT_SINCE)
     for topic in request.topics:
         if topic.name in dupes:
             continue
@@ -324,7 +353,7 @@ async def handle_create_partitions(ctx: RequestContext, request: CreatePartition
             results.append(out)
             continue
         try:
-            changed |= await _grow_one(node, topic, bool(request.validate_only))
+            changed |= await _grow_one(node, topic, bool(request.validate_only), quota)
         except KafkaError as exc:
             out.update(error_code=exc.code, error_message=str(exc))
         results.append(out)
@@ -332,4 +361,4 @@ async def handle_create_partitions(ctx: RequestContext, request: CreatePartition
                    for name in dupes)
     if changed:
         await node.registry_changed()
-    return build(codec.response_class(PARTITIONS_KEY, ctx.api_version), {"throttle_time": 0, "results": results})
+    return build(codec.response_class(PARTITIONS_KEY, ctx.api_version), {"throttle_time": quota.finish(), "results": results})

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from broker import dispatch
 from broker.context import NO_RESPONSE, FileChunk, RawResponse, RequestContext, Response
 from broker.listeners import Listener
-from broker.network import eager
+from broker.network import eager, request_quota
 from broker.network.frame_reader import FrameReader
 from broker.network.sequencer import ResponseSequencer
 from broker.network.socket_writer import Chunk, SocketWriter
@@ -303,7 +303,10 @@ class Connection:
                     assert spec.error_response is not None
                     self._finish(seq, ctx, spec.error_response(request, header.api_version, refused))
                     return
-            result = spec.handle(ctx, request)
+            if self.node.quotas.table.request:  # request_percentage: timed (broker/network/request_quota.py)
+                result = request_quota.handle(ctx, spec, request)
+            else:
+                result = spec.handle(ctx, request)
             if spec.is_async:
                 finished, result = eager.start(self.loop, result)
                 if not finished:

@@ -176,7 +176,8 @@ class WorkerNode:
         self._admin = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="admin")
         self.stats: dict[str, int] = {"connections": 0, "requests": 0, "produce_requests": 0,
                                       "fetch_requests": 0, "records_appended": 0,
-                                      "forwards": 0, "quota_throttled_produce": 0, "quota_throttled_fetch": 0}
+                                      "forwards": 0, "quota_throttled_produce": 0, "quota_throttled_fetch": 0,
+                                      "quota_throttled_request": 0}
         self.metrics = WorkerMetrics(index)
         self.connections: set[Any] = set()  # the worker server's open client connections
         self.started = time.time()

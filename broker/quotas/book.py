@@ -32,6 +32,7 @@ from broker.quotas.shared_counters import FETCH, PRODUCE, REQUEST, QuotaCounters
 from coordination.client_quotas import (
     CLIENT_ID,
     CONSUMER_BYTE_RATE,
+    CONTROLLER_MUTATION_RATE,
     IP,
     PRODUCER_BYTE_RATE,
     REQUEST_PERCENTAGE,
@@ -43,7 +44,9 @@ from coordination.client_quotas import (
 
 log = logging.getLogger(__name__)
 
-KEY_OF_METRIC = {PRODUCE: PRODUCER_BYTE_RATE, FETCH: CONSUMER_BYTE_RATE, REQUEST: REQUEST_PERCENTAGE}
+MUTATION = 3  # controller_mutation_rate: resolved here, measured by broker/quotas/mutation_buckets.py
+KEY_OF_METRIC = {PRODUCE: PRODUCER_BYTE_RATE, FETCH: CONSUMER_BYTE_RATE, REQUEST: REQUEST_PERCENTAGE,
+                 MUTATION: CONTROLLER_MUTATION_RATE}
 
 # A level: (user part, client part); each part is "name" (the request's own), "default",
 # or "" (absent from the entity). Then which parts the counted entity keeps.
@@ -81,6 +84,7 @@ class QuotaTable:
         self.produce = PRODUCER_BYTE_RATE in configured
         self.fetch = CONSUMER_BYTE_RATE in configured
         self.request = REQUEST_PERCENTAGE in configured
+        self.mutation = CONTROLLER_MUTATION_RATE in configured
         self._cache: dict[tuple[int, str, str], Resolved] = {}
 
     def resolve(self, metric: int, user: str, client_id: str) -> Resolved:
