@@ -4,14 +4,17 @@ and the per-process reader that follows the store and says what this broker runs
 Which settings: the broker-level defaults of the topic configs (``log.retention.ms``,
 ``log.segment.bytes``, ``log.cleanup.policy``, ``message.max.bytes``, ``min.insync.replicas``,
 ``unclean.leader.election.enable``, ...: every synonym in storage.config.TOPIC_KEYS; Kafka's
-DynamicLogConfig) and ``producer.id.expiration.ms`` (Kafka's DynamicProducerStateManagerConfig).
+DynamicLogConfig), ``producer.id.expiration.ms`` (Kafka's DynamicProducerStateManagerConfig) and
+the connection limits (``max.connections``, ``max.connections.per.ip(.overrides)``,
+``max.connection.creation.rate``: Kafka's SocketServer reconfigurables, applied by each worker's
+broker/network/connection_quotas.py).
 Each is live: the workers' LogManager takes new broker-level defaults at once (the path a
 SIGHUP reload uses), so a topic without its own value runs with the new one; the coordinator
 process's controller elects with the new ``unclean.leader.election.enable``. Every other
 setting Castle declares is read-only, as in Kafka ("Cannot update these configs
 dynamically"). Unlike Kafka, ``log.retention.hours`` / ``minutes`` are not dynamic here (they
 only feed ``log.retention.ms`` when the file is read), and settings Kafka makes dynamic but
-Castle does not have (``max.connections``, ``num.io.threads``, ``log.cleaner.threads``, ...)
+Castle does not have (``num.io.threads``, ``log.cleaner.threads``, ...)
 are unknown names.
 
 Precedence, Kafka's: the broker's own dynamic value (DYNAMIC_BROKER_CONFIG), the cluster
@@ -38,7 +41,10 @@ log = logging.getLogger(__name__)
 
 
 LOG_DEFAULTS = frozenset(spec.broker_key for spec in TOPIC_KEYS.values() if spec.broker_key and spec.broker_key in BY_NAME)
-DYNAMIC = LOG_DEFAULTS | {"producer.id.expiration.ms"}
+# Kafka's SocketServer.ReconfigurableConfigs: taken by each worker's connection quotas.
+CONNECTION_LIMITS = frozenset({"max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
+                               "max.connection.creation.rate"})
+DYNAMIC = LOG_DEFAULTS | {"producer.id.expiration.ms"} | CONNECTION_LIMITS
 
 # DescribeConfigsResponse ConfigSource
 DYNAMIC_BROKER_CONFIG = 2

@@ -21,12 +21,13 @@ from broker.apis.txn_produce import ADDS_PARTITIONS_FROM
 from broker.config import BrokerConfig
 from broker.context import RequestContext
 from broker.coordinator.forwarded import Forwarded, RequestBody
-from broker.dynamic_configs import DYNAMIC, LOG_DEFAULTS, DynamicBrokerConfigs
+from broker.dynamic_configs import CONNECTION_LIMITS, DYNAMIC, LOG_DEFAULTS, DynamicBrokerConfigs
 from broker.links import log_dir_codec, peer_codec
 from broker.links.mesh import Mesh, Op, Parts, PeerUnavailable
 from broker.links.remote_ops import RemotePartitionOps, serve_partition_ops
 from broker.links.rings import SharedRings
 from broker.logger_levels import BrokerLoggers
+from broker.network.connection_quotas import ConnectionQuotas
 from broker.network.segment_files import SegmentFiles
 from broker.partitions.owner import Owner
 from broker.partitions.partition_ops import PartitionOps
@@ -41,7 +42,7 @@ from broker.process.reload import apply_in_child
 from broker.process.share_persister import SharePersister
 from broker.process.txn_verifier import TxnVerifier
 from broker.protocol.errors import ErrorCode, KafkaError, ProtocolViolation
-from broker.quotas import shared_counters
+from broker.quotas import connection_counts, shared_counters
 from broker.quotas.book import QuotaBook
 from broker.security.broker_security import BrokerSecurity
 from broker.security.inter_broker import inter_broker_security
@@ -118,6 +119,14 @@ class WorkerNode:
         self.quotas = QuotaBook(shared_counters.inherited(index, count, config.get_int("quota.window.num"),
                                                           config.get_int("quota.window.size.seconds") * 1000))
         self.quotas.follow(self.cluster.client_quotas())
+        # Connection limits (max.connections*, the ips quotas), counted across the workers.
+        counts, rates = connection_counts.inherited(index, count, config.get_int("quota.window.num"),
+                                                    config.get_int("quota.window.size.seconds") * 1000)
+        self.connection_quotas = ConnectionQuotas(counts, rates,
+                                                  connection_counts.AdmissionLock(os.path.join(run_dir, "connections.lock")),
+                                                  config.listeners.bound, config.listeners.inter_broker)
+        self.connection_quotas.configure(config)
+        self.connection_quotas.follow_ip_quotas(self.cluster.client_quotas())
         settings = config.storage_settings()
         self.logs = LogManager(ManagerConfig.from_broker_config(settings), LogConfig.from_broker_config(settings),
                                {t.name: t.configs for t in self.registry.all()},
@@ -448,6 +457,8 @@ class WorkerNode:
             self.logs.set_producer_id_expiration_ms(self.config.get_int("producer.id.expiration.ms"))
         if set(changed) & LOG_DEFAULTS:
             self.logs.set_default_log_config(LogConfig.from_broker_config(self.config.storage_settings()))
+        if set(changed) & CONNECTION_LIMITS:
+            self.connection_quotas.configure(self.config)
         log.info("worker %d: dynamic broker configs%s", self.index,
                  "".join(f" {k}={v}" for k, v in sorted(changed.items())))
 
@@ -502,6 +513,7 @@ class WorkerNode:
         self.dynamic_configs.close()
         self.loggers.close()
         self.quotas.close()
+        self.connection_quotas.close()
         self.cluster.on_change = None
         self.owner.replication.close()
         self.segment_files.close()

@@ -47,7 +47,7 @@ from broker.process import stop_signal
 from broker.process.metrics import SupervisorMetrics, bind_metrics_listener, mark_process_dead, prepare_multiprocess_dir
 from broker.process.reload import reload_in_supervisor
 from broker.process.sd_notify import Notifier
-from broker.quotas import shared_counters
+from broker.quotas import connection_counts, shared_counters
 from storage.manager import ClaimedDirs, ManagerConfig, claim_log_dirs, mark_clean_shutdown
 
 log = logging.getLogger(__name__)
@@ -249,6 +249,9 @@ class Supervisor:
         # The client quotas' shared measures (broker/quotas/shared_counters.py), inherited by every fork.
         shared_counters.prepare(self.count, self.config.get_int("quota.window.num"),
                                 self.config.get_int("quota.window.size.seconds") * 1000)
+        # The connection counts and creation rates (broker/quotas/connection_counts.py), likewise.
+        connection_counts.prepare(self.count, self.config.get_int("quota.window.num"),
+                                  self.config.get_int("quota.window.size.seconds") * 1000)
         if self.metrics_listener is not None:
             # Before any fork: every process then writes its counters under <run.dir>/metrics.
             prepare_multiprocess_dir(self.run_dir)
