@@ -29,6 +29,10 @@ The order is Kafka's (ConnectionQuotas.inc), which each listener's acceptor
 4. the address's open connections: already at its maximum, the connection is REFUSED (closed
    at once); else it is counted and ADMITTED.
 
+And ``close_excess`` (each worker's housekeeping, every half second): over max.connections
+(lowered at run time, or filled by the protected listener), each worker closes its least
+recently active connections of the other listeners, as each of Kafka's processors does.
+
 Counts and rates are the broker's, shared by its workers (broker/quotas/connection_counts.py).
 Steps 2 to 4 run under the broker's admission lock when a count limit or an address quota is
 set, so a limit holds exactly across workers; with none, a connection costs a few additions at
@@ -43,7 +47,7 @@ import socket
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Protocol, Sequence
 
 from broker.config import BrokerConfig
 from broker.listeners import Listener
@@ -60,6 +64,19 @@ UNLIMITED = 2**31 - 1  # Kafka's Integer.MAX_VALUE: the default of every limit, 
 ADMITTED, WAIT, REFUSED = 0, -1, -2
 
 BROKER_RATE = "broker"
+
+
+class Served(Protocol):
+    """What close_excess needs of a served connection (broker/network/connection.py)."""
+
+    listener: Listener
+    peer: str
+    closed: bool
+
+    @property
+    def last_active(self) -> float: ...
+
+    def close(self) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,6 +257,27 @@ class ConnectionQuotas:
         self.counts.closed(listener, address_hash(address))
         for waiting in list(self.slot_freed):
             waiting()
+
+    def close_excess(self, connections: Iterable[Served]) -> int:
+        """Kafka's closeExcessConnections: over max.connections (lowered at run time, or taken by
+        the protected inter-broker listener), this worker's least recently active connections
+        of the other listeners close until the broker is within it. Under the admission lock,
+        and a close counts at once, so the workers together close no more than the excess."""
+        limits = self.limits
+        if limits.total >= UNLIMITED or self.counts.total() <= limits.total:
+            return 0
+        protected = self.listener_names[self._protected] if self._protected >= 0 else None
+        with self._lock:
+            excess = self.counts.total() - limits.total
+            if excess <= 0:
+                return 0
+            victims = sorted((c for c in connections if not c.closed and c.listener.name != protected),
+                             key=lambda c: c.last_active)[:excess]
+            for connection in victims:
+                log.info("closing %s on %s: the broker has more than max.connections=%d", connection.peer,
+                         connection.listener.name, limits.total)
+                connection.close()
+        return len(victims)
 
     def slot_free(self, listener: int) -> bool:
         return self._slot_free(listener, self.limits)

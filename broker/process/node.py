@@ -474,6 +474,7 @@ class WorkerNode:
                     self.owner.sync_registry()
                 self.owner.replication.check_lag()
                 self.apply_dynamic()
+                self.connection_quotas.close_excess(self.connections)
                 self.logs.run_due_tasks(include_flush=False)
                 if self.logs.futures:
                     self.logs.move_future_logs(MOVE_BYTES_PER_TICK)

@@ -14,7 +14,9 @@ import time
 
 import pytest
 
+from tests.integration.broker.test_dynamic_broker_configs import DELETE, SET, incremental
 from tests.integration.conftest import Broker, wait_until
+from tests.integration.kio_client import KioClient
 from tests.kafka_cli import TOOLS_CONFIG_COMMAND, missing_tools, run_tool
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
@@ -35,21 +37,27 @@ def connect(broker: Broker, source: str = "127.0.0.1") -> socket.socket:
 
 
 def answered(sock: socket.socket, timeout: float, correlation_id: int = 7) -> bool:
-    """An ApiVersions request on ``sock`` is answered within ``timeout`` seconds."""
+    """An ApiVersions request on ``sock`` is answered (the whole frame read) within ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
-    try:
-        sock.sendall(_api_versions_frame(correlation_id))
+
+    def read(size: int) -> bytes | None:
         data = b""
-        while len(data) < 10:
+        while len(data) < size:
             left = deadline - time.monotonic()
             if left <= 0:
-                return False
+                return None
             sock.settimeout(left)
-            chunk = sock.recv(4096)
+            chunk = sock.recv(size - len(data))
             if not chunk:
-                return False
+                return None
             data += chunk
-        return struct.unpack(">i", data[4:8])[0] == correlation_id
+        return data
+
+    try:
+        sock.sendall(_api_versions_frame(correlation_id))
+        prefix = read(4)
+        frame = None if prefix is None else read(struct.unpack(">i", prefix)[0])
+        return frame is not None and struct.unpack(">i", frame[:4])[0] == correlation_id
     except OSError:  # reset by the broker, or timed out
         return False
 
@@ -153,6 +161,43 @@ def test_max_connections_makes_the_next_connection_wait_for_a_slot(broker: Broke
         close_all(first)
         if waiting is not None:
             waiting.close()
+
+
+@pytest.mark.parametrize("broker", [{"workers": 2}], indirect=True)
+def test_lowering_max_connections_closes_connections_down_to_the_new_bound(broker: Broker) -> None:
+    """Kafka's closeExcessConnections: over a max.connections lowered at run time, connections
+    close (each worker's least recently active first), across the workers, down to the new bound
+    and no further."""
+    wait_until(lambda: open_connections(broker) == 0, 10, "the readiness probe's connection to close")
+    held = [connect(broker, source="127.0.0.2") for _ in range(6)]
+    try:
+        assert all(answered(sock, 3.0, correlation_id=n + 1) for n, sock in enumerate(held))
+        with KioClient(broker.bootstrap) as admin:  # the seventh connection
+            assert incremental(admin, "", [("max.connections", SET, "3")]).error_code == 0
+            everyone = [*held, admin.sock]
+            wait_until(lambda: sum(closed_by_broker(sock, 0.01) for sock in everyone) >= 4, 15,
+                       "four connections to be closed")
+            time.sleep(1.0)  # a few more housekeeping rounds close nothing more
+            alive = [sock for sock in everyone if not closed_by_broker(sock, 0.01)]
+            assert len(alive) == 3
+            assert all(answered(sock, 3.0, correlation_id=9) for sock in alive if sock is not admin.sock)
+    finally:
+        close_all(held)
+
+
+@pytest.mark.parametrize("broker", [{"workers": 2, "quota.window.num": 2, "max.connection.creation.rate": 5}],
+                         indirect=True)
+def test_the_broker_creation_rate_delays_accepts_without_refusing_any(broker: Broker) -> None:
+    """Over max.connection.creation.rate the acceptors wait (Kafka's acceptor sleeps the
+    throttle time): a burst of 15 at 5/s is served whole, over more than a second."""
+    time.sleep(2.0)  # the readiness probe's connection leaves the measured window
+    started = time.monotonic()
+    socks = [connect(broker) for _ in range(15)]
+    try:
+        assert all(answered(sock, 10.0) for sock in socks)
+        assert time.monotonic() - started >= 1.0
+    finally:
+        close_all(socks)
 
 
 # ---------------------------------------------------------------------------- live changes (kafka-configs)
