@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from tests.integration.broker.test_dynamic_broker_configs import DELETE, SET, incremental
+from tests.integration.broker.test_dynamic_broker_configs import SET, incremental
 from tests.integration.conftest import Broker, wait_until
 from tests.integration.kio_client import KioClient
 from tests.kafka_cli import TOOLS_CONFIG_COMMAND, missing_tools, run_tool
