@@ -45,6 +45,22 @@ LOG_DEFAULTS = frozenset(spec.broker_key for spec in TOPIC_KEYS.values() if spec
 CONNECTION_LIMITS = frozenset({"max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
                                "max.connection.creation.rate"})
 DYNAMIC = LOG_DEFAULTS | {"producer.id.expiration.ms"} | CONNECTION_LIMITS
+# Kafka's SocketServer.ListenerReconfigurableConfigs: dynamic per listener too, as
+# ``listener.name.<listener>.<setting>`` (cluster-wide or per broker, as Kafka allows).
+LISTENER_PREFIX = "listener.name."
+PER_LISTENER = frozenset({"max.connections", "max.connection.creation.rate"})
+
+
+def listener_setting(name: str) -> str | None:
+    """The setting a ``listener.name.<listener>.<setting>`` name sets, when it changes at run time."""
+    if not name.startswith(LISTENER_PREFIX):
+        return None
+    listener, _, setting = name[len(LISTENER_PREFIX):].partition(".")
+    return setting if listener and setting in PER_LISTENER else None
+
+
+def is_dynamic(name: str) -> bool:
+    return name in DYNAMIC or listener_setting(name) is not None
 
 # DescribeConfigsResponse ConfigSource
 DYNAMIC_BROKER_CONFIG = 2
@@ -62,7 +78,7 @@ class InvalidBrokerConfig(ValueError):
 
 
 def parse_value(name: str, text: str) -> Any:
-    setting = BY_NAME[name]
+    setting = BY_NAME[listener_setting(name) or name]
     try:
         return setting.parse(text)
     except (TypeError, ValueError) as exc:
@@ -72,10 +88,10 @@ def parse_value(name: str, text: str) -> Any:
 def validate(configs: Overrides) -> Overrides:
     """``configs`` if every name is a dynamic setting with a good value (Kafka's order: static
     names first, then values); InvalidBrokerConfig otherwise."""
-    unknown = sorted(name for name in configs if name not in BY_NAME)
+    unknown = sorted(name for name in configs if name not in BY_NAME and listener_setting(name) is None)
     if unknown:
         raise InvalidBrokerConfig(f"Unknown config name: {', '.join(unknown)}", unknown=True)
-    static = sorted(name for name in configs if name not in DYNAMIC)
+    static = sorted(name for name in configs if not is_dynamic(name))
     if static:
         raise InvalidBrokerConfig(f"Cannot update these configs dynamically: [{', '.join(static)}]")
     for name, text in configs.items():
@@ -86,7 +102,7 @@ def validate(configs: Overrides) -> Overrides:
 def _parsed(entity: str, configs: Overrides) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, text in configs.items():
-        if name not in DYNAMIC:
+        if not is_dynamic(name):
             log.warning("broker %s: ignoring the dynamic config %s: Castle cannot change it at run time",
                         entity or "<default>", name)
             continue
@@ -118,6 +134,12 @@ class DynamicBrokerConfigs:
         """Every dynamic setting's value: this broker's, else the cluster default's, else static."""
         own, default = self._own, self._default
         return {name: own.get(name, default.get(name, self.static[name])) for name in DYNAMIC}
+
+    def per_listener(self) -> dict[str, Any]:
+        """The ``listener.name.<listener>.<setting>`` values set at run time: this broker's, else
+        the cluster default's (the file's per-listener values are the config's)."""
+        own, default = self._own, self._default
+        return {name: own.get(name, default.get(name)) for name in default.keys() | own.keys() if name not in DYNAMIC}
 
     def source(self, name: str) -> int | None:
         """DYNAMIC_BROKER_CONFIG or DYNAMIC_DEFAULT_BROKER_CONFIG when ``name`` has a dynamic value here."""

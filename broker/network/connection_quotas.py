@@ -47,9 +47,10 @@ import socket
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable, Iterable, Mapping, Protocol, Sequence
+from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
 
 from broker.config import BrokerConfig
+from broker.dynamic_configs import LISTENER_PREFIX
 from broker.listeners import Listener
 from broker.quotas.connection_counts import CREATED, MAX_LISTENERS, AdmissionLock, ConnectionCounts, address_hash
 from broker.quotas.shared_counters import QuotaCounters
@@ -93,12 +94,20 @@ class Limits:
         return self.total < UNLIMITED or self.per_ip < UNLIMITED or any(n < UNLIMITED for n in self.listener_total)
 
 
-def limits_of(config: BrokerConfig, listeners: Sequence[str]) -> Limits:
-    """The limits ``config`` sets, the per-listener ones in the order of ``listeners`` (names)."""
+def limits_of(config: BrokerConfig, listeners: Sequence[str], dynamic: Mapping[str, Any] | None = None) -> Limits:
+    """The limits ``config`` sets, the per-listener ones in the order of ``listeners`` (names).
+    A listener's own value wins over the broker's, as Kafka's listener prefix does: one set at
+    run time (``dynamic``, ``listener.name.<listener>.<setting>`` names), else the file's."""
+    dynamic = dynamic or {}
+
+    def per_listener(name: str, setting: str) -> int:
+        value = dynamic.get(f"{LISTENER_PREFIX}{name.lower()}.{setting}")
+        return int(value if value is not None else config.for_listener(name, setting))
+
     return Limits(config.get_int("max.connections"), config.get_int("max.connections.per.ip"),
                   config.get_int("max.connection.creation.rate"),
-                  tuple(int(config.for_listener(name, "max.connections")) for name in listeners),
-                  tuple(int(config.for_listener(name, "max.connection.creation.rate")) for name in listeners))
+                  tuple(per_listener(name, "max.connections") for name in listeners),
+                  tuple(per_listener(name, "max.connection.creation.rate") for name in listeners))
 
 
 def normal_address(text: str) -> str:
@@ -161,9 +170,16 @@ class ConnectionQuotas:
         self.slot_freed: list[Callable[[], None]] = []  # acceptors waiting for a slot
 
     # ------------------------------------------------------------------ settings
-    def configure(self, config: BrokerConfig) -> None:
-        """Take the connection limits ``config`` has now (at start, and after a dynamic change)."""
-        self.limits = limits_of(config, self.listener_names)
+    def configure(self, config: BrokerConfig, per_listener: Mapping[str, Any] | None = None) -> None:
+        """Take the connection limits ``config`` has now, and the per-listener ones set at run time
+        (at start, and after each dynamic change)."""
+        limits = limits_of(config, self.listener_names, per_listener)
+        if limits != self.limits:
+            log.info("connection limits: max.connections=%d max.connections.per.ip=%d max.connection.creation.rate=%d; "
+                     "per listener %s", limits.total, limits.per_ip, limits.rate,
+                     ", ".join(f"{name} max.connections={total} max.connection.creation.rate={rate}" for name, total, rate
+                               in zip(self.listener_names, limits.listener_total, limits.listener_rate)))
+        self.limits = limits
         text = config.get_str("max.connections.per.ip.overrides")
         if text != self._overrides_text:
             self._overrides_text = text

@@ -21,7 +21,7 @@ from broker.apis.txn_produce import ADDS_PARTITIONS_FROM
 from broker.config import BrokerConfig
 from broker.context import RequestContext
 from broker.coordinator.forwarded import Forwarded, RequestBody
-from broker.dynamic_configs import CONNECTION_LIMITS, DYNAMIC, LOG_DEFAULTS, DynamicBrokerConfigs
+from broker.dynamic_configs import DYNAMIC, LOG_DEFAULTS, DynamicBrokerConfigs
 from broker.links import log_dir_codec, peer_codec
 from broker.links.mesh import Mesh, Op, Parts, PeerUnavailable
 from broker.links.remote_ops import RemotePartitionOps, serve_partition_ops
@@ -450,15 +450,14 @@ class WorkerNode:
         if values is None:
             return
         changed = {name: value for name, value in values.items() if self.config.value(name) != value}
+        self.config.update(changed)
+        self.connection_quotas.configure(self.config, self.dynamic_configs.per_listener())
         if not changed:
             return
-        self.config.update(changed)
         if "producer.id.expiration.ms" in changed:
             self.logs.set_producer_id_expiration_ms(self.config.get_int("producer.id.expiration.ms"))
         if set(changed) & LOG_DEFAULTS:
             self.logs.set_default_log_config(LogConfig.from_broker_config(self.config.storage_settings()))
-        if set(changed) & CONNECTION_LIMITS:
-            self.connection_quotas.configure(self.config)
         log.info("worker %d: dynamic broker configs%s", self.index,
                  "".join(f" {k}={v}" for k, v in sorted(changed.items())))
 

@@ -238,6 +238,17 @@ def test_kafka_configs_changes_the_limits_live(broker: Broker) -> None:
     configs_ok(broker, "--alter", "--entity-type", "brokers", "--entity-default", "--delete-config", "max.connections")
     wait_until(lambda: usable_connections(broker, 8) == 8, 15, "the limits to be lifted")
 
+    # A listener's own limit, set at run time with Kafka's listener prefix.
+    configs_ok(broker, "--alter", "--entity-type", "brokers", "--entity-default", "--add-config",
+               "listener.name.plaintext.max.connections=2")
+    wait_until(lambda: usable_connections(broker, 5, source="127.0.0.2") == 2, 15, "the listener's limit to hold")
+    out = configs_ok(broker, "--describe", "--entity-type", "brokers", "--entity-name", "0", "--all")
+    assert "listener.name.plaintext.max.connections=2 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:" \
+           "listener.name.plaintext.max.connections=2, DEFAULT_CONFIG:max.connections=2147483647}" in out, out
+    configs_ok(broker, "--alter", "--entity-type", "brokers", "--entity-default", "--delete-config",
+               "listener.name.plaintext.max.connections")
+    wait_until(lambda: usable_connections(broker, 8) == 8, 15, "the listener's limit to be lifted")
+
 
 # ---------------------------------------------------------------------------- the ips quota
 @pytest.mark.kafka_cli

@@ -12,7 +12,7 @@ from typing import Any, Callable, Iterator
 import pytest
 
 from broker.config import ConfigError, load_config
-from broker.dynamic_configs import InvalidBrokerConfig, validate
+from broker.dynamic_configs import InvalidBrokerConfig, listener_setting, validate
 from broker.network.connection_quotas import ADMITTED, REFUSED, WAIT, ConnectionQuotas, normal_address, parse_overrides
 from broker.quotas import connection_counts
 from broker.quotas.connection_counts import CREATED, AdmissionLock, ConnectionCounts, address_hash
@@ -230,3 +230,27 @@ def test_an_ip_creation_rate_throttles_that_address_only_and_takes_the_connectio
     assert accept("10.0.0.3", T0) == ADMITTED
     assert accept("10.0.0.3", T0) > 0
     store.close()
+
+
+def test_listener_limits_are_dynamic_with_kafkas_prefix_and_win_over_the_broker_value(
+        quotas_of: Callable[..., ConnectionQuotas]) -> None:
+    assert listener_setting("listener.name.internal.max.connections") == "max.connections"
+    assert listener_setting("listener.name.internal.max.connection.creation.rate") == "max.connection.creation.rate"
+    assert listener_setting("listener.name.internal.ssl.keystore.location") is None
+    good = {"listener.name.internal.max.connections": "3", "listener.name.plaintext.max.connection.creation.rate": "9"}
+    assert validate(good) == good
+    with pytest.raises(InvalidBrokerConfig) as refused:
+        validate({"listener.name.internal.max.connections": "-3"})
+    assert not refused.value.unknown
+    with pytest.raises(InvalidBrokerConfig) as refused:
+        validate({"listener.name.internal.max.connections.typo": "3"})
+    assert refused.value.unknown
+
+    quotas = quotas_of(max_connections=10, **{"listener.name.plaintext.max.connections": 4})
+    assert quotas.limits.listener_total == (4,)  # the file's listener value over the broker's
+    config = load_config(None, {"max.connections": "10", "listener.name.plaintext.max.connections": "4"})
+    quotas.configure(config, {"listener.name.plaintext.max.connections": 2})
+    assert quotas.limits.listener_total == (2,) and quotas.limits.total == 10  # run time over the file
+    assert [quotas.admit(0, "10.0.0.1") for _ in range(3)] == [ADMITTED, ADMITTED, WAIT]
+    quotas.configure(config, {})
+    assert quotas.admit(0, "10.0.0.1") == ADMITTED
