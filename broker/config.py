@@ -91,6 +91,9 @@ def _ip_overrides(value: str) -> str:
     return ",".join(items)
 
 
+ZERO_PER_IP = "max.connections.per.ip can be set to zero only if max.connections.per.ip.overrides property is set."
+
+
 def _mechanisms(value: str) -> str:
     names = [name.strip().upper() for name in str(value).split(",") if name.strip()]
     unknown = [name for name in names if name not in SASL_MECHANISMS]
@@ -580,6 +583,8 @@ def load_config(path: str | None = None, overrides: Mapping[str, str] | None = N
     if unknown_listeners:
         raise ConfigError(f"settings for listeners that do not exist: {', '.join(sorted(unknown_listeners))}")
     _check_share_groups(config)
+    if config.get_int("max.connections.per.ip") == 0 and not config.get_str("max.connections.per.ip.overrides"):
+        raise ConfigError(ZERO_PER_IP)
     return config
 
 

@@ -32,7 +32,7 @@ import logging
 import threading
 from typing import Any, Callable
 
-from broker.config import BY_NAME, BrokerConfig
+from broker.config import BY_NAME, ZERO_PER_IP, BrokerConfig
 from coordination.broker_config_store import BrokerConfigStore, Overrides
 from coordination.store_follower import StoreFollower
 from storage.config import TOPIC_KEYS
@@ -96,6 +96,11 @@ def validate(configs: Overrides) -> Overrides:
         raise InvalidBrokerConfig(f"Cannot update these configs dynamically: [{', '.join(static)}]")
     for name, text in configs.items():
         parse_value(name, text)
+    # Kafka's KafkaConfig check, here on the entity's own configs: a zero would refuse every
+    # address (the tool that could undo it included) unless some have an override.
+    if parse_value("max.connections.per.ip", configs.get("max.connections.per.ip", "1")) == 0 \
+            and not configs.get("max.connections.per.ip.overrides", "").strip():
+        raise InvalidBrokerConfig(ZERO_PER_IP)
     return configs
 
 

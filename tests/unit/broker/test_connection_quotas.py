@@ -169,6 +169,10 @@ def test_bad_limits_are_refused_in_the_file_and_as_dynamic_configs() -> None:
     good = {"max.connections": "10", "max.connections.per.ip": "0", "max.connection.creation.rate": "5",
             "max.connections.per.ip.overrides": "127.0.0.1:200,host.example:100"}
     assert validate(good) == good
+    with pytest.raises(ConfigError, match="can be set to zero only if"):
+        load_config(None, {"max.connections.per.ip": "0"})
+    with pytest.raises(InvalidBrokerConfig, match="can be set to zero only if"):
+        validate({"max.connections.per.ip": "0"})
 
 
 def test_max_connections_waits_for_a_slot_except_on_the_protected_inter_broker_listener(
