@@ -7,6 +7,8 @@ let twice as many through: the counts and rates are the broker's.
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
 import struct
 import subprocess
@@ -129,6 +131,25 @@ def test_max_connections_per_ip_holds_across_workers(broker: Broker) -> None:
         close_all(socks)
     # Another address has its own count.
     assert usable_connections(broker, 7, source="127.0.0.2") == 5
+
+
+@pytest.mark.parametrize("broker", [{"workers": 2, "max.connections.per.ip": 10}], indirect=True)
+def test_a_killed_worker_s_connections_stop_counting_when_its_successor_starts(broker: Broker) -> None:
+    wait_until(lambda: open_connections(broker) == 0, 10, "the readiness probe's connection to close")
+    alive, socks = survivors(broker, 10)
+    try:
+        assert alive == 10
+        victim = broker.stats()[1]["pid"]
+        os.kill(victim, signal.SIGKILL)
+        wait_until(lambda: len(broker.stats()) == 2 and broker.stats()[1]["pid"] != victim
+                   and broker.stats()[1]["pid"] in broker.worker_pids(), 30, "worker 1 to be replaced")
+        kept = [sock for sock in socks if answered(sock, 2.0, correlation_id=8)]  # worker 0's
+        assert len(kept) < 10, "the killed worker held none of the connections"
+        more, others = survivors(broker, 10)
+        close_all(others)
+        assert more == 10 - len(kept)  # the dead worker's connections no longer count
+    finally:
+        close_all(socks)
 
 
 @pytest.mark.parametrize("broker", [{"workers": 2, "max.connections.per.ip": 3,
