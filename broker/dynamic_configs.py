@@ -7,7 +7,8 @@ Which settings: the broker-level defaults of the topic configs (``log.retention.
 DynamicLogConfig), ``producer.id.expiration.ms`` (Kafka's DynamicProducerStateManagerConfig) and
 the connection limits (``max.connections``, ``max.connections.per.ip(.overrides)``,
 ``max.connection.creation.rate``: Kafka's SocketServer reconfigurables, applied by each worker's
-broker/network/connection_quotas.py).
+broker/network/connection_quotas.py; the two per-listener ones also as
+``listener.name.<listener>.max.connections`` / ``.max.connection.creation.rate``).
 Each is live: the workers' LogManager takes new broker-level defaults at once (the path a
 SIGHUP reload uses), so a topic without its own value runs with the new one; the coordinator
 process's controller elects with the new ``unclean.leader.election.enable``. Every other
