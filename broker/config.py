@@ -75,6 +75,25 @@ def _protocol_map(value: str) -> str:
     return str(value).strip()
 
 
+def _ip_overrides(value: str) -> str:
+    """``host:count,ip:count`` (Kafka's max.connections.per.ip.overrides, read as Csv.parseCsvMap
+    does: the last colon ends the host, so an IPv6 address may stand whole)."""
+    items = [item.strip() for item in str(value).split(",") if item.strip()]
+    for item in items:
+        host, colon, count = item.rpartition(":")
+        host = host.strip()
+        if not colon or not host or not count.strip().lstrip("-").isdigit():
+            raise ValueError(f"expected host:count, not {item!r}")
+        if not all(char.isalnum() or char in "-%._:" for char in host):
+            raise ValueError(f"invalid address {host!r}")
+        if int(count) < 0:
+            raise ValueError(f"a connection count cannot be negative: {item!r}")
+    return ",".join(items)
+
+
+ZERO_PER_IP = "max.connections.per.ip can be set to zero only if max.connections.per.ip.overrides property is set."
+
+
 def _mechanisms(value: str) -> str:
     names = [name.strip().upper() for name in str(value).split(",") if name.strip()]
     unknown = [name for name in names if name not in SASL_MECHANISMS]
@@ -109,7 +128,7 @@ SENSITIVE_SETTINGS = frozenset({"delegation.token.secret.key", "delegation.token
 SSL_KEYS = ("ssl.keystore.type", "ssl.keystore.location", "ssl.key.password", "ssl.truststore.type",
             "ssl.truststore.location", "ssl.client.auth", "ssl.protocol", "ssl.enabled.protocols", "ssl.cipher.suites",
             "ssl.endpoint.identification.algorithm")
-LISTENER_KEYS = (*SSL_KEYS, "sasl.enabled.mechanisms")
+LISTENER_KEYS = (*SSL_KEYS, "sasl.enabled.mechanisms", "max.connections", "max.connection.creation.rate")
 JAAS_SUFFIX = ".sasl.jaas.config"
 
 
@@ -224,6 +243,32 @@ SETTINGS: list[Setting] = [
     Setting("queued.max.requests", integer_in(1, INT_MAX), 500, "Unanswered requests per connection before reading pauses."),
     Setting("queued.max.request.bytes", integer_in(1, INT_MAX), 16 * 1024 * 1024,
             "Bytes of unanswered request frames per connection before reading pauses (Kafka's is per broker)."),
+    # Kafka's connection limits (broker/network/connection_quotas.py); the per-ip ones hold
+    # across every worker of the broker.
+    Setting("max.connections", integer_in(0, INT_MAX), INT_MAX,
+            "The maximum number of connections we allow in the broker at any time. This limit is applied in addition "
+            "to any per-ip limits configured using max.connections.per.ip. Listener-level limits may also be configured "
+            "by prefixing the config name with the listener prefix, for example, "
+            "<code>listener.name.internal.max.connections</code>. Broker-wide limit should be configured based on broker "
+            "capacity while listener limits should be configured based on application requirements. New connections "
+            "are blocked if either the listener or broker limit is reached. Connections on the inter-broker listener are "
+            "permitted even if broker-wide limit is reached. The least recently used connection on another listener "
+            "will be closed in this case."),
+    Setting("max.connections.per.ip", integer_in(0, INT_MAX), INT_MAX,
+            "The maximum number of connections we allow from each ip address. This can be set to 0 if there are "
+            "overrides configured using max.connections.per.ip.overrides property. New connections from the ip address "
+            "are dropped if the limit is reached."),
+    Setting("max.connections.per.ip.overrides", _ip_overrides, "",
+            "A comma-separated list of per-ip or hostname overrides to the default maximum number of connections. "
+            "An example value is \"hostName:100,127.0.0.1:200\""),
+    Setting("max.connection.creation.rate", integer_in(0, INT_MAX), INT_MAX,
+            "The maximum connection creation rate we allow in the broker at any time. Listener-level limits may also "
+            "be configured by prefixing the config name with the listener prefix, for example, "
+            "<code>listener.name.internal.max.connection.creation.rate</code>.Broker-wide connection rate limit should "
+            "be configured based on broker capacity while listener limits should be configured based on application "
+            "requirements. New connections will be throttled if either the listener or the broker limit is reached, "
+            "with the exception of inter-broker listener. Connections on the inter-broker listener will be throttled "
+            "only when the listener-level rate limit is reached."),
     Setting("connections.max.idle.ms", integer_in(-1), 600_000, "A connection with nothing in flight and no traffic this long is closed (-1: never)."),
     Setting("cluster.id", _str, "", "Cluster id; empty: taken from meta.properties or generated."),
     Setting("log.retention.check.interval.ms", integer_in(1), 300_000, "How often retention runs."),
@@ -580,6 +625,8 @@ def load_config(path: str | None = None, overrides: Mapping[str, str] | None = N
     if unknown_listeners:
         raise ConfigError(f"settings for listeners that do not exist: {', '.join(sorted(unknown_listeners))}")
     _check_share_groups(config)
+    if config.get_int("max.connections.per.ip") == 0 and not config.get_str("max.connections.per.ip.overrides"):
+        raise ConfigError(ZERO_PER_IP)
     return config
 
 

@@ -8,7 +8,11 @@ DynamicLogConfig), ``producer.id.expiration.ms`` (Kafka's DynamicProducerStateMa
 and the replication throttles' rates (Kafka's DynamicConfig.Broker: ``leader.replication.throttled.rate``,
 ``follower.replication.throttled.rate``, ``replica.alter.log.dirs.io.max.bytes.per.second``; per
 broker or as the cluster default, as Kafka's BrokerConfigHandler reads them; applied by
-broker/partitions/replication_throttle.py), and ``log.cleaner.backoff.ms`` (LogCleaner's).
+broker/partitions/replication_throttle.py), ``log.cleaner.backoff.ms`` (LogCleaner's), and
+the connection limits (``max.connections``, ``max.connections.per.ip(.overrides)``,
+``max.connection.creation.rate``: Kafka's SocketServer reconfigurables, applied by each worker's
+broker/network/connection_quotas.py; the two per-listener ones also as
+``listener.name.<listener>.max.connections`` / ``.max.connection.creation.rate``).
 Each is live: the workers' LogManager takes new broker-level defaults at once (the path a
 SIGHUP reload uses), so a topic without its own value runs with the new one; the coordinator
 process's controller elects with the new ``unclean.leader.election.enable``. Every other
@@ -36,7 +40,7 @@ import logging
 import threading
 from typing import Any, Callable
 
-from broker.config import BY_NAME, BrokerConfig
+from broker.config import BY_NAME, ZERO_PER_IP, BrokerConfig
 from broker.listener_configs import (
     KAFKA_RECONFIGURABLE_TLS,
     ListenerConfigError,
@@ -58,9 +62,28 @@ FOLLOWER_REPLICATION_RATE = "follower.replication.throttled.rate"
 ALTER_LOG_DIRS_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"
 REPLICATION_RATES = frozenset({LEADER_REPLICATION_RATE, FOLLOWER_REPLICATION_RATE, ALTER_LOG_DIRS_RATE})
 LOG_DEFAULTS = frozenset(spec.broker_key for spec in TOPIC_KEYS.values() if spec.broker_key and spec.broker_key in BY_NAME)
+# Kafka's SocketServer.ReconfigurableConfigs: taken by each worker's connection quotas.
+CONNECTION_LIMITS = frozenset({"max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
+                               "max.connection.creation.rate"})
 # Kafka's LogCleaner.ReconfigurableConfigs that Castle has.
 CLEANER = frozenset({"log.cleaner.backoff.ms"})
-DYNAMIC = LOG_DEFAULTS | {"producer.id.expiration.ms"} | REPLICATION_RATES | CLEANER
+DYNAMIC = LOG_DEFAULTS | {"producer.id.expiration.ms"} | REPLICATION_RATES | CLEANER | CONNECTION_LIMITS
+# Kafka's SocketServer.ListenerReconfigurableConfigs: dynamic per listener too, as
+# ``listener.name.<listener>.<setting>`` (cluster-wide or per broker, as Kafka allows).
+LISTENER_PREFIX = "listener.name."
+PER_LISTENER = frozenset({"max.connections", "max.connection.creation.rate"})
+
+
+def listener_setting(name: str) -> str | None:
+    """The setting a ``listener.name.<listener>.<setting>`` name sets, when it changes at run time."""
+    if not name.startswith(LISTENER_PREFIX):
+        return None
+    listener, _, setting = name[len(LISTENER_PREFIX):].partition(".")
+    return setting if listener and setting in PER_LISTENER else None
+
+
+def is_dynamic(name: str) -> bool:
+    return name in DYNAMIC or listener_setting(name) is not None
 
 # DescribeConfigsResponse ConfigSource
 DYNAMIC_BROKER_CONFIG = 2
@@ -78,7 +101,7 @@ class InvalidBrokerConfig(ValueError):
 
 
 def parse_value(name: str, text: str) -> Any:
-    setting = BY_NAME[name]
+    setting = BY_NAME[listener_setting(name) or name]
     try:
         return setting.parse(text)
     except (TypeError, ValueError) as exc:
@@ -89,20 +112,25 @@ def validate(configs: Overrides, per_broker: bool = True) -> Overrides:
     """``configs`` if every name is a dynamic setting with a good value (Kafka's order: static
     names first, then where security names are set, then values); InvalidBrokerConfig
     otherwise. The per-listener TLS names are checked further by listener_configs.prepare."""
-    unknown = sorted(name for name in configs
-                     if name not in BY_NAME and name not in KAFKA_RECONFIGURABLE_TLS and split(name) is None)
+    unknown = sorted(name for name in configs if name not in BY_NAME and name not in KAFKA_RECONFIGURABLE_TLS
+                     and split(name) is None and listener_setting(name) is None)
     if unknown:
         raise InvalidBrokerConfig(f"Unknown config name: {', '.join(unknown)}", unknown=True)
     try:
         check_names(list(configs), per_broker)
     except ListenerConfigError as exc:
         raise InvalidBrokerConfig(str(exc)) from None
-    static = sorted(name for name in configs if name in BY_NAME and name not in DYNAMIC)
+    static = sorted(name for name in configs if name in BY_NAME and not is_dynamic(name))
     if static:
         raise InvalidBrokerConfig(f"Cannot update these configs dynamically: [{', '.join(static)}]")
     for name, text in configs.items():
-        if name in DYNAMIC:
+        if is_dynamic(name):
             parse_value(name, text)
+    # Kafka's KafkaConfig check, here on the entity's own configs: a zero would refuse every
+    # address (the tool that could undo it included) unless some have an override.
+    if parse_value("max.connections.per.ip", configs.get("max.connections.per.ip", "1")) == 0 \
+            and not configs.get("max.connections.per.ip.overrides", "").strip():
+        raise InvalidBrokerConfig(ZERO_PER_IP)
     return configs
 
 
@@ -111,7 +139,7 @@ def _parsed(entity: str, configs: Overrides) -> dict[str, Any]:
     for name, text in configs.items():
         if split(name) is not None:
             continue  # per-listener TLS: listener_values
-        if name not in DYNAMIC:
+        if not is_dynamic(name):
             log.warning("broker %s: ignoring the dynamic config %s: Castle cannot change it at run time",
                         entity or "<default>", name)
             continue
@@ -150,6 +178,12 @@ class DynamicBrokerConfigs:
     def listener_tls(self) -> ListenerValues:
         """This broker's dynamic per-listener TLS values (passwords decoded)."""
         return self._listeners
+
+    def per_listener(self) -> dict[str, Any]:
+        """The ``listener.name.<listener>.<setting>`` values set at run time: this broker's, else
+        the cluster default's (the file's per-listener values are the config's)."""
+        own, default = self._own, self._default
+        return {name: own.get(name, default.get(name)) for name in default.keys() | own.keys() if name not in DYNAMIC}
 
     def source(self, name: str) -> int | None:
         """DYNAMIC_BROKER_CONFIG or DYNAMIC_DEFAULT_BROKER_CONFIG when ``name`` has a dynamic value here."""

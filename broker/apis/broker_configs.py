@@ -33,8 +33,10 @@ from broker.dynamic_configs import (
     DYNAMIC,
     DYNAMIC_BROKER_CONFIG,
     DYNAMIC_DEFAULT_BROKER_CONFIG,
+    LISTENER_PREFIX,
     STATIC_BROKER_CONFIG,
     InvalidBrokerConfig,
+    listener_setting,
     parse_value,
     validate,
 )
@@ -98,10 +100,11 @@ async def describe_broker(node: WorkerServices, name: str, keys: Iterable[str] |
     if entity == "":
         default = await node.run_admin(lambda: store.get(""))
         wanted = None if keys is None else set(keys)
+        declared = {key: BY_NAME.get(listener_setting(key) or key) for key in default}
         return [_entry(key, [{"name": key, "value": _shown(key, text), "source": DYNAMIC_DEFAULT_BROKER_CONFIG}],
                        False, synonyms, documentation,
-                       config_type(key, BY_NAME[key].default if key in BY_NAME else text),
-                       BY_NAME[key].doc if key in BY_NAME else None)
+                       config_type(key, setting.default if (setting := declared[key]) is not None else text),
+                       setting.doc if setting is not None else None)
                 for key, text in sorted(default.items()) if wanted is None or key in wanted]
     if entity != str(node.node_id):
         raise KafkaError(ErrorCode.invalid_request,
@@ -110,6 +113,7 @@ async def describe_broker(node: WorkerServices, name: str, keys: Iterable[str] |
     static = node.dynamic_configs.static
     wanted = None if keys is None else set(keys)
     entries = []
+    base_chains: dict[str, list[dict[str, Any]]] = {}
     for key, current in node.config.as_dict().items():
         if wanted is not None and key not in wanted:
             continue
@@ -124,15 +128,21 @@ async def describe_broker(node: WorkerServices, name: str, keys: Iterable[str] |
             chain.append({"name": key, "value": _text(static_value), "source": STATIC_BROKER_CONFIG})
         if setting is not None:
             chain.append({"name": key, "value": _text(setting.default), "source": DEFAULT_CONFIG})
+        base_chains[key] = chain  # a listener's own value of it lists these after its own
         entries.append(_entry(key, chain, key not in DYNAMIC and key not in RECONFIGURABLE_TLS, synonyms, documentation,
                               TYPE_PASSWORD if key in SENSITIVE_SETTINGS else
                               config_type(key, setting.default if setting is not None else current),
                               setting.doc if setting is not None else None))
-    return entries + _listener_entries(node, own, wanted, synonyms, documentation)
+    for key, chain in _listener_chains(node, own, default):
+        if wanted is None or key in wanted:
+            setting = BY_NAME[listener_setting(key) or key]
+            entries.append(_entry(key, chain + base_chains.get(setting.name, []), False, synonyms, documentation,
+                                  config_type(setting.name, setting.default), setting.doc))
+    return entries + _listener_tls_entries(node, own, wanted, synonyms, documentation)
 
 
-def _listener_entries(node: WorkerServices, own: Overrides, wanted: set[str] | None, synonyms: bool,
-                      documentation: bool) -> list[dict[str, Any]]:
+def _listener_tls_entries(node: WorkerServices, own: Overrides, wanted: set[str] | None, synonyms: bool,
+                          documentation: bool) -> list[dict[str, Any]]:
     """This broker's dynamic per-listener TLS configs, each with the setting it overrides
     (from the file, else its default) as synonyms, as Kafka lists listener overrides."""
     entries = []
@@ -150,6 +160,22 @@ def _listener_entries(node: WorkerServices, own: Overrides, wanted: set[str] | N
         entries.append(_entry(name, chain, False, synonyms, documentation,
                               TYPE_PASSWORD if key in PASSWORDS else TYPE_STRING, setting.doc))
     return entries
+
+
+def _listener_chains(node: WorkerServices, own: Overrides, default: Overrides) -> list[tuple[str, list[dict[str, Any]]]]:
+    """The ``listener.name.<listener>.<setting>`` configs this broker has (run time or file), each
+    with its own sources; Kafka lists the base setting's after them as synonyms."""
+    static = {f"{LISTENER_PREFIX}{listener.lower()}.{name}": text
+              for listener, names in node.config.per_listener.items() for name, text in names.items()}
+    out = []
+    for key in sorted((own.keys() | default.keys() | static.keys()) - BY_NAME.keys()):
+        if listener_setting(key) is None:
+            continue
+        chain = [{"name": key, "value": _shown(key, texts[key]), "source": source}
+                 for texts, source in ((own, DYNAMIC_BROKER_CONFIG), (default, DYNAMIC_DEFAULT_BROKER_CONFIG),
+                                       (static, STATIC_BROKER_CONFIG)) if key in texts]
+        out.append((key, chain))
+    return out
 
 
 # ---------------------------------------------------------------------------- altering

@@ -27,6 +27,7 @@ from broker.links.mesh import Mesh, Op, Parts, PeerUnavailable
 from broker.links.remote_ops import RemotePartitionOps, serve_partition_ops
 from broker.links.rings import SharedRings
 from broker.logger_levels import BrokerLoggers
+from broker.network.connection_quotas import ConnectionQuotas
 from broker.network.segment_files import SegmentFiles
 from broker.partitions.owner import Owner
 from broker.partitions.partition_ops import PartitionOps
@@ -42,7 +43,7 @@ from broker.process.reload import apply_in_child
 from broker.process.share_persister import SharePersister
 from broker.process.txn_verifier import TxnVerifier
 from broker.protocol.errors import ErrorCode, KafkaError, ProtocolViolation
-from broker.quotas import replication_rates, shared_counters
+from broker.quotas import connection_counts, replication_rates, shared_counters
 from broker.quotas.book import QuotaBook
 from broker.security.broker_security import BrokerSecurity
 from broker.security.delegation_tokens import start_delegation_tokens
@@ -128,6 +129,14 @@ class WorkerNode:
             self.node_id, replication_rates.inherited(index, count, replication_rates.windows_of(config.get_int)),
             self._topic_configs)
         self.replication_throttles.set_rates(config.value)
+        # Connection limits (max.connections*, the ips quotas), counted across the workers.
+        counts, rates = connection_counts.inherited(index, count, config.get_int("quota.window.num"),
+                                                    config.get_int("quota.window.size.seconds") * 1000)
+        self.connection_quotas = ConnectionQuotas(counts, rates,
+                                                  connection_counts.AdmissionLock(os.path.join(run_dir, "connections.lock")),
+                                                  config.listeners.bound, config.listeners.inter_broker)
+        self.connection_quotas.configure(config)
+        self.connection_quotas.follow_ip_quotas(self.cluster.client_quotas())
         settings = config.storage_settings()
         self.logs = LogManager(ManagerConfig.from_broker_config(settings), LogConfig.from_broker_config(settings),
                                {t.name: t.configs for t in self.registry.all()},
@@ -465,9 +474,10 @@ class WorkerNode:
             return
         self.security.set_dynamic_tls(self.dynamic_configs.listener_tls())
         changed = {name: value for name, value in values.items() if self.config.value(name) != value}
+        self.config.update(changed)
+        self.connection_quotas.configure(self.config, self.dynamic_configs.per_listener())
         if not changed:
             return
-        self.config.update(changed)
         if "producer.id.expiration.ms" in changed:
             self.logs.set_producer_id_expiration_ms(self.config.get_int("producer.id.expiration.ms"))
         if set(changed) & LOG_DEFAULTS:
@@ -500,6 +510,7 @@ class WorkerNode:
                     self.owner.sync_registry()
                 self.owner.replication.check_lag()
                 self.apply_dynamic()
+                self.connection_quotas.close_excess(self.connections)
                 self.logs.run_due_tasks(include_flush=False)
                 if self.logs.futures:
                     self.replication_throttles.copy_future_logs(self.logs, MOVE_BYTES_PER_TICK, HOUSEKEEPING_S)
@@ -539,6 +550,7 @@ class WorkerNode:
         self.dynamic_configs.close()
         self.loggers.close()
         self.quotas.close()
+        self.connection_quotas.close()
         self.cluster.on_change = None
         self.owner.replication.close()
         self.segment_files.close()

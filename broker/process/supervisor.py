@@ -47,7 +47,7 @@ from broker.process import stop_signal
 from broker.process.metrics import SupervisorMetrics, bind_metrics_listener, mark_process_dead, prepare_multiprocess_dir
 from broker.process.reload import reload_in_supervisor
 from broker.process.sd_notify import Notifier
-from broker.quotas import mutation_buckets, replication_rates, shared_counters
+from broker.quotas import connection_counts, mutation_buckets, replication_rates, shared_counters
 from storage.manager import ClaimedDirs, ManagerConfig, claim_log_dirs, mark_clean_shutdown
 
 log = logging.getLogger(__name__)
@@ -251,6 +251,9 @@ class Supervisor:
                                 self.config.get_int("quota.window.size.seconds") * 1000)
         replication_rates.prepare(self.count, replication_rates.windows_of(self.config.get_int))
         mutation_buckets.prepare()  # controller_mutation_rate's buckets, one per broker
+        # The connection counts and creation rates (broker/quotas/connection_counts.py), likewise.
+        connection_counts.prepare(self.count, self.config.get_int("quota.window.num"),
+                                  self.config.get_int("quota.window.size.seconds") * 1000)
         if self.metrics_listener is not None:
             # Before any fork: every process then writes its counters under <run.dir>/metrics.
             prepare_multiprocess_dir(self.run_dir)

@@ -29,14 +29,13 @@ from broker import apis
 from broker.config import BrokerConfig
 from broker.links.rings import SharedRings
 from broker.listeners import Listener
+from broker.network.acceptor import Acceptor
 from broker.network.connection import Connection
 from broker.network.memory import keep_freed_memory
 from broker.process import stop_signal
 from broker.process.logs import set_role
 from broker.process.loop_lag import LoopLagProbe
 from broker.process.node import WorkerNode
-
-ACCEPT_BACKOFF_MS = 100
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +72,7 @@ class WorkerServer:
         self.ready_fd = ready_fd  # the supervisor's ready pipe (write end), -1: none
         self.heartbeat_path = heartbeat_path
         self.connections: set[Connection] = node.connections
-        self.listeners: list[tuple[socket.socket, Listener]] = []
+        self.acceptors: list[Acceptor] = []
         self.stopping = asyncio.Event()
         self.parent = os.getppid()
 
@@ -86,14 +85,15 @@ class WorkerServer:
         loop.add_signal_handler(signal.SIGHUP, self.node.reload_settings)
         apis.load_all()
         self.node.start()
-        for listener in self.node.config.listeners.bound:
+        for index, listener in enumerate(self.node.config.listeners.bound):
             try:
                 sock = self._bind(listener)
             except OSError as exc:
                 log.error("worker %d cannot listen on %s: %s", self.node.index, listener, exc)
                 return BOOT_ERROR
-            self.listeners.append((sock, listener))
-            loop.add_reader(sock.fileno(), self._accept, sock, listener)
+            acceptor = Acceptor(sock, listener, index, self.node.connection_quotas, self._serve)
+            self.acceptors.append(acceptor)
+            acceptor.start()
         housekeeping = loop.create_task(self.node.housekeeping(self.heartbeat_path))
         # Only for the metrics endpoint: with metrics off nothing would read the figures.
         loop_lag = LoopLagProbe(loop, self.node.metrics.loop_late)
@@ -102,7 +102,7 @@ class WorkerServer:
         orphan_watch = loop.create_task(self._exit_if_orphaned())
         idle_reaper = loop.create_task(self._close_idle_connections())
         log.info("worker %d (pid %d) serving %s", self.node.index, os.getpid(),
-                 ",".join(str(listener) for _sock, listener in self.listeners))
+                 ",".join(str(acceptor.listener) for acceptor in self.acceptors))
         self._report_ready()
         await self.stopping.wait()
         await self._stop()
@@ -136,35 +136,17 @@ class WorkerServer:
         sock.setblocking(False)
         return sock
 
-    def _accept(self, sock: socket.socket, listener: Listener) -> None:
+    def _serve(self, client: socket.socket, listener: Listener, index: int, address: str) -> None:
+        """A connection the listener's acceptor admitted: serve it; its count ends when it closes."""
         config = self.node.config
-        for _ in range(64):
-            try:
-                client, _address = sock.accept()
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError as exc:
-                # Out of descriptors (EMFILE/ENFILE) or kernel memory: the pending
-                # connection stays queued and the listener stays readable, so retrying at
-                # once would spin the worker at full CPU writing this line. Stop
-                # accepting for a moment; connections that close free what is needed.
-                log.warning("accept failed: %s; not accepting for %d ms", exc, ACCEPT_BACKOFF_MS)
-                loop = asyncio.get_running_loop()
-                loop.remove_reader(sock.fileno())
-                loop.call_later(ACCEPT_BACKOFF_MS / 1000, self._resume_accepting, sock, listener)
-                return
-            client.setblocking(False)
-            client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            for option, size in ((socket.SO_SNDBUF, config.get_int("socket.send.buffer.bytes")),
-                                 (socket.SO_RCVBUF, config.get_int("socket.receive.buffer.bytes"))):
-                if size > 0:
-                    client.setsockopt(socket.SOL_SOCKET, option, size)
-            self.node.stats["connections"] += 1
-            Connection(client, self.node, self.connections, listener)
-
-    def _resume_accepting(self, sock: socket.socket, listener: Listener) -> None:
-        if sock.fileno() >= 0 and not self.stopping.is_set():
-            asyncio.get_running_loop().add_reader(sock.fileno(), self._accept, sock, listener)
+        client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for option, size in ((socket.SO_SNDBUF, config.get_int("socket.send.buffer.bytes")),
+                             (socket.SO_RCVBUF, config.get_int("socket.receive.buffer.bytes"))):
+            if size > 0:
+                client.setsockopt(socket.SOL_SOCKET, option, size)
+        self.node.stats["connections"] += 1
+        quotas = self.node.connection_quotas
+        Connection(client, self.node, self.connections, listener).on_close(lambda: quotas.closed(index, address))
 
     async def _close_idle_connections(self) -> None:
         """Close connections with nothing in flight and no traffic for
@@ -191,11 +173,8 @@ class WorkerServer:
                 return
 
     async def _stop(self) -> None:
-        loop = asyncio.get_running_loop()
-        for sock, _listener in self.listeners:
-            if sock.fileno() >= 0:
-                loop.remove_reader(sock.fileno())
-                sock.close()
+        for acceptor in self.acceptors:
+            acceptor.close()
         # Stop reading requests before waiting for the in-flight ones: a connection that
         # keeps reading is never idle under a busy producer, and a new request forwarded
         # to a worker that has already stopped would fail.

@@ -50,12 +50,12 @@ def key_hash(key: str) -> int:
 class QuotaCounters:
     """The shared tables of ``workers`` workers; ``bind(index)`` says which one is ours."""
 
-    def __init__(self, workers: int, samples: int, window_ms: int) -> None:
+    def __init__(self, workers: int, samples: int, window_ms: int, metrics: int = METRICS) -> None:
         self.workers = workers
         self.samples = samples
         self.window_ms = window_ms
         self.metric_words = 2 * samples  # (window, value) pairs, in 8-byte words
-        self.slot_words = 1 + METRICS * self.metric_words
+        self.slot_words = 1 + metrics * self.metric_words
         self.table_words = SLOTS * self.slot_words
         self.memory = mmap.mmap(-1, max(1, workers) * self.table_words * 8, flags=mmap.MAP_SHARED)
         view = memoryview(self.memory)
