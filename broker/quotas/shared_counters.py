@@ -38,6 +38,7 @@ PRODUCE, FETCH, REQUEST = 0, 1, 2
 METRICS = 3
 SLOTS = 4096
 PROBES = 64  # a key is looked for this far from its home slot
+REFRESH_MS = 10  # throttle_ms sums all workers' samples again after this long
 
 _region: "QuotaCounters | None" = None
 
@@ -65,6 +66,7 @@ class QuotaCounters:
         self._slots: dict[str, int] = {}  # key -> our slot's first word
         self._everywhere: dict[str, list[int]] = {}  # key -> its slot in every table
         self._hashes: dict[str, int] = {}
+        self._measured: dict[tuple[str, int], list[float]] = {}  # (key, metric) -> [window, at ms, total, oldest]
         self._full_warned = False
 
     def bind(self, index: int) -> None:
@@ -72,6 +74,7 @@ class QuotaCounters:
         self.index = index
         self._slots.clear()
         self._everywhere.clear()
+        self._measured.clear()
 
     # ------------------------------------------------------------------ slots
     def _find(self, table: int, hashed: int, claim: bool) -> int:
@@ -124,6 +127,9 @@ class QuotaCounters:
                 self._f64[at + 1] = 0.0
                 self._u64[at] = now_ms
             self._f64[at + 1] += value
+        cached = self._measured.get((key, metric))
+        if cached is not None:
+            cached[2] += value  # a reused measure sees what this worker records (or takes back)
 
     def rate(self, key: str, metric: int, now_ms: int) -> float:
         total, elapsed_ms = self.measure(key, metric, now_ms)
@@ -131,6 +137,11 @@ class QuotaCounters:
 
     def measure(self, key: str, metric: int, now_ms: int) -> tuple[float, int]:
         """The total of the live samples of all workers and the window size (ms) it spans."""
+        total, oldest = self._sum(key, metric, now_ms)
+        return total, self._span(now_ms, oldest)
+
+    def _sum(self, key: str, metric: int, now_ms: int) -> tuple[float, int]:
+        """The total of the live samples of all workers, and when the oldest of them began."""
         window_ms = self.window_ms
         oldest_live = (now_ms // window_ms - self.samples + 1) * window_ms  # the earliest start still live
         total = 0.0
@@ -147,11 +158,15 @@ class QuotaCounters:
                     total += values[index]
                     if started < oldest:
                         oldest = started
+        return total, oldest
+
+    def _span(self, now_ms: int, oldest: int) -> int:
+        """Kafka's window size: the time since the oldest live sample, padded to samples - 1 windows."""
         elapsed = now_ms - oldest
-        full = elapsed // window_ms
+        full = elapsed // self.window_ms
         if full < self.samples - 1:
-            elapsed += (self.samples - 1 - full) * window_ms
-        return total, max(1, elapsed)
+            elapsed += (self.samples - 1 - full) * self.window_ms
+        return max(1, elapsed)
 
     def _slots_everywhere(self, key: str) -> list[int]:
         """The first word of ``key``'s slot in each table that has one. A slot, once taken,
@@ -169,11 +184,24 @@ class QuotaCounters:
         return present
 
     def throttle_ms(self, key: str, metric: int, value: float, bound: float, now_ms: int | None = None) -> int:
-        """Record ``value``; Kafka's throttle time if the rate is now above ``bound``, else 0."""
+        """Record ``value``; Kafka's throttle time if the rate is now above ``bound``, else 0.
+
+        Summing every worker's samples costs microseconds, so a measure is reused for up to
+        ``REFRESH_MS`` within one window, adding what this worker recorded since: the other
+        workers' last few milliseconds are missed, a tiny part of a multi-second window."""
         if now_ms is None:
             now_ms = int(time.time() * 1000)
         self.record(key, metric, value, now_ms)
-        total, elapsed_ms = self.measure(key, metric, now_ms)
+        window = now_ms // self.window_ms
+        cached = self._measured.get((key, metric))
+        if cached is not None and cached[0] == window and now_ms - cached[1] < REFRESH_MS:
+            total, oldest = cached[2], int(cached[3])  # record() added the value
+        else:
+            total, oldest = self._sum(key, metric, now_ms)
+            if len(self._measured) > 100_000:
+                self._measured.clear()
+            self._measured[(key, metric)] = [window, now_ms, total, oldest]
+        elapsed_ms = self._span(now_ms, oldest)
         rate = total * 1000.0 / elapsed_ms
         if rate <= bound:
             return 0

@@ -76,3 +76,25 @@ def test_forked_workers_share_one_measure() -> None:
     finally:
         shared_counters._region = None
         region.close()
+
+
+def test_a_reused_measure_sees_this_worker_at_once_and_the_others_after_the_refresh() -> None:
+    """throttle_ms sums every table at most every REFRESH_MS within a window: what this worker
+    records or takes back counts at once, another worker's values from the next refresh."""
+    region = QuotaCounters(2, 11, 1000)
+    other = QuotaCounters.__new__(QuotaCounters)
+    other.__dict__.update(region.__dict__)  # the other worker's view of the same memory
+    other._slots, other._everywhere, other._hashes, other._measured = {}, {}, {}, {}
+    region.bind(0)
+    other.bind(1)
+    bound = 1000.0  # per s: about 10,000 over a new measure's padded 10 s
+    assert region.throttle_ms("k", PRODUCE, 10_000, bound, T0 + 100) == 0
+    other.record("k", PRODUCE, 5_000, T0 + 101)
+    assert region.throttle_ms("k", PRODUCE, 1, bound, T0 + 102) == 0  # the other's 5,000 not seen yet
+    region.record("k", PRODUCE, 1_000, T0 + 103)  # ours, seen at once: 11,001 > 10,500
+    assert region.throttle_ms("k", PRODUCE, 1, bound, T0 + 104) > 0
+    region.record("k", PRODUCE, -1_000, T0 + 105)  # taken back, at once
+    assert region.throttle_ms("k", PRODUCE, 1, bound, T0 + 106) == 0
+    later = T0 + 106 + shared_counters.REFRESH_MS
+    total, span = 10_000 + 5_000 + 1 + 1 + 1 + 1, later - (T0 + 100) + 10_000  # since the first value, padded
+    assert region.throttle_ms("k", PRODUCE, 1, bound, later) == round((total * 1000 / span - bound) / bound * span)
