@@ -101,6 +101,10 @@ SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 # The class names operators set for Kafka's own authorizers; either turns on Castle's one.
 AUTHORIZER_NAMES = ("org.apache.kafka.metadata.authorizer.StandardAuthorizer", "kafka.security.authorizer.AclAuthorizer")
 
+# Kafka's PASSWORD settings of Castle's: DescribeConfigs answers them sensitive, without a value.
+SENSITIVE_SETTINGS = frozenset({"delegation.token.secret.key", "delegation.token.master.key", "ssl.key.password",
+                                "password.encoder.secret"})
+
 # Settings a listener may override with the prefix listener.name.<listener>. (Kafka's).
 SSL_KEYS = ("ssl.keystore.type", "ssl.keystore.location", "ssl.key.password", "ssl.truststore.type",
             "ssl.truststore.location", "ssl.client.auth", "ssl.protocol", "ssl.enabled.protocols", "ssl.cipher.suites",
@@ -129,6 +133,9 @@ SETTINGS: list[Setting] = [
     Setting("ssl.cipher.suites", _str, "", "IANA names of the TLS 1.2 suites allowed (empty: OpenSSL's defaults)."),
     Setting("ssl.endpoint.identification.algorithm", _str, "https",
             "https: a broker checks the host name in the certificate of the broker it connects to; empty: not."),
+    Setting("password.encoder.secret", _str, "",
+            "The secret that encodes dynamic password configs (per-listener ssl.key.password) where they are stored; "
+            "the same on every broker. Empty: such configs cannot be set dynamically."),
     # SASL
     Setting("sasl.enabled.mechanisms", _mechanisms, "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
             "Mechanisms offered on SASL listeners (Kafka's default GSSAPI is not available)."),
@@ -138,6 +145,16 @@ SETTINGS: list[Setting] = [
             "Largest frame read before a connection authenticated; a larger one closes it."),
     Setting("connections.max.reauth.ms", integer_in(0), 0,
             "A SASL session lasts this long; then only re-authentication is served (0: forever)."),
+    # Delegation tokens (KIP-48): on when a secret key is set (broker/security/delegation_tokens.py).
+    Setting("delegation.token.secret.key", _str, "",
+            "The key every broker signs delegation tokens with (the same on all); empty: tokens are disabled."),
+    Setting("delegation.token.master.key", _str, "", "Deprecated name of delegation.token.secret.key."),
+    Setting("delegation.token.max.lifetime.ms", integer_in(1), 7 * 24 * 3600 * 1000,
+            "No token lives longer than this, however often it is renewed."),
+    Setting("delegation.token.expiry.time.ms", integer_in(1), 24 * 3600 * 1000,
+            "How long a token lasts when created or renewed without a period of its own."),
+    Setting("delegation.token.expiry.check.interval.ms", integer_in(1), 3600 * 1000,
+            "How often expired tokens are deleted from the store."),
     # Authorization (Kafka's ACLs); on when authorizer.class.name names Kafka's authorizer.
     Setting("authorizer.class.name", _choice("", *(name.lower() for name in AUTHORIZER_NAMES)), "",
             "Empty: no authorization. Kafka's StandardAuthorizer or AclAuthorizer name: Castle's authorizer (Kafka's rules)."),

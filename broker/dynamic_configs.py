@@ -14,6 +14,9 @@ only feed ``log.retention.ms`` when the file is read), and settings Kafka makes 
 Castle does not have (``max.connections``, ``num.io.threads``, ``log.cleaner.threads``, ...)
 are unknown names.
 
+Per-listener TLS keystores and truststores (``listener.name.<l>.ssl.keystore.location``...)
+are dynamic per broker: broker/listener_configs.py.
+
 Precedence, Kafka's: the broker's own dynamic value (DYNAMIC_BROKER_CONFIG), the cluster
 default (DYNAMIC_DEFAULT_BROKER_CONFIG), the config file or --override (STATIC_BROKER_CONFIG),
 the declared default (DEFAULT_CONFIG).
@@ -30,6 +33,15 @@ import threading
 from typing import Any, Callable
 
 from broker.config import BY_NAME, BrokerConfig
+from broker.listener_configs import (
+    KAFKA_RECONFIGURABLE_TLS,
+    ListenerConfigError,
+    ListenerValues,
+    check_names,
+    listener_values,
+    split,
+)
+from broker.security.password_encoder import PasswordEncoder
 from coordination.broker_config_store import BrokerConfigStore, Overrides
 from coordination.store_follower import StoreFollower
 from storage.config import TOPIC_KEYS
@@ -63,23 +75,32 @@ def parse_value(name: str, text: str) -> Any:
         raise InvalidBrokerConfig(f"Invalid value {text} for configuration {name}: {exc}") from None
 
 
-def validate(configs: Overrides) -> Overrides:
+def validate(configs: Overrides, per_broker: bool = True) -> Overrides:
     """``configs`` if every name is a dynamic setting with a good value (Kafka's order: static
-    names first, then values); InvalidBrokerConfig otherwise."""
-    unknown = sorted(name for name in configs if name not in BY_NAME)
+    names first, then where security names are set, then values); InvalidBrokerConfig
+    otherwise. The per-listener TLS names are checked further by listener_configs.prepare."""
+    unknown = sorted(name for name in configs
+                     if name not in BY_NAME and name not in KAFKA_RECONFIGURABLE_TLS and split(name) is None)
     if unknown:
         raise InvalidBrokerConfig(f"Unknown config name: {', '.join(unknown)}", unknown=True)
-    static = sorted(name for name in configs if name not in DYNAMIC)
+    try:
+        check_names(list(configs), per_broker)
+    except ListenerConfigError as exc:
+        raise InvalidBrokerConfig(str(exc)) from None
+    static = sorted(name for name in configs if name in BY_NAME and name not in DYNAMIC)
     if static:
         raise InvalidBrokerConfig(f"Cannot update these configs dynamically: [{', '.join(static)}]")
     for name, text in configs.items():
-        parse_value(name, text)
+        if name in DYNAMIC:
+            parse_value(name, text)
     return configs
 
 
 def _parsed(entity: str, configs: Overrides) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, text in configs.items():
+        if split(name) is not None:
+            continue  # per-listener TLS: listener_values
         if name not in DYNAMIC:
             log.warning("broker %s: ignoring the dynamic config %s: Castle cannot change it at run time",
                         entity or "<default>", name)
@@ -104,6 +125,9 @@ class DynamicBrokerConfigs:
         self.on_change = on_change
         self._default: dict[str, Any] = {}
         self._own: dict[str, Any] = {}
+        self._listeners: ListenerValues = {}
+        secret = config.get_str("password.encoder.secret")
+        self.encoder = PasswordEncoder(secret) if secret else None
         self._follower = StoreFollower(self._reload, "castle-broker-configs", "dynamic broker configs")
         self._mutex = threading.Lock()
 
@@ -112,6 +136,10 @@ class DynamicBrokerConfigs:
         """Every dynamic setting's value: this broker's, else the cluster default's, else static."""
         own, default = self._own, self._default
         return {name: own.get(name, default.get(name, self.static[name])) for name in DYNAMIC}
+
+    def listener_tls(self) -> ListenerValues:
+        """This broker's dynamic per-listener TLS values (passwords decoded)."""
+        return self._listeners
 
     def source(self, name: str) -> int | None:
         """DYNAMIC_BROKER_CONFIG or DYNAMIC_DEFAULT_BROKER_CONFIG when ``name`` has a dynamic value here."""
@@ -140,8 +168,12 @@ class DynamicBrokerConfigs:
     def _install(self, entity: str, configs: Overrides) -> None:
         if entity == "":
             self._default = _parsed(entity, configs)
+            ignored = sorted(name for name in configs if split(name) is not None)
+            if ignored:
+                log.error("per-broker configs defined at default cluster level will be ignored: %s", ignored)
         elif entity == self.entity:
             self._own = _parsed(entity, configs)
+            self._listeners = listener_values(configs, self.encoder)
 
     def _reload(self) -> None:
         entities = self.store.all()

@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from coordination.client_metrics_store import ClientMetricsStore
     from coordination.client_quotas import QuotaStore
     from coordination.credentials import CredentialStore
+    from coordination.delegation_tokens import TokenStore
     from coordination.feature_store import FeatureStore
     from coordination.group_config_store import GroupConfigStore
 
@@ -162,6 +163,10 @@ class CoordinationBackend(Protocol):
 
     def client_quotas(self) -> "QuotaStore":
         """The client quotas (Kafka's /config/users, /config/clients, /config/ips; a file locally); one per backend."""
+        ...
+
+    def delegation_tokens(self) -> "TokenStore":
+        """Delegation tokens (Kafka's /delegation_token znodes; a file locally); one per backend."""
         ...
 
     def live_brokers(self) -> dict[int, Endpoints]:

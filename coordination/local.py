@@ -53,6 +53,7 @@ from coordination.broker_config_store import LocalBrokerConfigs
 from coordination.client_metrics_store import local_client_metrics
 from coordination.client_quotas import LocalQuotas
 from coordination.credentials import LocalCredentials
+from coordination.delegation_tokens import LocalTokens
 from coordination.feature_store import LocalFeatures
 from coordination.group_config_store import LocalGroupConfigs
 from coordination.local_topics import LocalTopicRegistry
@@ -182,6 +183,7 @@ class LocalBackend:
         self._registered: tuple[int, Endpoints] | None = None
         self._credentials: LocalCredentials | None = None
         self._client_quotas: LocalQuotas | None = None
+        self._delegation_tokens: LocalTokens | None = None
         self._acls: LocalAcls | None = None
         self._group_configs: LocalGroupConfigs | None = None
         self._client_metrics: LocalGroupConfigs | None = None
@@ -206,7 +208,7 @@ class LocalBackend:
             attempt.abandon()
         self.resign()
         for store in (self._credentials, self._acls, self._group_configs, self._client_metrics, self._features,
-                      self._broker_configs, self._client_quotas):
+                      self._broker_configs, self._client_quotas, self._delegation_tokens):
             if store is not None:
                 store.close()
         thread = self._watch_thread
@@ -263,6 +265,12 @@ class LocalBackend:
             if self._client_quotas is None:
                 self._client_quotas = LocalQuotas(self.data_dir)
             return self._client_quotas
+
+    def delegation_tokens(self) -> LocalTokens:
+        with self._mutex:
+            if self._delegation_tokens is None:
+                self._delegation_tokens = LocalTokens(self.data_dir)
+            return self._delegation_tokens
 
     def credentials(self) -> LocalCredentials:
         with self._mutex:

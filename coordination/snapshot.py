@@ -34,6 +34,7 @@ from coordination.broker_config_store import BrokerConfigStore
 from coordination.client_metrics_store import ClientMetricsStore
 from coordination.client_quotas import QuotaStore
 from coordination.credentials import CredentialStore
+from coordination.delegation_tokens import TokenStore
 from coordination.feature_store import FeatureStore
 from coordination.group_config_store import GroupConfigStore
 from coordination.topics import TopicInfo
@@ -213,6 +214,9 @@ class ClusterSnapshot:
 
     def client_quotas(self) -> "QuotaStore":
         return self._backend.client_quotas()
+
+    def delegation_tokens(self) -> TokenStore:
+        return self._backend.delegation_tokens()
 
     def live_brokers(self) -> Mapping[int, Endpoints]:
         """node id -> listener name -> (host, port), this broker included."""

@@ -66,6 +66,7 @@ from coordination.broker_config_store import ZooKeeperBrokerConfigs
 from coordination.client_metrics_store import zookeeper_client_metrics
 from coordination.client_quotas import ZooKeeperQuotas
 from coordination.credentials import ZooKeeperCredentials
+from coordination.delegation_tokens import ZooKeeperTokens
 from coordination.feature_store import ZooKeeperFeatures
 from coordination.group_config_store import ZooKeeperGroupConfigs
 from coordination.zk_calls import failure, retrying, transact
@@ -139,6 +140,7 @@ class ZooKeeperBackend:
         self._registration: tuple[int, dict[str, Address], dict[str, str]] | None = None
         self._credentials: ZooKeeperCredentials | None = None
         self._client_quotas: ZooKeeperQuotas | None = None
+        self._delegation_tokens: ZooKeeperTokens | None = None
         self._acls: ZooKeeperAcls | None = None
         self._group_configs: ZooKeeperGroupConfigs | None = None
         self._client_metrics: ZooKeeperGroupConfigs | None = None
@@ -189,7 +191,7 @@ class ZooKeeperBackend:
         self._closed.set()
         self._wake_waiters()
         for store in (self._credentials, self._acls, self._group_configs, self._client_metrics, self._features,
-                      self._broker_configs, self._client_quotas):
+                      self._broker_configs, self._client_quotas, self._delegation_tokens):
             if store is not None:
                 store.close()
         self._client.stop()
@@ -342,6 +344,12 @@ class ZooKeeperBackend:
             if self._client_quotas is None:
                 self._client_quotas = ZooKeeperQuotas(self._client, self._call)
             return self._client_quotas
+
+    def delegation_tokens(self) -> ZooKeeperTokens:
+        with self._mutex:
+            if self._delegation_tokens is None:
+                self._delegation_tokens = ZooKeeperTokens(self._client, self._call)
+            return self._delegation_tokens
 
     def credentials(self) -> ZooKeeperCredentials:
         with self._mutex:

@@ -32,12 +32,14 @@ from broker.apis.config_resources import (
     OP_DELETE,
     OP_SUBTRACT,
     OPERATIONS,
+    TYPE_PASSWORD,
+    TYPE_STRING,
     ConfigResourceType,
     config_type,
     entry,
     kafka_text,
 )
-from broker.config import BY_NAME
+from broker.config import BY_NAME, SENSITIVE_SETTINGS
 from broker.context import WorkerServices
 from broker.dynamic_configs import (
     DEFAULT_CONFIG,
@@ -49,6 +51,7 @@ from broker.dynamic_configs import (
     parse_value,
     validate,
 )
+from broker.listener_configs import PASSWORDS, RECONFIGURABLE_TLS, ListenerConfigError, is_sensitive, prepare, split
 from broker.protocol.errors import ErrorCode, KafkaError
 from coordination.broker_config_store import Overrides
 
@@ -79,8 +82,11 @@ def entity_of(node: WorkerServices, name: str) -> str:
 
 def _entry(name: str, chain: list[dict[str, Any]], read_only: bool, synonyms: bool, documentation: bool,
            kind: int, doc: str | None) -> dict[str, Any]:
+    sensitive = is_sensitive(name)
+    if sensitive:  # Kafka's PASSWORD configs: never shown, in the entry or its synonyms
+        chain = [{**synonym, "value": None} for synonym in chain]
     return entry(name, chain[0]["value"], chain[0]["source"], chain if synonyms else [], kind,
-                 doc if documentation else None, read_only)
+                 doc if documentation else None, read_only, sensitive)
 
 
 async def describe_broker(node: WorkerServices, name: str, keys: Iterable[str] | None, synonyms: bool,
@@ -116,9 +122,31 @@ async def describe_broker(node: WorkerServices, name: str, keys: Iterable[str] |
             chain.append({"name": key, "value": kafka_text(static_value), "source": STATIC_BROKER_CONFIG})
         if setting is not None:
             chain.append({"name": key, "value": kafka_text(setting.default), "source": DEFAULT_CONFIG})
-        entries.append(_entry(key, chain, key not in DYNAMIC, synonyms, documentation,
+        entries.append(_entry(key, chain, key not in DYNAMIC and key not in RECONFIGURABLE_TLS, synonyms, documentation,
+                              TYPE_PASSWORD if key in SENSITIVE_SETTINGS else
                               config_type(key, setting.default if setting is not None else current),
                               setting.doc if setting is not None else None))
+    return entries + _listener_entries(node, own, wanted, synonyms, documentation)
+
+
+def _listener_entries(node: WorkerServices, own: Overrides, wanted: set[str] | None, synonyms: bool,
+                      documentation: bool) -> list[dict[str, Any]]:
+    """This broker's dynamic per-listener TLS configs, each with the setting it overrides
+    (from the file, else its default) as synonyms, as Kafka lists listener overrides."""
+    entries = []
+    for name, text in sorted(own.items()):
+        parts = split(name)
+        if parts is None or (wanted is not None and name not in wanted):
+            continue
+        listener, key = parts
+        setting = BY_NAME[key]
+        chain = [{"name": name, "value": text, "source": DYNAMIC_BROKER_CONFIG}]
+        static = node.config.tls_settings(listener)[key]
+        if static != str(setting.default):
+            chain.append({"name": key, "value": static, "source": STATIC_BROKER_CONFIG})
+        chain.append({"name": key, "value": str(setting.default), "source": DEFAULT_CONFIG})
+        entries.append(_entry(name, chain, False, synonyms, documentation,
+                              TYPE_PASSWORD if key in PASSWORDS else TYPE_STRING, setting.doc))
     return entries
 
 
@@ -141,11 +169,19 @@ def incremental(node: WorkerServices, resource: Any) -> Callable[[Overrides], Ov
     return config_resources.incremental(resource, _check_operation, lambda name: kafka_text(node.config.value(name)))
 
 
-def _checked(configs: Overrides) -> Overrides:
+def _checked(node: WorkerServices, entity: str, current: Overrides, configs: Overrides) -> Overrides:
+    """``configs`` (replacing ``current``) validated whole, as they are to be stored."""
     try:
-        return validate(configs)
+        validate(configs, per_broker=entity != "")
     except InvalidBrokerConfig as exc:
         raise KafkaError(ErrorCode.invalid_config if exc.unknown else ErrorCode.invalid_request, str(exc)) from None
+    security = node.security
+    serving = security.tls_settings if entity == str(node.node_id) else None  # another broker's files are not here
+    try:
+        return prepare(current, configs, node.dynamic_configs.encoder, serving, node.config.tls_settings,
+                       security.tls_listeners())
+    except ListenerConfigError as exc:
+        raise KafkaError(ErrorCode.invalid_request, str(exc)) from None
 
 
 async def alter_broker(node: WorkerServices, name: str, change: Callable[[Overrides], Overrides],
@@ -156,9 +192,10 @@ async def alter_broker(node: WorkerServices, name: str, change: Callable[[Overri
     store = dynamic.store
     if validate_only:
         current = await node.run_admin(lambda: store.get(entity))
-        _checked(change(current))
+        _checked(node, entity, current, change(current))
         return
-    new = await node.run_admin(lambda: store.update(entity, lambda current: _checked(change(current))))
+    new = await node.run_admin(lambda: store.update(entity, lambda current: _checked(node, entity, current,
+                                                                                     change(current))))
     dynamic.wrote(entity, new)
 
 

@@ -1,6 +1,7 @@
 """CLIENT_METRICS config resources (ConfigResource type 16, KIP-714's subscriptions) in
 DescribeConfigs, AlterConfigs and IncrementalAlterConfigs (broker/apis/configs.py dispatches
-here), and ListConfigResources (key 74) v0, which lists them, as Kafka 4.4 answers them.
+here), as Kafka 4.4 answers them (ListConfigResources, which lists them:
+broker/apis/list_config_resources.py).
 
 * DescribeConfigs shows every key (Kafka 4.4's ConfigHelper): one the subscription sets with
   source CLIENT_METRICS_CONFIG (7) and itself as its synonym, the others with their default
@@ -16,9 +17,6 @@ here), and ListConfigResources (key 74) v0, which lists them, as Kafka 4.4 answe
   a local file (coordination/client_metrics_store.py); every worker follows the store.
 * Authorization (configs.py and here): DESCRIBE_CONFIGS / ALTER_CONFIGS on the cluster, else
   CLUSTER_AUTHORIZATION_FAILED, as Kafka.
-* ListConfigResources v0 is Kafka's ListClientMetricsResources (same key): the names of every
-  subscription. v1 (other resource types) is not served: Kafka's client builds v0 when it
-  asks only for CLIENT_METRICS, which is what kafka-client-metrics.sh asks.
 """
 
 from __future__ import annotations
@@ -36,13 +34,8 @@ from broker.apis.config_resources import (
     ConfigResourceType,
     entry,
 )
-from broker.authorization import cluster_allowed
-from broker.context import RequestContext, Response, WorkerServices
-from broker.dispatch import api
-from broker.protocol import codec
-from broker.protocol.build import build
+from broker.context import WorkerServices
 from broker.protocol.errors import ErrorCode, KafkaError
-from broker.protocol.requests import ListConfigResourcesRequest
 from broker.telemetry.subscriptions import (
     DEFAULT_INTERVAL_MS,
     INTERVAL_MS,
@@ -53,7 +46,6 @@ from broker.telemetry.subscriptions import (
     parse_list,
     validate,
 )
-from coordination.acls.model import Operation
 
 RESOURCE_CLIENT_METRICS = 16
 CLIENT_METRICS_CONFIG = 7  # DescribeConfigsResponse ConfigSource
@@ -63,7 +55,6 @@ _DEFAULTS = {METRICS: "", INTERVAL_MS: str(DEFAULT_INTERVAL_MS), MATCH: ""}
 _DOCS = {METRICS: "Telemetry metric name prefix list", INTERVAL_MS: "Metrics push interval in milliseconds",
          MATCH: "Client match criteria"}
 _OP_NAMES = {OP_APPEND: "APPEND", OP_SUBTRACT: "SUBTRACT"}
-LIST_KEY = 74
 
 Config = dict[str, str]
 
@@ -138,21 +129,3 @@ CLIENT_METRICS = ConfigResourceType(
     RESOURCE_CLIENT_METRICS, config_resources.on_cluster, ErrorCode.cluster_authorization_failed, describe,
     alter_configs=config_resources.altering(replace_all, alter),
     incremental_alter_configs=config_resources.altering(incremental, alter))
-
-
-# ---------------------------------------------------------------------------- ListConfigResources
-def _list_error(_request: Any, version: int, code: int) -> Any:
-    return build(codec.response_class(LIST_KEY, version), {"throttle_time": 0, "error_code": code,
-                                                           "config_resources": []})
-
-
-def _list_authorize(ctx: RequestContext, _request: Any) -> int:
-    return 0 if cluster_allowed(ctx, Operation.DESCRIBE_CONFIGS) else int(ErrorCode.cluster_authorization_failed)
-
-
-@api(LIST_KEY, "ListConfigResources", 0, 0, error_response=_list_error, authorize=_list_authorize)
-async def handle_list_config_resources(ctx: RequestContext, request: ListConfigResourcesRequest) -> Response:
-    subscriptions = ctx.node.telemetry.subscriptions
-    names = await ctx.node.run_admin(subscriptions.list_fresh)
-    return build(codec.response_class(LIST_KEY, ctx.api_version), {
-        "throttle_time": 0, "error_code": 0, "config_resources": [{"resource_name": name} for name in names]})

@@ -27,6 +27,7 @@ TYPE_INT = 3
 TYPE_LONG = 5
 TYPE_DOUBLE = 6
 TYPE_LIST = 7
+TYPE_PASSWORD = 9
 
 # IncrementalAlterConfigs OpType
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
@@ -76,14 +77,14 @@ def altering(change_for: ChangeFor, write: Write) -> Alter:
 
 # ---------------------------------------------------------------------------- DescribeConfigs
 def entry(name: str, value: str | None, source: int, synonyms: list[dict[str, Any]], config_type: int,
-          documentation: str | None, read_only: bool = False) -> Entry:
-    """One DescribeConfigsResourceResult: nothing is sensitive (no passwords exist)."""
+          documentation: str | None, read_only: bool = False, sensitive: bool = False) -> Entry:
+    """One DescribeConfigsResourceResult."""
     return {
         "name": name,
         "value": value,
         "read_only": read_only,
         "config_source": source,
-        "is_sensitive": False,
+        "is_sensitive": sensitive,
         "synonyms": synonyms,
         "config_type": config_type,
         "documentation": documentation,

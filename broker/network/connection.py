@@ -74,7 +74,7 @@ class Connection:
         self._connections = connections
         security = node.security
         self.auth = ConnectionAuth(listener, security.mechanisms(listener.name), security.reauth_ms, security.lookup,
-                                   security.broker_secret)
+                                   security.broker_secret, security.token_lookup)
         self._max_request = node.config.get_int("socket.request.max.bytes")
         self._reader = FrameReader(min(self._max_request, security.max_receive_size) if listener.sasl else self._max_request)
         self._tls: TlsChannel | None = None

@@ -44,6 +44,7 @@ from broker.protocol.errors import ErrorCode, KafkaError, ProtocolViolation
 from broker.quotas import shared_counters
 from broker.quotas.book import QuotaBook
 from broker.security.broker_security import BrokerSecurity
+from broker.security.delegation_tokens import start_delegation_tokens
 from broker.security.inter_broker import inter_broker_security
 from broker.telemetry.service import WorkerTelemetry
 from coordination.finalized_features import TRANSACTION_VERSION, FinalizedFeatures, default_levels
@@ -105,6 +106,7 @@ class WorkerNode:
             self.security.watch_credentials(self.cluster.credentials())
         if self.security.authorizer_on:
             self.security.watch_acls(self.cluster.acls())
+        start_delegation_tokens(config, self.security, self.cluster.delegation_tokens(), expirer=index == 0)
         # Groups' configs (consumer.session.timeout.ms, share.record.lock.duration.ms, ...),
         # read per request from a cache the store's watch keeps fresh.
         self.group_configs = open_group_configs(config, self.cluster.group_configs())
@@ -440,6 +442,7 @@ class WorkerNode:
         values, self._dynamic_pending = self._dynamic_pending, None
         if values is None:
             return
+        self.security.set_dynamic_tls(self.dynamic_configs.listener_tls())
         changed = {name: value for name, value in values.items() if self.config.value(name) != value}
         if not changed:
             return

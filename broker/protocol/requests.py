@@ -167,7 +167,8 @@ from kio.schema.leave_group.v2.request import LeaveGroupRequest as _LeaveGroupRe
 from kio.schema.leave_group.v3.request import LeaveGroupRequest as _LeaveGroupRequestV3
 from kio.schema.leave_group.v4.request import LeaveGroupRequest as _LeaveGroupRequestV4
 from kio.schema.leave_group.v5.request import LeaveGroupRequest as _LeaveGroupRequestV5
-from kio.schema.list_config_resources.v0.request import ListConfigResourcesRequest as ListConfigResourcesRequest
+from kio.schema.list_config_resources.v0.request import ListConfigResourcesRequest as _ListConfigResourcesRequestV0
+from kio.schema.list_config_resources.v1.request import ListConfigResourcesRequest as _ListConfigResourcesRequestV1
 from kio.schema.list_groups.v0.request import ListGroupsRequest as _ListGroupsRequestV0
 from kio.schema.list_groups.v1.request import ListGroupsRequest as _ListGroupsRequestV1
 from kio.schema.list_groups.v2.request import ListGroupsRequest as _ListGroupsRequestV2
@@ -650,8 +651,16 @@ DescribeLogDirsRequest = Union[
 # keys 48, 49 (v0-1)
 DescribeClientQuotasRequest = Union[_DescribeClientQuotasRequestV0, _DescribeClientQuotasRequestV1]
 AlterClientQuotasRequest = Union[_AlterClientQuotasRequestV0, _AlterClientQuotasRequestV1]
+# key 74 (v0: ListClientMetricsResources)
+ListConfigResourcesRequest = Union[_ListConfigResourcesRequestV0, _ListConfigResourcesRequestV1]
 
 from broker.protocol.acl_requests import CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest  # noqa: E402
+from broker.protocol.token_requests import (  # noqa: E402
+    CreateDelegationTokenRequest,
+    DescribeDelegationTokenRequest,
+    ExpireDelegationTokenRequest,
+    RenewDelegationTokenRequest,
+)
 
 BY_KEY: dict[int, object] = {
     2: ListOffsetsRequest,
@@ -676,6 +685,10 @@ BY_KEY: dict[int, object] = {
     26: EndTxnRequest,
     29: DescribeAclsRequest,
     30: CreateAclsRequest,
+    38: CreateDelegationTokenRequest,
+    39: RenewDelegationTokenRequest,
+    40: ExpireDelegationTokenRequest,
+    41: DescribeDelegationTokenRequest,
     31: DeleteAclsRequest,
     32: DescribeConfigsRequest,
     33: AlterConfigsRequest,

@@ -7,7 +7,9 @@ lookup must not wait, so the store's watch only wakes a reader thread, which par
 credential again and replaces the whole table in one assignment; the loop reads it.
 
 Certificates reload on SIGHUP: ``reload_certificates`` builds each listener's context
-again from the same files; connections already open keep the session they have.
+again from the same files; connections already open keep the session they have. The
+dynamic per-listener TLS configs (broker/listener_configs.py) lie over the file's settings
+(``tls_settings``); each change notice rebuilds the contexts of the listeners they name.
 
 ACLs (with ``authorizer.class.name`` set) are kept the same way: the ACL store's watch wakes
 a reader thread that builds a new AclRules (coordination/acls/authorizer.py: Kafka's rules) and swaps it
@@ -24,12 +26,14 @@ from typing import TYPE_CHECKING, Callable, Mapping
 
 from broker.config import BrokerConfig
 from broker.security.broker_proof import PRINCIPAL_PREFIX
+from broker.security.delegation_tokens import TokenCache, TokenLookup
 from broker.security.scram_credentials import ScramCredential, from_kafka_string
 from broker.security.tls import build_server_context
 from coordination.acls.authorizer import AclRules
 from coordination.acls.model import CLUSTER_NAME, Operation, ResourceType
 
 if TYPE_CHECKING:
+    from broker.listener_configs import ListenerValues
     from broker.security.inter_broker import ClientSecurity
     from coordination.acls.store import AclStore
     from coordination.credentials import CredentialStore
@@ -68,6 +72,7 @@ class BrokerSecurity:
         self._broker_principals: frozenset[str] = frozenset()
         self.max_receive_size = config.get_int("sasl.server.max.receive.size")
         self._contexts: dict[str, ssl.SSLContext] = {}
+        self._dynamic_tls: "ListenerValues" = {}  # listener (upper case) -> dynamic ssl.* values
         self._credentials: dict[str, dict[str, ScramCredential]] = {}
         self._wakes: list[threading.Event] = []  # the reader threads' (_follow)
         self.authorizer_on = bool(config.get_str("authorizer.class.name"))
@@ -75,6 +80,8 @@ class BrokerSecurity:
         self._everyone_if_no_acl = config.get_bool("allow.everyone.if.no.acl.found")
         self._rules = AclRules((), self._super_users, self._everyone_if_no_acl)
         self._closed = False
+        # Delegation tokens (broker/security/delegation_tokens.py), when a secret key is set.
+        self.tokens: TokenCache | None = None
         self._mechanisms = {listener.name: tuple(m for m in str(config.for_listener(listener.name, "sasl.enabled.mechanisms"))
                                                   .split(",") if m)
                             for listener in config.listeners.bound}
@@ -84,14 +91,29 @@ class BrokerSecurity:
     def server_context(self, listener: str) -> ssl.SSLContext:
         return self._contexts[listener]
 
-    def reload_certificates(self) -> None:
-        """(Re)build every TLS listener's context from its files; a listener whose files no
-        longer load keeps its old context (and says so)."""
+    def tls_listeners(self) -> set[str]:
+        return {listener.name.upper() for listener in self.config.listeners.bound if listener.tls}
+
+    def tls_settings(self, listener: str) -> dict[str, str]:
+        """The TLS settings ``listener`` serves with: its dynamic values over the file's."""
+        return {**self.config.tls_settings(listener), **self._dynamic_tls.get(listener.upper(), {})}
+
+    def set_dynamic_tls(self, values: "ListenerValues") -> None:
+        """Take this broker's dynamic per-listener TLS values (after every change notice, so
+        setting the same keystore location again reloads its file, as in Kafka)."""
+        named = set(values) | set(self._dynamic_tls)
+        self._dynamic_tls = values
+        if named:
+            self.reload_certificates(only=named)
+
+    def reload_certificates(self, only: set[str] | None = None) -> None:
+        """(Re)build every TLS listener's context (or those in ``only``) from its files; a
+        listener whose files no longer load keeps its old context (and says so)."""
         for listener in self.config.listeners.bound:
-            if not listener.tls:
+            if not listener.tls or (only is not None and listener.name.upper() not in only):
                 continue
             try:
-                self._contexts[listener.name] = build_server_context(self.config.tls_settings(listener.name))
+                self._contexts[listener.name] = build_server_context(self.tls_settings(listener.name))
             except (OSError, ValueError, ssl.SSLError) as exc:
                 if listener.name not in self._contexts:
                     raise
@@ -104,6 +126,11 @@ class BrokerSecurity:
     def lookup(self, user: str, mechanism: str) -> ScramCredential | None:
         """In memory, for the event loop."""
         return self._credentials.get(user, {}).get(mechanism)
+
+    @property
+    def token_lookup(self) -> TokenLookup | None:
+        """How SCRAM finds a delegation token; None while tokens are disabled."""
+        return self.tokens.lookup if self.tokens is not None else None
 
     def watch_credentials(self, store: "CredentialStore") -> None:
         """Keep the table fresh from ``store`` (a reader thread; the first read happens here)."""
@@ -173,5 +200,7 @@ class BrokerSecurity:
 
     def close(self) -> None:
         self._closed = True
+        if self.tokens is not None:
+            self.tokens.close()
         for wake in self._wakes:
             wake.set()

@@ -13,7 +13,9 @@ Re-authentication (KIP-368): with ``connections.max.reauth.ms`` > 0 a successful
 SaslAuthenticate (v1+) tells the client how long its session lasts; the client
 authenticates again on the same connection before then, with the same mechanism and the
 same principal. A connection whose session has expired is closed on its next request
-other than SaslHandshake or SaslAuthenticate.
+other than SaslHandshake or SaslAuthenticate. A delegation token's session ends with the
+token's expiry too (Kafka's SaslServerAuthenticator: the credential's lifetime), so its
+client authenticates again, with the token as renewed, before then.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Callable
 from broker.listeners import Listener
 from broker.security.broker_proof import MECHANISM as BROKER_MECHANISM
 from broker.security.broker_proof import BrokerProofServer
+from broker.security.delegation_tokens import TokenLookup, now_ms
 from broker.security.sasl_server import SaslAuthenticationFailed, SaslServer
 from broker.security.scram_credentials import ScramCredential
 
@@ -44,18 +47,21 @@ class HandshakeRefused(Exception):
 
 class ConnectionAuth:
     def __init__(self, listener: Listener, mechanisms: tuple[str, ...], reauth_ms: int, lookup: Lookup,
-                 broker_secret: bytes | None = None) -> None:
+                 broker_secret: bytes | None = None, token_lookup: TokenLookup | None = None) -> None:
         self.listener = listener
         self.mechanisms = mechanisms  # enabled on this listener
         self.principal = ANONYMOUS
         self.authenticated = not listener.sasl
         self.mechanism: str | None = None  # of the last successful authentication
+        self.token_authenticated = False  # by a delegation token: it may not ask for tokens
         self.raw_tokens = False  # after SaslHandshake v0: bare tokens, no SaslAuthenticate
         self._reauth_ms = reauth_ms
         self._lookup = lookup
         self._server: SaslServer | BrokerProofServer | None = None
         self._broker_secret = broker_secret  # CASTLE-BROKER (broker/security/broker_proof.py), on any listener
         self._expires_at: float | None = None  # monotonic; None: never
+        self._lifetime_ms = 0  # what the last SaslAuthenticate told the client
+        self._token_lookup = token_lookup  # None: delegation tokens are disabled
 
     @property
     def in_progress(self) -> bool:
@@ -91,7 +97,7 @@ class ConnectionAuth:
             raise HandshakeRefused("unsupported_sasl_mechanism", f"unsupported SASL mechanism {mechanism}")
         if self.authenticated and mechanism != self.mechanism:
             raise HandshakeRefused("illegal_sasl_state", "re-authentication must use the same mechanism")
-        self._server = SaslServer(mechanism, self._lookup)
+        self._server = SaslServer(mechanism, self._lookup, token_lookup=self._token_lookup)
         self.raw_tokens = version == 0
 
     async def authenticate(self, token: bytes) -> tuple[bytes, bool]:
@@ -117,10 +123,16 @@ class ConnectionAuth:
         self.principal = principal
         self.mechanism = server.mechanism
         self.authenticated = True
-        self._expires_at = time.monotonic() + self._reauth_ms / 1000 if self._reauth_ms > 0 else None
+        token_expiry = server.credential_expiry_ms if isinstance(server, SaslServer) else None
+        self.token_authenticated = token_expiry is not None
+        lifetimes = [self._reauth_ms] if self._reauth_ms > 0 else []
+        if token_expiry is not None:
+            lifetimes.append(max(0, token_expiry - now_ms()))
+        self._lifetime_ms = min(lifetimes) if lifetimes else 0
+        self._expires_at = time.monotonic() + self._lifetime_ms / 1000 if lifetimes else None
         return step.challenge, True
 
     @property
     def session_lifetime_ms(self) -> int:
         """What SaslAuthenticate v1+ tells the client (0: no re-authentication needed)."""
-        return self._reauth_ms if self._reauth_ms > 0 else 0
+        return self._lifetime_ms

@@ -4,7 +4,13 @@ The connection feeds it the tokens of SaslAuthenticate (or of the raw, pre-KIP-1
 sends back what it answers; it owns no socket and no event loop. Credentials come from a fast
 in-memory ``lookup(user, mechanism)``; SCRAM's messages are scramp's (parsing, nonce and proof
 checks); what is written here is Kafka's policy around them (which credential PLAIN checks,
-the error messages, delegation tokens refused, the state machine).
+the error messages, the state machine).
+
+Delegation tokens (KIP-48) authenticate with SCRAM and the client-first extension
+``tokenauth=true``: the user name is the token id, the credential the token's (``token_lookup``,
+broker/security/delegation_tokens.py), the principal the token's owner. scramp refuses
+extensions, and the proof covers the client-first message as sent, so that exchange is run
+here (RFC 5802's checks, the same as for old librdkafka clients below).
 
 Work that must not run on the event loop is handed back, not done: PLAIN has to run PBKDF2 on
 the password it received, so its step returns ``check``, a blocking callable the caller runs in
@@ -27,6 +33,7 @@ from typing import Any, Callable
 
 from scramp import ScramException, ScramMechanism
 
+from broker.security.delegation_tokens import TokenCredential, TokenLookup, now_ms
 from broker.security.scram_credentials import MECHANISMS, MIN_ITERATIONS, ScramCredential, password_matches
 
 PLAIN = "PLAIN"
@@ -117,6 +124,7 @@ class SaslServer:
         reauthentication: bool = False,
         dummy_iterations: int = MIN_ITERATIONS,
         server_nonce: str | None = None,
+        token_lookup: TokenLookup | None = None,
     ) -> None:
         if mechanism not in SUPPORTED_MECHANISMS:
             raise UnsupportedMechanism(f"Unsupported SASL mechanism {mechanism!r}; supported: {', '.join(SUPPORTED_MECHANISMS)}")
@@ -133,6 +141,9 @@ class SaslServer:
         self._client_first_bare = ""
         self._server_first = ""
         self._credential: ScramCredential | None = None
+        self._token_lookup = token_lookup
+        self._token: TokenCredential | None = None  # a delegation token's exchange
+        self._gs2_header = ""
 
     # -- results -------------------------------------------------------------------------
 
@@ -150,8 +161,21 @@ class SaslServer:
 
     @property
     def principal(self) -> str:
-        """Kafka's default principal for a SASL user: ``User:<name>``."""
+        """Kafka's default principal for a SASL user: ``User:<name>``; for a delegation token,
+        ``User:<the owner's name>`` (DefaultKafkaPrincipalBuilder)."""
+        if self._token is not None and self.complete:
+            return f"User:{self._token.owner.partition(':')[2]}"
         return f"User:{self.username}"
+
+    @property
+    def token_authenticated(self) -> bool:
+        """Authenticated by a delegation token (Kafka's KafkaPrincipal.tokenAuthenticated)."""
+        return self._token is not None and self.complete
+
+    @property
+    def credential_expiry_ms(self) -> int | None:
+        """When the credential stops being valid (a token's expiry), epoch ms; None: never."""
+        return self._token.expiry_ms if self._token is not None else None
 
     # -- the exchange --------------------------------------------------------------------
 
@@ -259,9 +283,13 @@ class SaslServer:
         # anyway; we look first to refuse delegation tokens by name (we have none) and to log why.
         bare = text.split(",", 2)[2] if text.count(",") >= 2 else ""
         for attribute in bare.split(",")[2:]:
-            name = attribute.partition("=")[0]
+            name, _, value = attribute.partition("=")
             if name == "tokenauth":
-                raise self._fail(self._generic, "delegation token authentication (tokenauth) is not supported")
+                if self._token_lookup is None:
+                    raise self._fail(self._generic, "delegation token authentication (tokenauth) while tokens are disabled")
+                if value.lower() == "true":  # Java's Boolean.parseBoolean
+                    return self._token_first(text, bare)
+                continue
             if len(name) != 1:
                 raise self._fail(self._generic, f"unsupported SCRAM extension {name!r}")
 
@@ -290,8 +318,79 @@ class SaslServer:
         self._state = _State.SCRAM_FINAL
         return SaslStep(challenge=challenge.encode("ascii"), complete=False)
 
+    def _token_first(self, text: str, bare: str) -> SaslStep:
+        """A delegation token's client-first: n,[a=<authzid>],n=<tokenId>,r=<nonce>[,extensions]
+        (Kafka's ClientFirstMessage grammar)."""
+        assert self._token_lookup is not None
+        gs2_flag, authzid, _rest = text.split(",", 2)
+        fields = bare.split(",")
+        if gs2_flag != "n" or (authzid and not authzid.startswith("a=")) or len(fields) < 2 \
+                or not fields[0].startswith("n=") or not fields[1].startswith("r="):
+            raise self._fail(self._generic, "malformed client-first for a delegation token")
+        token_id = fields[0][2:].replace("=2C", ",").replace("=3D", "=")
+        client_nonce = fields[1][2:]
+        self._scram_user = token_id
+        if not token_id or not client_nonce or not client_nonce.isprintable():
+            raise self._fail(self._generic, "malformed client-first for a delegation token")
+        try:
+            token = self._token_lookup(token_id, self.mechanism)
+        except Exception as e:
+            raise self._fail(self._generic, f"token lookup for {token_id!r} failed: {e!r}") from e
+        if token is None:
+            raise self._fail(self._generic, f"Token Authentication failed: Invalid tokenId : {token_id}")
+        if authzid and authzid[2:] != token_id:
+            raise self._fail(AUTHZID_MISMATCH, f"token {token_id!r} asked for authorization id {authzid[2:]!r}")
+        if token.expiry_ms < now_ms():
+            raise self._fail(self._generic, f"delegation token {token_id!r} has expired")
+        credential = token.credentials[self.mechanism]
+        server_nonce = self._server_nonce or secrets.token_urlsafe(24)
+        self._token = token
+        self._credential = credential
+        self._gs2_header = f"{gs2_flag},{authzid},"
+        self._client_first_bare = bare
+        self._server_first = (f"r={client_nonce}{server_nonce},s={base64.b64encode(credential.salt).decode('ascii')},"
+                              f"i={credential.iterations}")
+        self._state = _State.SCRAM_FINAL
+        return SaslStep(challenge=self._server_first.encode("ascii"), complete=False)
+
+    def _token_final(self, text: str) -> SaslStep:
+        """c=<base64 gs2 header>,r=<nonce>[,extensions],p=<proof>: checked as RFC 5802 says."""
+        fields = dict(part.split("=", 1) for part in text.split(",") if "=" in part)
+        nonce = self._server_first.split(",", 1)[0][2:]
+        if not text.startswith("c=") or fields.get("r") != nonce or "p" not in fields \
+                or not text.endswith(",p=" + fields["p"]):
+            raise self._fail(self._generic, f"client-final refused for token {self._scram_user!r}: malformed or wrong nonce")
+        if fields.get("c") != base64.b64encode(self._gs2_header.encode("ascii")).decode("ascii"):
+            raise self._fail(self._generic, "client-final channel binding does not repeat the GS2 header")
+        challenge = self._verify_proof(text[:-len(",p=" + fields["p"])], fields["p"])
+        self._username = self._scram_user
+        self._state = _State.COMPLETE
+        return SaslStep(challenge=challenge.encode("ascii"), complete=True)
+
+    def _verify_proof(self, final_without_proof: str, proof_text: str) -> str:
+        """The server-final for a client proof over this exchange's messages; raises unless
+        H(ClientSignature XOR ClientProof) == StoredKey (compared in constant time)."""
+        credential = self._credential
+        assert credential is not None
+        hash_factory = MECHANISMS[self.mechanism]
+        auth_message = f"{self._client_first_bare},{self._server_first},{final_without_proof}".encode()
+        try:
+            proof = base64.b64decode(proof_text, validate=True)
+        except ValueError:
+            raise self._fail(self._generic, "client-final proof is not base64") from None
+        signature = hmac.new(credential.stored_key, auth_message, hash_factory).digest()
+        if len(proof) != len(signature):
+            raise self._fail(self._generic, "client-final proof of the wrong length")
+        client_key = bytes(a ^ b for a, b in zip(signature, proof))
+        if not hmac.compare_digest(hash_factory(client_key).digest(), credential.stored_key):
+            raise self._fail(self._generic, f"client-final refused for {self._scram_user!r}: invalid proof")
+        server_signature = hmac.new(credential.server_key, auth_message, hash_factory).digest()
+        return "v=" + base64.b64encode(server_signature).decode("ascii")
+
     def _scram_final(self, token: bytes) -> SaslStep:
         text = self._scram_text(token, "client-final")
+        if self._token is not None:
+            return self._token_final(text)
         server = self._scram
         assert server is not None
         legacy = self._librdkafka_final(text)
@@ -332,20 +431,7 @@ class SaslServer:
             return None
         if fields.get("c") != "biws":  # base64("n,,"): no channel binding, no authorization id
             raise self._fail(self._generic, "client-final channel binding is not n,,")
-        hash_factory = MECHANISMS[self.mechanism]
-        auth_message = f"{self._client_first_bare},{self._server_first},{text[:-len(',p=' + fields['p'])]}".encode()
-        try:
-            proof = base64.b64decode(fields["p"], validate=True)
-        except ValueError:
-            raise self._fail(self._generic, "client-final proof is not base64") from None
-        signature = hmac.new(credential.stored_key, auth_message, hash_factory).digest()
-        if len(proof) != len(signature):
-            raise self._fail(self._generic, "client-final proof of the wrong length")
-        client_key = bytes(a ^ b for a, b in zip(signature, proof))
-        if not hmac.compare_digest(hash_factory(client_key).digest(), credential.stored_key):
-            raise self._fail(self._generic, f"client-final refused for {self._scram_user!r}: invalid proof")
-        server_signature = hmac.new(credential.server_key, auth_message, hash_factory).digest()
-        return "v=" + base64.b64encode(server_signature).decode("ascii")
+        return self._verify_proof(text[:-len(",p=" + fields["p"])], fields["p"])
 
 
 assert set(SUPPORTED_MECHANISMS) == {PLAIN, *MECHANISMS}

@@ -101,7 +101,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def _overrides(pairs: list[str]) -> dict[str, Any]:
+def workload_overrides(pairs: list[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
@@ -129,7 +129,7 @@ def load_workloads(paths: list[str], overrides: dict[str, Any]) -> list[Workload
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    workloads = load_workloads(args.workloads, _overrides(args.set))
+    workloads = load_workloads(args.workloads, workload_overrides(args.set))
     for line in missing_workloads(workloads):
         info(line)
     out_dir = args.out or os.path.join("bench-results", "runner-" + time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()))

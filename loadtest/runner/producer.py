@@ -27,13 +27,14 @@ shows in commit_s, and in a read_committed consumer's end-to-end latency.
 
 Every second it also prints librdkafka's own split of the publish latency, per broker
 connection, from its statistics: {"event": "client_stats", "t", "brokers": {node id:
-{"queue": [...], "outbuf": [...], "rtt": [...]}}}, each [p50, p99, max, count, out of
-range] in µs over the last second (client_split). queue is librdkafka's int_latency (produce() until the record is put in
-a request), outbuf its outbuf_latency (a request waiting to be written to the socket),
-rtt the request's round trip (written to the socket until its answer was read: the
-broker's time plus both kernels' and the client's broker thread's). What is left of a
-publish latency is the application's: the acknowledgement waiting for poll() to run the
-delivery callback.
+{"queue": [...], "outbuf": [...], "rtt": [...]}}, "throttle_ms_max"}, each [p50, p99, max,
+count, out of range] in µs over the last second (client_split); throttle_ms_max is the
+longest throttle time a broker answered in that second (a client quota reached). queue is
+librdkafka's int_latency (produce() until the record is put in a request), outbuf its
+outbuf_latency (a request waiting to be written to the socket), rtt the request's round
+trip (written to the socket until its answer was read: the broker's time plus both
+kernels' and the client's broker thread's). What is left of a publish latency is the
+application's: the acknowledgement waiting for poll() to run the delivery callback.
 """
 
 from __future__ import annotations
@@ -113,11 +114,19 @@ def brokers_section(statistics_json: str) -> dict[str, Any]:
     return {"brokers": brokers}
 
 
+def throttle_ms_max(statistics: dict[str, Any]) -> int:
+    """The longest throttle_time_ms a broker answered in the statistics window (ms; 0 when
+    no answer was throttled): a client quota that was reached shows here, on any broker."""
+    return max((broker.get("throttle", {}).get("max", 0) for broker in statistics.get("brokers", {}).values()
+                if broker.get("nodeid", -1) >= 0), default=0)
+
+
 def emit_client_stats(statistics_json: str) -> None:
     """librdkafka's stats_cb (runs in the producing thread, inside poll)."""
-    brokers = client_split(brokers_section(statistics_json))
+    statistics = brokers_section(statistics_json)
+    brokers = client_split(statistics)
     if brokers:
-        emit(event="client_stats", t=time.time(), brokers=brokers)
+        emit(event="client_stats", t=time.time(), brokers=brokers, throttle_ms_max=throttle_ms_max(statistics))
 
 
 class Keys:

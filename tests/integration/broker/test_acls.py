@@ -998,3 +998,30 @@ def test_share_group_apis_need_their_acls(s: AclBroker, grants: Grants) -> None:
         raw.ask(76, 1, {**join, "member_epoch": -1, "subscribed_topic_names": None})
     with Raw(s.sasl, "bob") as raw:
         assert int(raw.ask(76, 1, {**join, "member_id": str(uuid.uuid4())}).error_code) == GROUP_AUTHORIZATION_FAILED
+
+
+def test_log_dirs_and_config_resource_listing_need_their_cluster_acls(s: AclBroker, grants: Grants) -> None:
+    """Kafka's KafkaApis: DescribeLogDirs takes DESCRIBE on the cluster (else the whole request
+    is CLUSTER_AUTHORIZATION_FAILED), AlterReplicaLogDirs ALTER (else each partition is),
+    ListConfigResources DESCRIBE_CONFIGS; granted, each is served."""
+    topic = unique("logdirs-acl-")
+    create_topics(s, topic)
+    move = {"dirs": [{"path": "/nowhere", "topics": [{"name": topic, "partitions": [0]}]}]}
+    with Raw(s.sasl, "mallory") as raw:
+        described = raw.ask(35, 4, {"topics": None})
+        assert (int(described.error_code), described.results) == (CLUSTER_AUTHORIZATION_FAILED, ()), described
+        moved = raw.ask(34, 2, move)
+        assert [(t.topic_name, [(p.partition_index, int(p.error_code)) for p in t.partitions]) for t in moved.results] == [
+            (topic, [(0, CLUSTER_AUTHORIZATION_FAILED)])], moved
+        listed = raw.ask(74, 1, {"resource_types": []})
+        assert (int(listed.error_code), listed.config_resources) == (CLUSTER_AUTHORIZATION_FAILED, ()), listed
+    grants.add(acl("CLUSTER", "kafka-cluster", "User:alice", "DESCRIBE"))
+    grants.add(acl("CLUSTER", "kafka-cluster", "User:alice", "DESCRIBE_CONFIGS"))
+    with Raw(s.sasl, "alice") as raw:
+        described = eventually(lambda: (answer := raw.ask(35, 4, {"topics": None})).error_code == 0 and answer,
+                               "alice's DESCRIBE on the cluster")
+        assert any(t.name == topic for result in described.results for t in result.topics), described
+        listed = raw.ask(74, 1, {"resource_types": [2]})
+        assert int(listed.error_code) == 0 and topic in {r.resource_name for r in listed.config_resources}
+        moved = raw.ask(34, 2, move)  # DESCRIBE is not ALTER
+        assert int(moved.results[0].partitions[0].error_code) == CLUSTER_AUTHORIZATION_FAILED

@@ -61,8 +61,9 @@ def test_import_direction_is_broker_coordination_storage():
 BROKER_LAYERS = [
     {"broker.protocol"},
     {"broker.config", "broker.listeners"},
-    {"broker.dynamic_configs", "broker.logger_levels"},
+    {"broker.logger_levels"},
     {"broker.security"},
+    {"broker.dynamic_configs", "broker.listener_configs"},  # dynamic TLS and passwords need security
     {"broker.quotas"},
     {"broker.partitions"},
     {"broker.links"},

@@ -13,7 +13,7 @@ from array import array
 import pytest
 
 from loadtest.runner import loop_lag
-from loadtest.runner.__main__ import _overrides
+from loadtest.runner.__main__ import workload_overrides
 from loadtest.runner.figures import FIGURES, medians, ratios
 from loadtest.runner.goals import BELOW_FLOOR, MET, NO_FIGURE, NOT_MET, Goal, evaluate_goals, goal_lines, parse_goals
 from loadtest.runner.histogram import encode, merge_into, new_histogram, record_us, summary_ms
@@ -175,7 +175,7 @@ def test_a_broken_toml_file_is_a_workload_error(tmp_path):
 
 
 def test_set_overrides_parse_toml_values():
-    assert _overrides(["duration_s=20", "acks=\"all\"", "compare=false", "compression=lz4"]) == {
+    assert workload_overrides(["duration_s=20", "acks=\"all\"", "compare=false", "compression=lz4"]) == {
         "duration_s": 20, "acks": "all", "compare": False, "compression": "lz4"}
 
 
