@@ -1,4 +1,4 @@
-"""The coordination backend interface, its errors and session states; which backend a
+"""The coordination backend interface, its session states and (from coordination/errors.py) its errors; which backend a
 broker opens is coordination/open_backend.py's choice.
 
 One interface for every process of a broker. The coordinator process registers the
@@ -41,6 +41,12 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Callable, Literal, Mapping, Protocol
 
+# The backend's errors live in coordination/errors.py (which the stores' ZooKeeper calls import
+# without this interface); they are named here too, where callers of the backend look for them.
+from coordination.errors import BrokerIdInUse as BrokerIdInUse
+from coordination.errors import CoordinationError as CoordinationError
+from coordination.errors import CoordinationUnavailable as CoordinationUnavailable
+from coordination.errors import NotCoordinator as NotCoordinator
 from coordination.topics import TopicInfo
 from coordination.znodes import Endpoints, PartitionState
 
@@ -63,22 +69,6 @@ LOST: SessionState = "LOST"
 StateListener = Callable[[SessionState], object]
 SessionCredentials = tuple[int, bytes]  # a ZooKeeper session's id and password
 Watcher = Callable[[], object]
-
-
-class CoordinationError(Exception):
-    """Base of the backend's own errors."""
-
-
-class CoordinationUnavailable(CoordinationError):
-    """ZooKeeper cannot be reached (within the retry deadline), or the backend is closed."""
-
-
-class BrokerIdInUse(CoordinationError):
-    """Another live broker registered the same node id."""
-
-
-class NotCoordinator(CoordinationError):
-    """A coordinator-only write from a process that is not (or no longer) the coordinator."""
 
 
 class TopicRegistry(Protocol):

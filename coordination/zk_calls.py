@@ -15,7 +15,7 @@ from kazoo.client import KazooClient, TransactionRequest
 from kazoo.exceptions import ConnectionClosedError, RolledBackError, RuntimeInconsistency
 from kazoo.retry import KazooRetry, RetryFailedError
 
-from coordination.backend import CoordinationUnavailable
+from coordination.errors import CoordinationUnavailable
 
 T = TypeVar("T")
 P = ParamSpec("P")

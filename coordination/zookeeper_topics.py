@@ -47,7 +47,7 @@ from kazoo.protocol.states import EventType, WatchedEvent
 from kazoo.retry import KazooRetry
 from kio.schema.errors import ErrorCode
 
-from coordination.backend import CoordinationUnavailable
+from coordination.errors import CoordinationUnavailable
 from coordination.replica_assignment import assign_replicas
 from coordination.topics import TopicInfo, TopicRegistryError, validate_topic_name
 from coordination.zk_calls import default_retry, failure, retrying, transact

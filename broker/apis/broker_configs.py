@@ -26,6 +26,19 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable
 
+from broker.apis import config_resources
+from broker.apis.config_resources import (
+    OP_APPEND,
+    OP_DELETE,
+    OP_SUBTRACT,
+    OPERATIONS,
+    TYPE_PASSWORD,
+    TYPE_STRING,
+    ConfigResourceType,
+    config_type,
+    entry,
+    kafka_text,
+)
 from broker.config import BY_NAME, SENSITIVE_SETTINGS
 from broker.context import WorkerServices
 from broker.dynamic_configs import (
@@ -44,21 +57,14 @@ from broker.listener_configs import PASSWORDS, RECONFIGURABLE_TLS, ListenerConfi
 from broker.protocol.errors import ErrorCode, KafkaError
 from coordination.broker_config_store import Overrides
 
-OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
+RESOURCE_BROKER = 4
 _OP_WORDS = {OP_APPEND: "append", OP_SUBTRACT: "subtract"}
 LIST_CONFIGS = frozenset({"log.cleanup.policy"})
-TYPE_STRING, TYPE_PASSWORD = 2, 9  # DescribeConfigsResponse ConfigType
-
-EntryFn = Callable[[str, Any], dict[str, Any]]
-
-
-def _text(value: Any) -> str:
-    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def _shown(name: str, text: str) -> str:
     try:
-        return _text(parse_value(name, text))
+        return kafka_text(parse_value(name, text))
     except (InvalidBrokerConfig, KeyError):
         return text  # stored by hand: shown as it is
 
@@ -77,24 +83,16 @@ def entity_of(node: WorkerServices, name: str) -> str:
 
 
 def _entry(name: str, chain: list[dict[str, Any]], read_only: bool, synonyms: bool, documentation: bool,
-           config_type: int, doc: str | None) -> dict[str, Any]:
+           kind: int, doc: str | None) -> dict[str, Any]:
     sensitive = is_sensitive(name)
     if sensitive:  # Kafka's PASSWORD configs: never shown, in the entry or its synonyms
         chain = [{**synonym, "value": None} for synonym in chain]
-    return {
-        "name": name,
-        "value": chain[0]["value"],
-        "read_only": read_only,
-        "config_source": chain[0]["source"],
-        "is_sensitive": sensitive,
-        "synonyms": chain if synonyms else [],
-        "config_type": config_type,
-        "documentation": doc if documentation else None,
-    }
+    return entry(name, chain[0]["value"], chain[0]["source"], chain if synonyms else [], kind,
+                 doc if documentation else None, read_only, sensitive)
 
 
 async def describe_broker(node: WorkerServices, name: str, keys: Iterable[str] | None, synonyms: bool,
-                          documentation: bool, config_type: Callable[[str, Any], int]) -> list[dict[str, Any]]:
+                          documentation: bool) -> list[dict[str, Any]]:
     entity = entity_of(node, name)
     store = node.dynamic_configs.store
     if entity == "":
@@ -125,9 +123,9 @@ async def describe_broker(node: WorkerServices, name: str, keys: Iterable[str] |
             chain.append({"name": key, "value": _shown(key, default[key]), "source": DYNAMIC_DEFAULT_BROKER_CONFIG})
         static_value = static.get(key, current)
         if setting is None or static_value != setting.default:
-            chain.append({"name": key, "value": _text(static_value), "source": STATIC_BROKER_CONFIG})
+            chain.append({"name": key, "value": kafka_text(static_value), "source": STATIC_BROKER_CONFIG})
         if setting is not None:
-            chain.append({"name": key, "value": _text(setting.default), "source": DEFAULT_CONFIG})
+            chain.append({"name": key, "value": kafka_text(setting.default), "source": DEFAULT_CONFIG})
         base_chains[key] = chain  # a listener's own value of it lists these after its own
         entries.append(_entry(key, chain, key not in DYNAMIC and key not in RECONFIGURABLE_TLS, synonyms, documentation,
                               TYPE_PASSWORD if key in SENSITIVE_SETTINGS else
@@ -179,57 +177,22 @@ def _listener_chains(node: WorkerServices, own: Overrides, default: Overrides) -
 
 
 # ---------------------------------------------------------------------------- altering
-def replace_all(resource: Any) -> Callable[[Overrides], Overrides]:
-    """AlterConfigs: the entity's dynamic configs become the request's."""
-    nulls = [c.name for c in resource.configs if c.value is None]
-    if nulls:
-        raise KafkaError(ErrorCode.invalid_request, f"Null value not supported for : {','.join(nulls)}")
-    new = {c.name: c.value for c in resource.configs}
-    return lambda _current: dict(new)
+def _check_operation(op: Any) -> None:
+    if op.config_operation not in OPERATIONS:
+        raise KafkaError(ErrorCode.invalid_request, f"Unknown operations type {op.config_operation}")
+    if op.config_operation != OP_DELETE and op.value is None:
+        raise config_resources.null_values([op.name])
+    if op.config_operation in _OP_WORDS:
+        if op.name not in BY_NAME:
+            raise KafkaError(ErrorCode.invalid_config, f"Unknown config name: {op.name}")
+        if op.name not in LIST_CONFIGS:
+            raise KafkaError(ErrorCode.invalid_config, f"Config value {_OP_WORDS[op.config_operation]} is not "
+                                                       f"allowed for config key: {op.name}")
 
 
-def _items(text: str) -> list[str]:
-    return [item.strip() for item in text.split(",") if item.strip()]
-
-
-def incremental(node: WorkerServices) -> Callable[[Any], Callable[[Overrides], Overrides]]:
+def incremental(node: WorkerServices, resource: Any) -> Callable[[Overrides], Overrides]:
     """IncrementalAlterConfigs: the request's operations applied to the entity's dynamic configs."""
-    def change_for(resource: Any) -> Callable[[Overrides], Overrides]:
-        names = [c.name for c in resource.configs]
-        if len(set(names)) != len(names):
-            raise KafkaError(ErrorCode.invalid_request, "Error due to duplicate config keys")
-        for op in resource.configs:
-            if op.config_operation not in (OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT):
-                raise KafkaError(ErrorCode.invalid_request, f"Unknown operations type {op.config_operation}")
-            if op.config_operation != OP_DELETE and op.value is None:
-                raise KafkaError(ErrorCode.invalid_request, f"Null value not supported for : {op.name}")
-            if op.config_operation in _OP_WORDS:
-                if op.name not in BY_NAME:
-                    raise KafkaError(ErrorCode.invalid_config, f"Unknown config name: {op.name}")
-                if op.name not in LIST_CONFIGS:
-                    raise KafkaError(ErrorCode.invalid_config, f"Config value {_OP_WORDS[op.config_operation]} is not "
-                                                               f"allowed for config key: {op.name}")
-
-        def apply(current: Overrides) -> Overrides:
-            new = dict(current)
-            for op in resource.configs:
-                if op.config_operation == OP_SET:
-                    new[op.name] = op.value
-                elif op.config_operation == OP_DELETE:
-                    new.pop(op.name, None)
-                else:
-                    present = _items(new.get(op.name, _text(node.config.value(op.name))))
-                    given = _items(op.value)
-                    if op.config_operation == OP_APPEND:
-                        result = present + [item for item in given if item not in present]
-                    else:
-                        result = [item for item in present if item not in given]
-                    new[op.name] = ",".join(result)
-            return new
-
-        return apply
-
-    return change_for
+    return config_resources.incremental(resource, _check_operation, lambda name: kafka_text(node.config.value(name)))
 
 
 def _checked(node: WorkerServices, entity: str, current: Overrides, configs: Overrides) -> Overrides:
@@ -260,3 +223,9 @@ async def alter_broker(node: WorkerServices, name: str, change: Callable[[Overri
     new = await node.run_admin(lambda: store.update(entity, lambda current: _checked(node, entity, current,
                                                                                      change(current))))
     dynamic.wrote(entity, new)
+
+
+BROKER = ConfigResourceType(
+    RESOURCE_BROKER, config_resources.on_cluster, ErrorCode.cluster_authorization_failed, describe_broker,
+    alter_configs=config_resources.altering(lambda _node, resource: config_resources.replace_all(resource), alter_broker),
+    incremental_alter_configs=config_resources.altering(incremental, alter_broker))

@@ -20,16 +20,20 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
+from broker.apis import config_resources
+from broker.apis.config_resources import OP_APPEND, OP_DELETE, OP_SET, OP_SUBTRACT, ConfigResourceType, entry
 from broker.context import WorkerServices
 from broker.logger_levels import KAFKA_LEVELS, ROOT, Levels, current_levels, logger_exists
 from broker.protocol.errors import ErrorCode, KafkaError
 
+RESOURCE_BROKER_LOGGER = 8
 DYNAMIC_BROKER_LOGGER_CONFIG = 6
-OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 _OP_NAMES = {OP_SET: "SET", OP_DELETE: "DELETE", OP_APPEND: "APPEND", OP_SUBTRACT: "SUBTRACT"}
 
 
-async def describe_loggers(node: WorkerServices, name: str, keys: Iterable[str] | None) -> list[dict[str, Any]]:
+async def describe_loggers(node: WorkerServices, name: str, keys: Iterable[str] | None, _synonyms: bool,
+                           _documentation: bool) -> list[dict[str, Any]]:
+    """Every logger with its level: a logger has no synonyms and no documentation."""
     if not name:
         raise KafkaError(ErrorCode.invalid_request, "Broker id must not be empty")
     try:
@@ -40,8 +44,7 @@ async def describe_loggers(node: WorkerServices, name: str, keys: Iterable[str] 
         raise KafkaError(ErrorCode.invalid_request, f"Unexpected broker id, expected {node.node_id} but received {name}")
     await node.run_admin(node.loggers.refresh)  # what another worker was just asked for
     wanted = None if keys is None else set(keys)
-    return [{"name": logger, "value": level, "read_only": False, "config_source": DYNAMIC_BROKER_LOGGER_CONFIG,
-             "is_sensitive": False, "synonyms": [], "config_type": 0, "documentation": None}
+    return [entry(logger, level, DYNAMIC_BROKER_LOGGER_CONFIG, [], 0, None)
             for logger, level in current_levels().items() if wanted is None or logger in wanted]
 
 
@@ -81,3 +84,8 @@ async def alter_loggers(node: WorkerServices, resource: Any, validate_only: bool
     changes = _checked(node, resource)
     if not validate_only:
         await node.run_admin(lambda: node.loggers.update(changes))
+
+
+BROKER_LOGGER = ConfigResourceType(RESOURCE_BROKER_LOGGER, config_resources.on_cluster,
+                                   ErrorCode.cluster_authorization_failed, describe_loggers,
+                                   incremental_alter_configs=alter_loggers)

@@ -23,6 +23,17 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable
 
+from broker.apis import config_resources
+from broker.apis.config_resources import (
+    OP_APPEND,
+    OP_DELETE,
+    OP_SUBTRACT,
+    OPERATIONS,
+    TYPE_INT,
+    TYPE_LIST,
+    ConfigResourceType,
+    entry,
+)
 from broker.context import WorkerServices
 from broker.protocol.errors import ErrorCode, KafkaError
 from broker.telemetry.subscriptions import (
@@ -39,12 +50,10 @@ from broker.telemetry.subscriptions import (
 RESOURCE_CLIENT_METRICS = 16
 CLIENT_METRICS_CONFIG = 7  # DescribeConfigsResponse ConfigSource
 DEFAULT_CONFIG = 5
-TYPE_INT, TYPE_LIST = 3, 7
 _TYPES = {METRICS: TYPE_LIST, INTERVAL_MS: TYPE_INT, MATCH: TYPE_LIST}
 _DEFAULTS = {METRICS: "", INTERVAL_MS: str(DEFAULT_INTERVAL_MS), MATCH: ""}
 _DOCS = {METRICS: "Telemetry metric name prefix list", INTERVAL_MS: "Metrics push interval in milliseconds",
          MATCH: "Client match criteria"}
-OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 _OP_NAMES = {OP_APPEND: "APPEND", OP_SUBTRACT: "SUBTRACT"}
 
 Config = dict[str, str]
@@ -67,9 +76,8 @@ async def describe(node: WorkerServices, name: str, keys: Iterable[str] | None, 
             chain = [{"name": key, "value": value, "source": source}]
         else:
             value, source, chain = _DEFAULTS[key], DEFAULT_CONFIG, []
-        entries.append({"name": key, "value": value, "read_only": False, "config_source": source,
-                        "is_sensitive": False, "synonyms": chain if synonyms else [], "config_type": _TYPES[key],
-                        "documentation": _DOCS[key] if documentation else None})
+        entries.append(entry(key, value, source, chain if synonyms else [], _TYPES[key],
+                             _DOCS[key] if documentation else None))
     return entries
 
 
@@ -85,47 +93,24 @@ def _checked(name: str, config: Config) -> Config:
     return config
 
 
-def replace_all(resource: Any) -> Callable[[Config], Config]:
+def replace_all(_node: WorkerServices, resource: Any) -> Callable[[Config], Config]:
     """AlterConfigs: the subscription's keys become the request's."""
-    nulls = [c.name for c in resource.configs if c.value is None]
-    if nulls:
-        raise KafkaError(ErrorCode.invalid_request, f"Null value not supported for : {','.join(nulls)}")
-    new = {c.name: c.value for c in resource.configs}
-    return lambda _current: dict(new)
+    return config_resources.replace_all(resource)
 
 
-def incremental(resource: Any) -> Callable[[Config], Config]:
+def _check_operation(op: Any) -> None:
+    if op.config_operation not in OPERATIONS:
+        raise KafkaError(ErrorCode.invalid_request, f"Unknown operation type {op.config_operation}")
+    if op.config_operation != OP_DELETE and op.value is None:
+        raise config_resources.null_values([op.name])
+    if op.config_operation in _OP_NAMES and _TYPES.get(op.name) != TYPE_LIST:
+        raise KafkaError(ErrorCode.invalid_config,
+                         f"Can't {_OP_NAMES[op.config_operation]} to key {op.name} because its type is not LIST.")
+
+
+def incremental(_node: WorkerServices, resource: Any) -> Callable[[Config], Config]:
     """IncrementalAlterConfigs: the request's operations on the subscription's keys."""
-    names = [c.name for c in resource.configs]
-    if len(set(names)) != len(names):
-        raise KafkaError(ErrorCode.invalid_request, "Error due to duplicate config keys")
-    for op in resource.configs:
-        if op.config_operation not in (OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT):
-            raise KafkaError(ErrorCode.invalid_request, f"Unknown operation type {op.config_operation}")
-        if op.config_operation != OP_DELETE and op.value is None:
-            raise KafkaError(ErrorCode.invalid_request, f"Null value not supported for : {op.name}")
-        if op.config_operation in _OP_NAMES and _TYPES.get(op.name) != TYPE_LIST:
-            raise KafkaError(ErrorCode.invalid_config,
-                             f"Can't {_OP_NAMES[op.config_operation]} to key {op.name} because its type is not LIST.")
-
-    def apply(current: Config) -> Config:
-        new = dict(current)
-        for op in resource.configs:
-            if op.config_operation == OP_SET:
-                new[op.name] = op.value
-            elif op.config_operation == OP_DELETE:
-                new.pop(op.name, None)
-            else:
-                present = parse_list(new.get(op.name, ""))
-                given = parse_list(op.value)
-                if op.config_operation == OP_APPEND:
-                    result = present + [item for item in given if item not in present]
-                else:
-                    result = [item for item in present if item not in given]
-                new[op.name] = ",".join(result)
-        return new
-
-    return apply
+    return config_resources.incremental(resource, _check_operation, lambda _name: "", parse_list)
 
 
 async def alter(node: WorkerServices, name: str, change: Callable[[Config], Config], validate_only: bool) -> None:
@@ -140,3 +125,7 @@ async def alter(node: WorkerServices, name: str, change: Callable[[Config], Conf
     await node.run_admin(lambda: subscriptions.update(name, lambda config: _checked(name, change(config))))
 
 
+CLIENT_METRICS = ConfigResourceType(
+    RESOURCE_CLIENT_METRICS, config_resources.on_cluster, ErrorCode.cluster_authorization_failed, describe,
+    alter_configs=config_resources.altering(replace_all, alter),
+    incremental_alter_configs=config_resources.altering(incremental, alter))

@@ -27,6 +27,8 @@ Behaviour:
 * GROUP resources (type 32): broker/apis/group_configs.py.
 * CLIENT_METRICS resources (type 16): broker/apis/client_metrics_configs.py.
 * BROKER_LOGGER resources (type 8): broker/apis/broker_loggers.py (IncrementalAlterConfigs only).
+  Each type plugs into the three APIs as a ConfigResourceType (broker/apis/config_resources.py:
+  the authorization, describing and altering every type shares the shape of).
 
 Version notes: DescribeConfigs v0 is not in kio's schemas (Kafka 4 dropped it); v1 adds
 synonyms and config_source; v2 is v1; v3 adds documentation and config_type; v4 is
@@ -35,10 +37,24 @@ flexible. AlterConfigs v1 is v0; v2 is flexible. IncrementalAlterConfigs v1 is f
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from typing import Any, Awaitable, Callable, Iterable
 
-from broker.apis import broker_configs, broker_loggers, client_metrics_configs, group_configs
-from broker.authorization import cluster_allowed, group_allowed, topic_allowed
+from broker.apis import config_resources
+from broker.apis.broker_configs import BROKER
+from broker.apis.broker_loggers import BROKER_LOGGER
+from broker.apis.client_metrics_configs import CLIENT_METRICS
+from broker.apis.config_resources import (
+    LIST_KEYS,
+    OP_APPEND,
+    OP_DELETE,
+    OP_SUBTRACT,
+    OPERATIONS,
+    ConfigResourceType,
+    config_type,
+    entry,
+)
+from broker.apis.group_configs import GROUP
+from broker.authorization import topic_allowed
 from broker.config import BY_NAME
 from broker.context import RequestContext, Response, WorkerServices
 from broker.dispatch import api
@@ -54,61 +70,17 @@ DESCRIBE_KEY = 32
 ALTER_KEY = 33
 INCREMENTAL_KEY = 44
 
-# ConfigResource.Type
-RESOURCE_TOPIC = 2
-RESOURCE_BROKER = 4
-RESOURCE_GROUP = 32
-RESOURCE_CLIENT_METRICS = client_metrics_configs.RESOURCE_CLIENT_METRICS
-RESOURCE_BROKER_LOGGER = 8
+RESOURCE_TOPIC = 2  # ConfigResource.Type
 
 # DescribeConfigsResponse ConfigSource
 DYNAMIC_TOPIC_CONFIG = 1
 STATIC_BROKER_CONFIG = 4
 DEFAULT_CONFIG = 5
 
-# DescribeConfigsResponse ConfigType
-TYPE_BOOLEAN = 1
-TYPE_STRING = 2
-TYPE_INT = 3
-TYPE_LONG = 5
-TYPE_DOUBLE = 6
-TYPE_LIST = 7
-
-# IncrementalAlterConfigs OpType
-OP_SET = 0
-OP_DELETE = 1
-OP_APPEND = 2
-OP_SUBTRACT = 3
-
-_TYPES = {"boolean": TYPE_BOOLEAN, "string": TYPE_STRING, "int": TYPE_INT, "long": TYPE_LONG, "double": TYPE_DOUBLE,
-          "list": TYPE_LIST}
-# Every topic key and its broker-level synonym: the type Kafka's ConfigDef declares.
-_KAFKA_TYPES = {name: _TYPES[spec.kafka_type] for key, spec in TOPIC_KEYS.items()
-                for name in (key, spec.broker_key) if name}
-_LIST_KEYS = frozenset({name for name, kind in _KAFKA_TYPES.items() if kind == TYPE_LIST}
-                       | {"log.dirs", "listeners", "advertised.listeners"})
 _PRISTINE = LogConfig()
 
 
-# ---------------------------------------------------------------------------- shared helpers
-def _text(value: Any) -> str:
-    return str(value).lower() if isinstance(value, bool) else str(value)
-
-
-def _config_type(name: str, value: Any) -> int:
-    if name in _KAFKA_TYPES:
-        return _KAFKA_TYPES[name]
-    if isinstance(value, bool):
-        return TYPE_BOOLEAN
-    if isinstance(value, float):
-        return TYPE_DOUBLE
-    if isinstance(value, int):
-        if name.endswith(".ms") or not -(1 << 31) <= value < (1 << 31):
-            return TYPE_LONG
-        return TYPE_INT
-    return TYPE_LIST if name in _LIST_KEYS else TYPE_STRING
-
-
+# ---------------------------------------------------------------------------- TOPIC resources
 def _broker_setting_is_set(node: Any, name: str) -> bool:
     setting = BY_NAME.get(name)
     return setting is not None and node.config.value(name) != setting.default
@@ -128,7 +100,7 @@ def topic_config_entries(node: Any, overrides: dict[str, str], keys: Iterable[st
             continue
         spec = TOPIC_KEYS[key]
         broker_key = spec.broker_key
-        chain = []
+        chain: list[dict[str, Any]] = []
         if key in overrides:
             chain.append({"name": key, "value": value, "source": DYNAMIC_TOPIC_CONFIG})
         dynamic_source = node.dynamic_configs.source(broker_key) if broker_key else None
@@ -138,22 +110,96 @@ def topic_config_entries(node: Any, overrides: dict[str, str], keys: Iterable[st
             chain.append({"name": broker_key, "value": broker_values[key], "source": STATIC_BROKER_CONFIG})
         # Kafka names the default after the broker synonym, or the topic key when it has none.
         chain.append({"name": broker_key or key, "value": pristine[key], "source": DEFAULT_CONFIG})
-        entries.append({
-            "name": key,
-            "value": value,
-            "read_only": False,
-            "config_source": chain[0]["source"],
-            "is_sensitive": False,
-            "synonyms": chain if synonyms else [],
-            "config_type": _config_type(key, getattr(_PRISTINE, spec.field)),
-            "documentation": _topic_doc(key, broker_key) if documentation else None,
-        })
+        entries.append(entry(key, value, chain[0]["source"], chain if synonyms else [],
+                             config_type(key, getattr(_PRISTINE, spec.field)),
+                             _topic_doc(key, broker_key) if documentation else None))
     return entries
 
 
 def _topic_doc(key: str, broker_key: str) -> str:
     default = f"the broker-wide default is {broker_key}" if broker_key else "Kafka has no broker-wide default for it"
     return f"The topic's {key}; {default}."
+
+
+async def _describe_topic(node: WorkerServices, name: str, keys: Iterable[str] | None, synonyms: bool,
+                          documentation: bool) -> list[dict[str, Any]]:
+    info = node.topic(name)
+    if info is None:
+        raise KafkaError(ErrorCode.unknown_topic_or_partition, f"topic '{name}' does not exist")
+    return topic_config_entries(node, dict(info.configs), keys, synonyms, documentation)
+
+
+def check_overrides(node: Any, overrides: dict[str, str]) -> dict[str, str]:
+    """``overrides`` if LogConfig accepts them, else KafkaError(INVALID_CONFIG) naming the key."""
+    defaults: LogConfig = node.logs.default_log_config
+    for key, value in overrides.items():
+        try:
+            defaults.with_overrides({key: value})
+        except (TypeError, ValueError) as exc:
+            if key not in TOPIC_KEYS:
+                raise KafkaError(ErrorCode.invalid_config, f"Unknown topic config name: {key}") from None
+            raise KafkaError(ErrorCode.invalid_config, f"Invalid value {value} for configuration {key}: {exc}") from None
+    return overrides
+
+
+async def _alter_topic(node: WorkerServices, name: str, change: Callable[[dict[str, str]], dict[str, str]],
+                       validate_only: bool) -> None:
+    """Apply ``change`` to the topic's overrides, unless ``validate_only``.
+
+    ``change`` runs once against the current overrides to validate, and again inside
+    the registry's locked read-modify-write so a concurrent change is not lost.
+    """
+    info = node.topic(name)
+    if info is None:
+        raise KafkaError(ErrorCode.unknown_topic_or_partition, f"topic '{name}' does not exist")
+    check_overrides(node, change(dict(info.configs)))
+    if validate_only:
+        return
+    try:
+        await node.run_admin(lambda: node.registry.set_configs(name, lambda current: check_overrides(node, change(current))))
+    except TopicRegistryError as exc:
+        raise KafkaError(ErrorCode(exc.code), str(exc)) from None
+
+
+def _check_topic_operation(op: Any) -> None:
+    if op.name not in TOPIC_KEYS:
+        raise KafkaError(ErrorCode.invalid_config, f"Unknown topic config name: {op.name}")
+    if op.config_operation not in OPERATIONS:
+        raise KafkaError(ErrorCode.invalid_request, f"unknown config operation {op.config_operation} for {op.name}")
+    if op.config_operation != OP_DELETE and op.value is None:
+        raise config_resources.null_values([op.name])
+    if op.config_operation in (OP_APPEND, OP_SUBTRACT) and op.name not in LIST_KEYS:
+        raise KafkaError(ErrorCode.invalid_config,
+                         f"{op.name} is not a list: APPEND and SUBTRACT apply to list configs only")
+
+
+def _incremental_topic(node: WorkerServices, resource: Any) -> Callable[[dict[str, str]], dict[str, str]]:
+    # A list the topic does not override starts from the broker's value.
+    return config_resources.incremental(resource, _check_topic_operation,
+                                        lambda name: node.logs.default_log_config.topic_values()[name])
+
+
+TOPIC = ConfigResourceType(
+    RESOURCE_TOPIC, topic_allowed, ErrorCode.topic_authorization_failed, _describe_topic,
+    alter_configs=config_resources.altering(lambda _node, resource: config_resources.replace_all(resource), _alter_topic),
+    incremental_alter_configs=config_resources.altering(_incremental_topic, _alter_topic),
+    settle=lambda node: node.registry_changed())
+
+_TYPES: dict[int, ConfigResourceType] = {kind.code: kind for kind in (TOPIC, BROKER, BROKER_LOGGER, GROUP, CLIENT_METRICS)}
+
+
+# ---------------------------------------------------------------------------- every resource type
+def _authorized(ctx: Any, operation: Operation, resource: Any) -> ConfigResourceType | None:
+    """The resource's type once ``operation`` on it is allowed (Kafka's check: on the topic, the group, or the
+    cluster for the others); None for a type no config API serves."""
+    kind = _TYPES.get(resource.resource_type)
+    if kind is not None and not kind.allowed(ctx, operation, resource.resource_name):
+        raise KafkaError(kind.denied, "Authorization failed.")
+    return kind
+
+
+def _unsupported(resource: Any) -> KafkaError:
+    return KafkaError(ErrorCode.invalid_request, f"unsupported resource type {resource.resource_type}")
 
 
 def _duplicates(resources: Iterable[Any]) -> set[tuple[int, str]]:
@@ -166,43 +212,18 @@ def _duplicates(resources: Iterable[Any]) -> set[tuple[int, str]]:
 
 
 # ---------------------------------------------------------------------------- DescribeConfigs
-async def _describe_one(node: Any, resource: Any, synonyms: bool, documentation: bool) -> dict[str, Any]:
+async def _describe_one(ctx: Any, resource: Any, synonyms: bool, documentation: bool) -> dict[str, Any]:
     out: dict[str, Any] = {"error_code": 0, "error_message": None, "resource_type": resource.resource_type,
                            "resource_name": resource.resource_name, "configs": []}
-    keys = resource.configuration_keys
     try:
-        if resource.resource_type == RESOURCE_TOPIC:
-            info = node.topic(resource.resource_name)
-            if info is None:
-                raise KafkaError(ErrorCode.unknown_topic_or_partition, f"topic '{resource.resource_name}' does not exist")
-            out["configs"] = topic_config_entries(node, dict(info.configs), keys, synonyms, documentation)
-        elif resource.resource_type == RESOURCE_BROKER:
-            out["configs"] = await broker_configs.describe_broker(node, resource.resource_name, keys, synonyms,
-                                                                  documentation, _config_type)
-        elif resource.resource_type == RESOURCE_BROKER_LOGGER:
-            out["configs"] = await broker_loggers.describe_loggers(node, resource.resource_name, keys)
-        elif resource.resource_type == RESOURCE_GROUP:
-            out["configs"] = await group_configs.describe_group(node, resource.resource_name, keys, synonyms,
-                                                                documentation)
-        elif resource.resource_type == RESOURCE_CLIENT_METRICS:
-            out["configs"] = await client_metrics_configs.describe(node, resource.resource_name, keys, synonyms,
-                                                                   documentation)
-        else:
-            raise KafkaError(ErrorCode.invalid_request, f"unsupported resource type {resource.resource_type}")
+        kind = _authorized(ctx, Operation.DESCRIBE_CONFIGS, resource)
+        if kind is None:
+            raise _unsupported(resource)
+        out["configs"] = await kind.describe(ctx.node, resource.resource_name, resource.configuration_keys, synonyms,
+                                             documentation)
     except KafkaError as exc:
         out.update(error_code=exc.code, error_message=str(exc), configs=[])
     return out
-
-
-def _authorize_resource(ctx: Any, operation: Operation, resource: Any) -> None:
-    """Kafka's checks: ``operation`` on the topic or the group, or on the cluster for a broker's configs."""
-    if resource.resource_type == RESOURCE_TOPIC and not topic_allowed(ctx, operation, resource.resource_name):
-        raise KafkaError(ErrorCode.topic_authorization_failed, "Authorization failed.")
-    if resource.resource_type == RESOURCE_GROUP and not group_allowed(ctx, operation, resource.resource_name):
-        raise KafkaError(ErrorCode.group_authorization_failed, "Authorization failed.")
-    if resource.resource_type in (RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_CLIENT_METRICS) \
-            and not cluster_allowed(ctx, operation):
-        raise KafkaError(ErrorCode.cluster_authorization_failed, "Authorization failed.")
 
 
 def _describe_error(request: Any, version: int, code: int) -> Any:
@@ -217,61 +238,18 @@ def _describe_error(request: Any, version: int, code: int) -> Any:
 async def handle_describe_configs(ctx: RequestContext, request: DescribeConfigsRequest) -> Response:
     synonyms = bool(request.include_synonyms)
     documentation = bool(getattr(request, "include_documentation", False))  # the field exists from v3
-    results = []
-    for resource in request.resources:
-        try:
-            _authorize_resource(ctx, Operation.DESCRIBE_CONFIGS, resource)
-        except KafkaError as exc:
-            results.append({"error_code": exc.code, "error_message": str(exc), "resource_type": resource.resource_type,
-                            "resource_name": resource.resource_name, "configs": []})
-            continue
-        results.append(await _describe_one(ctx.node, resource, synonyms, documentation))
+    results = [await _describe_one(ctx, resource, synonyms, documentation) for resource in request.resources]
     return build(codec.response_class(DESCRIBE_KEY, ctx.api_version), {"throttle_time": 0, "results": results})
 
 
-# ---------------------------------------------------------------------------- altering topic configs
-def check_overrides(node: Any, overrides: dict[str, str]) -> dict[str, str]:
-    """``overrides`` if LogConfig accepts them, else KafkaError(INVALID_CONFIG) naming the key."""
-    defaults: LogConfig = node.logs.default_log_config
-    for key, value in overrides.items():
-        try:
-            defaults.with_overrides({key: value})
-        except (TypeError, ValueError) as exc:
-            if key not in TOPIC_KEYS:
-                raise KafkaError(ErrorCode.invalid_config, f"Unknown topic config name: {key}") from None
-            raise KafkaError(ErrorCode.invalid_config, f"Invalid value {value} for configuration {key}: {exc}") from None
-    return overrides
-
-
-async def _alter_topic(node: WorkerServices, name: str, change: Callable[[dict[str, str]], dict[str, str]], validate_only: bool) -> bool:
-    """Apply ``change`` to the topic's overrides; True when the registry was changed.
-
-    ``change`` runs once against the current overrides to validate, and again inside
-    the registry's locked read-modify-write so a concurrent change is not lost.
-    """
-    info = node.topic(name)
-    if info is None:
-        raise KafkaError(ErrorCode.unknown_topic_or_partition, f"topic '{name}' does not exist")
-    check_overrides(node, change(dict(info.configs)))
-    if validate_only:
-        return False
-    try:
-        await node.run_admin(lambda: node.registry.set_configs(name, lambda current: check_overrides(node, change(current))))
-    except TopicRegistryError as exc:
-        raise KafkaError(ErrorCode(exc.code), str(exc)) from None
-    return True
-
-
-ChangeFor = Callable[[Any], Callable[[dict[str, str]], dict[str, str]]]
-
-
-async def _alter(ctx: Any, key: int, request: Any, change_for: ChangeFor, group_change_for: ChangeFor,
-                 client_metrics_change_for: ChangeFor, broker_change_for: ChangeFor) -> Any:
+# ---------------------------------------------------------------------------- AlterConfigs, IncrementalAlterConfigs
+async def _alter(ctx: Any, key: int, request: Any) -> Any:
     node = ctx.node
+    validate_only = bool(request.validate_only)
     dupes = _duplicates(request.resources)
     responses = []
     answered: set[tuple[int, str]] = set()
-    changed = False
+    settles: dict[int, Callable[[WorkerServices], Awaitable[None]]] = {}
     for resource in request.resources:
         ident = (resource.resource_type, resource.resource_name)
         out = {"error_code": 0, "error_message": None, "resource_type": resource.resource_type,
@@ -282,34 +260,19 @@ async def _alter(ctx: Any, key: int, request: Any, change_for: ChangeFor, group_
                     continue
                 answered.add(ident)
                 raise KafkaError(ErrorCode.invalid_request, "Duplicate resource.")
-            _authorize_resource(ctx, Operation.ALTER_CONFIGS, resource)
-            if resource.resource_type == RESOURCE_BROKER:
-                await broker_configs.alter_broker(node, resource.resource_name, broker_change_for(resource),
-                                                  bool(request.validate_only))
-                responses.append(out)
-                continue
-            if resource.resource_type == RESOURCE_BROKER_LOGGER and key == INCREMENTAL_KEY:
-                await broker_loggers.alter_loggers(node, resource, bool(request.validate_only))
-                responses.append(out)
-                continue
-            if resource.resource_type == RESOURCE_GROUP:
-                await group_configs.alter_group(node, resource.resource_name, group_change_for(resource),
-                                                bool(request.validate_only))
-                responses.append(out)
-                continue
-            if resource.resource_type == RESOURCE_CLIENT_METRICS:
-                await client_metrics_configs.alter(node, resource.resource_name, client_metrics_change_for(resource),
-                                                   bool(request.validate_only))
-                responses.append(out)
-                continue
-            if resource.resource_type != RESOURCE_TOPIC:
-                raise KafkaError(ErrorCode.invalid_request, f"unsupported resource type {resource.resource_type}")
-            changed |= await _alter_topic(node, resource.resource_name, change_for(resource), bool(request.validate_only))
+            kind = _authorized(ctx, Operation.ALTER_CONFIGS, resource)
+            alter = None if kind is None else \
+                kind.incremental_alter_configs if key == INCREMENTAL_KEY else kind.alter_configs
+            if kind is None or alter is None:
+                raise _unsupported(resource)
+            await alter(node, resource, validate_only)
+            if kind.settle is not None and not validate_only:
+                settles[kind.code] = kind.settle
         except KafkaError as exc:
             out.update(error_code=exc.code, error_message=str(exc))
         responses.append(out)
-    if changed:
-        await node.registry_changed()
+    for settle in settles.values():
+        await settle(node)
     return build(codec.response_class(key, ctx.api_version), {"throttle_time": 0, "responses": responses})
 
 
@@ -323,66 +286,11 @@ def _alter_error_for(key: int) -> Callable[[Any, int, int], Any]:
     return error
 
 
-# ---------------------------------------------------------------------------- AlterConfigs
-def _replace_all(resource: Any) -> Callable[[dict[str, str]], dict[str, str]]:
-    nulls = [c.name for c in resource.configs if c.value is None]
-    if nulls:
-        raise KafkaError(ErrorCode.invalid_request, f"Null value not supported for : {','.join(nulls)}")
-    new = {c.name: c.value for c in resource.configs}
-    return lambda _current: dict(new)
-
-
 @api(ALTER_KEY, "AlterConfigs", 0, 2, error_response=_alter_error_for(ALTER_KEY))
 async def handle_alter_configs(ctx: RequestContext, request: AlterConfigsRequest) -> Response:
-    return await _alter(ctx, ALTER_KEY, request, _replace_all, group_configs.replace_all,
-                        client_metrics_configs.replace_all, broker_configs.replace_all)
-
-
-# ---------------------------------------------------------------------------- IncrementalAlterConfigs
-def _list_items(text: str) -> list[str]:
-    return [item.strip() for item in text.split(",") if item.strip()]
-
-
-def _incremental(node: Any) -> Callable[[Any], Callable[[dict[str, str]], dict[str, str]]]:
-    def change_for(resource: Any) -> Callable[[dict[str, str]], dict[str, str]]:
-        names = [c.name for c in resource.configs]
-        if len(set(names)) != len(names):
-            raise KafkaError(ErrorCode.invalid_request, "Error due to duplicate config keys")
-        for op in resource.configs:
-            if op.name not in TOPIC_KEYS:
-                raise KafkaError(ErrorCode.invalid_config, f"Unknown topic config name: {op.name}")
-            if op.config_operation not in (OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT):
-                raise KafkaError(ErrorCode.invalid_request, f"unknown config operation {op.config_operation} for {op.name}")
-            if op.config_operation != OP_DELETE and op.value is None:
-                raise KafkaError(ErrorCode.invalid_request, f"Null value not supported for : {op.name}")
-            if op.config_operation in (OP_APPEND, OP_SUBTRACT) and op.name not in _LIST_KEYS:
-                raise KafkaError(ErrorCode.invalid_config,
-                                 f"{op.name} is not a list: APPEND and SUBTRACT apply to list configs only")
-
-        def apply(current: dict[str, str]) -> dict[str, str]:
-            new = dict(current)
-            effective = node.logs.default_log_config.topic_values()
-            for op in resource.configs:
-                if op.config_operation == OP_SET:
-                    new[op.name] = op.value
-                elif op.config_operation == OP_DELETE:
-                    new.pop(op.name, None)
-                else:
-                    present = _list_items(new.get(op.name, effective[op.name]))
-                    given = _list_items(op.value)
-                    if op.config_operation == OP_APPEND:
-                        result = present + [item for item in given if item not in present]
-                    else:
-                        result = [item for item in present if item not in given]
-                    new[op.name] = ",".join(result)
-            return new
-
-        return apply
-
-    return change_for
+    return await _alter(ctx, ALTER_KEY, request)
 
 
 @api(INCREMENTAL_KEY, "IncrementalAlterConfigs", 0, 1, error_response=_alter_error_for(INCREMENTAL_KEY))
 async def handle_incremental_alter_configs(ctx: RequestContext, request: IncrementalAlterConfigsRequest) -> Response:
-    return await _alter(ctx, INCREMENTAL_KEY, request, _incremental(ctx.node), group_configs.incremental,
-                        client_metrics_configs.incremental, broker_configs.incremental(ctx.node))
+    return await _alter(ctx, INCREMENTAL_KEY, request)

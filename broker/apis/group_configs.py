@@ -25,6 +25,9 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable
 
+from broker.apis import config_resources
+from broker.apis.config_resources import OP_APPEND, OP_DELETE, OP_SUBTRACT, OPERATIONS, ConfigResourceType, entry
+from broker.authorization import group_allowed
 from broker.context import WorkerServices
 from broker.protocol.errors import ErrorCode, KafkaError
 from coordination.group_config_keys import (
@@ -39,13 +42,13 @@ from coordination.group_config_keys import (
 )
 from coordination.group_configs import GroupConfigs
 
+RESOURCE_GROUP = 32
+
 # DescribeConfigsResponse ConfigSource
 STATIC_BROKER_CONFIG = 4
 DEFAULT_CONFIG = 5
 GROUP_CONFIG = 8
 
-# IncrementalAlterConfigs OpType
-OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 _OP_NAMES = {OP_APPEND: "APPEND", OP_SUBTRACT: "SUBTRACT"}
 
 Overrides = dict[str, str]
@@ -90,16 +93,8 @@ def group_config_entries(configs: GroupConfigs, overrides: Overrides, keys: Iter
         else:
             fallback = configs.broker_value(name)
             value = None if fallback is None else text_of(fallback)
-        entries.append({
-            "name": name,
-            "value": value,
-            "read_only": False,
-            "config_source": chain[0]["source"] if chain else DEFAULT_CONFIG,
-            "is_sensitive": False,
-            "synonyms": chain if synonyms else [],
-            "config_type": key.config_type,
-            "documentation": key.doc if documentation else None,
-        })
+        entries.append(entry(name, value, chain[0]["source"] if chain else DEFAULT_CONFIG, chain if synonyms else [],
+                             key.config_type, key.doc if documentation else None))
     return entries
 
 
@@ -121,52 +116,29 @@ def _checked(broker: BrokerValues, overrides: Overrides) -> Overrides:
     return overrides
 
 
-def replace_all(resource: Any) -> Callable[[Overrides], Overrides]:
+def _null_values(names: list[str]) -> KafkaError:
+    return KafkaError(ErrorCode.invalid_config, f"Null value not supported for group configs: {', '.join(names)}")
+
+
+def replace_all(_node: WorkerServices, resource: Any) -> Callable[[Overrides], Overrides]:
     """AlterConfigs: the group's overrides become the request's."""
-    nulls = [c.name for c in resource.configs if c.value is None]
-    if nulls:
-        raise KafkaError(ErrorCode.invalid_config, f"Null value not supported for group configs: {', '.join(nulls)}")
-    new = {c.name: c.value for c in resource.configs}
-    return lambda _current: dict(new)
+    return config_resources.replace_all(resource, _null_values)
 
 
-def _items(text: str) -> list[str]:
-    return [item.strip() for item in text.split(",") if item.strip()]
+def _check_operation(op: Any) -> None:
+    if op.config_operation not in OPERATIONS:
+        raise KafkaError(ErrorCode.invalid_request, f"Unknown operation type {op.config_operation}")
+    if op.config_operation != OP_DELETE and op.value is None:
+        raise _null_values([op.name])
+    key = KEYS.get(op.name)
+    if op.config_operation in _OP_NAMES and (key is None or key.config_type != TYPE_LIST):
+        raise KafkaError(ErrorCode.invalid_config,
+                         f"Can't {_OP_NAMES[op.config_operation]} to key {op.name} because its type is not LIST.")
 
 
-def incremental(resource: Any) -> Callable[[Overrides], Overrides]:
+def incremental(_node: WorkerServices, resource: Any) -> Callable[[Overrides], Overrides]:
     """IncrementalAlterConfigs: the request's operations applied to the group's overrides."""
-    names = [c.name for c in resource.configs]
-    if len(set(names)) != len(names):
-        raise KafkaError(ErrorCode.invalid_request, "Error due to duplicate config keys")
-    for op in resource.configs:
-        if op.config_operation not in (OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT):
-            raise KafkaError(ErrorCode.invalid_request, f"Unknown operation type {op.config_operation}")
-        if op.config_operation != OP_DELETE and op.value is None:
-            raise KafkaError(ErrorCode.invalid_config, f"Null value not supported for group configs: {op.name}")
-        key = KEYS.get(op.name)
-        if op.config_operation in _OP_NAMES and (key is None or key.config_type != TYPE_LIST):
-            raise KafkaError(ErrorCode.invalid_config,
-                             f"Can't {_OP_NAMES[op.config_operation]} to key {op.name} because its type is not LIST.")
-
-    def apply(current: Overrides) -> Overrides:
-        new = dict(current)
-        for op in resource.configs:
-            if op.config_operation == OP_SET:
-                new[op.name] = op.value
-            elif op.config_operation == OP_DELETE:
-                new.pop(op.name, None)
-            else:
-                present = _items(new.get(op.name, ""))
-                given = _items(op.value)
-                if op.config_operation == OP_APPEND:
-                    result = present + [item for item in given if item not in present]
-                else:
-                    result = [item for item in present if item not in given]
-                new[op.name] = ",".join(result)
-        return new
-
-    return apply
+    return config_resources.incremental(resource, _check_operation, lambda _name: "")
 
 
 async def alter_group(node: WorkerServices, name: str, change: Callable[[Overrides], Overrides],
@@ -181,3 +153,8 @@ async def alter_group(node: WorkerServices, name: str, change: Callable[[Overrid
         _checked(broker, change(current))
         return
     await node.run_admin(lambda: configs.update(name, lambda current: _checked(broker, change(current))))
+
+
+GROUP = ConfigResourceType(RESOURCE_GROUP, group_allowed, ErrorCode.group_authorization_failed, describe_group,
+                           alter_configs=config_resources.altering(replace_all, alter_group),
+                           incremental_alter_configs=config_resources.altering(incremental, alter_group))

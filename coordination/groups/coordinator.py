@@ -35,6 +35,7 @@ from typing import Any, Callable, Coroutine, Iterable, Protocol, Sequence
 from kio.schema.errors import ErrorCode
 
 from coordination.groups import offsets_schema as schema
+from coordination.groups.answers import JoinResult, SyncResult
 from coordination.groups.consumer.classic_members import ClassicJoin
 from coordination.groups.consumer.heartbeat import ConsumerSettings
 from coordination.groups.consumer.service import ConsumerGroupService
@@ -75,25 +76,6 @@ class CoordinatorSettings:
     offset_metadata_max_bytes: int = 4096
     offsets_retention_ms: int = 7 * 24 * 3600 * 1000
     offsets_retention_check_interval_ms: int = 600_000
-
-
-@dataclass
-class JoinResult:
-    error_code: int
-    generation: int = -1
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-    leader: str = ""
-    member_id: str = ""
-    members: list[tuple[str, str | None, bytes]] | None = None  # the leader's view: (id, instance id, metadata)
-
-
-@dataclass
-class SyncResult:
-    error_code: int
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-    assignment: bytes = b""
 
 
 @dataclass

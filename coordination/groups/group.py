@@ -14,15 +14,12 @@ import asyncio
 import struct
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
+from coordination.groups.answers import JoinResult, SyncResult
 from coordination.groups.consumer.group import ConsumerGroup
 from coordination.groups.offsets_schema import OffsetValue
 from coordination.groups.share.group import ShareGroup
 from coordination.groups.state import GroupState, check_transition
-
-if TYPE_CHECKING:  # coordinator.py imports this module
-    from coordination.groups.coordinator import JoinResult, SyncResult
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 

@@ -17,13 +17,11 @@ classic one on the first JoinGroup, as Kafka does; groups with members keep thei
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 import uuid
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
-from typing import Any, Coroutine, Protocol, TypeVar
+from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
@@ -50,7 +48,6 @@ from coordination.groups.consumer.group import (
     ConsumerMember,
     Record,
     Target,
-    TopicCatalog,
     deletion_records,
     encode,
 )
@@ -68,68 +65,9 @@ from coordination.groups.consumer.heartbeat import (
 )
 from coordination.groups.consumer.reconciliation import ConsumerGroupState, MemberState
 from coordination.groups.group import Group
+from coordination.groups.protocol_service import GroupHost, GroupProtocolService, now_ms, settle_state
 from coordination.groups.requests import MemberRef
 from coordination.groups.state import GroupState
-
-
-class GroupConfigReader(Protocol):
-    """Groups' own configs (coordination/group_configs.py GroupConfigs): a key's value
-    for the group, its override or else the broker's."""
-
-    def group_config(self, group_id: str, name: str) -> str | int: ...
-
-
-class Timeouts(Protocol):
-    """Settings with a session timeout and a heartbeat interval (ConsumerSettings, ShareSettings)."""
-
-    @property
-    def session_timeout_ms(self) -> int: ...
-
-    @property
-    def heartbeat_interval_ms(self) -> int: ...
-
-
-TimeoutsT = TypeVar("TimeoutsT", bound=Timeouts)
-
-
-def with_group_timeouts(settings: TimeoutsT, configs: GroupConfigReader | None, group_id: str, session_key: str,
-                        interval_key: str) -> TimeoutsT:
-    """``settings`` with the group's own session timeout and heartbeat interval (its group configs
-    ``session_key`` and ``interval_key``), the same object when they are the broker's."""
-    if configs is None:
-        return settings
-    session_ms = int(configs.group_config(group_id, session_key))
-    interval_ms = int(configs.group_config(group_id, interval_key))
-    if session_ms == settings.session_timeout_ms and interval_ms == settings.heartbeat_interval_ms:
-        return settings
-    return replace(settings, session_timeout_ms=session_ms, heartbeat_interval_ms=interval_ms)  # type: ignore[type-var]  # both are dataclasses
-
-
-class OffsetsAppender(Protocol):
-    async def append(self, partition: int, batch: bytes) -> int: ...
-
-
-class GroupHost(Protocol):
-    """What this service needs of the group coordinator that owns it (coordinator.py): its
-    groups, its log, and the classic side of a group that changes kind."""
-
-    groups: dict[str, Group]
-
-    @property
-    def log(self) -> OffsetsAppender: ...
-
-    def unavailable(self) -> int: ...
-
-    def partition_for(self, group_id: str) -> int: ...
-
-    def commit_error(self, code: int) -> int: ...
-
-    def in_background(self, work: Coroutine[Any, Any, Any]) -> None: ...
-
-    def release_classic(self, group: Group) -> None: ...
-
-    def replace_with_classic(self, group_id: str, value: schema.GroupValue, reason: str) -> None: ...
-
 
 log = logging.getLogger(__name__)
 E = ErrorCode
@@ -137,22 +75,6 @@ PROTOCOL_TYPE = "consumer"
 MODERN_OFFSET_COMMIT_VERSION = 9  # OffsetCommit v9+ carries member epochs
 SESSION_TIMEOUT_CONFIG = "consumer.session.timeout.ms"    # GroupConfig keys
 HEARTBEAT_INTERVAL_CONFIG = "consumer.heartbeat.interval.ms"
-
-
-class NoTopics:
-    """The catalog before the process has its topic registry."""
-
-    def version(self) -> int:
-        return 0
-
-    def by_name(self, name: str) -> tuple[uuid.UUID, int] | None:
-        return None
-
-    def name_of(self, topic_id: uuid.UUID) -> str | None:
-        return None
-
-    def names(self) -> Iterable[str]:
-        return ()
 
 
 class RegistryCatalog:
@@ -196,27 +118,12 @@ class GroupDescription:
     members: tuple[MemberDescription, ...] = ()
 
 
-class ConsumerGroupService:
+class ConsumerGroupService(GroupProtocolService[ConsumerSettings]):
+    session_timeout_config = SESSION_TIMEOUT_CONFIG
+    heartbeat_interval_config = HEARTBEAT_INTERVAL_CONFIG
+
     def __init__(self, coordinator: GroupHost, settings: ConsumerSettings) -> None:
-        self.coordinator = coordinator
-        self.settings = settings
-        self.catalog: TopicCatalog = NoTopics()
-        # consumer.session.timeout.ms and consumer.heartbeat.interval.ms per group (KIP-848's
-        # group configs); None: every group has the broker's.
-        self.group_configs: GroupConfigReader | None = None
-        self._locks: dict[str, asyncio.Lock] = {}
-        self._fencing: set[tuple[str, str]] = set()
-
-    def settings_for(self, group_id: str) -> ConsumerSettings:
-        """The broker's settings with the group's own session timeout and heartbeat interval."""
-        return with_group_timeouts(self.settings, self.group_configs, group_id, SESSION_TIMEOUT_CONFIG,
-                                   HEARTBEAT_INTERVAL_CONFIG)
-
-    def _lock(self, group_id: str) -> asyncio.Lock:
-        lock = self._locks.get(group_id)
-        if lock is None:
-            lock = self._locks[group_id] = asyncio.Lock()
-        return lock
+        super().__init__(coordinator, settings)
 
     # ------------------------------------------------------------------ ConsumerGroupHeartbeat
     async def heartbeat(self, request: HeartbeatRequest) -> HeartbeatAnswer:
@@ -227,13 +134,13 @@ class ConsumerGroupService:
             validate(request, self.settings)
         except HeartbeatError as exc:
             return HeartbeatAnswer(exc.code, exc.message)
-        async with self._lock(request.group_id):
+        async with self.lock(request.group_id):
             try:
                 group, prelude = self._group_for(request)
                 if request.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
                     plan = leave(group, request, self.catalog)
                 else:
-                    plan = heartbeat(group, request, self.settings_for(request.group_id), self.catalog, _now_ms())
+                    plan = heartbeat(group, request, self.settings_for(request.group_id), self.catalog, now_ms())
             except HeartbeatError as exc:
                 return HeartbeatAnswer(exc.code, exc.message)
             leaving = request.member_id if request.member_epoch == LEAVE_GROUP_MEMBER_EPOCH else None
@@ -248,7 +155,7 @@ class ConsumerGroupService:
 
     async def _downgrade(self, modern: ConsumerGroup, leaving: str) -> int:
         """The last consumer-protocol member leaves: the classic members left form a classic group."""
-        value = downgrade_value(modern, leaving, self.catalog, _now_ms())
+        value = downgrade_value(modern, leaving, self.catalog, now_ms())
         code = await self._write(modern, downgrade_records(modern, value), [])
         if code:
             return code
@@ -275,12 +182,12 @@ class ConsumerGroupService:
     async def classic_join(self, join: ClassicJoin) -> ClassicJoinAnswer:
         """A JoinGroup to a consumer group: answered at once with the member's epoch as its
         generation (the coordinator assigns; no member leads)."""
-        async with self._lock(join.group_id):
+        async with self.lock(join.group_id):
             modern = self._modern(join.group_id)
             if modern is None:  # it changed kind while this waited: the client joins again
                 return ClassicJoinAnswer(int(E.rebalance_in_progress), join.member_id)
             try:
-                answer, plan = classic_join(modern, join, self.settings_for(join.group_id), self.catalog, _now_ms())
+                answer, plan = classic_join(modern, join, self.settings_for(join.group_id), self.catalog, now_ms())
             except HeartbeatError as exc:
                 return ClassicJoinAnswer(exc.code, join.member_id)
             if answer.error_code:
@@ -320,7 +227,7 @@ class ConsumerGroupService:
 
     async def classic_leave(self, group_id: str, leaving: Sequence[tuple[str, str | None]]) -> list[int]:
         codes = []
-        async with self._lock(group_id):
+        async with self.lock(group_id):
             for member_id, instance_id in leaving:
                 modern = self._modern(group_id)
                 if modern is None:
@@ -361,7 +268,7 @@ class ConsumerGroupService:
                 and len(group.members) < self.settings.max_size:
             # Online upgrade: the classic members become members of a consumer group holding
             # what they hold; the records of both kinds go in the heartbeat's batch.
-            converted = upgrade_records(group, self.catalog, _now_ms())
+            converted = upgrade_records(group, self.catalog, now_ms())
             modern = ConsumerGroup(group_id)
             for key, value in converted:
                 modern.apply(key, value)
@@ -371,12 +278,7 @@ class ConsumerGroupService:
     async def _write(self, modern: ConsumerGroup, prelude: list[tuple[bytes, bytes | None]], records: list[Record]) -> int:
         """Append ``prelude`` (records already encoded) and ``records`` as one batch to the group's
         partition; the client's error, 0 once appended."""
-        entries = prelude + encode(records)
-        if not entries:
-            return 0
-        code = await self.coordinator.log.append(self.coordinator.partition_for(modern.group_id),
-                                                 schema.offsets_batch(entries, _now_ms()))
-        return self.coordinator.commit_error(code) if code else 0
+        return await self.append(modern.group_id, prelude + encode(records))
 
     def _after(self, modern: ConsumerGroup, plan: Plan) -> None:
         """Fold the written records in, then keep the member's deadlines."""
@@ -423,10 +325,7 @@ class ConsumerGroupService:
         """The classic state that stands for a consumer group in the code both kinds share
         (offset expiry, deletion): Empty without members, else Stable."""
         assert group.modern is not None
-        state = GroupState.STABLE if group.modern.members else GroupState.EMPTY
-        if group.state is not state:
-            group.state = state
-            group.state_timestamp = _now_ms()
+        settle_state(group, bool(group.modern.members))
 
     # ------------------------------------------------------------------ deadlines
     def expire(self, now: float) -> None:
@@ -443,31 +342,24 @@ class ConsumerGroupService:
                     self._fence_soon(modern.group_id, member_id, epoch, "it did not revoke its partitions in time")
 
     def _fence_soon(self, group_id: str, member_id: str, epoch: int | None, reason: str) -> None:
-        if (group_id, member_id) in self._fencing:
-            return
-        self._fencing.add((group_id, member_id))
+        async def fence() -> None:
+            async with self.lock(group_id):
+                group = self.coordinator.groups.get(group_id)
+                modern = group.modern if group is not None else None
+                member = modern.members.get(member_id) if modern is not None else None
+                if modern is None or member is None or (epoch is not None and member.member_epoch != epoch):
+                    if modern is not None:
+                        modern.revocation_deadlines.pop(member_id, None)
+                    return
+                if epoch is None and time.monotonic() <= modern.session_deadlines.get(member_id, 0.0):
+                    return  # it heartbeated while this waited for the lock
+                code = await self._remove(modern, member)
+                if code:
+                    log.warning("group %s: member %s not fenced (error %d); retrying", group_id, member_id, code)
+                    return
+                log.info("group %s: member %s fenced: %s", group_id, member_id, reason)
 
-        async def run() -> None:
-            try:
-                async with self._lock(group_id):
-                    group = self.coordinator.groups.get(group_id)
-                    modern = group.modern if group is not None else None
-                    member = modern.members.get(member_id) if modern is not None else None
-                    if modern is None or member is None or (epoch is not None and member.member_epoch != epoch):
-                        if modern is not None:
-                            modern.revocation_deadlines.pop(member_id, None)
-                        return
-                    if epoch is None and time.monotonic() <= modern.session_deadlines.get(member_id, 0.0):
-                        return  # it heartbeated while this waited for the lock
-                    code = await self._remove(modern, member)
-                    if code:
-                        log.warning("group %s: member %s not fenced (error %d); retrying", group_id, member_id, code)
-                        return
-                    log.info("group %s: member %s fenced: %s", group_id, member_id, reason)
-            finally:
-                self._fencing.discard((group_id, member_id))
-
-        self.coordinator.in_background(run())
+        self.fence_soon(group_id, member_id, fence)
 
     def loaded(self, group: Group) -> None:
         """A group replayed by a load: every member gets a fresh session, as in Kafka."""
@@ -570,7 +462,3 @@ class ConsumerGroupService:
 
     def subscribed_topics(self, group: Group) -> set[str]:
         return group.modern.subscribed_topic_names() if group.modern is not None else set()
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)

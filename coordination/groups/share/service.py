@@ -30,10 +30,8 @@ from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
 
-from coordination.groups import offsets_schema as schema
-from coordination.groups.consumer.group import TopicCatalog
-from coordination.groups.consumer.service import GroupConfigReader, GroupHost, NoTopics, with_group_timeouts
 from coordination.groups.group import Group
+from coordination.groups.protocol_service import GroupHost, GroupProtocolService, now_ms, settle_state
 from coordination.groups.share import assignor
 from coordination.groups.share.group import (
     LEAVE_GROUP_MEMBER_EPOCH,
@@ -80,29 +78,13 @@ class ShareGroupDescription:
     members: tuple[ShareMember, ...] = ()
 
 
-class ShareGroupService:
+class ShareGroupService(GroupProtocolService[ShareSettings]):
+    session_timeout_config = "share.session.timeout.ms"  # GroupConfig keys
+    heartbeat_interval_config = "share.heartbeat.interval.ms"
+
     def __init__(self, coordinator: GroupHost, settings: ShareSettings, state: ShareStateAdmin) -> None:
-        self.coordinator = coordinator
-        self.settings = settings
-        # share.session.timeout.ms and share.heartbeat.interval.ms per group (group configs);
-        # None: every group has the broker's.
-        self.group_configs: GroupConfigReader | None = None
+        super().__init__(coordinator, settings)
         self.state = state
-        self.catalog: TopicCatalog = NoTopics()
-        self._locks: dict[str, asyncio.Lock] = {}
-        self._fencing: set[tuple[str, str]] = set()
-
-    def settings_for(self, group_id: str) -> ShareSettings:
-        """The broker's settings with the group's own session timeout and heartbeat interval."""
-        return with_group_timeouts(self.settings, self.group_configs, group_id, "share.session.timeout.ms",
-                                   "share.heartbeat.interval.ms")
-
-    def lock(self, group_id: str) -> asyncio.Lock:
-        """The group's lock: held by each change of the group, across its append."""
-        lock = self._locks.get(group_id)
-        if lock is None:
-            lock = self._locks[group_id] = asyncio.Lock()
-        return lock
 
     def share_of(self, group_id: str) -> ShareGroup | None:
         group = self.coordinator.groups.get(group_id)
@@ -123,7 +105,7 @@ class ShareGroupService:
                 if request.member_epoch == LEAVE_GROUP_MEMBER_EPOCH:
                     plan = leave(group, request, self.catalog)
                 else:
-                    plan = heartbeat(group, request, self.settings_for(request.group_id), self.catalog, _now_ms())
+                    plan = heartbeat(group, request, self.settings_for(request.group_id), self.catalog, now_ms())
             except ShareHeartbeatError as exc:
                 return ShareHeartbeatAnswer(exc.code, exc.message)
             code = await self.write(group.group_id, plan.records)
@@ -148,18 +130,14 @@ class ShareGroupService:
 
     async def write(self, group_id: str, records: list[Record]) -> int:
         """Append ``records`` as one batch to the group's partition; the client's error, 0 once in."""
-        if not records:
-            return 0
-        code = await self.coordinator.log.append(self.coordinator.partition_for(group_id),
-                                                 schema.offsets_batch(encode(records), _now_ms()))
-        return self.coordinator.commit_error(code) if code else 0
+        return await self.append(group_id, encode(records))
 
     def _after(self, share: ShareGroup, plan: Plan) -> None:
         """Fold the written records in, then renew the member's session."""
         group = self._install(share)
-        now_ms = _now_ms()
+        applied_ms = now_ms()
         for key, value in plan.records:
-            share.apply(key, value, now_ms)
+            share.apply(key, value, applied_ms)
         member_id = plan.member_id
         if member_id is not None and member_id in share.members:
             share.session_deadlines[member_id] = time.monotonic() + self.settings_for(share.group_id).session_timeout_ms / 1000
@@ -178,10 +156,7 @@ class ShareGroupService:
     def settle(group: Group) -> None:
         """The classic state that stands for a share group in shared code: Empty or Stable."""
         assert group.share is not None
-        state = GroupState.STABLE if group.share.members else GroupState.EMPTY
-        if group.state is not state:
-            group.state = state
-            group.state_timestamp = _now_ms()
+        settle_state(group, bool(group.share.members))
 
     # ------------------------------------------------------------------ share state
     async def _initialize(self, request: Initialize) -> None:
@@ -203,14 +178,14 @@ class ShareGroupService:
                 log.warning("group %s: share state not initialized (error %d)", request.group_id, failed)
                 record = uninitialized(share, request.partitions)
             else:
-                record = initialized(share, request.partitions, self.catalog, _now_ms())
+                record = initialized(share, request.partitions, self.catalog, now_ms())
             if record is None:
                 return
             code = await self.write(request.group_id, [record])
             if code:
                 log.warning("group %s: share state metadata not written (error %d)", request.group_id, code)
                 return
-            share.apply(record[0], record[1], _now_ms())
+            share.apply(record[0], record[1], now_ms())
 
     async def delete_state(self, group: Group) -> int:
         """DeleteGroups of an empty share group, before its tombstones: its partitions are
@@ -235,7 +210,7 @@ class ShareGroupService:
         code = await self.write(share.group_id, [record])
         if code:
             return code
-        share.apply(record[0], record[1], _now_ms())
+        share.apply(record[0], record[1], now_ms())
         for topic, parts in partitions.items():
             for partition in sorted(parts):
                 code = await self.state.delete(share.group_id, topic, partition)
@@ -255,30 +230,23 @@ class ShareGroupService:
                     self._fence_soon(share.group_id, member_id)
 
     def _fence_soon(self, group_id: str, member_id: str) -> None:
-        if (group_id, member_id) in self._fencing:
-            return
-        self._fencing.add((group_id, member_id))
+        async def fence_member() -> None:
+            async with self.lock(group_id):
+                share = self.share_of(group_id)
+                member = share.members.get(member_id) if share is not None else None
+                if share is None or member is None:
+                    return
+                if time.monotonic() <= share.session_deadlines.get(member_id, 0.0):
+                    return  # it heartbeated while this waited for the lock
+                records = fence(share, member, self.catalog)
+                code = await self.write(group_id, records)
+                if code:
+                    log.warning("group %s: member %s not fenced (error %d); retrying", group_id, member_id, code)
+                    return
+                self._after(share, Plan(ShareHeartbeatAnswer(), records))
+                log.info("group %s: share member %s fenced: the member session expired", group_id, member_id)
 
-        async def run() -> None:
-            try:
-                async with self.lock(group_id):
-                    share = self.share_of(group_id)
-                    member = share.members.get(member_id) if share is not None else None
-                    if share is None or member is None:
-                        return
-                    if time.monotonic() <= share.session_deadlines.get(member_id, 0.0):
-                        return  # it heartbeated while this waited for the lock
-                    records = fence(share, member, self.catalog)
-                    code = await self.write(group_id, records)
-                    if code:
-                        log.warning("group %s: member %s not fenced (error %d); retrying", group_id, member_id, code)
-                        return
-                    self._after(share, Plan(ShareHeartbeatAnswer(), records))
-                    log.info("group %s: share member %s fenced: the member session expired", group_id, member_id)
-            finally:
-                self._fencing.discard((group_id, member_id))
-
-        self.coordinator.in_background(run())
+        self.fence_soon(group_id, member_id, fence_member)
 
     # ------------------------------------------------------------------ load
     def replay(self, key: ShareGroupKey, value: ShareGroupValue | None) -> None:
@@ -291,7 +259,7 @@ class ShareGroupService:
             group = groups[key.group_id] = Group(key.group_id)
         if group.share is None:
             group.share = ShareGroup(key.group_id)
-        group.share.apply(key, value, _now_ms())
+        group.share.apply(key, value, now_ms())
 
     def loaded(self, group: Group) -> None:
         """A group replayed by a load: every member gets a fresh session, as in Kafka."""
@@ -338,7 +306,3 @@ def _bare(group: Group) -> bool:
     as good as absent."""
     return (group.modern is None and group.share is None and not group.members and not group.pending_members
             and not group.offsets and group.generation == 0 and group.is_(GroupState.EMPTY))
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)

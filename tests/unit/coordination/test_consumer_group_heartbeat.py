@@ -18,43 +18,29 @@ from coordination.group_config_store import LocalGroupConfigs
 from coordination.group_configs import GroupConfigs
 from coordination.groups.consumer.heartbeat import ConsumerSettings, HeartbeatAnswer, HeartbeatRequest
 from coordination.groups.consumer.service import RegistryCatalog
-from coordination.groups.coordinator import CoordinatorSettings, GroupCoordinator
+from coordination.groups.coordinator import GroupCoordinator
 from coordination.groups.requests import JoiningMember, MemberRef
-from coordination.local_topics import LocalTopicRegistry
-from tests.unit.coordination.test_coordinator_offsets import FileOffsetsLog, known
+from tests.unit.coordination.group_cluster import COORDINATOR_SETTINGS, GroupCluster, clusters, parts, run
+from tests.unit.coordination.test_coordinator_offsets import known
 
 E_UNKNOWN_MEMBER, E_FENCED_INSTANCE, E_INVALID_REQUEST, E_GROUP_NOT_FOUND = 25, 82, 42, 69
 E_FENCED_EPOCH, E_UNRELEASED_INSTANCE, E_UNSUPPORTED_ASSIGNOR, E_STALE_EPOCH = 110, 111, 112, 113
 E_INVALID_REGEX, E_GROUP_MAX_SIZE, E_UNSUPPORTED_VERSION, E_INCONSISTENT_PROTOCOL = 128, 81, 35, 23
 
 
-class Cluster:
-    """A coordinator with its offsets log and topic registry, in a temp dir."""
+class Cluster(GroupCluster):
+    """A coordinator of consumer groups with its offsets log and topic registry, in a temp dir."""
 
     def __init__(self, tmp_path: Any, **settings: Any) -> None:
-        self.dir = str(tmp_path)
-        self.log = FileOffsetsLog(self.dir)
-        self.registry = LocalTopicRegistry(self.dir)
+        super().__init__(tmp_path)
         self.settings = ConsumerSettings(**{"heartbeat_interval_ms": 100, **settings})
         self.coord = self.new_coordinator()
 
     def new_coordinator(self) -> GroupCoordinator:
-        coord = GroupCoordinator(CoordinatorSettings(min_session_timeout_ms=100, initial_rebalance_delay_ms=0),
-                                 self.log, self.settings)
+        coord = GroupCoordinator(COORDINATOR_SETTINGS, self.log, self.settings)
         coord.consumer.catalog = RegistryCatalog(self.registry)
         coord.active = True
         return coord
-
-    def topic(self, name: str, partitions: int) -> uuid.UUID:
-        info = self.registry.create(name, partitions, {})
-        self.registry.refresh()
-        return info.topic_id
-
-    def reload(self) -> GroupCoordinator:
-        """A coordinator elected after this one: it loads the log."""
-        self.coord = self.new_coordinator()
-        self.coord.load(self.log.loaded())
-        return self.coord
 
     async def beat(self, member_id: str, epoch: int, owned: dict[uuid.UUID, tuple[int, ...]] | None = None,
                    group: str = "g", **fields: Any) -> HeartbeatAnswer:
@@ -67,20 +53,7 @@ class Cluster:
 
 @pytest.fixture
 def make_cluster(tmp_path: Any) -> Any:
-    made: list[Cluster] = []
-
-    def make(**settings: Any) -> Cluster:
-        made.append(Cluster(tmp_path, **settings))
-        return made[-1]
-
-    yield make
-    for cluster in made:
-        cluster.log.close()
-
-
-def parts(answer: HeartbeatAnswer) -> set[int]:
-    assert answer.assignment is not None
-    return {p for ps in answer.assignment.values() for p in ps}
+    yield from clusters(lambda **settings: Cluster(tmp_path, **settings))
 
 
 class Client:
@@ -103,9 +76,6 @@ class Client:
     def held(self) -> set[int]:
         return {p for ps in self.owned.values() for p in ps}
 
-
-def run(coro: Any) -> Any:
-    return asyncio.run(coro)
 
 
 def test_two_members_split_the_partitions_and_a_partition_moves_only_after_its_owner_revoked_it(make_cluster: Any) -> None:

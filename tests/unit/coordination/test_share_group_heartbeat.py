@@ -8,56 +8,41 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from typing import Any
 
 import pytest
 
 from coordination.groups.consumer.heartbeat import HeartbeatRequest
 from coordination.groups.consumer.service import RegistryCatalog
-from coordination.groups.coordinator import CoordinatorSettings, GroupCoordinator
+from coordination.groups.coordinator import GroupCoordinator
 from coordination.groups.requests import JoiningMember, MemberRef
 from coordination.groups.share.heartbeat import ShareHeartbeatAnswer, ShareHeartbeatRequest, ShareSettings
-from coordination.local_topics import LocalTopicRegistry
 from coordination.share import records as share_records
 from coordination.share.state_coordinator import ShareStateCoordinator
+from tests.unit.coordination.group_cluster import COORDINATOR_SETTINGS, GroupCluster, clusters, parts, run
 from tests.unit.coordination.share_state_log import ListStateLog, share_state
 from tests.unit.coordination.share_state_log import known as share_known
-from tests.unit.coordination.test_coordinator_offsets import FileOffsetsLog, known
+from tests.unit.coordination.test_coordinator_offsets import known
 
 E_UNKNOWN_MEMBER, E_INVALID_REQUEST, E_GROUP_NOT_FOUND, E_FENCED_EPOCH = 25, 42, 69, 110
 E_GROUP_MAX_SIZE, E_INCONSISTENT_PROTOCOL, E_NON_EMPTY_GROUP = 81, 23, 68
 
 
-class Cluster:
-    """A coordinator with its offsets log, topic registry and share state, in a temp dir."""
+class Cluster(GroupCluster):
+    """A coordinator of share groups with its offsets log, topic registry and share state, in a temp dir."""
 
     def __init__(self, tmp_path: Any, state: ShareStateCoordinator | None = None, **settings: Any) -> None:
-        self.dir = str(tmp_path)
-        self.log = FileOffsetsLog(self.dir)
-        self.registry = LocalTopicRegistry(self.dir)
+        super().__init__(tmp_path)
         self.state = state or share_state()
         self.settings = ShareSettings(**{"heartbeat_interval_ms": 100, **settings})
         self.coord = self.new_coordinator()
 
     def new_coordinator(self) -> GroupCoordinator:
-        coord = GroupCoordinator(CoordinatorSettings(min_session_timeout_ms=100, initial_rebalance_delay_ms=0),
-                                 self.log, share_settings=self.settings, share_state=self.state)
+        coord = GroupCoordinator(COORDINATOR_SETTINGS, self.log, share_settings=self.settings, share_state=self.state)
         coord.consumer.catalog = RegistryCatalog(self.registry)
         coord.share.catalog = RegistryCatalog(self.registry)
         coord.active = True
         return coord
-
-    def topic(self, name: str, partitions: int) -> uuid.UUID:
-        info = self.registry.create(name, partitions, {})
-        self.registry.refresh()
-        return info.topic_id
-
-    def reload(self) -> GroupCoordinator:
-        """A coordinator elected after this one: it loads the log."""
-        self.coord = self.new_coordinator()
-        self.coord.load(self.log.loaded())
-        return self.coord
 
     async def beat(self, member_id: str, epoch: int, group: str = "g", **fields: Any) -> ShareHeartbeatAnswer:
         if epoch == 0:
@@ -77,24 +62,7 @@ class Cluster:
 
 @pytest.fixture
 def make_cluster(tmp_path: Any) -> Any:
-    made: list[Cluster] = []
-
-    def make(**settings: Any) -> Cluster:
-        made.append(Cluster(tmp_path, **settings))
-        return made[-1]
-
-    yield make
-    for cluster in made:
-        cluster.log.close()
-
-
-def parts(answer: ShareHeartbeatAnswer) -> set[int]:
-    assert answer.assignment is not None
-    return {p for ps in answer.assignment.values() for p in ps}
-
-
-def run(coro: Any) -> Any:
-    return asyncio.run(coro)
+    yield from clusters(lambda **settings: Cluster(tmp_path, **settings))
 
 
 def test_partitions_are_initialized_first_then_two_members_split_them(make_cluster: Any) -> None:
