@@ -28,6 +28,8 @@ import mmap
 import time
 from typing import Callable
 
+from broker.quotas.shared_counters import live_samples
+
 LEADER, FOLLOWER, ALTER_LOG_DIRS = 0, 1, 2
 MEASURES = 3
 
@@ -79,19 +81,13 @@ class ReplicationRates:
         now = now_ms() if at_ms is None else at_ms
         samples, window_ms = self.windows[measure]
         oldest_live = (now // window_ms - samples + 1) * window_ms
-        span = 2 * samples
-        u64, f64 = self._u64, self._f64
         total = 0.0
         oldest = now
         for table in range(self.workers):
             at = table * self.table_words + self._offsets[measure]
-            starts = u64[at:at + span:2].tolist()
-            values = f64[at + 1:at + span:2].tolist()
-            for index, started in enumerate(starts):
-                if oldest_live <= started <= now:
-                    total += values[index]
-                    if started < oldest:
-                        oldest = started
+            part, began = live_samples(self._u64, self._f64, at, samples, oldest_live, now)
+            total += part
+            oldest = min(oldest, began)
         return total * 1000.0 / max(now - oldest, window_ms)
 
     def close(self) -> None:

@@ -48,6 +48,22 @@ def key_hash(key: str) -> int:
     return int.from_bytes(hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "little") or 1
 
 
+def live_samples(u64: "memoryview[int]", f64: "memoryview[float]", at: int, samples: int, oldest_live: int,
+                 now_ms: int) -> tuple[float, int]:
+    """The total of the live samples of one (start ms, value) array at word ``at``, and when the
+    oldest live one began (``now_ms`` when none is)."""
+    span = 2 * samples
+    starts = u64[at:at + span:2].tolist()
+    values = f64[at + 1:at + span:2].tolist()
+    total, oldest = 0.0, now_ms
+    for index, started in enumerate(starts):
+        if oldest_live <= started <= now_ms:
+            total += values[index]
+            if started < oldest:
+                oldest = started
+    return total, oldest
+
+
 class QuotaCounters:
     """The shared tables of ``workers`` workers; ``bind(index)`` says which one is ours."""
 
@@ -147,17 +163,10 @@ class QuotaCounters:
         total = 0.0
         oldest = now_ms
         offset = 1 + metric * self.metric_words
-        span = 2 * self.samples
-        u64, f64 = self._u64, self._f64
         for word in self._slots_everywhere(key):
-            at = word + offset
-            starts = u64[at:at + span:2].tolist()
-            values = f64[at + 1:at + span:2].tolist()
-            for index, started in enumerate(starts):
-                if oldest_live <= started <= now_ms:
-                    total += values[index]
-                    if started < oldest:
-                        oldest = started
+            part, began = live_samples(self._u64, self._f64, word + offset, self.samples, oldest_live, now_ms)
+            total += part
+            oldest = min(oldest, began)
         return total, oldest
 
     def _span(self, now_ms: int, oldest: int) -> int:
