@@ -14,9 +14,16 @@ from typing import Any
 import orjson
 import pytest
 
-from tests.integration.conftest import castle_command, free_port, wait_until
+from tests.integration.conftest import castle_command, free_port, shared_broker, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+
+@pytest.fixture(scope="module")
+def broker(request, tmp_path_factory):
+    """One broker per distinct setting of the module's tests: each keeps to topics and groups
+    of its own, and none changes a broker config (a refused change changes nothing)."""
+    yield from shared_broker(request, tmp_path_factory)
 
 CLI_TIMEOUT = 30.0  # the subprocess's own bound; commands use --timeout (10 s default) inside it
 

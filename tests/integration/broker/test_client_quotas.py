@@ -9,11 +9,11 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 
-from tests.integration.conftest import Broker, wait_until
+from tests.integration.conftest import Broker, shared_broker, wait_until
 from tests.integration.coordination.test_group_protocol import request
 from tests.integration.kio_client import KioClient
 
@@ -44,6 +44,13 @@ def described(answer: Any) -> dict[tuple[tuple[str, str | None], ...], dict[str,
     assert answer.error_code == 0, answer
     return {tuple((e.entity_type, e.entity_name) for e in entry.entity): {v.key: float(v.value) for v in entry.values}
             for entry in answer.entries}
+
+
+@pytest.fixture(scope="module")
+def broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
+    """One broker for the wire tests (each alters entities of its own names); the enforcement
+    tests measure rates, so each starts a broker of its own."""
+    yield from shared_broker(request, tmp_path_factory)
 
 
 # ---------------------------------------------------------------------- the wire

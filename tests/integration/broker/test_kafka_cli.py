@@ -11,10 +11,11 @@ import json
 import re
 import subprocess
 import uuid
+from typing import Iterator
 
 import pytest
 
-from tests.integration.conftest import Broker, castle_command
+from tests.integration.conftest import Broker, castle_command, shared_broker
 from tests.kafka_cli import CONFIG_COMMAND, KAFKA_VERSION, TOPIC_COMMAND, missing_tools, run_tool
 from tests.kafka_facts import KAFKA_4_0_TOPIC_CONFIGS
 
@@ -27,6 +28,13 @@ def kafka_tools_present() -> None:
     missing = missing_tools()
     if missing:
         pytest.fail(f"Kafka's CLI needs {', '.join(missing)} on PATH (apt-get install default-jre-headless maven)")
+
+
+@pytest.fixture(scope="module")
+def broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
+    """One broker for the module: each test keeps to a topic, user, group or subscription of its own."""
+    yield from shared_broker(request, tmp_path_factory)
+
 
 CREATE_CONFIGS = {"compression.type": "lz4", "max.compaction.lag.ms": "86400000", "min.insync.replicas": "1"}
 ALTER_CONFIGS = {"retention.ms": "3600000", "segment.jitter.ms": "1000", "message.timestamp.after.max.ms": "7200000"}

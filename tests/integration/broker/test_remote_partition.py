@@ -25,13 +25,20 @@ from broker.partitions.remote_partition import (
 )
 from broker.protocol.build import build
 from storage.records import Record, encode_batch, iter_batches
-from tests.integration.conftest import free_port
+from tests.integration.conftest import free_port, shared_broker
 from tests.integration.kio_client import KioClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 # Two partitions on two workers: whichever worker the connection lands on, one of them is
 # forwarded to the other.
 TWO_PARTITIONS = pytest.mark.parametrize("broker", [{"num.partitions": 2}], indirect=True)
+
+
+@pytest.fixture(scope="module")
+def broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """One broker for the tests that each keep to a topic of their own; the test that restarts
+    its broker starts one of its own."""
+    yield from shared_broker(request, tmp_path_factory)
 
 UNKNOWN_TOPIC_OR_PARTITION, REQUEST_TIMED_OUT, NETWORK_EXCEPTION, CORRUPT_MESSAGE = 3, 7, 13, 2
 LOOPS = {"asyncio": None, "uvloop": uvloop.new_event_loop}
@@ -239,8 +246,8 @@ def test_a_silent_peer_times_out() -> None:
         run(main)
 
 
-@TWO_PARTITIONS
-def test_client_recovers_after_the_broker_restarts(broker: Any) -> None:
+def test_client_recovers_after_the_broker_restarts(broker_factory: Any) -> None:
+    broker = broker_factory(overrides={"num.partitions": 2})
     topic = "remote-restart"
     create_topic(broker.bootstrap, topic)
     batches = make_batches(4, b"r")

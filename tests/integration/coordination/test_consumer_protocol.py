@@ -16,16 +16,29 @@ from confluent_kafka import Consumer, TopicPartition
 from kio.schema.errors import ErrorCode
 
 from tests.integration.clients import confluent_create_topic, confluent_produce, make_records
-from tests.integration.conftest import Broker, wait_until
+from tests.integration.conftest import Broker, shared_broker, wait_until
 from tests.integration.coordination.test_group_protocol import request
 from tests.integration.coordination.test_groups import members  # noqa: F401  (the member processes fixture)
 from tests.integration.kio_client import KioClient
 
 CONSUMER_BROKER = {"group.consumer.heartbeat.interval.ms": 300, "group.consumer.session.timeout.ms": 6000,
                    "offsets.topic.num.partitions": 3}
-pytestmark = [pytest.mark.integration, pytest.mark.parametrize("broker", [CONSUMER_BROKER], indirect=True)]
+pytestmark = pytest.mark.integration
 
 HEARTBEAT, DESCRIBE, COMMIT, FETCH, METADATA, LIST_GROUPS, DESCRIBE_GROUPS = 68, 69, 8, 9, 3, 16, 15
+
+
+@pytest.fixture(scope="module")
+def broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """One broker for the tests that each keep to topics and groups of their own; the test that
+    kills the coordinator process starts a broker of its own (``own_broker``)."""
+    request.param = dict(CONSUMER_BROKER)  # type: ignore[attr-defined]
+    yield from shared_broker(request, tmp_path_factory)
+
+
+@pytest.fixture
+def own_broker(broker_factory: Any) -> Broker:
+    return broker_factory(workers=2, overrides=dict(CONSUMER_BROKER))
 
 
 def beat(client: KioClient, version: int = 1, **fields: Any) -> Any:
@@ -176,11 +189,11 @@ def test_librdkafka_consumers_share_a_topic_and_one_closing_hands_its_partitions
         one.close()
 
 
-def test_the_coordinator_killed_9_resumes_the_group_without_a_rebalance(broker: Broker) -> None:
+def test_the_coordinator_killed_9_resumes_the_group_without_a_rebalance(own_broker: Broker) -> None:
     topic, group = "cgp-kill", "cgp-kill-group"
-    consumers, seen = _group_that_read_400(broker, topic, group)
+    consumers, seen = _group_that_read_400(own_broker, topic, group)
     try:
-        with KioClient(broker.bootstrap) as client:
+        with KioClient(own_broker.bootstrap) as client:
             def stable() -> Any:
                 for member in consumers:
                     member.consume(10, 0.1)
@@ -188,18 +201,18 @@ def test_the_coordinator_killed_9_resumes_the_group_without_a_rebalance(broker: 
                 return described if described.group_state == "Stable" and len(described.members) == 2 else None
 
             before = wait_until(stable, 30, "a stable group of two")
-        committed_before = _committed(broker, group, topic, 4)
-        old = broker.coordinator_pid()
+        committed_before = _committed(own_broker, group, topic, 4)
+        old = own_broker.coordinator_pid()
         assert old is not None
         os.kill(old, signal.SIGKILL)
-        wait_until(lambda: broker.coordinator_pid() not in (None, old), 30, "a new coordinator process")
-        confluent_produce(broker.bootstrap, topic, make_records(200, 4, "b"))
+        wait_until(lambda: own_broker.coordinator_pid() not in (None, old), 30, "a new coordinator process")
+        confluent_produce(own_broker.bootstrap, topic, make_records(200, 4, "b"))
         _poll_all(consumers, 600, seen, 90)
-        with KioClient(broker.bootstrap) as client:
+        with KioClient(own_broker.bootstrap) as client:
             after = wait_until(stable, 30, "the group stable again")
         assert after.group_epoch == before.group_epoch, "the new coordinator resumed the group: no rebalance"
         assert {(m.member_id, m.member_epoch) for m in after.members} == {(m.member_id, m.member_epoch) for m in before.members}
-        committed_after = _committed(broker, group, topic, 4)
+        committed_after = _committed(own_broker, group, topic, 4)
         assert all(a >= b for a, b in zip(committed_after, committed_before)), (committed_before, committed_after)
         assert committed_after == [150, 150, 150, 150]
     finally:

@@ -20,7 +20,7 @@ from kio.index import load_request_schema
 from kio.schema.errors import ErrorCode
 
 from broker.protocol.build import build
-from tests.integration.conftest import round_trip, wait_until
+from tests.integration.conftest import Broker, round_trip, shared_broker, wait_until
 from tests.integration.kio_client import KioClient
 
 GROUP_BROKER = {"group.initial.rebalance.delay.ms": 0, "group.min.session.timeout.ms": 1000,
@@ -109,13 +109,31 @@ def fetch(client: KioClient, version: int, group: str, partitions: list[tuple[st
     return {(t.name, p.partition_index): (int(p.committed_offset), int(p.error_code)) for t in found for p in t.partitions}
 
 
-@pytest.fixture(autouse=True)
-def coordinator_loaded(broker: Any) -> None:
+@pytest.fixture(scope="module")
+def broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """One broker for the tests that each keep to groups of their own; a test that kills its
+    coordinator or restarts it takes a broker of its own (``own_broker``)."""
+    yield from shared_broker(request, tmp_path_factory)
+
+
+@pytest.fixture
+def own_broker(broker_factory: Any) -> Broker:
+    started = broker_factory(workers=2, overrides=dict(GROUP_BROKER))
+    wait_loaded(started)
+    return started
+
+
+def wait_loaded(broker: Broker) -> None:
     """Right after a start the coordinator answers COORDINATOR_LOAD_IN_PROGRESS (as Kafka's
     does while it reads __consumer_offsets); clients retry, and so do these tests."""
     with KioClient(broker.bootstrap) as client:
         wait_until(lambda: heartbeat(client, 4, "probe", 1, "probe") == ErrorCode.unknown_member_id, 20,
                    "the coordinator to finish loading")
+
+
+@pytest.fixture(autouse=True)
+def coordinator_loaded(broker: Broker) -> None:
+    wait_loaded(broker)
 
 
 # ---------------------------------------------------------------------- every version
@@ -214,21 +232,24 @@ def test_describe_groups_every_version(broker: Any, version: int) -> None:
 
 @pytest.mark.parametrize("version", range(0, 6))
 def test_list_groups_every_version(broker: Any, version: int) -> None:
+    # The module's broker holds the other tests' groups too: these two are this version's.
+    listed, empty = f"listed-v{version}", f"listed-empty-v{version}"
     with KioClient(broker.bootstrap) as client:
-        joined = join_until_member(client, 9, "listed")
-        sync(client, 5, "listed", joined.generation_id, joined.member_id, [(joined.member_id, b"")], protocol_name="range")
+        joined = join_until_member(client, 9, listed)
+        sync(client, 5, listed, joined.generation_id, joined.member_id, [(joined.member_id, b"")], protocol_name="range")
         ensure_topic(client, "t")
-        commit(client, 9, "listed-empty", [("t", 0, 1)])
+        commit(client, 9, empty, [("t", 0, 1)])
         answer = client.call(LIST, version, request(LIST, version, states_filter=[], types_filter=[]))
         assert answer.error_code == 0
         groups = {g.group_id: g for g in answer.groups}
-        assert groups["listed"].protocol_type == "consumer" and groups["listed-empty"].protocol_type == ""
+        assert groups[listed].protocol_type == "consumer" and groups[empty].protocol_type == ""
         if version >= 4:
-            assert groups["listed"].group_state == "Stable" and groups["listed-empty"].group_state == "Empty"
+            assert groups[listed].group_state == "Stable" and groups[empty].group_state == "Empty"
             stable = client.call(LIST, version, request(LIST, version, states_filter=["stable"], types_filter=[]))
-            assert {g.group_id for g in stable.groups} == {"listed"}
+            assert listed in {g.group_id for g in stable.groups} and empty not in {g.group_id for g in stable.groups}
+            assert {g.group_state for g in stable.groups} == {"Stable"}
         if version >= 5:
-            assert groups["listed"].group_type == "classic"
+            assert groups[listed].group_type == "classic"
             none = client.call(LIST, version, request(LIST, version, states_filter=[], types_filter=["consumer"]))
             assert none.groups == ()
 
@@ -381,7 +402,7 @@ def test_a_deposed_coordinators_offset_writes_are_fenced(broker: Any) -> None:
     assert write(coordinator_client_id(epoch), proven=False) == ErrorCode.invalid_topic_exception
 
 
-def test_requests_that_come_while_the_coordinator_process_restarts_wait_for_its_successor(broker: Any) -> None:
+def test_requests_that_come_while_the_coordinator_process_restarts_wait_for_its_successor(own_broker: Broker) -> None:
     """Between a coordinator's kill -9 and its successor serving, FindCoordinator and group
     requests wait for the successor (a few seconds at most) and get its answers: not
     COORDINATOR_NOT_AVAILABLE, which makes clients drop their coordinator connection and
@@ -403,9 +424,9 @@ def test_requests_that_come_while_the_coordinator_process_restarts_wait_for_its_
             return True
         return False
 
-    with KioClient(broker.bootstrap, timeout=20) as client:
+    with KioClient(own_broker.bootstrap, timeout=20) as client:
         wait_until(lambda: find(client) == 0, 20, "the coordinator serving")
-        victim = broker.coordinator_pid()
+        victim = own_broker.coordinator_pid()
         assert victim is not None
         os.kill(victim, signal.SIGKILL)
         wait_until(lambda: reaped(victim), 10, "the supervisor to reap the coordinator")
@@ -414,10 +435,10 @@ def test_requests_that_come_while_the_coordinator_process_restarts_wait_for_its_
         assert find(client) == 0
         assert heartbeat(client) == ErrorCode.unknown_member_id  # the successor's answer: it serves
         assert time.monotonic() - started < 15
-        assert broker.coordinator_pid() not in (None, victim)
+        assert own_broker.coordinator_pid() not in (None, victim)
 
 
-def test_requests_parked_in_a_coordinator_that_dies_are_answered_at_once(broker: Any) -> None:
+def test_requests_parked_in_a_coordinator_that_dies_are_answered_at_once(own_broker: Broker) -> None:
     """A JoinGroup waiting for a rebalance and a SyncGroup waiting for the leader are parked
     in the coordinator process; kill -9 it and both are answered COORDINATOR_NOT_AVAILABLE
     as soon as the supervisor reaps it (the rings fail calls to a dead endpoint), not at the
@@ -437,8 +458,8 @@ def test_requests_parked_in_a_coordinator_that_dies_are_answered_at_once(broker:
         assert got == correlation_id
         return entity
 
-    with KioClient(broker.bootstrap, timeout=20) as first, KioClient(broker.bootstrap, timeout=20) as second, \
-            KioClient(broker.bootstrap, timeout=20) as third, KioClient(broker.bootstrap, timeout=20) as beating:
+    with KioClient(own_broker.bootstrap, timeout=20) as first, KioClient(own_broker.bootstrap, timeout=20) as second, \
+            KioClient(own_broker.bootstrap, timeout=20) as third, KioClient(own_broker.bootstrap, timeout=20) as beating:
         ensure_topic(first, "t")
         # Group "parked-sync": two members joined; the follower's SyncGroup waits for the leader's.
         leader = join_until_member(first, 9, "parked-sync")
@@ -464,7 +485,7 @@ def test_requests_parked_in_a_coordinator_that_dies_are_answered_at_once(broker:
                                                   protocol_type="consumer", reason=None,
                                                   protocols=[{"name": "range", "metadata": subscription("t")}]))
         wait_until(lambda: group_state(first, "parked-join") == "PreparingRebalance", 10, "the newcomer's join parked")
-        victim = broker.coordinator_pid()
+        victim = own_broker.coordinator_pid()
         assert victim is not None
         os.kill(victim, signal.SIGKILL)
         killed_at = time.monotonic()
@@ -481,12 +502,12 @@ def test_requests_parked_in_a_coordinator_that_dies_are_answered_at_once(broker:
                         ErrorCode.rebalance_in_progress, 0)
         wait_until(lambda: heartbeat(beating, 4, "parked-join", member.generation_id, member.member_id) in (
             0, ErrorCode.rebalance_in_progress), 30, "the successor serving the restored group")
-        assert broker.coordinator_pid() not in (None, victim)
+        assert own_broker.coordinator_pid() not in (None, victim)
 
 
-def test_a_group_its_last_members_left_is_empty_and_deletable_at_once_and_stays_deleted(broker: Any) -> None:
+def test_a_group_its_last_members_left_is_empty_and_deletable_at_once_and_stays_deleted(own_broker: Broker) -> None:
     group = "left-empty"
-    with KioClient(broker.bootstrap) as client, KioClient(broker.bootstrap) as other:
+    with KioClient(own_broker.bootstrap) as client, KioClient(own_broker.bootstrap) as other:
         first = join_until_member(client, 9, group)  # generation 1, alone
         sync(client, 5, group, first.generation_id, first.member_id, [(first.member_id, b"A")], protocol_name="range")
         second_id = join(other, 9, group).member_id  # MEMBER_ID_REQUIRED
@@ -507,8 +528,8 @@ def test_a_group_its_last_members_left_is_empty_and_deletable_at_once_and_stays_
         assert (described.groups[0].error_code, described.groups[0].group_state, described.groups[0].members) == (0, "Empty", ())
         deleted = client.call(DELETE, 2, request(DELETE, 2, groups_names=[group]))
         assert [(r.group_id, r.error_code) for r in deleted.results] == [(group, 0)]
-    broker.restart()
-    with KioClient(broker.bootstrap) as client:
+    own_broker.restart()
+    with KioClient(own_broker.bootstrap) as client:
         wait_until(lambda: heartbeat(client, 4, "probe", 1, "probe") == ErrorCode.unknown_member_id, 20,
                    "the coordinator to finish loading")
         described = client.call(DESCRIBE, 5, request(DESCRIBE, 5, groups=[group], include_authorized_operations=False))

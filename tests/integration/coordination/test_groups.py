@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from loadtest.children import ChildProcess
-from tests.integration.conftest import wait_until
+from tests.integration.conftest import shared_broker, wait_until
 
 ROOT_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
@@ -54,6 +54,13 @@ class MemberProcess(ChildProcess):
 
     def stderr(self) -> str:
         return self.stderr_tail(40)
+
+
+@pytest.fixture(scope="module")
+def broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """One broker per distinct setting for the tests that each keep to topics and groups of
+    their own; the test that restarts its broker starts one of its own."""
+    yield from shared_broker(request, tmp_path_factory)
 
 
 @pytest.fixture
@@ -111,11 +118,12 @@ def wait_for_split(group: list[MemberProcess], partitions: int, timeout: float =
 @pytest.mark.parametrize("client", CLIENTS)
 @pytest.mark.parametrize("broker", [GROUP_BROKER], indirect=True)
 def test_three_members_share_six_partitions_and_read_each_record_once(broker: Any, members: Any, client: str) -> None:
-    create_topic(broker.bootstrap, "six", 6)
-    group = [members(client, broker.bootstrap, f"g-{client}", "six") for _ in range(3)]
+    topic = f"six-{client}"
+    create_topic(broker.bootstrap, topic, 6)
+    group = [members(client, broker.bootstrap, f"g-{client}", topic) for _ in range(3)]
     wait_for_split(group, 6)
     assert sorted(tuple(m.assignment() or ()) for m in group) == [(0, 1), (2, 3), (4, 5)]  # the range assignor
-    sent = produce(broker.bootstrap, "six", 6, 600, client)
+    sent = produce(broker.bootstrap, topic, 6, 600, client)
     wait_until(lambda: len(consumed_values(group)) >= 600, 40, "every record consumed")
     time.sleep(0.5)  # a duplicate, if any, would arrive right behind
     got = consumed_values(group)
@@ -157,8 +165,8 @@ def test_killed_member_partitions_move_to_the_others(broker: Any, members: Any) 
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("broker", [GROUP_BROKER], indirect=True)
-def test_committed_offsets_survive_a_broker_restart(broker: Any, members: Any) -> None:
+def test_committed_offsets_survive_a_broker_restart(broker_factory: Any, members: Any) -> None:
+    broker = broker_factory(overrides=GROUP_BROKER)
     create_topic(broker.bootstrap, "durable", 3)
     first = produce(broker.bootstrap, "durable", 3, 150, "old")
     member = members("confluent", broker.bootstrap, "g-durable", "durable")
@@ -196,15 +204,15 @@ def test_a_group_grows_shrinks_and_empties_without_waiting_for_sessions(broker: 
     deletable, as soon as the last one has closed."""
     from confluent_kafka.admin import AdminClient
 
-    create_topic(broker.bootstrap, "grow", 12)
-    group_id = f"g-grow-{client}"
+    topic, group_id = f"grow-{client}", f"g-grow-{client}"
+    create_topic(broker.bootstrap, topic, 12)
     started = time.monotonic()
-    group = [members(client, broker.bootstrap, group_id, "grow") for _ in range(3)]
+    group = [members(client, broker.bootstrap, group_id, topic) for _ in range(3)]
     wait_for_split(group, 12)
     formed = time.monotonic() - started
 
     started = time.monotonic()
-    group.append(members(client, broker.bootstrap, group_id, "grow"))
+    group.append(members(client, broker.bootstrap, group_id, topic))
     wait_for_split(group, 12)
     grown = time.monotonic() - started
 

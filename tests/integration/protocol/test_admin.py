@@ -10,9 +10,16 @@ import pytest
 
 from loadtest.common import process_tree
 from tests.integration.clients import confluent_consume, confluent_produce, make_records
-from tests.integration.conftest import wait_until
+from tests.integration.conftest import shared_broker, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+
+@pytest.fixture(scope="module")
+def broker(request, tmp_path_factory):
+    """One broker for the module: each test keeps to topics of its own names; the test that
+    restarts its broker starts one of its own."""
+    yield from shared_broker(request, tmp_path_factory)
 
 # The default test broker: node 0 with two workers, each its own node.
 NODES = [0]  # a two-worker broker is one node
@@ -209,10 +216,11 @@ def test_a_deleted_topic_leaves_no_open_files_behind(broker):
     assert not [n for n in os.listdir(broker.log_dir) if n.startswith(topic)]
 
 
-def test_out_of_range_topic_configs_are_refused_and_the_broker_still_restarts(broker):
+def test_out_of_range_topic_configs_are_refused_and_the_broker_still_restarts(broker_factory):
     """segment.bytes=0 once registered a topic whose log could not be mapped: the owner
     failed and every later start of the broker stopped at boot. Now CreateTopics and
     AlterConfigs answer INVALID_CONFIG and nothing is registered or changed."""
+    broker = broker_factory()
     from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import copy
 import struct
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 
 from broker import apis, dispatch
 from broker.protocol import codec
+from tests.integration.conftest import Broker, shared_broker
 from tests.integration.kio_client import KioClient, read_frame
 from tests.integration.protocol.test_protocol_raw import _batch, _create_topic, _produce
 from tests.unit.protocol.test_admin_apis import REQUESTS, _error_codes, _kafka_python, _kp_object
@@ -21,6 +22,12 @@ from tests.unit.protocol.test_admin_apis import REQUESTS, _error_codes, _kafka_p
 pytestmark = pytest.mark.integration
 
 apis.load_all()
+
+
+@pytest.fixture(scope="module")
+def broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
+    """One broker for the module: each test keeps to topics of its own."""
+    yield from shared_broker(request, tmp_path_factory)
 
 
 def _call(client: KioClient, key: int, version: int, data: dict[str, Any]) -> Any:
@@ -50,17 +57,21 @@ def _named(key: int, name: str) -> dict[str, Any]:
         topic["name"] = name
     if "topic_names" in data:
         data["topic_names"] = [name]
+    for resource in data.get("resources", []):
+        if resource["resource_type"] == 2:  # TOPIC
+            resource["resource_name"] = name
     return data
 
 
 @pytest.mark.parametrize("key", [2, 21, 22, 32, 33, 44, 60])
 def test_every_version_on_an_existing_topic(broker: Any, key: int) -> None:
+    topic = f"existing-{key}"  # one per API: AlterConfigs and DeleteRecords change theirs
     with KioClient(broker.bootstrap) as client:
-        _create_topic(client, "t")
+        _create_topic(client, topic)
         for _ in range(2):
-            assert _produce(client, 9, "t", _batch([b"x"])).responses[0].partition_responses[0].error_code == 0
+            assert _produce(client, 9, topic, _batch([b"x"])).responses[0].partition_responses[0].error_code == 0
         for version in _versions(key):
-            answer = _call(client, key, version, REQUESTS[key])
+            answer = _call(client, key, version, _named(key, topic))
             codes = _error_codes(answer)
             # ListOffsets asks for partition 1 of a one-partition topic on purpose.
             assert codes <= ({0, 3} if key == 2 else {0}), (key, version, answer)

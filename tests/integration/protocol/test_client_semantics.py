@@ -9,8 +9,15 @@ import time
 import pytest
 
 from tests.integration.clients import CONSUMERS, PRODUCERS, Rec, assert_same, confluent_create_topic, make_records
+from tests.integration.conftest import shared_broker
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+
+@pytest.fixture(scope="module")
+def broker(request, tmp_path_factory):
+    """One broker per distinct setting of the module's tests: each keeps to topics of its own."""
+    yield from shared_broker(request, tmp_path_factory)
 
 
 def _confluent_consumer(broker, **config):

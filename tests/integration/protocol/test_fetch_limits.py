@@ -19,7 +19,7 @@ from broker.protocol.build import build
 from storage.batch import parse_header
 from storage.records import Record, encode_batch, iter_batches
 from tests.integration.clients import Rec, assert_same, confluent_consume, confluent_produce
-from tests.integration.conftest import partition_owned_by
+from tests.integration.conftest import partition_owned_by, shared_broker
 from tests.integration.kio_client import KioClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
@@ -27,6 +27,12 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 KB = 1024
 MAX_BYTES = 1_000_000
 BROKER = {"workers": 2, "num.partitions": 4, "message.max.bytes": 2 * 1024 * 1024}
+
+
+@pytest.fixture(scope="module")
+def broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """One broker for the module: each test keeps to a topic of its own."""
+    yield from shared_broker(request, tmp_path_factory)
 
 
 def _req(api_key: int, version: int, data: dict[str, Any]) -> Any:

@@ -13,12 +13,13 @@ from __future__ import annotations
 import uuid
 from collections import Counter
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.integration.conftest import Broker
+from tests.integration.conftest import Broker, shared_broker
 from tests.java_clients import java_present, lines_with, run_java, start_java
 
 pytestmark = [pytest.mark.integration, pytest.mark.transactions, pytest.mark.java_clients, pytest.mark.timeout(300)]
@@ -26,6 +27,12 @@ pytestmark = [pytest.mark.integration, pytest.mark.transactions, pytest.mark.jav
 __all__ = ["java_present"]  # the autouse fixture: Java must be on PATH
 
 TIMEOUT = 30.0
+
+
+@pytest.fixture(scope="module")
+def broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
+    """One broker for the module: each test keeps to topics and transactional ids of its own."""
+    yield from shared_broker(request, tmp_path_factory)
 
 
 def java_create_topics(broker: Broker, partitions: int, *names: str) -> None:

@@ -8,8 +8,15 @@ import os
 import pytest
 
 from tests.integration.clients import CONSUMERS, PRODUCERS, Rec, assert_same
+from tests.integration.conftest import shared_broker
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+
+@pytest.fixture(scope="module")
+def broker(request, tmp_path_factory):
+    """One broker per distinct setting: each client's test keeps to a topic of its own."""
+    yield from shared_broker(request, tmp_path_factory)
 
 BIG = 5 * 1024 * 1024
 LIMIT = 8 * 1024 * 1024

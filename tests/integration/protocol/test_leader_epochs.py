@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 from kio.schema.errors import ErrorCode
@@ -19,7 +19,7 @@ from kio.schema.errors import ErrorCode
 from broker.security.broker_proof import MECHANISM as BROKER_MECHANISM
 from broker.security.broker_proof import BrokerProofClient
 from coordination.znodes import BrokerSecretZNode
-from tests.integration.conftest import Broker
+from tests.integration.conftest import Broker, shared_broker
 from tests.integration.coordination.test_group_protocol import request
 from tests.integration.kio_client import KioClient
 from tests.integration.protocol.test_protocol_raw import _batch, _create_topic
@@ -27,6 +27,12 @@ from tests.integration.protocol.test_protocol_raw import _batch, _create_topic
 pytestmark = pytest.mark.integration
 
 OFFSET_FOR_LEADER_EPOCH, FETCH, LIST_OFFSETS, PRODUCE = 23, 1, 2, 0
+
+
+@pytest.fixture(scope="module")
+def broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
+    """One broker for the module: each test keeps to topics of its own, and none moves a leader."""
+    yield from shared_broker(request, tmp_path_factory)
 
 
 def produce(client: KioClient, topic: str, values: list[bytes]) -> int:

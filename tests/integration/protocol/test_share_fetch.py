@@ -17,14 +17,22 @@ from kio.schema.errors import ErrorCode
 
 from storage.records import iter_batches
 from tests.integration.clients import Rec, confluent_create_topic, confluent_produce
-from tests.integration.conftest import Broker, wait_until
+from tests.integration.conftest import Broker, shared_broker, wait_until
 from tests.integration.coordination.test_consumer_protocol import topic_id
 from tests.integration.coordination.test_group_protocol import request
 from tests.integration.kio_client import KioClient
 
 # Two workers: the partitions' owners are not always the worker a connection landed on.
 SHARE_BROKER = {"offsets.topic.num.partitions": 3, "share.coordinator.state.topic.num.partitions": 3}
-pytestmark = [pytest.mark.integration, pytest.mark.parametrize("broker", [SHARE_BROKER], indirect=True)]
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """One broker for the tests that each keep to a topic and a share group of their own; the
+    test that kills the coordinator and restarts the broker starts one of its own."""
+    request.param = dict(SHARE_BROKER)  # type: ignore[attr-defined]
+    yield from shared_broker(request, tmp_path_factory)
 
 SHARE_FETCH, SHARE_ACK = 78, 79
 GAP, ACCEPT, RELEASE, REJECT = 0, 1, 2, 3
@@ -187,7 +195,8 @@ def test_a_closed_connection_gives_its_records_back_at_once(broker: Broker) -> N
         other.close()
 
 
-def test_acknowledged_records_stay_acknowledged_after_the_coordinator_and_the_broker_die(broker: Broker) -> None:
+def test_acknowledged_records_stay_acknowledged_after_the_coordinator_and_the_broker_die(broker_factory: Any) -> None:
+    broker = broker_factory(overrides=dict(SHARE_BROKER))
     name = "share-durable"
     confluent_create_topic(broker.bootstrap, name, 1)
     with KioClient(broker.bootstrap) as admin:

@@ -11,10 +11,16 @@ import pytest
 
 from storage.config import TOPIC_KEYS
 from storage.records import iter_batches
-from tests.integration.conftest import wait_until
+from tests.integration.conftest import shared_broker, wait_until
 from tests.integration.kio_client import KioClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+
+@pytest.fixture(scope="module")
+def broker(request, tmp_path_factory):
+    """One broker for the module: each test keeps to topics of its own."""
+    yield from shared_broker(request, tmp_path_factory)
 
 # A value other than the default for every key, as an operator would set it.
 SET_ALL = {

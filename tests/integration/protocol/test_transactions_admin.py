@@ -15,13 +15,20 @@ from kio.schema.errors import ErrorCode
 
 from broker.protocol import codec
 from broker.protocol.describe_transactions_v0 import DescribeTransactionsResponse
-from tests.integration.conftest import Broker, wait_until
+from tests.integration.conftest import Broker, shared_broker, wait_until
 from tests.integration.coordination.test_group_protocol import request
 from tests.integration.kio_client import KioClient, read_frame
 from tests.integration.protocol.test_transactions_wire import create_topic, produce_transactional
 
 pytestmark = [pytest.mark.integration, pytest.mark.transactions, pytest.mark.timeout(120)]
 SETTINGS = {"num.partitions": 2, "transaction.state.log.num.partitions": 4, "offsets.topic.num.partitions": 4}
+
+
+@pytest.fixture(scope="module")
+def broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """One broker for the module: the first test only reads ApiVersions, the second keeps to
+    transactional ids of its own."""
+    yield from shared_broker(request, tmp_path_factory)
 
 API_VERSIONS, INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, END_TXN = 18, 22, 24, 26
 DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 61, 65, 66

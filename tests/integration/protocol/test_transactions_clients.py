@@ -19,7 +19,16 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from tests.integration.conftest import shared_broker
+
 pytestmark = [pytest.mark.integration, pytest.mark.transactions]
+
+
+@pytest.fixture(scope="module")
+def broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """One broker for the module: each test keeps to topics, transactional ids and groups of its own."""
+    yield from shared_broker(request, tmp_path_factory)
+
 
 TIMEOUT = 30.0
 

@@ -22,7 +22,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from storage.records import CONTROL_TYPE_COMMIT, Record, encode_batch, iter_batches, parse_control_record
-from tests.integration.conftest import Broker
+from tests.integration.conftest import Broker, shared_broker
 from tests.integration.coordination.test_group_protocol import request
 from tests.integration.kio_client import KioClient, decode_response, read_frame
 from tests.integration.protocol.test_leader_epochs import _prove_broker
@@ -31,6 +31,14 @@ from tests.integration.protocol.test_transactions_wire import broker_secret, cre
 pytestmark = [pytest.mark.integration, pytest.mark.transactions, pytest.mark.timeout(180)]
 TWO_PARTITIONS = pytest.mark.parametrize("broker", [{"num.partitions": 2}], indirect=True)
 HELD_AT_V1 = pytest.mark.parametrize("broker", [{"num.partitions": 2, "transaction.version": 1}], indirect=True)
+
+
+@pytest.fixture(scope="module")
+def broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """One broker per setting: each test keeps to a topic and a transactional id of its own,
+    and only the broker held at transaction version 1 has that level."""
+    yield from shared_broker(request, tmp_path_factory)
+
 
 PRODUCE, API_VERSIONS, INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT = 0, 18, 22, 24, 26, 28
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1
