@@ -430,12 +430,17 @@ class WorkerNode:
         """(error, node id, host, port) of the elected coordinator; ``transactions``: asked for
         a transactional id, which makes sure __transaction_state exists, as in Kafka;
         ``share``: asked for a share coordinator, which makes sure __share_group_state exists."""
-        await self._coordinator_restarted()
         kind = FIND_TRANSACTIONS if transactions else FIND_SHARE if share else b""
-        try:
-            return await self.mesh.call(self.coordinator_endpoint, Op.FIND, [kind], peer_codec.decode_found, 10)
-        except KafkaError:
-            return int(ErrorCode.coordinator_not_available), -1, "", -1
+        for attempt in (1, 2):
+            await self._coordinator_restarted()
+            try:
+                return await self.mesh.call(self.coordinator_endpoint, Op.FIND, [kind], peer_codec.decode_found, 10)
+            except KafkaError:
+                # Sent to a process that had died but was not yet marked down: FIND asks
+                # nothing of it, so ask its successor once (waiting for it as above).
+                if attempt == 2 or self.mesh.is_up(self.coordinator_endpoint):
+                    break
+        return int(ErrorCode.coordinator_not_available), -1, "", -1
 
     def fence_epoch(self) -> int:
         """The current coordinator epoch (file or ZooKeeper watch; never blocks)."""
