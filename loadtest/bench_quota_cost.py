@@ -81,6 +81,9 @@ THROTTLE_STATS = ("quota_throttled_produce", "quota_throttled_fetch")
 # --------------------------------------------------------------------------- quotas
 
 
+DESCRIBE_WAIT_S = 10.0
+
+
 def quota_values(args: argparse.Namespace) -> dict[str, float]:
     return dict(zip(QUOTA_KEYS, (args.byte_rate, args.byte_rate, args.request_percentage)))
 
@@ -88,12 +91,18 @@ def quota_values(args: argparse.Namespace) -> dict[str, float]:
 def set_quotas(bootstrap: str, values: dict[str, float] | None) -> dict[str, dict[str, float]]:
     """Configure (values) or remove (None) the bench's quotas; what DescribeClientQuotas then
     answers for the bench's entities, which must be exactly that."""
+    wanted = {entity_text(entity): dict(values) if values else {} for entity in ENTITIES}
     with QuotaClient(bootstrap) as client:
         for entity in ENTITIES:
             client.alter(entity, dict(values) if values else dict.fromkeys(QUOTA_KEYS))
-        described = client.describe()
-    found = {entity_text(entity): described.get(entity_key(entity), {}) for entity in ENTITIES}
-    wanted = {entity_text(entity): dict(values) if values else {} for entity in ENTITIES}
+        # Kafka (KRaft) answers from its metadata image, which takes the change a moment later.
+        deadline = time.monotonic() + DESCRIBE_WAIT_S
+        while True:
+            described = client.describe()
+            found = {entity_text(entity): described.get(entity_key(entity), {}) for entity in ENTITIES}
+            if found == wanted or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
     if found != wanted:
         raise RuntimeError(f"DescribeClientQuotas on {bootstrap} answered {found}, expected {wanted}")
     return found
