@@ -110,7 +110,7 @@ class WorkerNode:
             self.security.watch_credentials(self.cluster.credentials())
         if self.security.authorizer_on:
             self.security.watch_acls(self.cluster.acls())
-        start_delegation_tokens(config, self.security, self.cluster.delegation_tokens(), expirer=index == 0)
+        self.security.tokens = start_delegation_tokens(config, self.cluster.delegation_tokens(), expirer=index == 0)
         # Groups' configs (consumer.session.timeout.ms, share.record.lock.duration.ms, ...),
         # read per request from a cache the store's watch keeps fresh.
         self.group_configs = open_group_configs(config, self.cluster.group_configs())

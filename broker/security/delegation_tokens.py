@@ -31,15 +31,12 @@ import logging
 import threading
 import time
 import uuid
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 from broker.config import BrokerConfig
 from broker.security.scram_credentials import MECHANISMS, MIN_ITERATIONS, ScramCredential, from_password
 from coordination.delegation_tokens import DELETE, TokenInfo, TokenStore
 from coordination.store_follower import StoreFollower
-
-if TYPE_CHECKING:
-    from broker.security.broker_security import BrokerSecurity
 
 log = logging.getLogger(__name__)
 
@@ -156,14 +153,14 @@ def remove_expired(store: TokenStore, now: int) -> list[str]:
     return removed
 
 
-def start_delegation_tokens(config: BrokerConfig, security: "BrokerSecurity", store: TokenStore, expirer: bool) -> None:
-    """Give ``security`` the token cache its connections authenticate with (nothing while
-    tokens are disabled); with ``expirer``, this process also deletes expired tokens."""
+def start_delegation_tokens(config: BrokerConfig, store: TokenStore, expirer: bool) -> "TokenCache | None":
+    """The token cache connections authenticate with (None while tokens are disabled); with
+    ``expirer``, this process also deletes expired tokens."""
     secret = secret_key(config)
     if secret is None:
-        return
+        return None
     cache = TokenCache(secret, store)
     cache.start()
     if expirer:
         cache.expire_periodically(config.get_int("delegation.token.expiry.check.interval.ms"))
-    security.tokens = cache
+    return cache
