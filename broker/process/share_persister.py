@@ -43,6 +43,7 @@ CLIENT_ID = "castle-share-persister"
 CALL_TIMEOUT = 30.0
 RESTART_WAIT = 5.0  # how long a call waits for this broker's coordinator process to come back
 RETRY_SECONDS = 15.0  # how long a call keeps looking for a coordinator that moves or restarts
+LAST_ATTEMPT_SECONDS = 1.0  # the least an attempt is given, even at the window's end
 FIRST_BACKOFF, MAX_BACKOFF = 0.05, 1.0
 RETRIABLE = frozenset({int(ErrorCode.not_coordinator), int(ErrorCode.coordinator_not_available),
                        int(ErrorCode.coordinator_load_in_progress), int(ErrorCode.network_exception),
@@ -114,7 +115,13 @@ class SharePersister:
         deadline = loop.time() + self.retry_seconds
         backoff = FIRST_BACKOFF
         while True:
-            result = await self._once(api_key, fields)
+            # Each attempt is bounded by what is left of the window too: a find or a call to a
+            # coordinator that hangs, then dies, must not answer after the window closed.
+            try:
+                result = await asyncio.wait_for(self._once(api_key, fields),
+                                                max(deadline - loop.time(), LAST_ATTEMPT_SECONDS))
+            except asyncio.TimeoutError:
+                return int(ErrorCode.coordinator_not_available)
             code = _code(result)
             if code not in RETRIABLE or loop.time() + backoff > deadline:
                 return result
