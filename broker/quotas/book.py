@@ -24,10 +24,6 @@ type costs one attribute test.
 
 from __future__ import annotations
 
-import logging
-import threading
-from typing import Callable
-
 from broker.quotas.shared_counters import FETCH, PRODUCE, REQUEST, QuotaCounters
 from coordination.client_quotas import (
     CLIENT_ID,
@@ -41,8 +37,7 @@ from coordination.client_quotas import (
     Quotas,
     QuotaStore,
 )
-
-log = logging.getLogger(__name__)
+from coordination.store_follower import StoreFollower
 
 MUTATION = 3  # controller_mutation_rate: resolved here, measured by broker/quotas/mutation_buckets.py
 KEY_OF_METRIC = {PRODUCE: PRODUCER_BYTE_RATE, FETCH: CONSUMER_BYTE_RATE, REQUEST: REQUEST_PERCENTAGE,
@@ -114,8 +109,7 @@ class QuotaBook:
     def __init__(self, counters: QuotaCounters) -> None:
         self.counters = counters
         self.table = QuotaTable({})
-        self._closed = False
-        self._wake: Callable[[], None] | None = None
+        self._follower: StoreFollower | None = None
 
     def follow(self, store: QuotaStore) -> None:
         """Load now, then again after each change of ``store`` (on a reader thread)."""
@@ -123,24 +117,8 @@ class QuotaBook:
             self.table = QuotaTable(store.all())
 
         load()
-        wake = threading.Event()
-
-        def run() -> None:
-            while not self._closed:
-                wake.wait()
-                wake.clear()
-                if self._closed:
-                    return
-                try:
-                    load()
-                except Exception as exc:
-                    log.warning("cannot read the client quotas: %s", exc)
-                    wake.set()
-                    threading.Event().wait(0.5)
-
-        threading.Thread(target=run, name="client-quotas", daemon=True).start()
-        self._wake = wake.set
-        store.watch(wake.set)
+        self._follower = StoreFollower(load, "client-quotas", "client quotas")
+        self._follower.start(store.watch)
 
     def throttle_ms(self, metric: int, principal: str, client_id: str | None, value: float) -> int:
         """Record ``value`` (bytes) for the request's quota, if it has one; Kafka's throttle time."""
@@ -165,6 +143,5 @@ class QuotaBook:
         return int(found[0] * (self.counters.samples - 1) * self.counters.window_ms / 1000)
 
     def close(self) -> None:
-        self._closed = True
-        if self._wake is not None:
-            self._wake()
+        if self._follower is not None:
+            self._follower.close()

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import logging
 import ssl
-import threading
 from typing import TYPE_CHECKING, Callable, Mapping
 
 from broker.config import BrokerConfig
@@ -31,6 +30,7 @@ from broker.security.scram_credentials import ScramCredential, from_kafka_string
 from broker.security.tls import build_server_context
 from coordination.acls.authorizer import AclRules
 from coordination.acls.model import CLUSTER_NAME, Operation, ResourceType
+from coordination.store_follower import StoreFollower
 
 if TYPE_CHECKING:
     from broker.listener_configs import ListenerValues
@@ -74,12 +74,11 @@ class BrokerSecurity:
         self._contexts: dict[str, ssl.SSLContext] = {}
         self._dynamic_tls: "ListenerValues" = {}  # listener (upper case) -> dynamic ssl.* values
         self._credentials: dict[str, dict[str, ScramCredential]] = {}
-        self._wakes: list[threading.Event] = []  # the reader threads' (_follow)
+        self._followers: list[StoreFollower] = []  # the reader threads (_follow)
         self.authorizer_on = bool(config.get_str("authorizer.class.name"))
         self._super_users = config.get_str("super.users")
         self._everyone_if_no_acl = config.get_bool("allow.everyone.if.no.acl.found")
         self._rules = AclRules((), self._super_users, self._everyone_if_no_acl)
-        self._closed = False
         # Delegation tokens (broker/security/delegation_tokens.py), when a secret key is set.
         self.tokens: TokenCache | None = None
         self._mechanisms = {listener.name: tuple(m for m in str(config.for_listener(listener.name, "sasl.enabled.mechanisms"))
@@ -138,29 +137,13 @@ class BrokerSecurity:
             self._credentials = parse_credentials(store.all())
 
         load()
-        store.watch(self._follow("credentials", load))
+        self._follow("credentials", load, store.watch)
 
-    def _follow(self, what: str, load: Callable[[], None]) -> Callable[[], None]:
-        """A reader thread that runs ``load`` after each wake (a failure is retried after
-        0.5 s); the wake, for a store's watch, which must not block."""
-        wake = threading.Event()
-        self._wakes.append(wake)
-
-        def run() -> None:
-            while not self._closed:
-                wake.wait()
-                wake.clear()
-                if self._closed:
-                    return
-                try:
-                    load()
-                except Exception as exc:
-                    log.warning("cannot read the %s: %s", what, exc)
-                    wake.set()
-                    threading.Event().wait(0.5)
-
-        threading.Thread(target=run, name=what, daemon=True).start()
-        return wake.set
+    def _follow(self, what: str, load: Callable[[], None], watch: Callable[[Callable[[], None]], object]) -> None:
+        """A reader thread that runs ``load`` after each change ``watch`` reports."""
+        follower = StoreFollower(load, what, what)
+        self._followers.append(follower)
+        follower.start(watch)
 
     # ------------------------------------------------------------------ brokers
     def set_broker_secret(self, secret: bytes, client: "ClientSecurity | None") -> None:
@@ -196,11 +179,10 @@ class BrokerSecurity:
             self._rules = AclRules(store.all(), self._super_users, self._everyone_if_no_acl)
 
         load()
-        store.watch(self._follow("ACLs", load))
+        self._follow("ACLs", load, store.watch)
 
     def close(self) -> None:
-        self._closed = True
         if self.tokens is not None:
             self.tokens.close()
-        for wake in self._wakes:
-            wake.set()
+        for follower in self._followers:
+            follower.close()
