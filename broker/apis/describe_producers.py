@@ -23,10 +23,10 @@ from __future__ import annotations
 from typing import Any
 
 from broker.authorization import topic_allowed
-from broker.context import RequestContext, Response, WorkerServices
+from broker.context import RequestContext, Response
 from broker.dispatch import api
-from broker.links.forwarding import on_owners
-from broker.partitions.partition_ops import PartitionOps, ProducersResult
+from broker.links.forwarding import AnyReplica, on_owners
+from broker.partitions.partition_ops import ProducersResult
 from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
@@ -36,25 +36,6 @@ from coordination.topics import validate_topic_name
 from storage.types import TopicPartition
 
 KEY = 61
-
-
-class _AnyReplica:
-    """on_owners' router for an op every replica answers: this broker "holds" each partition
-    it has a replica of, not only those it leads."""
-
-    def __init__(self, node: WorkerServices) -> None:
-        self.node = node
-        self.index = node.index
-
-    def holds(self, tp: TopicPartition) -> bool:
-        view = self.node.cluster.partition(tp.topic, tp.partition)
-        return view is not None and self.node.node_id in view.replicas
-
-    def owner_of(self, tp: TopicPartition) -> int:
-        return self.node.owner_of(tp)
-
-    def ops_for(self, worker: int) -> PartitionOps:
-        return self.node.ops_for(worker)
 
 
 def _partition(index: int, code: int, message: str | None = None) -> dict[str, Any]:
@@ -105,7 +86,7 @@ async def handle_describe_producers(ctx: RequestContext, request: DescribeProduc
             partitions.append(entry)
         topics.append({"name": name, "partitions": partitions})
     if items:
-        results = await on_owners(_AnyReplica(node), items, lambda ops, part: ops.describe_producers([tp for tp, in part]),
+        results = await on_owners(AnyReplica(node), items, lambda ops, part: ops.describe_producers([tp for tp, in part]),
                                   ProducersResult)
         for entry, result in zip(pending, results):
             entry.update(error_code=result.error_code, active_producers=_producers(result))

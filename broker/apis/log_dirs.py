@@ -42,8 +42,8 @@ from typing import Any
 from broker.authorization import on_cluster
 from broker.context import RequestContext, Response
 from broker.dispatch import api
-from broker.links.forwarding import on_owners
-from broker.partitions.partition_ops import LogDirReplica, LogDirsReport, MoveItem, PartitionOps
+from broker.links.forwarding import AnyReplica, on_owners
+from broker.partitions.partition_ops import LogDirReplica, LogDirsReport, MoveItem
 from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
@@ -130,24 +130,6 @@ async def handle_describe_log_dirs(ctx: RequestContext, request: DescribeLogDirs
     return build(codec.response_class(KEY, ctx.api_version), {"throttle_time": 0, "error_code": 0, "results": results})
 
 
-class _Replicas:
-    """on_owners' router for a move: this broker "holds" each partition it has a replica of."""
-
-    def __init__(self, ctx: RequestContext) -> None:
-        self.node = ctx.node
-        self.index = ctx.node.index
-
-    def holds(self, tp: TopicPartition) -> bool:
-        view = self.node.cluster.partition(tp.topic, tp.partition)
-        return view is not None and self.node.node_id in view.replicas
-
-    def owner_of(self, tp: TopicPartition) -> int:
-        return self.node.owner_of(tp)
-
-    def ops_for(self, worker: int) -> PartitionOps:
-        return self.node.ops_for(worker)
-
-
 def _moves(request: Any) -> dict[TopicPartition, str]:
     moves: dict[TopicPartition, str] = {}
     for entry in request.dirs:
@@ -193,7 +175,7 @@ async def handle_alter_replica_log_dirs(ctx: RequestContext, request: AlterRepli
         if not codes[tp]:
             items.append(MoveItem(tp, path))
     if items:
-        answers = await on_owners(_Replicas(ctx), items, lambda ops, part: ops.alter_log_dirs(part), lambda code: code)
+        answers = await on_owners(AnyReplica(ctx.node), items, lambda ops, part: ops.alter_log_dirs(part), lambda code: code)
         for item, code in zip(items, answers):
             # A replica the owner turns out not to have (just reassigned away): Kafka's code for it.
             codes[item.tp] = int(ErrorCode.replica_not_available) if code == ErrorCode.not_leader_or_follower else code

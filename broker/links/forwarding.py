@@ -34,6 +34,36 @@ class Router(Protocol):
     def ops_for(self, worker: int) -> PartitionOps: ...
 
 
+class ReplicaNode(Router, Protocol):
+    """A worker that also knows this broker's id and the cluster's replica lists."""
+
+    @property
+    def node_id(self) -> int: ...
+
+    @property
+    def cluster(self) -> Any: ...
+
+
+class AnyReplica:
+    """A Router for an op every replica answers (DescribeProducers, AlterReplicaLogDirs): the
+    node's own routing, except that this broker "holds" each partition it has a replica of,
+    not only those it leads."""
+
+    def __init__(self, node: ReplicaNode) -> None:
+        self.node = node
+        self.index = node.index
+
+    def holds(self, tp: TopicPartition) -> bool:
+        view = self.node.cluster.partition(tp.topic, tp.partition)
+        return view is not None and self.node.node_id in view.replicas
+
+    def owner_of(self, tp: TopicPartition) -> int:
+        return self.node.owner_of(tp)
+
+    def ops_for(self, worker: int) -> PartitionOps:
+        return self.node.ops_for(worker)
+
+
 async def on_owners(router: Router, items: Sequence[ItemT], run: Callable[[PartitionOps, list[ItemT]], Reply[list[R]]],
                     error_result: Callable[[int], R]) -> list[R]:
     """``run(ops, items_of_that_owner)`` on each owner; the results in item order."""
