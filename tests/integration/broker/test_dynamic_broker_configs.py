@@ -262,33 +262,12 @@ def test_a_dynamic_unclean_leader_election_default_reaches_the_controller(broker
     """The partition's only in-sync replica dies: it stays offline until
     unclean.leader.election.enable=true is set as a dynamic cluster default, which the
     controller (a coordinator process) takes live and elects a follower."""
-    from tests.integration.broker.test_replication import (
-        LAG_MS,
-        broker_with_id,
-        create,
-        describe,
-        leader_of,
-        pause,
-        resume,
-        start_three,
-    )
+    from tests.integration.broker.test_replication import describe, leader_alone_in_the_isr, start_three
 
     three = start_three(broker_factory, zk_connect)
     topic = "unclean-by-default"
-    create(three, topic, 1, 3, {"min.insync.replicas": "1"})
-    wait_until(lambda: len(describe(three, topic)[0][2]) == 3, 30, "a full ISR")
-    leader_id = leader_of(three, topic, 0)
-    old_leader = broker_with_id(three, leader_id)
-    followers = [b for b in three if b is not old_leader]
-    for follower in followers:
-        pause(follower)
-    try:
-        wait_until(lambda: describe([old_leader], topic)[0][2] == [leader_id], LAG_MS / 1000 + 15,
-                   "an ISR of the leader alone")
+    with leader_alone_in_the_isr(three, topic) as (leader_id, old_leader, followers):
         old_leader.kill()
-    finally:
-        for follower in followers:
-            resume(follower)
     wait_until(lambda: describe(followers, topic)[0][0] == -1, 30, "the partition offline")
     time.sleep(2)
     assert describe(followers, topic)[0][0] == -1, "elected while unclean election is off"

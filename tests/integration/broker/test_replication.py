@@ -17,7 +17,8 @@ import signal
 import threading
 import time
 import uuid
-from typing import Any, Callable
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
 import pytest
 from confluent_kafka import Consumer, ElectionType, KafkaError, KafkaException, Producer, TopicPartition
@@ -383,12 +384,10 @@ def test_committed_offsets_survive_the_loss_of_the_broker_leading_their_partitio
     assert "OFFLINE" in ok(bootstrap(survivors), "topics", "describe", topic, "--under-replicated-partitions").stdout
 
 
-def test_an_unclean_leader_and_the_old_leader_truncating_its_diverged_log(three: list[Broker]) -> None:
-    """Followers stopped, the leader alone in the ISR takes acks=1 writes, then dies: the
-    partition stays offline (no in-sync replica is alive) until unclean.leader.election.enable
-    lets a follower lead. When the old leader returns its log has diverged: it truncates
-    the records only it had (Fetch's DivergingEpoch) and copies the new leader's."""
-    topic = "diverge"
+@contextmanager
+def leader_alone_in_the_isr(three: list[Broker], topic: str) -> Iterator[tuple[int, Broker, list[Broker]]]:
+    """A new one-partition topic on the three (min ISR 1) whose followers are paused until its
+    leader is alone in the ISR: (leader id, leader, followers); the followers resume after."""
     create(three, topic, 1, 3, {"min.insync.replicas": "1"})
     wait_until(lambda: len(describe(three, topic)[0][2]) == 3, 30, "a full ISR")
     leader_id = leader_of(three, topic, 0)
@@ -398,13 +397,23 @@ def test_an_unclean_leader_and_the_old_leader_truncating_its_diverged_log(three:
         pause(follower)
     try:
         wait_until(lambda: describe([old_leader], topic)[0][2] == [leader_id], LAG_MS / 1000 + 15, "an ISR of the leader alone")
+        yield leader_id, old_leader, followers
+    finally:
+        for follower in followers:
+            resume(follower)
+
+
+def test_an_unclean_leader_and_the_old_leader_truncating_its_diverged_log(three: list[Broker]) -> None:
+    """Followers stopped, the leader alone in the ISR takes acks=1 writes, then dies: the
+    partition stays offline (no in-sync replica is alive) until unclean.leader.election.enable
+    lets a follower lead. When the old leader returns its log has diverged: it truncates
+    the records only it had (Fetch's DivergingEpoch) and copies the new leader's."""
+    topic = "diverge"
+    with leader_alone_in_the_isr(three, topic) as (leader_id, old_leader, followers):
         lost = History()
         produce_acked([old_leader], topic, [f"x{i}" for i in range(10)], lost, acks="1", partitions=1)
         assert lost.check().acked == 10
         old_leader.kill()
-    finally:
-        for follower in followers:
-            resume(follower)
     wait_until(lambda: describe(followers, topic)[0][0] == -1, 30, "the partition offline")
     time.sleep(2)
     assert describe(followers, topic)[0][0] == -1, "a replica out of the ISR was elected while unclean election is off"
