@@ -204,14 +204,7 @@ def test_a_live_downgrade_to_transaction_version_1_is_served_at_once(broker: Bro
     """Lowered by UpdateFeatures on a running broker, transaction.version 1 holds as if the
     broker had been started with it: Produce v12 no longer adds partitions (refused until
     AddPartitionsToTxn adds them), and EndTxn v5 no longer bumps the epoch."""
-    from tests.integration.protocol.test_transactions_v2 import (
-        NOT_ADDED_NEW,
-        add_partitions,
-        create_topic,
-        end_txn,
-        init,
-        produce,
-    )
+    from tests.integration.protocol.test_transactions_v2 import a_transaction_at_version_1
 
     topic, txn = "live-tv1", "live-tv1-producer"
     with KioClient(broker.bootstrap) as client:
@@ -220,10 +213,4 @@ def test_a_live_downgrade_to_transaction_version_1_is_served_at_once(broker: Bro
     wait_until(lambda: "coordinator: transaction.version is now 1" in broker.stderr(20_000), 10,
                "the transaction coordinator to take level 1")
     with KioClient(broker.bootstrap) as client:
-        create_topic(client, topic)
-        producer = init(client, txn, version=5)
-        assert produce(client, 12, txn, producer, topic, 0, 0, [b"x"]).error_code == NOT_ADDED_NEW
-        assert add_partitions(client, txn, producer, topic, [0]) == {0}
-        assert produce(client, 12, txn, producer, topic, 0, 0, [b"x"]).error_code == 0
-        ended = end_txn(client, 5, txn, producer, True)
-        assert (ended.error_code, int(ended.producer_id), int(ended.producer_epoch)) == (0, *producer), "no bump"
+        a_transaction_at_version_1(client, topic, txn)

@@ -209,20 +209,26 @@ def test_a_v2_transaction_adds_its_partitions_and_every_end_bumps_the_epoch(brok
         assert latest(client, topic, 1, READ_COMMITTED) == 3, "the aborted transaction never touched partition 1"
 
 
+def a_transaction_at_version_1(client: KioClient, topic: str, txn: str) -> None:
+    """One record committed on a new topic as transaction.version 1 has it: Produce v12
+    without AddPartitionsToTxn is refused (only verified), added it is taken, and EndTxn
+    keeps the producer's epoch (no bump)."""
+    create_topic(client, topic)
+    producer = init(client, txn, version=5)
+    assert produce(client, 12, txn, producer, topic, 0, 0, [b"x"]).error_code == NOT_ADDED_NEW
+    assert add_partitions(client, txn, producer, topic, [0]) == {0}
+    assert produce(client, 12, txn, producer, topic, 0, 0, [b"x"]).error_code == 0
+    ended = end_txn(client, 5, txn, producer, True)
+    assert (ended.error_code, int(ended.producer_id), int(ended.producer_epoch)) == (0, *producer), "no bump"
+
+
 @HELD_AT_V1
 def test_an_operator_holds_the_cluster_at_transaction_version_1(broker: Broker) -> None:
     topic, txn = "kip890-held", "held-producer"
     with KioClient(broker.bootstrap) as client:
         supported, finalized, _versions = features(client)
         assert supported["transaction.version"] == (0, 2) and finalized["transaction.version"] == (1, 1)
-        create_topic(client, topic)
-        producer = init(client, txn, version=5)
-        # Produce v12 without AddPartitionsToTxn: only verified here, so refused.
-        assert produce(client, 12, txn, producer, topic, 0, 0, [b"x"]).error_code == NOT_ADDED_NEW
-        assert add_partitions(client, txn, producer, topic, [0]) == {0}
-        assert produce(client, 12, txn, producer, topic, 0, 0, [b"x"]).error_code == 0
-        ended = end_txn(client, 5, txn, producer, True)
-        assert (ended.error_code, int(ended.producer_id), int(ended.producer_epoch)) == (0, *producer), "no bump"
+        a_transaction_at_version_1(client, topic, txn)
 
 
 
