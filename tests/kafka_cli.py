@@ -78,3 +78,16 @@ def run_tool(main_class: str, args: list[str], timeout: float = 120,
     env.pop("JAVA_TOOL_OPTIONS", None)  # it makes the JVM print "Picked up ..." on stderr
     return subprocess.run(command, capture_output=True, text=True, timeout=timeout,
                           stdin=subprocess.DEVNULL, env=env)
+
+
+def kafka_configs(bootstrap: str, *args: str, version: str = GROUP_CONFIGS_VERSION) -> subprocess.CompletedProcess[str]:
+    """``kafka-configs.sh --bootstrap-server BOOTSTRAP ARGS``, by default with the tools of a
+    version that knows every entity type (groups, client-metrics, ips ...)."""
+    return run_tool(TOOLS_CONFIG_COMMAND, ["--bootstrap-server", bootstrap, *args], version=version)
+
+
+def kafka_configs_ok(bootstrap: str, *args: str) -> str:
+    """What kafka-configs.sh printed, once it exited 0."""
+    done = kafka_configs(bootstrap, *args)
+    assert done.returncode == 0, f"kafka-configs {' '.join(args)}: {done.returncode}\n{done.stdout}\n{done.stderr}"
+    return done.stdout

@@ -11,7 +11,6 @@ import os
 import signal
 import socket
 import struct
-import subprocess
 import time
 
 import pytest
@@ -19,7 +18,7 @@ import pytest
 from tests.integration.broker.test_dynamic_broker_configs import SET, incremental
 from tests.integration.conftest import Broker, wait_until
 from tests.integration.kio_client import KioClient
-from tests.kafka_cli import TOOLS_CONFIG_COMMAND, missing_tools, run_tool
+from tests.kafka_cli import kafka_configs, kafka_configs_ok, missing_tools
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -89,16 +88,6 @@ def close_all(socks: list[socket.socket]) -> None:
 def open_connections(broker: Broker) -> int:
     """The broker's open client connections, as its workers' stats files report them."""
     return sum(int(stats.get("open_connections", 0)) for stats in broker.stats())
-
-
-def configs_tool(broker: Broker, *args: str) -> subprocess.CompletedProcess[str]:
-    return run_tool(TOOLS_CONFIG_COMMAND, ["--bootstrap-server", broker.bootstrap, *args], version=CLI_VERSION)
-
-
-def configs_ok(broker: Broker, *args: str) -> str:
-    done = configs_tool(broker, *args)
-    assert done.returncode == 0, f"kafka-configs {' '.join(args)}: {done.returncode}\n{done.stdout}\n{done.stderr}"
-    return done.stdout
 
 
 def need_kafka_tools() -> None:
@@ -226,19 +215,19 @@ def test_the_broker_creation_rate_delays_accepts_without_refusing_any(broker: Br
 @pytest.mark.parametrize("broker", [{"workers": 2}], indirect=True)
 def test_kafka_configs_changes_the_limits_live(broker: Broker) -> None:
     need_kafka_tools()
-    out = configs_ok(broker, "--describe", "--entity-type", "brokers", "--entity-name", "0", "--all")
+    out = kafka_configs_ok(broker.bootstrap, "--describe", "--entity-type", "brokers", "--entity-name", "0", "--all")
     for line in ("max.connections=2147483647", "max.connections.per.ip=2147483647",
                  "max.connections.per.ip.overrides=", "max.connection.creation.rate=2147483647"):
         assert f"  {line} sensitive=false synonyms={{DEFAULT_CONFIG:{line}}}" in out, (line, out)
     assert usable_connections(broker, 8) == 8
 
-    configs_ok(broker, "--alter", "--entity-type", "brokers", "--entity-default", "--add-config", "max.connections.per.ip=3")
+    kafka_configs_ok(broker.bootstrap, "--alter", "--entity-type", "brokers", "--entity-default", "--add-config", "max.connections.per.ip=3")
     wait_until(lambda: usable_connections(broker, 6) == 3, 15, "max.connections.per.ip=3 to hold")
-    out = configs_ok(broker, "--describe", "--entity-type", "brokers", "--entity-name", "0", "--all")
+    out = kafka_configs_ok(broker.bootstrap, "--describe", "--entity-type", "brokers", "--entity-name", "0", "--all")
     assert "max.connections.per.ip=3 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:max.connections.per.ip=3, " \
            "DEFAULT_CONFIG:max.connections.per.ip=2147483647}" in out, out
 
-    configs_ok(broker, "--alter", "--entity-type", "brokers", "--entity-name", "0", "--add-config",
+    kafka_configs_ok(broker.bootstrap, "--alter", "--entity-type", "brokers", "--entity-name", "0", "--add-config",
                "max.connections.per.ip.overrides=[127.0.0.1:6]")
     wait_until(lambda: usable_connections(broker, 9) == 6, 15, "the override 127.0.0.1:6 to hold")
     assert usable_connections(broker, 6, source="127.0.0.2") == 3
@@ -246,27 +235,27 @@ def test_kafka_configs_changes_the_limits_live(broker: Broker) -> None:
     # Bad values are refused whole: nothing of the request is applied.
     for bad in ("max.connections.per.ip=7,max.connections=-1", "max.connections.per.ip=7,"
                 "max.connections.per.ip.overrides=[127.0.0.1]", "max.connection.creation.rate=x"):
-        done = configs_tool(broker, "--alter", "--entity-type", "brokers", "--entity-default", "--add-config", bad)
+        done = kafka_configs(broker.bootstrap, "--alter", "--entity-type", "brokers", "--entity-default", "--add-config", bad)
         assert done.returncode != 0 and "InvalidRequestException" in done.stdout + done.stderr, (bad, done.stdout)
-    out = configs_ok(broker, "--describe", "--entity-type", "brokers", "--entity-default")
+    out = kafka_configs_ok(broker.bootstrap, "--describe", "--entity-type", "brokers", "--entity-default")
     assert "  max.connections.per.ip=3 " in out and "  max.connections=" not in out, out
 
-    configs_ok(broker, "--alter", "--entity-type", "brokers", "--entity-default", "--delete-config", "max.connections.per.ip")
-    configs_ok(broker, "--alter", "--entity-type", "brokers", "--entity-name", "0", "--delete-config",
+    kafka_configs_ok(broker.bootstrap, "--alter", "--entity-type", "brokers", "--entity-default", "--delete-config", "max.connections.per.ip")
+    kafka_configs_ok(broker.bootstrap, "--alter", "--entity-type", "brokers", "--entity-name", "0", "--delete-config",
                "max.connections.per.ip.overrides")
-    configs_ok(broker, "--alter", "--entity-type", "brokers", "--entity-default", "--add-config", "max.connections=2")
+    kafka_configs_ok(broker.bootstrap, "--alter", "--entity-type", "brokers", "--entity-default", "--add-config", "max.connections=2")
     wait_until(lambda: usable_connections(broker, 5, source="127.0.0.2") == 2, 15, "max.connections=2 to hold")
-    configs_ok(broker, "--alter", "--entity-type", "brokers", "--entity-default", "--delete-config", "max.connections")
+    kafka_configs_ok(broker.bootstrap, "--alter", "--entity-type", "brokers", "--entity-default", "--delete-config", "max.connections")
     wait_until(lambda: usable_connections(broker, 8) == 8, 15, "the limits to be lifted")
 
     # A listener's own limit, set at run time with Kafka's listener prefix.
-    configs_ok(broker, "--alter", "--entity-type", "brokers", "--entity-default", "--add-config",
+    kafka_configs_ok(broker.bootstrap, "--alter", "--entity-type", "brokers", "--entity-default", "--add-config",
                "listener.name.plaintext.max.connections=2")
     wait_until(lambda: usable_connections(broker, 5, source="127.0.0.2") == 2, 15, "the listener's limit to hold")
-    out = configs_ok(broker, "--describe", "--entity-type", "brokers", "--entity-name", "0", "--all")
+    out = kafka_configs_ok(broker.bootstrap, "--describe", "--entity-type", "brokers", "--entity-name", "0", "--all")
     assert "listener.name.plaintext.max.connections=2 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:" \
            "listener.name.plaintext.max.connections=2, DEFAULT_CONFIG:max.connections=2147483647}" in out, out
-    configs_ok(broker, "--alter", "--entity-type", "brokers", "--entity-default", "--delete-config",
+    kafka_configs_ok(broker.bootstrap, "--alter", "--entity-type", "brokers", "--entity-default", "--delete-config",
                "listener.name.plaintext.max.connections")
     wait_until(lambda: usable_connections(broker, 8) == 8, 15, "the listener's limit to be lifted")
 
@@ -279,7 +268,7 @@ def test_ip_connection_creation_rate_throttles_a_burst(broker: Broker) -> None:
     at 5/s the sixth connection of a burst is over the quota, taken back out of the rate and
     closed unanswered once its throttle time (about 200 ms) passed."""
     need_kafka_tools()
-    configs_ok(broker, "--alter", "--entity-type", "ips", "--entity-name", "127.0.0.1", "--add-config",
+    kafka_configs_ok(broker.bootstrap, "--alter", "--entity-type", "ips", "--entity-name", "127.0.0.1", "--add-config",
                "connection_creation_rate=5")
     time.sleep(2.5)  # the quota reaches the workers, and the tool's own connections leave the measured window
     started = time.monotonic()

@@ -10,7 +10,6 @@ from __future__ import annotations
 import glob
 import json
 import os
-import subprocess
 import time
 import uuid
 from typing import Any, Callable
@@ -27,7 +26,7 @@ from kio.schema.incremental_alter_configs.v1.request import (
 from tests.integration.clients import Rec, confluent_produce
 from tests.integration.conftest import Broker, start_cluster_broker, wait_until
 from tests.integration.kio_client import KioClient
-from tests.kafka_cli import TOOLS_CONFIG_COMMAND, missing_tools, run_tool
+from tests.kafka_cli import kafka_configs, missing_tools
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -37,10 +36,6 @@ SET, DELETE = 0, 1
 DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = 2, 3
 INVALID_CONFIG, INVALID_REQUEST = 40, 42
 FAST_RETENTION = {"log.retention.check.interval.ms": 300}
-
-
-def configs_tool(broker: Broker, *args: str) -> subprocess.CompletedProcess[str]:
-    return run_tool(TOOLS_CONFIG_COMMAND, ["--bootstrap-server", broker.bootstrap, *args], version=CLI_VERSION)
 
 
 def segments(broker: Broker, topic: str) -> list[str]:
@@ -88,7 +83,7 @@ def test_a_dynamic_cluster_default_retention_deletes_old_segments_live(broker: B
     assert min(before.values()) >= 10, before
     time.sleep(1.5)  # every record now older than the retention about to be set
 
-    done = configs_tool(broker, "--entity-type", "brokers", "--entity-default", "--alter",
+    done = kafka_configs(broker.bootstrap, "--entity-type", "brokers", "--entity-default", "--alter",
                         "--add-config", "log.retention.ms=1000")
     assert done.returncode == 0, done
     assert "Completed updating default config for brokers in the cluster." in done.stdout, done.stdout
@@ -96,17 +91,17 @@ def test_a_dynamic_cluster_default_retention_deletes_old_segments_live(broker: B
     wait_until(lambda: len(segments(broker, plain)) <= 1, 20, "the old segments of the topic without its own retention deleted")
     assert len(segments(broker, own)) == before[own]
 
-    out = configs_tool(broker, "--entity-type", "brokers", "--entity-default", "--describe")
+    out = kafka_configs(broker.bootstrap, "--entity-type", "brokers", "--entity-default", "--describe")
     assert out.returncode == 0, out
     assert out.stdout.splitlines()[0] == "Default configs for brokers in the cluster are:", out.stdout
     assert "  log.retention.ms=1000 sensitive=false synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=1000}" \
         in out.stdout.splitlines(), out.stdout
     # The broker's own dynamic configs: none (the tool lists DYNAMIC_BROKER_CONFIG ones only) ...
-    out = configs_tool(broker, "--entity-type", "brokers", "--entity-name", "0", "--describe")
+    out = kafka_configs(broker.bootstrap, "--entity-type", "brokers", "--entity-name", "0", "--describe")
     assert out.returncode == 0, out
     assert out.stdout.splitlines() == ["Dynamic configs for broker 0 are:"], out.stdout
     # ... and with --all, every setting, the default's value among them.
-    out = configs_tool(broker, "--entity-type", "brokers", "--entity-name", "0", "--describe", "--all")
+    out = kafka_configs(broker.bootstrap, "--entity-type", "brokers", "--entity-name", "0", "--describe", "--all")
     assert out.returncode == 0, out
     assert out.stdout.splitlines()[0] == "All configs for broker 0 are:", out.stdout
     assert "  log.dirs=" + broker.log_dir + " sensitive=false synonyms={STATIC_BROKER_CONFIG:log.dirs=" \
@@ -116,23 +111,23 @@ def test_a_dynamic_cluster_default_retention_deletes_old_segments_live(broker: B
                     "DEFAULT_CONFIG:log.retention.ms=604800000}"], out.stdout
 
     # This broker's own value wins over the cluster default; deleting it brings the default back.
-    done = configs_tool(broker, "--entity-type", "brokers", "--entity-name", "0", "--alter",
+    done = kafka_configs(broker.bootstrap, "--entity-type", "brokers", "--entity-name", "0", "--alter",
                         "--add-config", "log.retention.ms=3600000")
     assert done.returncode == 0 and "Completed updating config for broker 0." in done.stdout, done
-    out = configs_tool(broker, "--entity-type", "brokers", "--entity-name", "0", "--describe")
+    out = kafka_configs(broker.bootstrap, "--entity-type", "brokers", "--entity-name", "0", "--describe")
     assert "  log.retention.ms=3600000 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:log.retention.ms=3600000, " \
            "DYNAMIC_DEFAULT_BROKER_CONFIG:log.retention.ms=1000, DEFAULT_CONFIG:log.retention.ms=604800000}" \
         in out.stdout.splitlines(), out.stdout
-    done = configs_tool(broker, "--entity-type", "brokers", "--entity-name", "0", "--alter",
+    done = kafka_configs(broker.bootstrap, "--entity-type", "brokers", "--entity-name", "0", "--alter",
                         "--delete-config", "log.retention.ms")
     assert done.returncode == 0, done
 
     # Kafka's refusals, as the tool reports them.
-    refused = configs_tool(broker, "--entity-type", "brokers", "--entity-name", "0", "--alter",
+    refused = kafka_configs(broker.bootstrap, "--entity-type", "brokers", "--entity-name", "0", "--alter",
                            "--add-config", "num.partitions=3")
     assert refused.returncode != 0
     assert "Cannot update these configs dynamically: [num.partitions]" in refused.stdout + refused.stderr, refused
-    refused = configs_tool(broker, "--entity-type", "brokers", "--entity-default", "--alter",
+    refused = kafka_configs(broker.bootstrap, "--entity-type", "brokers", "--entity-default", "--alter",
                            "--add-config", "log.retention.ms=soon")
     assert refused.returncode != 0
     assert "Invalid value soon for configuration log.retention.ms" in refused.stdout + refused.stderr, refused
@@ -208,9 +203,9 @@ def test_kafka_configs_sets_a_logger_level_in_every_worker(broker: Broker) -> No
         pytest.fail(f"Kafka's CLI needs {', '.join(missing)} on PATH")
     logger = "castle.requests"  # the request log: a DEBUG line per request
     entity = ["--entity-type", "broker-loggers", "--entity-name", "0"]
-    done = configs_tool(broker, *entity, "--alter", "--add-config", f"{logger}=DEBUG")
+    done = kafka_configs(broker.bootstrap, *entity, "--alter", "--add-config", f"{logger}=DEBUG")
     assert done.returncode == 0, done
-    out = configs_tool(broker, *entity, "--describe")
+    out = kafka_configs(broker.bootstrap, *entity, "--describe")
     assert out.returncode == 0, out
     assert f"  {logger}=DEBUG sensitive=false synonyms={{}}" in out.stdout.splitlines(), out.stdout
 
@@ -221,13 +216,13 @@ def test_kafka_configs_sets_a_logger_level_in_every_worker(broker: Broker) -> No
         return all(f"DEBUG worker {i}[" in text for i in range(broker.workers))
 
     wait_until(debug_from_every_worker, 20, "DEBUG lines from every worker")
-    refused = configs_tool(broker, *entity, "--alter", "--add-config", f"{logger}=LOUD")
+    refused = kafka_configs(broker.bootstrap, *entity, "--alter", "--add-config", f"{logger}=LOUD")
     assert refused.returncode != 0
     assert f"Cannot set the log level of {logger} to LOUD as it is not a supported log level" \
         in refused.stdout + refused.stderr, refused
-    done = configs_tool(broker, *entity, "--alter", "--delete-config", logger)
+    done = kafka_configs(broker.bootstrap, *entity, "--alter", "--delete-config", logger)
     assert done.returncode == 0, done
-    out = configs_tool(broker, *entity, "--describe")
+    out = kafka_configs(broker.bootstrap, *entity, "--describe")
     assert f"  {logger}=INFO sensitive=false synonyms={{}}" in out.stdout.splitlines(), out.stdout
 
 

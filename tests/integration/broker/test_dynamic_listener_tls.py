@@ -33,7 +33,7 @@ from broker.security.password_encoder import PasswordEncoder
 from tests.certs import KEY_PASSWORD, make_ca, make_pki, sign_leaf
 from tests.integration.conftest import Broker, free_port, wait_until
 from tests.integration.kio_client import KioClient
-from tests.kafka_cli import TOOLS_CONFIG_COMMAND, missing_tools, run_tool
+from tests.kafka_cli import kafka_configs, missing_tools
 
 pytestmark = [pytest.mark.integration, pytest.mark.security, pytest.mark.timeout(300)]
 
@@ -93,8 +93,7 @@ def stored(broker: Broker) -> dict[str, str]:
 
 
 def configs_tool(broker: Broker, *args: str) -> subprocess.CompletedProcess[str]:
-    return run_tool(TOOLS_CONFIG_COMMAND, ["--bootstrap-server", broker.bootstrap, "--entity-type", "brokers",
-                                           "--entity-name", "0", *args], version="4.4.0")
+    return kafka_configs(broker.bootstrap, "--entity-type", "brokers", "--entity-name", "0", *args)
 
 
 def test_a_keystore_is_rotated_live_and_bad_ones_refused(broker_factory: Callable[..., Broker], tmp_path: Any) -> None:

@@ -21,7 +21,7 @@ from kio.static.primitive import i8
 from tests.integration.broker.test_metrics import create_topic
 from tests.integration.conftest import shared_broker
 from tests.integration.kio_client import KioClient
-from tests.kafka_cli import TOOLS_CONFIG_COMMAND, missing_tools, run_tool
+from tests.kafka_cli import kafka_configs, missing_tools
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -79,8 +79,7 @@ def test_kafka_configs_describes_every_group_with_configs(broker: Any) -> None:
         pytest.skip("Kafka 4.4 tools not available")
     with KioClient(broker.bootstrap) as client:
         set_config(client, GROUP, "lcr-cli-group", "consumer.heartbeat.interval.ms", "6000")
-    done = run_tool(TOOLS_CONFIG_COMMAND, ["--bootstrap-server", broker.bootstrap, "--describe",
-                                           "--entity-type", "groups"], version="4.4.0")
+    done = kafka_configs(broker.bootstrap, "--describe", "--entity-type", "groups")
     assert done.returncode == 0, done.stderr
     assert "Dynamic configs for group lcr-cli-group are:" in done.stdout
     assert "consumer.heartbeat.interval.ms=6000" in done.stdout
