@@ -9,6 +9,7 @@ The faults are real: kill -9 of every process of a broker, SIGSTOP of a whole br
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import json
 import os
 import random
@@ -24,7 +25,7 @@ import pytest
 from confluent_kafka import Consumer, ElectionType, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
-from storage.batch import HEADER_SIZE, parse_header
+from storage.batch import HEADER_SIZE, BatchHeader, parse_header
 from storage.records import decode_batch
 from tests.integration.broker.test_admin_cli import as_json, ok
 from tests.integration.conftest import Broker, wait_until
@@ -142,18 +143,25 @@ def log_records(broker: Broker, topic: str, partitions: int) -> dict[int, list[t
         records: list[tuple[int, str]] = []
         directory = os.path.join(broker.log_dir, f"{topic}-{p}")
         for name in sorted(n for n in os.listdir(directory) if n.endswith(".log")):
-            with open(os.path.join(directory, name), "rb") as handle:
-                position = 0
-                while True:
-                    head = os.pread(handle.fileno(), HEADER_SIZE, position)
-                    if len(head) < HEADER_SIZE or parse_header(head).batch_length == 0:
-                        break
-                    header = parse_header(head)
-                    _h, decoded = decode_batch(os.pread(handle.fileno(), header.size, position))
-                    records.extend((r.offset, (r.value or b"").decode()) for r in decoded)
-                    position += header.size
+            for _header, read in segment_batches(os.path.join(directory, name)):
+                _h, decoded = decode_batch(read())
+                records.extend((r.offset, (r.value or b"").decode()) for r in decoded)
         out[p] = records
     return out
+
+
+def segment_batches(path: str) -> Iterator[tuple[BatchHeader, Callable[[], bytes]]]:
+    """Each whole batch of a segment file: its header, and how to read its bytes (while the
+    iteration lasts). A segment file is preallocated: the batches end at its zeros."""
+    with open(path, "rb") as handle:
+        position = 0
+        while True:
+            head = os.pread(handle.fileno(), HEADER_SIZE, position)
+            if len(head) < HEADER_SIZE or parse_header(head).batch_length == 0:
+                return
+            header = parse_header(head)
+            yield header, functools.partial(os.pread, handle.fileno(), header.size, position)
+            position += header.size
 
 
 class Load:

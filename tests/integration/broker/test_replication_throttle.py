@@ -17,7 +17,6 @@ from typing import Any, Callable
 import pytest
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
-from storage.batch import HEADER_SIZE, parse_header
 from tests.integration.broker.test_admin_cli import ok
 from tests.integration.broker.test_replication import (
     bootstrap,
@@ -26,6 +25,7 @@ from tests.integration.broker.test_replication import (
     log_records,
     produce_acked,
     read_all,
+    segment_batches,
     start_three,
 )
 from tests.integration.conftest import Broker, wait_until
@@ -52,15 +52,7 @@ def replica_bytes(broker: Broker, topic: str) -> int:
         return 0
     for name in names:
         try:
-            with open(os.path.join(directory, name), "rb") as handle:
-                position = 0
-                while True:
-                    head = os.pread(handle.fileno(), HEADER_SIZE, position)
-                    if len(head) < HEADER_SIZE or parse_header(head).batch_length == 0:
-                        break
-                    size = parse_header(head).size
-                    total += size
-                    position += size
+            total += sum(header.size for header, _read in segment_batches(os.path.join(directory, name)))
         except FileNotFoundError:
             continue  # a segment rolled or deleted under us
     return total
