@@ -595,7 +595,7 @@ def load_config(path: str | None = None, overrides: Mapping[str, str] | None = N
     values = {s.name: s.default for s in SETTINGS}
     per_listener: dict[str, dict[str, str]] = {}
     for key, text in raw.items():
-        if key.startswith("listener.name."):
+        if listener_prefixed(key) is not None:
             listener, key_in_listener = _listener_key(key)
             if key_in_listener in BY_NAME:
                 try:
@@ -657,10 +657,21 @@ def _check_share_groups(config: BrokerConfig) -> None:
             "group.share.heartbeat.interval.ms must be less than group.share.session.timeout.ms")
 
 
+LISTENER_PREFIX = "listener.name."
+
+
+def listener_prefixed(name: str) -> tuple[str, str] | None:
+    """``listener.name.<listener>.<key>`` -> (listener as written, possibly empty, key); None
+    for a name without the prefix."""
+    if not name.startswith(LISTENER_PREFIX):
+        return None
+    listener, _, key = name[len(LISTENER_PREFIX):].partition(".")
+    return listener, key
+
+
 def _listener_key(key: str) -> tuple[str, str]:
     """``listener.name.<listener>.<key>`` -> (LISTENER, key), for the keys a listener may override."""
-    rest = key[len("listener.name."):]
-    listener, _, inner = rest.partition(".")
+    listener, inner = listener_prefixed(key) or ("", "")
     mechanism = inner[:-len(JAAS_SUFFIX)].upper() if inner.endswith(JAAS_SUFFIX) else ""
     if not listener or (inner not in LISTENER_KEYS and mechanism not in SASL_MECHANISMS):
         raise ConfigError(f"unknown setting {key!r} (a listener may set {', '.join(LISTENER_KEYS)} "

@@ -40,7 +40,7 @@ import logging
 import threading
 from typing import Any, Callable
 
-from broker.config import BY_NAME, ZERO_PER_IP, BrokerConfig
+from broker.config import BY_NAME, ZERO_PER_IP, BrokerConfig, listener_prefixed
 from broker.listener_configs import (
     KAFKA_RECONFIGURABLE_TLS,
     ListenerConfigError,
@@ -70,15 +70,12 @@ CLEANER = frozenset({"log.cleaner.backoff.ms"})
 DYNAMIC = LOG_DEFAULTS | {"producer.id.expiration.ms"} | REPLICATION_RATES | CLEANER | CONNECTION_LIMITS
 # Kafka's SocketServer.ListenerReconfigurableConfigs: dynamic per listener too, as
 # ``listener.name.<listener>.<setting>`` (cluster-wide or per broker, as Kafka allows).
-LISTENER_PREFIX = "listener.name."
 PER_LISTENER = frozenset({"max.connections", "max.connection.creation.rate"})
 
 
 def listener_setting(name: str) -> str | None:
     """The setting a ``listener.name.<listener>.<setting>`` name sets, when it changes at run time."""
-    if not name.startswith(LISTENER_PREFIX):
-        return None
-    listener, _, setting = name[len(LISTENER_PREFIX):].partition(".")
+    listener, setting = listener_prefixed(name) or ("", "")
     return setting if listener and setting in PER_LISTENER else None
 
 

@@ -26,14 +26,11 @@ per-listener refusal so the message matches Kafka's, and are otherwise unknown s
 from __future__ import annotations
 
 import logging
-import re
 from typing import Callable
 
-from broker.config import SENSITIVE_SETTINGS
+from broker.config import SENSITIVE_SETTINGS, listener_prefixed
 from broker.security.password_encoder import PasswordDecodeError, PasswordEncoder
 from broker.security.tls_reload import TlsReconfigurationError, check_replacement
-
-LISTENER_PREFIXED = re.compile(r"listener\.name\.([^.]*)\.(.*)")
 
 # The TLS keys Castle reads that Kafka lets change at run time, per listener.
 RECONFIGURABLE_TLS = frozenset({"ssl.keystore.type", "ssl.keystore.location", "ssl.key.password",
@@ -55,15 +52,15 @@ class ListenerConfigError(ValueError):
 
 def split(name: str) -> tuple[str, str] | None:
     """(LISTENER, key) for a listener-prefixed reconfigurable TLS name; None otherwise."""
-    found = LISTENER_PREFIXED.fullmatch(name)
-    if found is None or found.group(2) not in RECONFIGURABLE_TLS:
+    found = listener_prefixed(name)
+    if found is None or found[1] not in RECONFIGURABLE_TLS:
         return None
-    return found.group(1).upper(), found.group(2)
+    return found[0].upper(), found[1]
 
 
 def is_sensitive(name: str) -> bool:
-    found = LISTENER_PREFIXED.fullmatch(name)
-    return (found.group(2) if found else name) in SENSITIVE_SETTINGS
+    found = listener_prefixed(name)
+    return (found[1] if found else name) in SENSITIVE_SETTINGS
 
 
 def check_names(names: list[str], per_broker: bool) -> None:

@@ -39,14 +39,13 @@ from broker.apis.config_resources import (
     entry,
     kafka_text,
 )
-from broker.config import BY_NAME, SENSITIVE_SETTINGS
+from broker.config import BY_NAME, LISTENER_PREFIX, SENSITIVE_SETTINGS
 from broker.context import WorkerServices
 from broker.dynamic_configs import (
     DEFAULT_CONFIG,
     DYNAMIC,
     DYNAMIC_BROKER_CONFIG,
     DYNAMIC_DEFAULT_BROKER_CONFIG,
-    LISTENER_PREFIX,
     STATIC_BROKER_CONFIG,
     InvalidBrokerConfig,
     listener_setting,

@@ -49,8 +49,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
 
-from broker.config import BrokerConfig
-from broker.dynamic_configs import LISTENER_PREFIX
+from broker.config import LISTENER_PREFIX, BrokerConfig
 from broker.listeners import Listener
 from broker.quotas.connection_counts import CREATED, MAX_LISTENERS, AdmissionLock, ConnectionCounts, address_hash
 from broker.quotas.shared_counters import QuotaCounters
