@@ -156,10 +156,16 @@ def address_hash(address: str) -> int:
     return key_hash(address)
 
 
+def _creation_rates(workers: int, samples: int, window_ms: int) -> QuotaCounters:
+    """The connection creation rates: every accept sums all workers' samples afresh (no reuse),
+    since a burst spread over the workers must be counted whole, under the admission lock."""
+    return QuotaCounters(workers, samples, window_ms, metrics=1, reuse_ms=0)
+
+
 def prepare(workers: int, samples: int, window_ms: int) -> tuple[ConnectionCounts, QuotaCounters]:
     """The supervisor, before any fork: the regions every worker will inherit."""
     global _prepared
-    _prepared = (ConnectionCounts(workers), QuotaCounters(workers, samples, window_ms, metrics=1))
+    _prepared = (ConnectionCounts(workers), _creation_rates(workers, samples, window_ms))
     return _prepared
 
 
@@ -170,7 +176,7 @@ def inherited(index: int, workers: int, samples: int, window_ms: int) -> tuple[C
     if found is None or found[0].workers != max(1, workers) or found[1].samples != samples \
             or found[1].window_ms != window_ms:
         found = (ConnectionCounts(max(workers, index + 1)),
-                 QuotaCounters(max(workers, index + 1), samples, window_ms, metrics=1))
+                 _creation_rates(max(workers, index + 1), samples, window_ms))
     counts, rates = found
     counts.bind(index)
     rates.bind(index)

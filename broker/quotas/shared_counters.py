@@ -67,8 +67,10 @@ def live_samples(u64: "memoryview[int]", f64: "memoryview[float]", at: int, samp
 class QuotaCounters:
     """The shared tables of ``workers`` workers; ``bind(index)`` says which one is ours."""
 
-    def __init__(self, workers: int, samples: int, window_ms: int, metrics: int = METRICS) -> None:
+    def __init__(self, workers: int, samples: int, window_ms: int, metrics: int = METRICS,
+                 reuse_ms: int = REFRESH_MS) -> None:
         self.workers = workers
+        self.reuse_ms = reuse_ms  # how long throttle_ms may reuse a sum (0: never)
         self.samples = samples
         self.window_ms = window_ms
         self.metric_words = 2 * samples  # (window, value) pairs, in 8-byte words
@@ -196,20 +198,21 @@ class QuotaCounters:
         """Record ``value``; Kafka's throttle time if the rate is now above ``bound``, else 0.
 
         Summing every worker's samples costs microseconds, so a measure is reused for up to
-        ``REFRESH_MS`` within one window, adding what this worker recorded since: the other
+        ``reuse_ms`` within one window, adding what this worker recorded since: the other
         workers' last few milliseconds are missed, a tiny part of a multi-second window."""
         if now_ms is None:
             now_ms = int(time.time() * 1000)
         self.record(key, metric, value, now_ms)
         window = now_ms // self.window_ms
         cached = self._measured.get((key, metric))
-        if cached is not None and cached[0] == window and now_ms - cached[1] < REFRESH_MS:
+        if cached is not None and cached[0] == window and now_ms - cached[1] < self.reuse_ms:
             total, oldest = cached[2], int(cached[3])  # record() added the value
         else:
             total, oldest = self._sum(key, metric, now_ms)
-            if len(self._measured) > 100_000:
-                self._measured.clear()
-            self._measured[(key, metric)] = [window, now_ms, total, oldest]
+            if self.reuse_ms:
+                if len(self._measured) > 100_000:
+                    self._measured.clear()
+                self._measured[(key, metric)] = [window, now_ms, total, oldest]
         elapsed_ms = self._span(now_ms, oldest)
         rate = total * 1000.0 / elapsed_ms
         if rate <= bound:
