@@ -94,7 +94,9 @@ def test_old_versions_apply_every_topic_and_throttle(broker: Broker) -> None:
     with KioClient(broker.bootstrap, client_id=client_id) as client:
         answer = create(client, 5, {name: 10 for name in names})
         assert codes(answer) == {name: 0 for name in names}
-        assert 3000 <= throttle_of(answer) <= 4000, throttle_of(answer)
+        # 30 taken from a full burst of 24 at 2/s: 3 s, less what the bucket refilled while the
+        # topics were being created (the throttle is reckoned when the answer is made).
+        assert 2500 <= throttle_of(answer) <= 4000, throttle_of(answer)
         started = time.monotonic()
         client.call(METADATA, 12, request(METADATA, 12, topics=[], allow_auto_topic_creation=False,
                                           include_topic_authorized_operations=False))

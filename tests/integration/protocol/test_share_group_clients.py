@@ -176,10 +176,13 @@ def all_partitions(topic: str, partitions: int) -> set[str]:
 
 def wait_assigned(bootstrap: str, group: str, names: list[str], expected: set[str]) -> dict[str, set[str]]:
     """Until kafka-share-groups.sh describes every one of ``names`` (client ids) as a member with
-    some of ``expected``, the members together holding all of it; the assignment."""
+    some of ``expected``, the members together holding all of it, no partition twice; the assignment.
+    A partition held twice is a member that has not heartbeated since the target moved (share groups
+    revoke nothing: the old owner keeps its list until its next heartbeat), so that is waited out."""
     def assigned() -> dict[str, set[str]] | None:
         held = tools.members(bootstrap, group)
-        if set(held) == set(names) and all(held.values()) and set().union(*held.values()) == expected:
+        if (set(held) == set(names) and all(held.values()) and set().union(*held.values()) == expected
+                and sum(len(p) for p in held.values()) == len(expected)):
             return held
         return None
 
