@@ -55,11 +55,14 @@ import time
 import uuid
 from typing import Any
 
+from loadtest import profiling
 from loadtest.brokers import OwnBroker, wait_until
 from loadtest.common import MIB, info
+from loadtest.profiling import Profiles
 
 NODE_IDS = (1, 2, 3)
 SIZES = (100, 1024)
+PARTS = ("throughput", "latency", "catch-up")
 BURST = 64  # records produced between two polls, as loadtest/runner/producer.py
 LATENCY_RATE_MIB_S = 5.0
 LATENCY_RECORD = 1024
@@ -339,7 +342,8 @@ def write_backlog(bootstrap: str, topic: str, backlog_bytes: int) -> dict[str, A
 
 
 def catch_up(brokers: dict[int, OwnBroker], admin: Any, zookeeper: Any, topic: str, partitions: int,
-             backlog_mib: float, lag_ms: int, stopped_groups: dict[int, list[int]]) -> dict[str, Any]:
+             backlog_mib: float, lag_ms: int, stopped_groups: dict[int, list[int]],
+             profiles: Profiles | None = None) -> dict[str, Any]:
     from confluent_kafka.admin import AdminClient
 
     controller = controller_id(zookeeper)
@@ -368,6 +372,9 @@ def catch_up(brokers: dict[int, OwnBroker], admin: Any, zookeeper: Any, topic: s
     waited = time.monotonic()
     wait_until(follower_out, lag_ms / 1000 + 60, f"broker {follower} out of the ISR", interval=0.2)
     shrink_wait = time.monotonic() - waited
+    if profiles is not None:  # the follower's processes (stopped: none is missed) and the leader's
+        profiles.start("catch-up-follower", [brokers[follower].pid, *brokers[follower].children()])
+        profiles.start("catch-up-leader", [brokers[leader].pid, *brokers[leader].children()])
     resume_group(brokers[follower], stopped_groups.pop(follower))
     resumed = time.perf_counter()
     stopped_s = time.monotonic() - stopped_at
@@ -379,6 +386,8 @@ def catch_up(brokers: dict[int, OwnBroker], admin: Any, zookeeper: Any, topic: s
 
     wait_until(follower_in, 60 + backlog_mib / 2, f"broker {follower} back in the ISR of every partition", interval=0.1)
     seconds = time.perf_counter() - resumed
+    if profiles is not None:
+        profiles.stop()
     mib = written["bytes"] / MIB
     return {"leader": leader, "stopped_follower": follower, "controller": controller, "partitions": partitions,
             "record_bytes": CATCHUP_RECORD, "backlog_mib": round(mib, 1), **written,
@@ -418,6 +427,15 @@ def print_table(result: dict[str, Any]) -> None:
             cells.append(f"{c['mib_per_s']:.1f} MiB/s {c['records_per_s']:,} rec/s")
         print(f"{size + ' B records':<22} {cells[0]:>30} {cells[1]:>30} {row['ratio']:>6.2f}x")
     lat = result["latency"]
+    if "replicated" in lat:
+        print_latency(lat)
+    print_catch_up(result.get("catch_up"))
+    print()
+    for name, goal in result["goals"].items():
+        print(f"goal {name}: {goal['value']} ({goal['goal']}): {'met' if goal['met'] else 'NOT MET'}")
+
+
+def print_latency(lat: dict[str, Any]) -> None:
     print()
     print(f"{'latency, 1 KiB records':<22} {'replicated (RF 3, acks=all)':>30} {'unreplicated (RF 1, acks=1)':>30} {'ratio':>7}")
     cells = []
@@ -429,7 +447,9 @@ def print_table(result: dict[str, Any]) -> None:
           f"{(f'{ratio:.2f}x' if ratio is not None else 'n/a'):>7}")
     achieved = [f"{lat[c]['achieved_mib_per_s']:.2f} MiB/s sent" for c in ("replicated", "unreplicated")]
     print(f"{'achieved':<22} {achieved[0]:>30} {achieved[1]:>30}")
-    cu = result.get("catch_up")
+
+
+def print_catch_up(cu: dict[str, Any] | None) -> None:
     if cu:
         print()
         limit, over = cu.get("loopback_sendfile_mib_per_s"), cu.get("over_loopback")
@@ -437,9 +457,8 @@ def print_table(result: dict[str, Any]) -> None:
               f"{cu['write_mib_per_s']} MiB/s, acks=1), follower {cu['stopped_follower']} stopped {cu['stopped_s']} s")
         print(f"  back in the ISR {cu['seconds']:.2f} s after SIGCONT: {cu['mib_per_s']:.1f} MiB/s; loopback sendfile limit "
               f"{limit if limit is not None else 'n/a'} MiB/s; ratio {f'{over:.2f}x' if over is not None else 'n/a'}")
-    print()
-    for name, goal in result["goals"].items():
-        print(f"goal {name}: {goal['value']} ({goal['goal']}): {'met' if goal['met'] else 'NOT MET'}")
+        if cu.get("page_ingest_mib_per_s"):
+            print(f"  page-ingest limit (mmap, one writer) {cu['page_ingest_mib_per_s']} MiB/s; ratio {cu['over_page_ingest']:.2f}x")
 
 
 # --------------------------------------------------------------------------- main
@@ -461,12 +480,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--loopback-repeat", type=int, default=3, help="sendfile runs of the loopback limit")
     parser.add_argument("--limit-dir", default="/var/tmp", help="where the loopback limit's file goes")
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout instead of the table")
+    parser.add_argument("--profile", metavar="DIR", help="py-spy every broker process during the latency and catch-up "
+                        "parts; collapsed stacks and a summary under DIR")
+    parser.add_argument("--only", choices=PARTS, action="append", help="run only this part (repeatable; default: all)")
     args = parser.parse_args(argv)
+    parts = set(args.only or PARTS)
+    profiles = Profiles(args.profile) if args.profile else None
     warmup = args.warmup if args.warmup is not None else min(2.0, args.seconds / 4)
     from confluent_kafka.admin import AdminClient
     from kazoo.client import KazooClient
 
-    from loadtest import loopback_limit
+    from loadtest import ingest_limit, loopback_limit
 
     chroot = f"/bench-replication-{uuid.uuid4().hex[:8]}"
     zookeeper = KazooClient(hosts=args.zookeeper + chroot)
@@ -491,7 +515,7 @@ def main(argv: list[str] | None = None) -> int:
         wait_until(lambda: len(admin.list_topics(timeout=5).brokers) == len(NODE_IDS), 60, "all three brokers registered")
         info(f"brokers up: {bootstrap} (pids {', '.join(str(b.pid) for b in brokers.values())}); ZooKeeper chroot {chroot}")
 
-        for size in SIZES:
+        for size in SIZES if "throughput" in parts else ():
             row: dict[str, Any] = {}
             for case in ("unreplicated", "replicated"):
                 factor, configs, extra = CASES[case]
@@ -506,21 +530,26 @@ def main(argv: list[str] | None = None) -> int:
             result["throughput"][str(size)] = row
 
         lat: dict[str, Any] = {"rate_mib_s": args.latency_rate_mib, "record_bytes": LATENCY_RECORD}
-        for case in ("unreplicated", "replicated"):
+        for case in ("unreplicated", "replicated") if "latency" in parts else ():
             factor, configs, extra = CASES[case]
             topic = f"repl-lat-{case}-{run}"
             create_topic(admin, topic, args.partitions, factor, configs)
+            if profiles is not None:
+                for node_id, broker in brokers.items():
+                    profiles.start(f"latency-{case}-b{node_id}", [broker.pid, *broker.children()])
             lat[case] = latency(bootstrap, topic, extra, args.latency_rate_mib, warmup, args.seconds)
+            if profiles is not None:
+                profiles.stop()
             info(f"latency {case}: p50 {lat[case].get('p50_ms')} ms, p99 {lat[case].get('p99_ms')} ms, "
                  f"{lat[case]['achieved_mib_per_s']} MiB/s sent ({lat[case]['errors']} errors)")
             delete_topic(admin, topic)
-        p99s = (lat["replicated"].get("p99_ms"), lat["unreplicated"].get("p99_ms"))
+        p99s = (lat.get("replicated", {}).get("p99_ms"), lat.get("unreplicated", {}).get("p99_ms"))
         lat["p99_ratio"] = round(p99s[0] / p99s[1], 3) if p99s[0] is not None and p99s[1] else None
         result["latency"] = lat
 
-        if args.backlog_mib > 0:
+        if args.backlog_mib > 0 and "catch-up" in parts:
             result["catch_up"] = catch_up(brokers, admin, zookeeper, f"repl-catchup-{run}", args.catchup_partitions,
-                                          args.backlog_mib, args.replica_lag_ms, stopped_groups)
+                                          args.backlog_mib, args.replica_lag_ms, stopped_groups, profiles)
             info(f"catch-up: {result['catch_up']['backlog_mib']} MiB in {result['catch_up']['seconds']} s, "
                  f"{result['catch_up']['mib_per_s']} MiB/s")
     finally:
@@ -544,7 +573,21 @@ def main(argv: list[str] | None = None) -> int:
         median = limit["sendfile"]["median_mib_per_s"]
         result["catch_up"].update(loopback_sendfile_mib_per_s=median, loopback_sendfile_max_mib_per_s=limit["sendfile"]["max_mib_per_s"],
                                   over_loopback=round(result["catch_up"]["mib_per_s"] / median, 3))
+        # The other ceiling: a follower stores what it fetches, and on this VM new page-cache
+        # pages are the dearer part (docs/BENCHMARKS.md, "Memory state"); the loopback limit
+        # reads pages that exist. One writer, as one worker's follower, through a map.
+        info("page-ingest limit (mmap, one writer) ...")
+        ingest = ingest_limit.measure(max(result["catch_up"]["backlog_mib"], 1), ("mmap",), (1,), 1, args.limit_dir,
+                                      progress=lambda m: info(f"  {m}"))
+        rate = ingest["summary"]["mmapx1"]["median_mib_per_s"]
+        result["catch_up"].update(page_ingest_mib_per_s=rate, over_page_ingest=round(result["catch_up"]["mib_per_s"] / rate, 3))
     result["goals"] = verdicts(result)
+    if profiles is not None:
+        profiles.stop()
+        result["profiles"] = {name: profiling.summary(os.path.join(args.profile, name))
+                              for name in sorted(os.listdir(args.profile)) if name.endswith(".txt")}
+        with open(os.path.join(args.profile, "summary.json"), "w") as out:
+            json.dump(result["profiles"], out, indent=1)
     if args.json:
         json.dump(result, sys.stdout)
         print()

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import threading
 
-from storage.mmap_file import POPULATE_AHEAD, POPULATE_AHEAD_MIN, RESERVER, MappedFile, PopulateClock
+from storage.mmap_file import POPULATE_AHEAD, POPULATE_AHEAD_MIN, POPULATOR, RESERVER, MappedFile, PopulateClock
 
 MIB = 1 << 20
 
@@ -106,3 +106,40 @@ def test_a_reservation_queued_for_a_map_taken_away_does_nothing(tmp_path):
     assert f._reserved == MIB
     os.close(f.fd)
     assert os.path.getsize(f.path) == 600_000
+
+
+def test_a_bulk_writer_has_pages_populated_off_its_thread(tmp_path):
+    """populate_in_background reserves and pre-faults up to the end asked on the populator
+    thread; the writer's next writes inside that range populate nothing themselves."""
+    f = MappedFile(os.path.join(tmp_path, "bulk"), 64 * MIB, window=MIB, length=0)
+    try:
+        chunk = b"b" * MIB
+        f.write(chunk)
+        f.populate_in_background(f.length + 3 * MIB)
+        assert POPULATOR.drain(timeout_s=30)
+        if f._populated > 2 * MIB:  # 0 on a kernel without MADV_POPULATE_WRITE
+            assert f._reserved >= 4 * MIB and f._populated == 4 * MIB
+            populated = _populated_by(lambda: [f.write(chunk) for _ in range(2)])
+            assert populated == 0  # inside what the populator did (POPULATE_AHEAD short of its end)
+        with open(f.path, "rb") as handle:
+            assert handle.read(MIB) == chunk
+    finally:
+        f.unmap_and_trim()
+        os.close(f.fd)
+
+
+def test_a_populate_queued_for_a_map_taken_away_does_nothing(tmp_path):
+    """As for a reservation: a roll takes the map away while the populate job waits; the job
+    finds no map, does not touch the file, and the cut file keeps its length."""
+    f = MappedFile(os.path.join(tmp_path, "rolled-bulk"), 64 * MIB, window=MIB, length=0)
+    gate = threading.Event()
+    POPULATOR.submit(gate.wait, 30)
+    f.write(b"p" * 300_000)
+    f.populate_in_background(8 * MIB)
+    f.populate_in_background(9 * MIB)  # one job at a time per file
+    f.unmap_and_trim()
+    gate.set()
+    assert POPULATOR.drain(timeout_s=30)
+    assert f._reserved < 8 * MIB
+    os.close(f.fd)
+    assert os.path.getsize(f.path) == 300_000
