@@ -30,6 +30,16 @@ of their own), each on a free port with its own log dir under a temporary direct
    session meanwhile (zookeeper.session.timeout.ms, 18 s by default); the result says
    for how long it was stopped.
 
+``--compare kafka`` then runs the same parts against three Apache Kafka 3.x brokers
+(``--kafka-version``, ZooKeeper mode, on the same ZooKeeper under a chroot of their own;
+jars from Maven Central, loadtest/kafka_peer.py), one cluster at a time, and reports
+Castle / Kafka per figure. ``--warm-up-s`` gives each cluster that many seconds of
+replicated publish before anything counts (Kafka's JIT needs minutes). ``--only`` picks
+parts; ``--profile DIR`` runs py-spy on every broker process during the latency and
+catch-up parts (loadtest/profiling.py). After the catch-up the page-ingest limit
+(loadtest/ingest_limit.py, one writer through a map) is measured beside the loopback one:
+a follower must also store what it reads, and new pages are what this VM charges for.
+
 Progress goes to stderr; stdout carries a table, or with ``--json`` one JSON object.
 Every broker is stopped by its PID at the end (SIGCONT first if stopped, then SIGTERM,
 SIGKILL after a timeout) and the temporary directory removed. Run (ZooKeeper must be
@@ -37,6 +47,7 @@ running; Debian: apt-get install zookeeper)::
 
     python -m loadtest.bench_replication --zookeeper 127.0.0.1:2181 --seconds 20 --workers 1
     python -m loadtest.bench_replication --zookeeper 127.0.0.1:2181 --seconds 2 --backlog-mib 8 --json
+    python -m loadtest.bench_replication --zookeeper 127.0.0.1:2181 --compare kafka --warm-up-s 120 --seconds 20
 """
 
 from __future__ import annotations
@@ -269,24 +280,25 @@ def latency(bootstrap: str, topic: str, extra: dict[str, Any], rate_mib_s: float
     }
     if found:
         out.update(p50_ms=round(percentile(found, 0.50) * 1000, 2), p99_ms=round(percentile(found, 0.99) * 1000, 2),
-                   max_ms=round(max(found) * 1000, 2), mean_ms=round(statistics.fmean(found) * 1000, 2))
+                   p999_ms=round(percentile(found, 0.999) * 1000, 2), max_ms=round(max(found) * 1000, 2), mean_ms=round(statistics.fmean(found) * 1000, 2))
     return out
 
 
 # --------------------------------------------------------------------------- 3. catch-up
 
 
-def controller_id(zookeeper: Any) -> int | None:
-    """The elected coordinator, which is also the controller (coordination/controller.py)."""
+def controller_id(zookeeper: Any, flavor: str = "castle") -> int | None:
+    """The controller: Castle's elected coordinator (coordination/controller.py), Kafka's /controller."""
     from kazoo.exceptions import NoNodeError
 
+    path = "/controller" if flavor == "kafka" else "/consumers/coordinator"
     try:
-        return int(json.loads(zookeeper.get("/consumers/coordinator")[0])["brokerid"])
+        return int(json.loads(zookeeper.get(path)[0])["brokerid"])
     except (NoNodeError, ValueError, KeyError):
         return None
 
 
-def stop_group(broker: OwnBroker) -> list[int]:
+def stop_group(broker: Any) -> list[int]:
     """SIGSTOP the broker's process group (it runs in a session of its own) and any of its
     processes that left that group; returns what to SIGCONT: the group id first."""
     os.killpg(broker.pid, signal.SIGSTOP)
@@ -301,7 +313,7 @@ def stop_group(broker: OwnBroker) -> list[int]:
     return stopped
 
 
-def resume_group(broker: OwnBroker, stopped: list[int]) -> None:
+def resume_group(broker: Any, stopped: list[int]) -> None:
     for index, pid in enumerate(stopped):
         try:
             if index == 0:
@@ -341,12 +353,12 @@ def write_backlog(bootstrap: str, topic: str, backlog_bytes: int) -> dict[str, A
             "write_mib_per_s": round(deliveries.acked * CATCHUP_RECORD / MIB / seconds, 1)}
 
 
-def catch_up(brokers: dict[int, OwnBroker], admin: Any, zookeeper: Any, topic: str, partitions: int,
+def catch_up(flavor: str, brokers: dict[int, Any], admin: Any, zookeeper: Any, topic: str, partitions: int,
              backlog_mib: float, lag_ms: int, stopped_groups: dict[int, list[int]],
              profiles: Profiles | None = None) -> dict[str, Any]:
     from confluent_kafka.admin import AdminClient
 
-    controller = controller_id(zookeeper)
+    controller = controller_id(zookeeper, flavor)
     others = [n for n in NODE_IDS if n != controller] if controller in NODE_IDS else list(NODE_IDS)
     leader, follower = others[0], others[-1]  # the follower stopped is neither leader nor controller
     middle = next(n for n in NODE_IDS if n not in (leader, follower))
@@ -373,8 +385,8 @@ def catch_up(brokers: dict[int, OwnBroker], admin: Any, zookeeper: Any, topic: s
     wait_until(follower_out, lag_ms / 1000 + 60, f"broker {follower} out of the ISR", interval=0.2)
     shrink_wait = time.monotonic() - waited
     if profiles is not None:  # the follower's processes (stopped: none is missed) and the leader's
-        profiles.start("catch-up-follower", [brokers[follower].pid, *brokers[follower].children()])
-        profiles.start("catch-up-leader", [brokers[leader].pid, *brokers[leader].children()])
+        profiles.start(f"{flavor}-catch-up-follower", [brokers[follower].pid, *brokers[follower].children()])
+        profiles.start(f"{flavor}-catch-up-leader", [brokers[leader].pid, *brokers[leader].children()])
     resume_group(brokers[follower], stopped_groups.pop(follower))
     resumed = time.perf_counter()
     stopped_s = time.monotonic() - stopped_at
@@ -415,8 +427,8 @@ def verdicts(result: dict[str, Any]) -> dict[str, Any]:
     return goals
 
 
-def print_table(result: dict[str, Any]) -> None:
-    print(f"Castle replication: 3 brokers, {result['workers']} worker(s) each, {result['partitions']} partitions, "
+def print_table(result: dict[str, Any], title: str = "Castle") -> None:
+    print(f"{title} replication: 3 brokers, {result['workers']} worker(s) each, {result['partitions']} partitions, "
           f"{result['seconds']} s per case (after {result['warmup_s']} s of warm-up)")
     print()
     print(f"{'publish':<22} {'replicated (RF 3, acks=all)':>30} {'unreplicated (RF 1, acks=1)':>30} {'ratio':>7}")
@@ -441,7 +453,8 @@ def print_latency(lat: dict[str, Any]) -> None:
     cells = []
     for case in ("replicated", "unreplicated"):
         c = lat[case]
-        cells.append(f"p50 {c.get('p50_ms', float('nan')):.1f} p99 {c.get('p99_ms', float('nan')):.1f} ms")
+        cells.append(f"p50 {c.get('p50_ms', float('nan')):.1f} p99 {c.get('p99_ms', float('nan')):.1f} "
+                     f"p99.9 {c.get('p999_ms', float('nan')):.0f} ms")
     ratio = lat.get("p99_ratio")
     print(f"{'at ' + str(lat['rate_mib_s']) + ' MiB/s':<22} {cells[0]:>30} {cells[1]:>30} "
           f"{(f'{ratio:.2f}x' if ratio is not None else 'n/a'):>7}")
@@ -464,12 +477,197 @@ def print_catch_up(cu: dict[str, Any] | None) -> None:
 # --------------------------------------------------------------------------- main
 
 
+class KafkaNode:
+    """One broker of a three-node Apache Kafka 3.x cluster in ZooKeeper mode (on the shared
+    ZooKeeper, under a chroot of its own), with the surface of OwnBroker this benchmark uses.
+    Kafka's defaults but for the node id, the lag time and the internal topics' sizes."""
+
+    def __init__(self, base_dir: str, node_id: int, zookeeper: str, version: str, lag_ms: int) -> None:
+        from loadtest.kafka_peer import KafkaPeer
+
+        self.peer = KafkaPeer(os.path.join(base_dir, f"kafka-{node_id}.log"), version=version, mode="zookeeper",
+                              zookeeper=zookeeper, base_dir=base_dir,
+                              overrides={"broker.id": str(node_id), "replica.lag.time.max.ms": str(lag_ms),
+                                         "offsets.topic.replication.factor": "3",
+                                         "transaction.state.log.replication.factor": "3",
+                                         "transaction.state.log.min.isr": "2"})
+        self.bootstrap = self.peer.bootstrap
+
+    @property
+    def pid(self) -> int:
+        return self.peer.pid
+
+    def children(self) -> list[int]:
+        return []  # one JVM
+
+    def wait_ready(self, timeout: float) -> None:
+        self.peer.wait_ready(max(timeout, 180.0))
+
+    def stop(self, timeout: float) -> int | None:
+        return self.peer.stop(timeout)
+
+    def stderr_tail(self, lines: int) -> str:
+        return self.peer.log_tail(lines)
+
+
+def start_cluster(flavor: str, base: str, zookeeper: str, args: argparse.Namespace) -> dict[int, Any]:
+    brokers: dict[int, Any] = {}
+    for node_id in NODE_IDS:
+        path = os.path.join(base, f"{flavor}-b{node_id}")
+        os.makedirs(path)
+        if flavor == "kafka":
+            brokers[node_id] = KafkaNode(path, node_id, zookeeper, args.kafka_version, args.replica_lag_ms)
+        else:
+            brokers[node_id] = OwnBroker(path, {"node.id": str(node_id), "zookeeper.connect": zookeeper,
+                                                "workers": str(args.workers),
+                                                "replica.lag.time.max.ms": str(args.replica_lag_ms)})
+    return brokers
+
+
+def measure_cluster(flavor: str, brokers: dict[int, Any], zookeeper: Any, args: argparse.Namespace, parts: set[str],
+                    profiles: Profiles | None, stopped_groups: dict[int, list[int]]) -> dict[str, Any]:
+    """Every part asked for, against one cluster that is up: throughput, latency, catch-up."""
+    from confluent_kafka.admin import AdminClient
+
+    warmup = args.warmup if args.warmup is not None else min(2.0, args.seconds / 4)
+    result: dict[str, Any] = {"throughput": {}, "latency": {}, "catch_up": None}
+    run = uuid.uuid4().hex[:6]
+    bootstrap = ",".join(b.bootstrap for b in brokers.values())
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    wait_until(lambda: len(admin.list_topics(timeout=5).brokers) == len(NODE_IDS), 120, "all three brokers registered")
+    info(f"{flavor} brokers up: {bootstrap} (pids {', '.join(str(b.pid) for b in brokers.values())})")
+    if args.warm_up_s > 0:
+        # Kafka's JIT compiles for minutes; both clusters get the same replicated load first.
+        factor, configs, extra = CASES["replicated"]
+        topic = f"repl-warm-{run}"
+        create_topic(admin, topic, args.partitions, factor, configs)
+        warm = throughput(bootstrap, topic, LATENCY_RECORD, extra, 0.0, args.warm_up_s)
+        info(f"{flavor} warm-up: {args.warm_up_s:.0f} s of replicated 1 KiB publish, {warm['mib_per_s']} MiB/s")
+        delete_topic(admin, topic)
+
+    for size in SIZES if "throughput" in parts else ():
+        row: dict[str, Any] = {}
+        for case in ("unreplicated", "replicated"):
+            factor, configs, extra = CASES[case]
+            topic = f"repl-tp-{size}-{case}-{run}"
+            create_topic(admin, topic, args.partitions, factor, configs)
+            row[case] = throughput(bootstrap, topic, size, extra, warmup, args.seconds)
+            info(f"{flavor} throughput {size} B {case}: {row[case]['mib_per_s']} MiB/s, "
+                 f"{row[case]['records_per_s']:,} rec/s ({row[case]['errors']} errors"
+                 f"{', first: ' + row[case]['first_error'] if row[case]['first_error'] else ''})")
+            delete_topic(admin, topic)
+        base_rate = row["unreplicated"]["mib_per_s"]
+        row["ratio"] = round(row["replicated"]["mib_per_s"] / base_rate, 3) if base_rate else None
+        result["throughput"][str(size)] = row
+
+    lat: dict[str, Any] = {"rate_mib_s": args.latency_rate_mib, "record_bytes": LATENCY_RECORD}
+    for case in ("unreplicated", "replicated") if "latency" in parts else ():
+        factor, configs, extra = CASES[case]
+        topic = f"repl-lat-{case}-{run}"
+        create_topic(admin, topic, args.partitions, factor, configs)
+        if profiles is not None:
+            for node_id, broker in brokers.items():
+                profiles.start(f"{flavor}-latency-{case}-b{node_id}", [broker.pid, *broker.children()])
+        lat[case] = latency(bootstrap, topic, extra, args.latency_rate_mib, warmup, args.seconds)
+        if profiles is not None:
+            profiles.stop()
+        info(f"{flavor} latency {case}: p50 {lat[case].get('p50_ms')} ms, p99 {lat[case].get('p99_ms')} ms, "
+             f"{lat[case]['achieved_mib_per_s']} MiB/s sent ({lat[case]['errors']} errors)")
+        delete_topic(admin, topic)
+    p99s = (lat.get("replicated", {}).get("p99_ms"), lat.get("unreplicated", {}).get("p99_ms"))
+    lat["p99_ratio"] = round(p99s[0] / p99s[1], 3) if p99s[0] is not None and p99s[1] else None
+    result["latency"] = lat
+
+    if args.backlog_mib > 0 and "catch-up" in parts:
+        result["catch_up"] = catch_up(flavor, brokers, admin, zookeeper, f"repl-catchup-{run}", args.catchup_partitions,
+                                      args.backlog_mib, args.replica_lag_ms, stopped_groups, profiles)
+        info(f"{flavor} catch-up: {result['catch_up']['backlog_mib']} MiB in {result['catch_up']['seconds']} s, "
+             f"{result['catch_up']['mib_per_s']} MiB/s")
+    return result
+
+
+def run_cluster(flavor: str, args: argparse.Namespace, parts: set[str], profiles: Profiles | None) -> dict[str, Any]:
+    """Start a three-broker cluster of ``flavor`` (castle, kafka) on a fresh chroot, measure it,
+    stop every broker by its PID and remove its files."""
+    from kazoo.client import KazooClient
+
+    chroot = f"/bench-replication-{flavor}-{uuid.uuid4().hex[:8]}"
+    zookeeper = KazooClient(hosts=args.zookeeper + chroot)
+    base = tempfile.mkdtemp(prefix=f"{flavor}-bench-repl-")
+    stopped_groups: dict[int, list[int]] = {}
+    brokers: dict[int, Any] = {}
+    try:
+        if flavor == "kafka":  # Kafka makes its chroot only when it is the first thing it writes
+            with KazooClient(hosts=args.zookeeper) as root:
+                root.ensure_path(chroot)
+        brokers = start_cluster(flavor, base, args.zookeeper + chroot, args)
+        for broker in brokers.values():
+            broker.wait_ready(60)
+        zookeeper.start(timeout=30)
+        result = measure_cluster(flavor, brokers, zookeeper, args, parts, profiles, stopped_groups)
+        result["zookeeper_chroot"] = chroot
+        return result
+    finally:
+        for node_id, stopped in stopped_groups.items():
+            resume_group(brokers[node_id], stopped)
+        for broker in brokers.values():
+            code = broker.stop(timeout=30)
+            if code not in (0, None, -signal.SIGTERM, 143):
+                info(f"broker pid {broker.pid} exited with {code}; its log ends:\n{broker.stderr_tail(10)}")
+        try:
+            zookeeper.stop()
+            zookeeper.close()
+        finally:
+            shutil.rmtree(base, ignore_errors=True)
+
+
+def measure_limits(catch_ups: list[dict[str, Any]], args: argparse.Namespace) -> None:
+    """Right after, with every broker stopped: the loopback sendfile limit (the fastest a
+    follower could read) and the page-ingest limit (the fastest it could store: on this VM new
+    page-cache pages are the dearer part, docs/BENCHMARKS.md "Memory state"; one writer through
+    a map, as one worker's follower); each catch-up's ratios to both."""
+    from loadtest import ingest_limit, loopback_limit
+
+    size = max(max(c["backlog_mib"] for c in catch_ups), 1)
+    info("loopback sendfile limit ...")
+    limit = loopback_limit.measure(size, repeat=args.loopback_repeat, directory=args.limit_dir, modes=("sendfile",),
+                                   progress=lambda m: info(f"  {m}"))
+    median = limit["sendfile"]["median_mib_per_s"]
+    info("page-ingest limit (mmap, one writer) ...")
+    ingest = ingest_limit.measure(size, ("mmap",), (1,), 1, args.limit_dir, progress=lambda m: info(f"  {m}"))
+    rate = ingest["summary"]["mmapx1"]["median_mib_per_s"]
+    for cu in catch_ups:
+        cu.update(loopback_sendfile_mib_per_s=median, loopback_sendfile_max_mib_per_s=limit["sendfile"]["max_mib_per_s"],
+                  over_loopback=round(cu["mib_per_s"] / median, 3),
+                  page_ingest_mib_per_s=rate, over_page_ingest=round(cu["mib_per_s"] / rate, 3))
+
+
+def versus(castle: dict[str, Any], kafka: dict[str, Any]) -> dict[str, Any]:
+    """Castle / Kafka for each figure both runs have: rates (higher is better), p99s (lower)."""
+    ratios: dict[str, Any] = {}
+    for size, row in castle["throughput"].items():
+        theirs = kafka["throughput"].get(size)
+        for case in ("replicated", "unreplicated"):
+            if theirs and theirs[case]["records_per_s"]:
+                ratios[f"throughput_{size}b_{case}"] = round(row[case]["records_per_s"] / theirs[case]["records_per_s"], 3)
+    for case in ("replicated", "unreplicated"):
+        ours, theirs = castle["latency"].get(case, {}), kafka["latency"].get(case, {})
+        for mark in ("p99_ms", "p999_ms"):
+            if ours.get(mark) and theirs.get(mark):
+                ratios[f"latency_{case}_{mark}"] = round(ours[mark] / theirs[mark], 3)
+    if castle.get("catch_up") and kafka.get("catch_up"):
+        ratios["catch_up"] = round(castle["catch_up"]["mib_per_s"] / kafka["catch_up"]["mib_per_s"], 3)
+    return ratios
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--zookeeper", required=True, help="host:port of a running ZooKeeper")
     parser.add_argument("--seconds", type=float, default=20.0, help="measured seconds per throughput and latency case")
     parser.add_argument("--warmup", type=float, default=None, help="seconds before each measured window (default: "
                                                                      "a quarter of --seconds, at most 2)")
+    parser.add_argument("--warm-up-s", type=float, default=0.0, help="seconds of replicated publish before anything "
+                        "is measured, per cluster (Kafka's JIT: give it minutes)")
     parser.add_argument("--workers", type=int, default=1, help="workers per broker (default 1)")
     parser.add_argument("--partitions", type=int, default=6, help="partitions of the throughput and latency topics")
     parser.add_argument("--latency-rate-mib", type=float, default=LATENCY_RATE_MIB_S, help="the fixed rate (MiB/s)")
@@ -483,105 +681,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", metavar="DIR", help="py-spy every broker process during the latency and catch-up "
                         "parts; collapsed stacks and a summary under DIR")
     parser.add_argument("--only", choices=PARTS, action="append", help="run only this part (repeatable; default: all)")
+    parser.add_argument("--compare", choices=("kafka",), help="the same parts against three Apache Kafka brokers "
+                        "(ZooKeeper mode) after Castle's")
+    parser.add_argument("--kafka-version", default="3.9.1", help="Kafka 3.x for --compare (default 3.9.1)")
     args = parser.parse_args(argv)
     parts = set(args.only or PARTS)
     profiles = Profiles(args.profile) if args.profile else None
     warmup = args.warmup if args.warmup is not None else min(2.0, args.seconds / 4)
-    from confluent_kafka.admin import AdminClient
-    from kazoo.client import KazooClient
-
-    from loadtest import ingest_limit, loopback_limit
-
-    chroot = f"/bench-replication-{uuid.uuid4().hex[:8]}"
-    zookeeper = KazooClient(hosts=args.zookeeper + chroot)
-    base = tempfile.mkdtemp(prefix="castle-bench-repl-")
-    brokers: dict[int, OwnBroker] = {}
-    stopped_groups: dict[int, list[int]] = {}
     result: dict[str, Any] = {"brokers": len(NODE_IDS), "workers": args.workers, "partitions": args.partitions,
-                              "seconds": args.seconds, "warmup_s": warmup, "replica_lag_time_max_ms": args.replica_lag_ms,
-                              "zookeeper_chroot": chroot, "throughput": {}, "latency": {}, "catch_up": None}
-    run = uuid.uuid4().hex[:6]
-    try:
-        for node_id in NODE_IDS:
-            os.makedirs(os.path.join(base, f"b{node_id}"))
-            brokers[node_id] = OwnBroker(os.path.join(base, f"b{node_id}"), {
-                "node.id": str(node_id), "zookeeper.connect": args.zookeeper + chroot, "workers": str(args.workers),
-                "replica.lag.time.max.ms": str(args.replica_lag_ms)})
-        for broker in brokers.values():
-            broker.wait_ready(60)
-        zookeeper.start(timeout=30)
-        bootstrap = ",".join(b.bootstrap for b in brokers.values())
-        admin = AdminClient({"bootstrap.servers": bootstrap})
-        wait_until(lambda: len(admin.list_topics(timeout=5).brokers) == len(NODE_IDS), 60, "all three brokers registered")
-        info(f"brokers up: {bootstrap} (pids {', '.join(str(b.pid) for b in brokers.values())}); ZooKeeper chroot {chroot}")
-
-        for size in SIZES if "throughput" in parts else ():
-            row: dict[str, Any] = {}
-            for case in ("unreplicated", "replicated"):
-                factor, configs, extra = CASES[case]
-                topic = f"repl-tp-{size}-{case}-{run}"
-                create_topic(admin, topic, args.partitions, factor, configs)
-                row[case] = throughput(bootstrap, topic, size, extra, warmup, args.seconds)
-                info(f"throughput {size} B {case}: {row[case]['mib_per_s']} MiB/s, {row[case]['records_per_s']:,} rec/s "
-                     f"({row[case]['errors']} errors{', first: ' + row[case]['first_error'] if row[case]['first_error'] else ''})")
-                delete_topic(admin, topic)
-            base_rate = row["unreplicated"]["mib_per_s"]
-            row["ratio"] = round(row["replicated"]["mib_per_s"] / base_rate, 3) if base_rate else None
-            result["throughput"][str(size)] = row
-
-        lat: dict[str, Any] = {"rate_mib_s": args.latency_rate_mib, "record_bytes": LATENCY_RECORD}
-        for case in ("unreplicated", "replicated") if "latency" in parts else ():
-            factor, configs, extra = CASES[case]
-            topic = f"repl-lat-{case}-{run}"
-            create_topic(admin, topic, args.partitions, factor, configs)
-            if profiles is not None:
-                for node_id, broker in brokers.items():
-                    profiles.start(f"latency-{case}-b{node_id}", [broker.pid, *broker.children()])
-            lat[case] = latency(bootstrap, topic, extra, args.latency_rate_mib, warmup, args.seconds)
-            if profiles is not None:
-                profiles.stop()
-            info(f"latency {case}: p50 {lat[case].get('p50_ms')} ms, p99 {lat[case].get('p99_ms')} ms, "
-                 f"{lat[case]['achieved_mib_per_s']} MiB/s sent ({lat[case]['errors']} errors)")
-            delete_topic(admin, topic)
-        p99s = (lat.get("replicated", {}).get("p99_ms"), lat.get("unreplicated", {}).get("p99_ms"))
-        lat["p99_ratio"] = round(p99s[0] / p99s[1], 3) if p99s[0] is not None and p99s[1] else None
-        result["latency"] = lat
-
-        if args.backlog_mib > 0 and "catch-up" in parts:
-            result["catch_up"] = catch_up(brokers, admin, zookeeper, f"repl-catchup-{run}", args.catchup_partitions,
-                                          args.backlog_mib, args.replica_lag_ms, stopped_groups, profiles)
-            info(f"catch-up: {result['catch_up']['backlog_mib']} MiB in {result['catch_up']['seconds']} s, "
-                 f"{result['catch_up']['mib_per_s']} MiB/s")
-    finally:
-        for node_id, stopped in stopped_groups.items():
-            resume_group(brokers[node_id], stopped)
-        for broker in brokers.values():
-            code = broker.stop(timeout=30)
-            if code not in (0, None, -signal.SIGTERM):
-                info(f"broker pid {broker.pid} exited with {code}; its stderr ends:\n{broker.stderr_tail(10)}")
-        try:
-            zookeeper.stop()
-            zookeeper.close()
-        finally:
-            shutil.rmtree(base, ignore_errors=True)
-
-    if result["catch_up"]:
-        # Right after, with the brokers stopped: the fastest a follower could read on this machine.
-        info("loopback sendfile limit ...")
-        limit = loopback_limit.measure(max(result["catch_up"]["backlog_mib"], 1), repeat=args.loopback_repeat,
-                                       directory=args.limit_dir, modes=("sendfile",), progress=lambda m: info(f"  {m}"))
-        median = limit["sendfile"]["median_mib_per_s"]
-        result["catch_up"].update(loopback_sendfile_mib_per_s=median, loopback_sendfile_max_mib_per_s=limit["sendfile"]["max_mib_per_s"],
-                                  over_loopback=round(result["catch_up"]["mib_per_s"] / median, 3))
-        # The other ceiling: a follower stores what it fetches, and on this VM new page-cache
-        # pages are the dearer part (docs/BENCHMARKS.md, "Memory state"); the loopback limit
-        # reads pages that exist. One writer, as one worker's follower, through a map.
-        info("page-ingest limit (mmap, one writer) ...")
-        ingest = ingest_limit.measure(max(result["catch_up"]["backlog_mib"], 1), ("mmap",), (1,), 1, args.limit_dir,
-                                      progress=lambda m: info(f"  {m}"))
-        rate = ingest["summary"]["mmapx1"]["median_mib_per_s"]
-        result["catch_up"].update(page_ingest_mib_per_s=rate, over_page_ingest=round(result["catch_up"]["mib_per_s"] / rate, 3))
+                              "seconds": args.seconds, "warmup_s": warmup, "warm_up_s": args.warm_up_s,
+                              "replica_lag_time_max_ms": args.replica_lag_ms}
+    result.update(run_cluster("castle", args, parts, profiles))
+    if args.compare:
+        result["kafka"] = run_cluster("kafka", args, parts, profiles)
+        result["kafka"]["version"] = args.kafka_version
+    catch_ups = [c for c in (result.get("catch_up"), result.get("kafka", {}).get("catch_up")) if c]
+    if catch_ups:
+        measure_limits(catch_ups, args)
     result["goals"] = verdicts(result)
+    if args.compare:
+        result["castle_over_kafka"] = versus(result, result["kafka"])
     if profiles is not None:
         profiles.stop()
         result["profiles"] = {name: profiling.summary(os.path.join(args.profile, name))
@@ -593,8 +712,14 @@ def main(argv: list[str] | None = None) -> int:
         print()
     else:
         print_table(result)
+        if args.compare:
+            print()
+            print_table({**result["kafka"], "workers": "-", "partitions": args.partitions, "seconds": args.seconds,
+                         "warmup_s": warmup, "goals": verdicts(result["kafka"])}, f"Apache Kafka {args.kafka_version}")
+            print()
+            for name, ratio in result["castle_over_kafka"].items():
+                print(f"Castle / Kafka {name}: {ratio}x")
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

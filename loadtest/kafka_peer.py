@@ -201,12 +201,16 @@ class KafkaPeer:
     """
 
     def __init__(self, log_path: str, version: str = DEFAULT_VERSION, mode: str = "kraft", partitions: int = 1,
-                 overrides: dict[str, str] | None = None, base_dir: str | None = None, heap: str = HEAP) -> None:
+                 overrides: dict[str, str] | None = None, base_dir: str | None = None, heap: str = HEAP,
+                 zookeeper: str | None = None) -> None:
         if mode not in MODES:
             raise ValueError(f"mode: one of {MODES}, not {mode!r}")
         if mode == "zookeeper" and major(version) >= 4:
             raise ValueError(f"Kafka {version} has no ZooKeeper mode (removed in 4.0); use 3.x, e.g. 3.9.1")
         self.version, self.mode = version, mode
+        # zookeeper mode: an ensemble already running (host:port[/chroot]), shared by the
+        # brokers of a cluster (their broker.id in ``overrides``); else one is started here.
+        self.zookeeper = zookeeper
         self.log_path = Path(log_path)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self.lib = broker_jars(version)  # before any port is taken: the first fetch takes minutes
@@ -214,6 +218,7 @@ class KafkaPeer:
         self.port = free_port()
         self.bootstrap = f"127.0.0.1:{self.port}"
         self.children: list[JavaChild] = []
+        self.broker_id = 1
         self._logs: list[IO[bytes]] = []
         try:
             self._start(partitions, overrides or {}, heap)
@@ -255,8 +260,9 @@ class KafkaPeer:
             settings = server_settings("kraft", self.port, data, partitions, controller_port=free_port())
         else:
             settings = server_settings("zookeeper", self.port, data, partitions,
-                                       zookeeper=f"127.0.0.1:{self._start_zookeeper()}")
+                                       zookeeper=self.zookeeper or f"127.0.0.1:{self._start_zookeeper()}")
         settings.update(overrides)
+        self.broker_id = int(settings.get("broker.id", settings.get("node.id", "1")))
         properties = self.dir / "server.properties"
         write_properties(properties, settings)
         log_flags = self._log_flags()
@@ -328,7 +334,7 @@ class KafkaPeer:
                 metadata = admin.list_topics(timeout=5)
             except KafkaException:
                 return False
-            return 1 in metadata.brokers
+            return self.broker_id in metadata.brokers
 
         wait_until(answers, max(1.0, timeout - (time.monotonic() - started)), f"Kafka's metadata on {self.bootstrap}",
                    interval=0.5)

@@ -53,13 +53,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import re
 import ssl
 import struct
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from broker.protocol import codec
+from broker.protocol import codec, replica_fetch
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode, KafkaError, ProtocolViolation
 from broker.security.broker_proof import MECHANISM as BROKER_MECHANISM
@@ -97,7 +98,6 @@ CORRELATION_ID = struct.Struct(">i")
 
 
 # ---------------------------------------------------------------------- client ids
-REPLICA_FETCH_VERSION = 15  # the first with ReplicaState; topics by id
 
 
 def coordinator_client_id(epoch: int) -> str:
@@ -126,7 +126,7 @@ def encode_request(api_key: int, version: int, correlation_id: int, client_id: s
     header = REQUEST_HEADER.pack(api_key, version, correlation_id, len(client)) + client
     if codec.is_flexible(api_key, version):
         header += b"\x00"  # no tagged fields
-    payload = codec.encode_body(body)
+    payload = body if isinstance(body, bytes) else codec.encode_body(body)  # bytes: encoded by hand
     return SIZE.pack(len(header) + len(payload)) + header + payload
 
 
@@ -138,10 +138,32 @@ def response_header_size(api_key: int, version: int) -> int:
 
 
 # ---------------------------------------------------------------------- connection
+@dataclass(frozen=True, slots=True)
+class Decoder:
+    """How an answer's body is read: ``read(frame, position)`` gives the answer. kio's
+    reader for most; a hand-written one where kio's copy costs (a follower's Fetch)."""
+
+    name: str
+    read: Callable[[bytes, int], Any]
+
+    def __call__(self, frame: bytes, position: int) -> Any:
+        return self.read(frame, position)
+
+
+@functools.cache
+def kio_decoder(cls: type) -> Decoder:
+    reader = codec.reader_for(cls)
+    return Decoder(cls.__name__, lambda frame, position: reader(frame, position)[0])
+
+
+# A follower's Fetch answer: record bytes stay views of the frame (broker/protocol/replica_fetch.py).
+REPLICA_FETCH_DECODER = Decoder("FetchResponse", replica_fetch.decode)
+
+
 @dataclass(slots=True)
 class _Pending:
     future: asyncio.Future[Any]
-    response_class: type
+    decode: "Decoder"
     header_size: int
 
 
@@ -157,7 +179,8 @@ class _Connection:
         self.closed = False
         self.task = asyncio.get_running_loop().create_task(self._read_answers())
 
-    def send(self, correlation_id: int, frame: bytes, answer: type | None, header_size: int) -> asyncio.Future[Any] | None:
+    def send(self, correlation_id: int, frame: bytes, answer: "type | Decoder | None",
+             header_size: int) -> asyncio.Future[Any] | None:
         """Queue ``frame``; the future of its answer, or None when none will come (acks=0)."""
         if self.closed:
             raise KafkaError(ErrorCode.network_exception, "connection closed")
@@ -165,7 +188,8 @@ class _Connection:
         if answer is not None:
             future = asyncio.get_running_loop().create_future()
             # Registered before the write: the answer cannot overtake it.
-            self.pending[correlation_id] = _Pending(future, answer, header_size)
+            decode = answer if isinstance(answer, Decoder) else kio_decoder(answer)
+            self.pending[correlation_id] = _Pending(future, decode, header_size)
         self.writer.write(frame)
         return future
 
@@ -196,9 +220,9 @@ class _Connection:
                 if pending.future.done():
                     continue
                 try:
-                    entity, _size = codec.reader_for(pending.response_class)(frame, pending.header_size)
+                    entity = pending.decode(frame, pending.header_size)
                 except Exception as exc:  # kio raises several types on malformed input
-                    raise ProtocolViolation(f"cannot decode {pending.response_class.__name__}: {exc!r}") from None
+                    raise ProtocolViolation(f"cannot decode {pending.decode.name}: {exc!r}") from None
                 pending.future.set_result(entity)
         except asyncio.CancelledError:
             reason = "closed"
@@ -355,10 +379,10 @@ class RemotePartitionClient:
         an entity to decode the answer as instead of kio's (one kio cannot read)."""
         return await self._call(api_key, version, fields, idempotent=False, answer_class=answer_class)
 
-    async def fetch_as_replica(self, fields: dict[str, Any]) -> Any:
-        """A follower's Fetch v15 (ReplicaState in ``fields``): the decoded answer, or
-        KafkaError as for every call."""
-        return await self._call(1, REPLICA_FETCH_VERSION, fields)
+    async def fetch_as_replica(self, body: bytes) -> Any:
+        """A follower's Fetch v15, its body encoded by broker/protocol/replica_fetch.py: the
+        answer as that module decodes it, or KafkaError as for every call."""
+        return await self._call(1, replica_fetch.VERSION, body, answer_class=REPLICA_FETCH_DECODER)
 
     async def close(self) -> None:
         """Close the connection; later calls answer NETWORK_EXCEPTION without connecting."""
@@ -393,8 +417,8 @@ class RemotePartitionClient:
             return int(exc.code), -1
         return int(data.error_code), int(data.offset)
 
-    async def _call(self, api_key: int, version: int, fields: dict[str, Any], *, expect_answer: bool = True,
-                    idempotent: bool = True, answer_class: type | None = None) -> Any:
+    async def _call(self, api_key: int, version: int, fields: dict[str, Any] | bytes, *, expect_answer: bool = True,
+                    idempotent: bool = True, answer_class: "type | Decoder | None" = None) -> Any:
         """Send one request and return the decoded answer (None when ``expect_answer`` is
         False); raises KafkaError with the code to surface. One deadline covers the
         connect, the write, the answer and the one retry of an idempotent request."""
@@ -402,7 +426,7 @@ class RemotePartitionClient:
             raise KafkaError(ErrorCode.network_exception, "client closed")
         request_class = codec.request_class(api_key, version)
         assert request_class is not None, f"kio has no api {api_key} v{version}"  # our fixed versions
-        body = build(request_class, fields)
+        body = fields if isinstance(fields, bytes) else build(request_class, fields)
         if answer_class is None and expect_answer:
             answer_class = codec.response_class(api_key, version)
         header_size = response_header_size(api_key, version)

@@ -28,12 +28,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 from broker.partitions.remote_partition import RemotePartitionClient
 from broker.partitions.replication import Followed, Replication
 from broker.partitions.replication_throttle import ReplicaThrottle
+from broker.protocol import replica_fetch
 from broker.protocol.errors import ErrorCode, KafkaError
+from broker.protocol.replica_fetch import FetchPosition, PartitionData
 from storage.errors import LogDirOfflineError, StorageError
 from storage.log import PartitionLog
 from storage.types import TopicPartition
@@ -124,7 +126,7 @@ class ReplicaFetcher:
 
     async def _round(self, client: RemotePartitionClient, partitions: dict[TopicPartition, Followed]) -> bool:
         """One Fetch; False when it should back off (every partition answered an error)."""
-        topics: dict[uuid.UUID, list[dict[str, Any]]] = {}
+        topics: dict[uuid.UUID, list[FetchPosition]] = {}
         names: dict[tuple[uuid.UUID, int], TopicPartition] = {}
         partition_bytes = self._get_int("replica.fetch.max.bytes")
         throttle = self.throttle
@@ -139,20 +141,15 @@ class ReplicaFetcher:
             topic_id = self._topic_id(tp.topic)
             if partition_log is None or topic_id is None:
                 continue
-            topics.setdefault(topic_id, []).append({
-                "partition": tp.partition, "current_leader_epoch": followed.epoch,
-                "fetch_offset": partition_log.log_end_offset, "last_fetched_epoch": partition_log.epochs.latest_epoch,
-                "log_start_offset": partition_log.log_start_offset, "partition_max_bytes": partition_bytes})
+            topics.setdefault(topic_id, []).append(FetchPosition(
+                tp.partition, followed.epoch, partition_log.log_end_offset, partition_log.epochs.latest_epoch,
+                partition_log.log_start_offset, partition_bytes))
             names[(topic_id, tp.partition)] = tp
         if not topics:
             return False
-        answer = await client.fetch_as_replica({
-            "replica_state": {"replica_id": self.node_id, "replica_epoch": -1},
-            "max_wait": self._get_int("replica.fetch.wait.max.ms"), "min_bytes": 1,
-            "max_bytes": self._get_int("replica.fetch.response.max.bytes"), "isolation_level": 0,
-            "session_id": 0, "session_epoch": -1,
-            "topics": [{"topic_id": t, "partitions": p} for t, p in topics.items()],
-            "forgotten_topics_data": [], "rack_id": ""})
+        answer = await client.fetch_as_replica(replica_fetch.encode_request(
+            self.node_id, self._get_int("replica.fetch.wait.max.ms"), 1,
+            self._get_int("replica.fetch.response.max.bytes"), topics))
         if answer.error_code:
             raise KafkaError(answer.error_code, "the leader refused the fetch")
         progressed = False
@@ -166,7 +163,7 @@ class ReplicaFetcher:
                     self._throttle_accounting(throttle, asked, data)
         return progressed
 
-    def _throttle_accounting(self, throttle: ReplicaThrottle, tp: TopicPartition, data: Any) -> None:
+    def _throttle_accounting(self, throttle: ReplicaThrottle, tp: TopicPartition, data: PartitionData) -> None:
         """The bytes received of a throttled partition count towards the follower rate (in sync or
         not, as Kafka's processPartitionData records them); note whether the partition caught up."""
         records = data.records
@@ -178,7 +175,7 @@ class ReplicaFetcher:
         else:
             self._in_sync.discard(tp)
 
-    def _apply(self, tp: TopicPartition, data: Any) -> bool:
+    def _apply(self, tp: TopicPartition, data: PartitionData) -> bool:
         partition_log = self._log_for(tp)
         if partition_log is None:
             return False
@@ -219,7 +216,7 @@ class ReplicaFetcher:
                     tp, epoch, end_offset, partition_log.log_end_offset, target)
         partition_log.truncate_to(target)
 
-    def _out_of_range(self, tp: TopicPartition, partition_log: PartitionLog, data: Any) -> None:
+    def _out_of_range(self, tp: TopicPartition, partition_log: PartitionLog, data: PartitionData) -> None:
         leader_start, leader_hw = int(data.log_start_offset), int(data.high_watermark)
         if partition_log.log_end_offset < leader_start:
             log.warning("%s: the leader's log starts at %d, after ours ends (%d): starting over there", tp,

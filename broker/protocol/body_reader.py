@@ -85,6 +85,24 @@ class BodyReader:
         self.position = end
         return value
 
+    def nullable_count(self) -> int:
+        """A nullable array's length, -1 for null."""
+        value = self._length(I32)
+        if value < -1 or value > MAX_COUNT:
+            raise ProtocolViolation(f"{self.what}: bad array length {value}")
+        return value
+
+    def nullable_bytes_view(self) -> memoryview | None:
+        """Nullable bytes as a view of the data, not a copy (the data must be a memoryview)."""
+        length = self._nullable_length(I32, "bytes")
+        if length == -1:
+            return None
+        start = self.position
+        self.skip(length)
+        data = self.data
+        assert isinstance(data, memoryview), "views are taken of memoryview data only"
+        return data[start:self.position]
+
     def nullable_string(self) -> str | None:
         length = self._nullable_length(I16, "string")
         if length == -1:
