@@ -598,8 +598,13 @@ def run_cluster(flavor: str, args: argparse.Namespace, parts: set[str], profiles
     brokers: dict[int, Any] = {}
     try:
         if flavor == "kafka":  # Kafka makes its chroot only when it is the first thing it writes
-            with KazooClient(hosts=args.zookeeper) as root:
+            root = KazooClient(hosts=args.zookeeper)
+            root.start(timeout=30)
+            try:
                 root.ensure_path(chroot)
+            finally:
+                root.stop()
+                root.close()
         brokers = start_cluster(flavor, base, args.zookeeper + chroot, args)
         for broker in brokers.values():
             broker.wait_ready(60)
@@ -684,6 +689,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compare", choices=("kafka",), help="the same parts against three Apache Kafka brokers "
                         "(ZooKeeper mode) after Castle's")
     parser.add_argument("--kafka-version", default="3.9.1", help="Kafka 3.x for --compare (default 3.9.1)")
+    parser.add_argument("--kafka-only", action="store_true", help="with --compare: measure Kafka's cluster alone")
     args = parser.parse_args(argv)
     parts = set(args.only or PARTS)
     profiles = Profiles(args.profile) if args.profile else None
@@ -691,7 +697,10 @@ def main(argv: list[str] | None = None) -> int:
     result: dict[str, Any] = {"brokers": len(NODE_IDS), "workers": args.workers, "partitions": args.partitions,
                               "seconds": args.seconds, "warmup_s": warmup, "warm_up_s": args.warm_up_s,
                               "replica_lag_time_max_ms": args.replica_lag_ms}
-    result.update(run_cluster("castle", args, parts, profiles))
+    if args.kafka_only and not args.compare:
+        parser.error("--kafka-only needs --compare kafka")
+    result.update({"throughput": {}, "latency": {}, "catch_up": None} if args.kafka_only
+                  else run_cluster("castle", args, parts, profiles))
     if args.compare:
         result["kafka"] = run_cluster("kafka", args, parts, profiles)
         result["kafka"]["version"] = args.kafka_version
@@ -699,7 +708,7 @@ def main(argv: list[str] | None = None) -> int:
     if catch_ups:
         measure_limits(catch_ups, args)
     result["goals"] = verdicts(result)
-    if args.compare:
+    if args.compare and not args.kafka_only:
         result["castle_over_kafka"] = versus(result, result["kafka"])
     if profiles is not None:
         profiles.stop()
@@ -717,7 +726,7 @@ def main(argv: list[str] | None = None) -> int:
             print_table({**result["kafka"], "workers": "-", "partitions": args.partitions, "seconds": args.seconds,
                          "warmup_s": warmup, "goals": verdicts(result["kafka"])}, f"Apache Kafka {args.kafka_version}")
             print()
-            for name, ratio in result["castle_over_kafka"].items():
+            for name, ratio in result.get("castle_over_kafka", {}).items():
                 print(f"Castle / Kafka {name}: {ratio}x")
     return 0
 
