@@ -27,11 +27,8 @@ Why this shape (DESIGN.md non-negotiable 3):
   under 1 KiB load but cost the broker ~15% more CPU per record, the copy into pages
   zeroed on the other core among it, and lowered the rate on a machine the clients
   already fill (ninth round, `git show 0858314:docs/BENCHMARKS.md`).
-  The exception is a writer that appends megabytes at a time (a follower catching up:
-  ``populate_in_background``): its loop has nothing else to do, the machine has a core
-  to spare, and populating on the loop was 46% of the follower's time (docs/BENCHMARKS.md,
-  follower catch-up). ``POPULATOR`` does it there, ahead of the writer, with the GIL
-  released; the writer pre-faults only what the populator has not reached.
+  Pages past the data get their page-cache pages from a pwrite of zeros first
+  (``_write_zeros`` says why); madvise then only maps them into the map.
 
 Thread-safety: one writer (the partition's owner). ``flush`` may run on another thread.
 The reserver touches the fd only under ``_guard``, which whoever takes the map away
@@ -40,7 +37,6 @@ holds too, so a fallocate never lengthens a file that a roll has cut (or a reuse
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import mmap
 import os
@@ -56,15 +52,10 @@ PAGE = mmap.PAGESIZE
 # copy into the map does not take one page fault per 4 KiB. Python 3.11 lacks the name.
 MADV_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23)
 POPULATE_AHEAD = 1 << 20
+_ZEROS = memoryview(bytes(4 << 20))  # calloc'd: it reads the shared zero page, never its own
 POPULATE_AHEAD_MIN = 16 * 1024
 # Separate from RELEASER: a reservation must not wait behind a discard that takes 0.7 s.
 RESERVER = JobThread("castle-block-reserver")
-# Background pre-faulting for bulk writers; apart from RESERVER, whose fallocates are short.
-POPULATOR = JobThread("castle-page-populator")
-POPULATE_CHUNK = 1 << 20
-_libc = ctypes.CDLL(None, use_errno=True)  # a CDLL call releases the GIL; mmap.madvise does not
-_libc.madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
-_libc.madvise.restype = ctypes.c_int
 
 
 class PopulateClock:
@@ -114,14 +105,9 @@ class MappedFile:
             # Held by the reserver while it uses the fd, by whoever takes the map away, and
             # around every fallocate.
             self._guard = threading.Lock()
-            # Held by the populator while libc faults pages of the map in, and by whoever takes
-            # the map away: apart from _guard, so the writer's reservations never wait for it.
-            self._map_lock = threading.Lock()
             self._populate = True
             self._populated = self.length // PAGE * PAGE
             self._reserve_queued = False  # a job to reserve the next window is queued
-            self._populate_queued = False  # a POPULATOR job for this file is queued or running
-            self._populate_target = 0  # how far that job populates
         except BaseException:
             os.close(self.fd)
             raise
@@ -185,65 +171,37 @@ class MappedFile:
             return
         start = self._populated
         began = time.perf_counter()
+        # Pages past the data (whole pages only: the one holding ``length`` has data) get
+        # their page-cache pages from a pwrite of zeros first; madvise then only maps them.
+        self._write_zeros(max(start, _round_up(self.length, PAGE)), target)
         try:
             self.map.madvise(MADV_POPULATE_WRITE, start, target - start)
         except OSError:
             self._populate = False  # older kernel: page faults it is
         PopulateClock.seconds += time.perf_counter() - began
         PopulateClock.bytes += target - start
-        self._populated = max(self._populated, target)  # the populator may be further
+        self._populated = target
 
-    def populate_in_background(self, end: int) -> None:
-        """Have POPULATOR reserve and pre-fault pages up to ``end`` (capped at the map),
-        off the writer's thread. One job per file at a time; it follows the furthest end
-        asked, and while it runs the writer leaves pre-faulting to it (pages it has not
-        reached yet fault in as the writer copies into them)."""
-        end = min(_round_up(end, PAGE), self.max_size)
-        if not self._populate or self.write_with_pwrite or end <= self._populated:
-            return
-        self._populate_target = max(self._populate_target, end)
-        if not self._populate_queued:
-            self._populate_queued = True
-            POPULATOR.submit(self._populate_ahead)
-
-    def _populate_ahead(self) -> None:
-        """POPULATOR's job, POPULATE_CHUNK at a time: blocks reserved under ``_guard`` (no
-        fallocate runs beside ours), pages faulted in under ``_map_lock`` (the map cannot be
-        taken away meanwhile); the writer's reservations take only the first."""
-        try:
-            while True:
-                with self._guard:
-                    if self._map is None:
-                        return
-                    end = self._populate_target
-                    try:
-                        self._extend_reservation(end)
-                    except LogDirOfflineError:
-                        return  # the writer's own reserve meets it, on the append that needs the space
-                    reserved = self._reserved
-                with self._map_lock:
-                    mapped = self._map
-                    if mapped is None:
-                        return
-                    # From the populated end, or the data's end if the writer's copies passed it.
-                    start = max(self._populated, self.length // PAGE * PAGE)
-                    target = min(end, reserved, start + POPULATE_CHUNK)
-                    if target <= start:
-                        return
-                    # The map's address; the export taken for it ends with the expression.
-                    address = ctypes.addressof(ctypes.c_char.from_buffer(mapped))
-                    began = time.perf_counter()
-                    if _libc.madvise(address + start, target - start, MADV_POPULATE_WRITE) != 0:
-                        return  # an older kernel: the writer's page faults do it
-                    PopulateClock.seconds += time.perf_counter() - began
-                    PopulateClock.bytes += target - start
-                    self._populated = max(self._populated, target)
-        finally:
-            self._populate_queued = False
+    def _write_zeros(self, start: int, end: int) -> None:
+        """Zeros into [start, end), reserved and past the data, with pwrite: the kernel's
+        write path takes new page-cache pages in large folios, where faulting them into the
+        map takes them a page at a time. On this VM, 256 MiB at a time in one process, pwrite
+        of zeros then madvise ran 1,884-2,815 MiB/s against 388-406 MiB/s for madvise alone
+        (docs/BENCHMARKS.md, "Memory state"). The bytes are what the reserved blocks read as
+        anyway, and what recovery cuts after a crash; the records are still written
+        through the map, and a pwrite never reaches below the data's end."""
+        view = _ZEROS
+        while start < end:
+            count = min(end - start, len(view))
+            try:
+                written = os.pwrite(self.fd, view[:count], start)
+            except OSError as exc:
+                raise LogDirOfflineError(f"cannot write {self.path}: {os.strerror(exc.errno or errno.EIO)}") from exc
+            start += written
 
     def _take_map(self) -> mmap.mmap | None:
         """Remove the map from this object, after a reservation running on its fd has finished."""
-        with self._guard, self._map_lock:
+        with self._guard:
             mapped, self._map = self._map, None
         return mapped
 
@@ -259,7 +217,7 @@ class MappedFile:
         if end > self._reserved - self.window // 2 and not self._reserve_queued and self._reserved < self.max_size:
             self._reserve_queued = True  # past half of the reserved window: the next one, please
             RESERVER.submit(self._reserve_ahead)
-        if self._populate and end > self._populated and not self._populate_queued:
+        if self._populate and end > self._populated:
             self._prefault(end)
         self.map[position:end] = data
         self.length = end

@@ -48,11 +48,6 @@ from storage.types import FileRange, Position
 
 log = logging.getLogger(__name__)
 
-# A follower's append at least this large is a catch-up fetch: the pages for the next
-# BULK_POPULATE_AHEAD appends of its size are faulted in on another thread.
-BULK_APPEND_BYTES = 256 * 1024
-BULK_POPULATE_AHEAD = 3
-
 U32_MAX = (1 << 32) - 1
 
 
@@ -249,10 +244,6 @@ class LogSegment:
         Returns the next offset after the last one."""
         next_offset = self.next_offset
         base_position = self._write(source, len(headers))
-        if len(source) >= BULK_APPEND_BYTES and self._log is not None:
-            # A follower catching up: the next fetches bring as much again; have their
-            # pages faulted in off the event loop meanwhile (storage/mmap_file.py).
-            self._log.populate_in_background(self._log.length + BULK_POPULATE_AHEAD * len(source))
         for source_position, header in headers:
             next_offset = header.base_offset + header.last_offset_delta + 1
             self._index_batch(base_position + source_position, header.size, next_offset - 1, header.max_timestamp)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import threading
 
-from storage.mmap_file import POPULATE_AHEAD, POPULATE_AHEAD_MIN, POPULATOR, RESERVER, MappedFile, PopulateClock
+from storage.mmap_file import POPULATE_AHEAD, POPULATE_AHEAD_MIN, RESERVER, MappedFile, PopulateClock
 
 MIB = 1 << 20
 
@@ -108,38 +108,41 @@ def test_a_reservation_queued_for_a_map_taken_away_does_nothing(tmp_path):
     assert os.path.getsize(f.path) == 600_000
 
 
-def test_a_bulk_writer_has_pages_populated_off_its_thread(tmp_path):
-    """populate_in_background reserves and pre-faults up to the end asked on the populator
-    thread; the writer's next writes inside that range populate nothing themselves."""
-    f = MappedFile(os.path.join(tmp_path, "bulk"), 64 * MIB, window=MIB, length=0)
+
+def test_pages_past_the_data_are_zeros_and_the_data_is_never_overwritten(tmp_path):
+    """Pre-faulting writes zeros with pwrite past the data's end only: every byte written
+    through the map stays, and what lies between the data's end and the populated end
+    reads as zeros, through the map and through the file."""
+    f = MappedFile(os.path.join(tmp_path, "zeros"), 64 * MIB, window=MIB, length=0)
     try:
-        chunk = b"b" * MIB
-        f.write(chunk)
-        f.populate_in_background(f.length + 3 * MIB)
-        assert POPULATOR.drain(timeout_s=30)
-        if f._populated > 2 * MIB:  # 0 on a kernel without MADV_POPULATE_WRITE
-            assert f._reserved >= 4 * MIB and f._populated == 4 * MIB
-            populated = _populated_by(lambda: [f.write(chunk) for _ in range(2)])
-            assert populated == 0  # inside what the populator did (POPULATE_AHEAD short of its end)
+        pieces = [bytes([65 + i % 26]) * size for i, size in enumerate((100, 4000, 5000, 70_000, 300_000, 1))]
+        for piece in pieces:
+            f.write(piece)
+        data = b"".join(pieces)
+        assert f.length == len(data)
+        if f._populated > f.length:  # 0 on a kernel without MADV_POPULATE_WRITE
+            assert bytes(f.map[f.length:f._populated]) == bytes(f._populated - f.length)
         with open(f.path, "rb") as handle:
-            assert handle.read(MIB) == chunk
+            assert handle.read(len(data)) == data
     finally:
         f.unmap_and_trim()
         os.close(f.fd)
+    assert os.path.getsize(f.path) == len(data)
 
 
-def test_a_populate_queued_for_a_map_taken_away_does_nothing(tmp_path):
-    """As for a reservation: a roll takes the map away while the populate job waits; the job
-    finds no map, does not touch the file, and the cut file keeps its length."""
-    f = MappedFile(os.path.join(tmp_path, "rolled-bulk"), 64 * MIB, window=MIB, length=0)
-    gate = threading.Event()
-    POPULATOR.submit(gate.wait, 30)
-    f.write(b"p" * 300_000)
-    f.populate_in_background(8 * MIB)
-    f.populate_in_background(9 * MIB)  # one job at a time per file
+def test_a_file_reopened_with_data_keeps_it(tmp_path):
+    """A log reopened with data (recovered length) pre-faults from the page after its end:
+    the partial page holding the end keeps its bytes."""
+    path = os.path.join(tmp_path, "reopened")
+    f = MappedFile(path, 64 * MIB, window=MIB, length=0)
+    f.write(b"d" * 5000)
     f.unmap_and_trim()
-    gate.set()
-    assert POPULATOR.drain(timeout_s=30)
-    assert f._reserved < 8 * MIB
     os.close(f.fd)
-    assert os.path.getsize(f.path) == 300_000
+    again = MappedFile(path, 64 * MIB, window=MIB)
+    try:
+        again.write(b"e" * 10_000)
+        with open(path, "rb") as handle:
+            assert handle.read(15_000) == b"d" * 5000 + b"e" * 10_000
+    finally:
+        again.unmap_and_trim()
+        os.close(again.fd)
