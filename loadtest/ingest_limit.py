@@ -11,8 +11,10 @@ the machine is in:
   of a broker that writes its log with write() (Kafka's FileChannel.write).
 * ``mmap``: Castle's write path without Castle (DESIGN.md non-negotiable 3): the file is
   extended to its size, blocks are reserved with fallocate a ``--window-mib`` window
-  ahead, pages are pre-faulted with MADV_POPULATE_WRITE a chunk ahead, and each chunk is
-  copied into the shared map.
+  ahead, each chunk's pages get page-cache pages from a pwrite of zeros and are mapped
+  with MADV_POPULATE_WRITE (storage/mmap_file.py), and the chunk is copied into the map.
+* ``mmap-madvise``: the same without the zeros: MADV_POPULATE_WRITE faults the pages in
+  itself, a page at a time (Castle's path before 2026-11-29).
 
 ``--writers N`` runs N writer processes at once (a broker with N workers), each with its
 own file and 1/N of the bytes; the rate is all bytes over the span from the first
@@ -43,7 +45,7 @@ import time
 from typing import Any
 
 MIB = 1024 * 1024
-MODES = ("write", "mmap")
+MODES = ("write", "mmap", "mmap-madvise")
 MADV_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23)  # Python 3.11 lacks the name
 FILE_PREFIX = "castle-ingest-limit-"
 
@@ -76,7 +78,8 @@ def _write_file(path: str, size: int, chunk: memoryview, marks: list[float]) -> 
         os.close(fd)
 
 
-def _mmap_file(path: str, size: int, chunk: memoryview, window: int, marks: list[float]) -> None:
+def _mmap_file(path: str, size: int, chunk: memoryview, window: int, marks: list[float],
+               zeros: memoryview | None) -> None:
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         os.ftruncate(fd, size)
@@ -91,6 +94,8 @@ def _mmap_file(path: str, size: int, chunk: memoryview, window: int, marks: list
                     os.posix_fallocate(fd, reserved, new_reserved - reserved)
                     reserved = new_reserved
                 page_start = position // mmap.PAGESIZE * mmap.PAGESIZE
+                if zeros is not None:
+                    os.pwrite(fd, zeros[: end - page_start], page_start)
                 mapped.madvise(MADV_POPULATE_WRITE, page_start, end - page_start)
                 mapped[position:end] = chunk[: end - position]
                 position = end
@@ -112,7 +117,7 @@ def write_one(mode: str, path: str, size: int, chunk_bytes: int, window: int) ->
         if mode == "write":
             _write_file(path, size, chunk, marks)
         else:
-            _mmap_file(path, size, chunk, window, marks)
+            _mmap_file(path, size, chunk, window, marks, memoryview(bytes(len(chunk))) if mode == "mmap" else None)
     finally:
         cpu = _cpu_self() - cpu0
         ended = time.monotonic()
@@ -206,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m loadtest.ingest_limit", description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size-mib", type=float, default=4096, help="bytes per run, over all writers (default 4096 MiB)")
-    parser.add_argument("--mode", action="append", choices=MODES, help="write and/or mmap (repeatable; default both)")
+    parser.add_argument("--mode", action="append", choices=MODES, help="write, mmap, mmap-madvise (repeatable; default all)")
     parser.add_argument("--writers", action="append", type=int, help="writer processes (repeatable; default 1)")
     parser.add_argument("--repeat", type=int, default=1, help="rounds (default 1)")
     parser.add_argument("--chunk-mib", type=float, default=1, help="bytes per write / copy (default 1 MiB)")
@@ -229,9 +234,9 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(result))
         return 0
     print(f"ingest limit: {result['size_mib']:.0f} MiB per run into {result['directory']}, {result['cpus']} CPUs")
-    print(f"{'mode':<6} {'writers':>7} {'round':>5} {'MiB/s':>7} {'sustained':>9} {'MiB/CPU-s':>9} {'MemFree before':>14}")
+    print(f"{'mode':<12} {'writers':>7} {'round':>5} {'MiB/s':>7} {'sustained':>9} {'MiB/CPU-s':>9} {'MemFree before':>14}")
     for run in result["runs"]:
-        print(f"{run['mode']:<6} {run['writers']:>7} {run['round']:>5} {run['mib_per_s']:>7.0f} "
+        print(f"{run['mode']:<12} {run['writers']:>7} {run['round']:>5} {run['mib_per_s']:>7.0f} "
               f"{run['sustained_mib_per_s'] or 0:>9.0f} {run['mib_per_cpu_s']:>9.0f} {run['memory_before_mib'].get('MemFree', 0):>14}")
     return 0
 
