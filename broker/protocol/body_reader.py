@@ -140,17 +140,27 @@ class BodyReader:
 
     def skip_tags(self) -> None:
         """A struct's tagged fields (flexible versions; none of them is read)."""
-        if not self.flexible:
-            return
+        if self.flexible:
+            self.tagged_field(-1, 0)
+
+    def tagged_field(self, wanted: int, size: int) -> int | None:
+        """Read past a struct's tagged fields; where tag ``wanted``'s value starts, or None
+        if it is absent. A value shorter than ``size`` bytes is refused."""
         data = self.data
         if self.position < len(data) and data[self.position] == 0:  # no tagged fields: the usual case
             self.position += 1
-            return
+            return None
+        found = None
         count, self.position = read_uvarint(data, self.position)
         for _ in range(count):
-            _tag, self.position = read_uvarint(data, self.position)
-            size, self.position = read_uvarint(data, self.position)
-            self.skip(size)
+            tag, self.position = read_uvarint(data, self.position)
+            length, self.position = read_uvarint(data, self.position)
+            if tag == wanted:
+                if length < size:
+                    raise ProtocolViolation(f"{self.what}: tagged field {tag} is short")
+                found = self.position
+            self.skip(length)
+        return found
 
     def skip_tags_from(self, position: int) -> int:
         """skip_tags starting at ``position``, for loops that keep their position in a

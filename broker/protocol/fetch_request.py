@@ -39,8 +39,6 @@ import uuid
 from typing import NamedTuple
 
 from broker.protocol.body_reader import BodyReader, decode_guarded
-from broker.protocol.errors import ProtocolViolation
-from broker.protocol.framing import read_uvarint
 
 # Per partition, by version: (partition, fetch_offset, partition_max_bytes) at these
 # indexes of the unpacked tuple.
@@ -162,18 +160,5 @@ _REPLICA_STATE = struct.Struct(">iq")
 
 def _replica_state(reader: BodyReader) -> tuple[int, int]:
     """The top-level tagged fields of v15+, keeping ReplicaState (tag 1) if present."""
-    data = reader.data
-    count, position = read_uvarint(data, reader.position)
-    replica = (-1, -1)
-    for _ in range(count):
-        tag, position = read_uvarint(data, position)
-        size, position = read_uvarint(data, position)
-        if position + size > len(data):
-            raise ProtocolViolation("fetch: tagged field runs past the frame")
-        if tag == 1:
-            if size < _REPLICA_STATE.size:
-                raise ProtocolViolation("fetch: short replica_state")
-            replica = _REPLICA_STATE.unpack_from(data, position)
-        position += size
-    reader.position = position
-    return replica
+    position = reader.tagged_field(1, _REPLICA_STATE.size)
+    return (-1, -1) if position is None else _REPLICA_STATE.unpack_from(reader.data, position)

@@ -38,7 +38,6 @@ from typing import NamedTuple
 
 from broker.protocol.body_reader import BodyReader, decode_guarded
 from broker.protocol.fast import uvarint
-from broker.protocol.framing import read_uvarint
 
 VERSION = 15
 VERSIONS = range(VERSION, VERSION + 1)
@@ -102,7 +101,7 @@ class ReplicaFetchResponse(NamedTuple):
     responses: list[TopicData]
 
 
-def decode(frame: bytes | bytearray | memoryview, position: int, version: int = 15) -> ReplicaFetchResponse:
+def decode(frame: bytes | bytearray | memoryview, position: int, version: int = VERSION) -> ReplicaFetchResponse:
     """The answer whose body starts at ``position`` of ``frame`` (after the response
     header); its records are views of ``frame``."""
     return decode_guarded("FetchResponse", VERSIONS, _read, version, memoryview(frame), position)
@@ -132,18 +131,5 @@ def _read(_version: int, data: bytes | bytearray | memoryview, position: int) ->
 
 def _partition_tags(body: BodyReader) -> DivergingEpoch | None:
     """A partition's tagged fields: DivergingEpoch if present, the others skipped."""
-    data = body.data
-    if data[body.position] == 0:
-        body.position += 1
-        return None
-    diverging = None
-    count, body.position = read_uvarint(data, body.position)
-    for _ in range(count):
-        tag, body.position = read_uvarint(data, body.position)
-        size, body.position = read_uvarint(data, body.position)
-        start = body.position
-        body.skip(size)
-        if tag == DIVERGING_EPOCH_TAG:
-            epoch, end_offset = _EPOCH_END.unpack_from(data, start)
-            diverging = DivergingEpoch(epoch, end_offset)
-    return diverging
+    position = body.tagged_field(DIVERGING_EPOCH_TAG, _EPOCH_END.size)
+    return None if position is None else DivergingEpoch(*_EPOCH_END.unpack_from(body.data, position))

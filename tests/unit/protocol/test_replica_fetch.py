@@ -12,6 +12,7 @@ from datetime import timedelta
 import pytest
 
 from broker.protocol import codec, fetch_request, replica_fetch
+from broker.protocol.body_reader import BodyReader
 from broker.protocol.build import build
 from broker.protocol.errors import ProtocolViolation
 from tests.unit.broker.partition_world import batch
@@ -87,3 +88,16 @@ def test_the_request_reads_back_with_kafkas_schema_and_the_leaders_decoder() -> 
     assert got == [tuple(p) for ps in topics.values() for p in ps]
     ours = fetch_request.decode(15, body, 0)
     assert ours.replica_id == 7 and [t.topic_id for t in ours.topics] == [first, second]
+
+
+def test_a_tagged_field_shorter_than_its_value_is_refused() -> None:
+    """A DivergingEpoch tag (epoch int32, end_offset int64) of 4 bytes, and a follower's
+    ReplicaState of 4, would be read from the bytes after them: both are refused; the section
+    reader finds the tag's value, or None, and ends after the section either way."""
+    section = b"\x02" + b"\x05\x01\x09" + b"\x00\x04" + b"\x00\x00\x00\x07"  # tags 5 and 0, 1 and 4 bytes
+    reader = BodyReader(memoryview(section + b"\xff"), 0, True, "test")
+    assert reader.tagged_field(0, 4) == 6 and reader.position == len(section)
+    reader = BodyReader(memoryview(section), 0, True, "test")
+    assert reader.tagged_field(3, 4) is None and reader.position == len(section)
+    with pytest.raises(ProtocolViolation):
+        BodyReader(memoryview(section), 0, True, "test").tagged_field(0, 12)
