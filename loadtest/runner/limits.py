@@ -54,7 +54,7 @@ def measure_limit(kind: str, size_mib: float, directory: str, settle_s: float = 
     details: dict[str, Any]
     if kind == "page-ingest":
         time.sleep(settle_s)
-        measured = ingest_limit.measure(size_mib, ingest_limit.MODES, (1,), 1, directory, pause_s=settle_s)
+        measured = ingest_limit.measure(size_mib, ingest_limit.BROKER_MODES, (1,), 1, directory, pause_s=settle_s)
         modes = {run["mode"]: run["mib_per_s"] for run in measured["runs"]}  # one run of each
         rate = max(modes.values())
         details = {"modes": modes,
