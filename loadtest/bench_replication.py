@@ -524,12 +524,17 @@ def start_cluster(flavor: str, base: str, zookeeper: str, args: argparse.Namespa
     return brokers
 
 
+def window_warmup(args: argparse.Namespace) -> float:
+    """Seconds before each measured window: --warmup, else a quarter of --seconds, at most 2."""
+    return args.warmup if args.warmup is not None else min(2.0, args.seconds / 4)
+
+
 def measure_cluster(flavor: str, brokers: dict[int, Any], zookeeper: Any, args: argparse.Namespace, parts: set[str],
                     profiles: Profiles | None, stopped_groups: dict[int, list[int]]) -> dict[str, Any]:
     """Every part asked for, against one cluster that is up: throughput, latency, catch-up."""
     from confluent_kafka.admin import AdminClient
 
-    warmup = args.warmup if args.warmup is not None else min(2.0, args.seconds / 4)
+    warmup = window_warmup(args)
     result: dict[str, Any] = {"throughput": {}, "latency": {}, "catch_up": None}
     run = uuid.uuid4().hex[:6]
     bootstrap = ",".join(b.bootstrap for b in brokers.values())
@@ -693,7 +698,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     parts = set(args.only or PARTS)
     profiles = Profiles(args.profile) if args.profile else None
-    warmup = args.warmup if args.warmup is not None else min(2.0, args.seconds / 4)
+    warmup = window_warmup(args)
     result: dict[str, Any] = {"brokers": len(NODE_IDS), "workers": args.workers, "partitions": args.partitions,
                               "seconds": args.seconds, "warmup_s": warmup, "warm_up_s": args.warm_up_s,
                               "replica_lag_time_max_ms": args.replica_lag_ms}
@@ -711,7 +716,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.compare and not args.kafka_only:
         result["castle_over_kafka"] = versus(result, result["kafka"])
     if profiles is not None:
-        profiles.stop()
         result["profiles"] = {name: profiling.summary(os.path.join(args.profile, name))
                               for name in sorted(os.listdir(args.profile)) if name.endswith(".txt")}
         with open(os.path.join(args.profile, "summary.json"), "w") as out:

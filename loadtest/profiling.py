@@ -89,11 +89,3 @@ def summary(path: str, top: int = 15) -> dict[str, list[tuple[str, float]]]:
 
     return {"self": shares(own), "total": shares(anywhere)}
 
-
-def print_summary(path: str, top: int = 15) -> None:
-    found = summary(path, top)
-    print(f"== {os.path.basename(path)}")
-    for kind in ("self", "total"):
-        print(f"  {kind}:")
-        for name, share in found[kind]:
-            print(f"    {share:5.1f}%  {name}")

@@ -52,8 +52,9 @@ PAGE = mmap.PAGESIZE
 # copy into the map does not take one page fault per 4 KiB. Python 3.11 lacks the name.
 MADV_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23)
 POPULATE_AHEAD = 1 << 20
-_ZEROS = memoryview(bytes(4 << 20))  # calloc'd: it reads the shared zero page, never its own
 POPULATE_AHEAD_MIN = 16 * 1024
+# What _write_zeros writes from; calloc'd, so reading it maps the shared zero page, never its own.
+_ZEROS = memoryview(bytes(4 << 20))
 # Separate from RELEASER: a reservation must not wait behind a discard that takes 0.7 s.
 RESERVER = JobThread("castle-block-reserver")
 

@@ -108,7 +108,6 @@ def test_a_reservation_queued_for_a_map_taken_away_does_nothing(tmp_path):
     assert os.path.getsize(f.path) == 600_000
 
 
-
 def test_pages_past_the_data_are_zeros_and_the_data_is_never_overwritten(tmp_path):
     """Pre-faulting writes zeros with pwrite past the data's end only: every byte written
     through the map stays, and what lies between the data's end and the populated end
