@@ -90,6 +90,7 @@ from coordination.groups.state import GroupState
 from coordination.open_backend import open_broker_backend
 from coordination.share import state_coordinator as share_state
 from coordination.share.state_coordinator import ShareStateCoordinator
+from coordination.topics import TopicInfo
 from coordination.transactions import schema as txn_schema
 from coordination.transactions.coordinator import TransactionCoordinator, TxnSettings
 from coordination.znodes import Endpoints
@@ -390,7 +391,9 @@ class CoordinatorProcess:
         self.transactions = TransactionCoordinator(txn_settings_from(config), self.txn_log, markers,
                                                    self._allocate_producer_id, self.coordinator.partition_for)
         self.transactions.on_offsets_marker = self._offsets_marker_written
-        self.transactions.topic_exists = lambda topic: self.topics is not None and self.registry.get(topic) is not None
+        # Refreshing on a miss matters: a v2 transaction's partitions come from the leaders (the
+        # worker saw the topic), so this process may not have read the topic when the markers go.
+        self.transactions.topic_exists = lambda topic: self._topic_info(topic) is not None
         self._producer_ids: Iterator[int] = iter(())
         # One thread writes the group mirror, so a group's writes land in order.
         self._mirror_executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="group-mirror")
@@ -570,12 +573,17 @@ class CoordinatorProcess:
             info = self.registry.by_id(topic_id)
         return info is not None and info.has_partition(partition)
 
-    def topic_exists(self, topic: str, partition: int) -> bool:
+    def _topic_info(self, topic: str) -> TopicInfo | None:
+        """The topic as the registry knows it, re-read once when it is missing (created since)."""
         if self.topics is None:
-            return False
+            return None
         info = self.registry.get(topic)
         if info is None and self.registry.refresh():
             info = self.registry.get(topic)
+        return info
+
+    def topic_exists(self, topic: str, partition: int) -> bool:
+        info = self._topic_info(topic)
         return info is not None and info.has_partition(partition)
 
     # ------------------------------------------------------------------ life

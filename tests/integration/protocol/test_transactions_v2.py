@@ -231,6 +231,21 @@ def test_an_operator_holds_the_cluster_at_transaction_version_1(broker: Broker) 
         a_transaction_at_version_1(client, topic, txn)
 
 
+@TWO_PARTITIONS
+def test_a_v2_transaction_on_a_topic_created_after_its_producer_gets_its_markers(broker: Broker) -> None:
+    """The producer is initialized first, then the topic is created and written at once. Its
+    partitions reach the transaction coordinator from the leader (Produce v12), before the
+    coordinator's periodic registry refresh has seen the topic; the markers must still be
+    written, not skipped as if the topic were deleted (CI, 2026-11-29: LSO held at 0)."""
+    topic, txn = "kip890-young-topic", "young-topic-producer"
+    with KioClient(broker.bootstrap) as client:
+        producer = init(client, txn, version=5)
+        create_topic(client, topic)
+        assert produce(client, 12, txn, producer, topic, 0, 0, [b"first"]).error_code == 0
+        assert end_txn(client, 5, txn, producer, True).error_code == 0
+        settle(client, topic, [0])
+        assert latest(client, topic, 0, READ_COMMITTED) == 2, "the record and its commit marker"
+
 
 @TWO_PARTITIONS
 def test_pipelined_requests_of_a_starting_transaction_append_in_the_order_they_came(broker: Broker) -> None:
