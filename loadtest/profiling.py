@@ -22,6 +22,7 @@ from typing import Iterable
 from loadtest.common import info
 
 IDLE_FRAMES = ("select (selectors.py", "run_once (uvloop", "poll (selectors.py")
+HELPER_THREAD_ROOT = "Thread._bootstrap "  # the outermost frame of every thread but the main one
 
 
 class Profiles:
@@ -63,9 +64,11 @@ class Profiles:
 
 
 def summary(path: str, top: int = 15) -> dict[str, list[tuple[str, float]]]:
-    """Self and total shares (percent of all samples) of the ``top`` functions in a
-    collapsed-stack file; a sample whose innermost frame is the event loop's wait counts as
-    idle ("<idle>")."""
+    """Self and total shares (percent of the main thread's samples) of the ``top`` functions
+    in a collapsed-stack file; a sample whose innermost frame is the event loop's wait counts
+    as idle ("<idle>"). Only the main thread (the event loop) counts: py-spy samples every
+    thread alike, so the idle helper threads (flusher, releaser, executor) would otherwise
+    bury the loop's figures."""
     own: collections.Counter[str] = collections.Counter()
     anywhere: collections.Counter[str] = collections.Counter()
     samples = 0
@@ -76,6 +79,8 @@ def summary(path: str, top: int = 15) -> dict[str, list[tuple[str, float]]]:
                 continue
             count = int(count_text)
             frames = stack.split(";")
+            if frames[0].startswith(HELPER_THREAD_ROOT):
+                continue
             samples += count
             leaf = frames[-1]
             own["<idle>" if any(marker in leaf for marker in IDLE_FRAMES) else leaf] += count
