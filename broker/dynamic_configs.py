@@ -200,6 +200,10 @@ class DynamicBrokerConfigs:
         self._reload()
         self._follower.start(self.store.watch)
 
+    def refresh(self) -> None:
+        """Read the store now (blocking): for a caller that must see a change made just before."""
+        self._reload()
+
     def wrote(self, entity: str, configs: Overrides) -> None:
         """This process wrote ``configs`` for ``entity``: take them now, before the watch comes round."""
         with self._mutex:

@@ -120,6 +120,9 @@ class Owner:
         self.dir_failed: Callable[[str], None] = lambda _path: None
         # The broker's leader replication throttle; None while leader.replication.throttled.rate is unbounded.
         self.leader_throttle: ReplicaThrottle | None = None
+        # Called before moves between log dirs start: the worker re-reads its dynamic configs, so a
+        # throttle set just before (kafka-reassign-partitions sets it first) holds the copy from its start.
+        self.before_moves: Callable[[], None] = lambda: None
 
     def topic(self, name: str) -> TopicInfo | None:
         info = self.topics.get(name)

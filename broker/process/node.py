@@ -159,6 +159,7 @@ class WorkerNode:
         # The other processes of this broker, over the shared-memory rings: the workers'
         # partition ops, and the coordinator process (endpoint ``count``).
         self.mesh = Mesh(rings, index)
+        self.owner.before_moves = self._reload_dynamic
         serve_partition_ops(self.mesh, self.owner)
         self.mesh.handlers[Op.SYNC_REGISTRY] = self._sync_asked
         self.mesh.notes[Op.APPENDED] = self._appended_elsewhere
@@ -458,6 +459,12 @@ class WorkerNode:
         # The file's values are static ones: a dynamic value set for this broker still wins.
         self.dynamic_configs.set_static({name: self.config.value(name) for name in DYNAMIC})
         self._dynamic_pending = self.dynamic_configs.effective()
+        self.apply_dynamic()
+
+    def _reload_dynamic(self) -> None:
+        """On the loop thread: read the dynamic broker configs now, not when the store's watch
+        comes round (another worker may have written them a moment ago)."""
+        self.dynamic_configs.refresh()
         self.apply_dynamic()
 
     def _dynamic_changed(self, values: dict[str, Any]) -> None:
