@@ -24,15 +24,17 @@ broker the client can handle an UNSUPPORTED_VERSION answer).
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.context import RequestContext
 from broker.dispatch import api, supported_ranges
 from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
-from broker.protocol.requests import ApiVersionsRequest
 from coordination.finalized_features import SUPPORTED, Supported
+
+if TYPE_CHECKING:  # ~200 kio classes, for mypy only: none is imported at run time (requests.py)
+    from broker.protocol.requests import ApiVersionsRequest
 
 KEY = 18
 FEATURES_FROM = 3

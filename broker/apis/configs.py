@@ -37,7 +37,7 @@ flexible. AlterConfigs v1 is v0; v2 is flexible. IncrementalAlterConfigs v1 is f
 
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable
 
 from broker.apis import config_resources
 from broker.apis.broker_configs import BROKER
@@ -61,10 +61,12 @@ from broker.dispatch import api
 from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode, KafkaError
-from broker.protocol.requests import AlterConfigsRequest, DescribeConfigsRequest, IncrementalAlterConfigsRequest
 from coordination.acls.model import Operation
 from coordination.topics import TopicRegistryError
 from storage.config import TOPIC_KEYS, LogConfig
+
+if TYPE_CHECKING:  # ~200 kio classes, for mypy only: none is imported at run time (requests.py)
+    from broker.protocol.requests import AlterConfigsRequest, DescribeConfigsRequest, IncrementalAlterConfigsRequest
 
 DESCRIBE_KEY = 32
 ALTER_KEY = 33

@@ -14,7 +14,7 @@ response; v2 adds include_fenced_brokers and each broker's is_fenced.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.apis.metadata import advertised_nodes
 from broker.authorization import operations_on
@@ -23,8 +23,10 @@ from broker.dispatch import api
 from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
-from broker.protocol.requests import DescribeClusterRequest
 from coordination.acls.model import CLUSTER_NAME, ResourceType
+
+if TYPE_CHECKING:  # ~200 kio classes, for mypy only: none is imported at run time (requests.py)
+    from broker.protocol.requests import DescribeClusterRequest
 
 KEY = 60
 

@@ -20,7 +20,7 @@ Version notes: v0 is the only version; it is flexible.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.authorization import topic_allowed
 from broker.context import RequestContext, Response
@@ -30,10 +30,12 @@ from broker.partitions.partition_ops import ProducersResult
 from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
-from broker.protocol.requests import DescribeProducersRequest
 from coordination.acls.model import Operation
 from coordination.topics import validate_topic_name
 from storage.types import TopicPartition
+
+if TYPE_CHECKING:  # ~200 kio classes, for mypy only: none is imported at run time (requests.py)
+    from broker.protocol.requests import DescribeProducersRequest
 
 KEY = 61
 

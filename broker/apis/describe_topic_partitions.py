@@ -29,7 +29,7 @@ Behaviour, as Kafka's DescribeTopicPartitionsRequestHandler and its metadata cac
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.apis.metadata import NO_OPERATIONS, ZERO_UUID, live_leader, offline_replicas
 from broker.authorization import operations_on, topic_allowed
@@ -38,9 +38,11 @@ from broker.dispatch import api
 from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
-from broker.protocol.requests import DescribeTopicPartitionsRequest
 from coordination.acls.model import Operation, ResourceType
 from coordination.topics import TopicInfo, validate_topic_name
+
+if TYPE_CHECKING:  # ~200 kio classes, for mypy only: none is imported at run time (requests.py)
+    from broker.protocol.requests import DescribeTopicPartitionsRequest
 
 KEY = 75
 KAFKA_INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})

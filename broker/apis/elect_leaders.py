@@ -16,15 +16,17 @@ Version notes: v1 adds election_type and the top-level error_code; v2 is flexibl
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.authorization import on_cluster
 from broker.context import RequestContext, Response
 from broker.dispatch import api
 from broker.protocol import codec
 from broker.protocol.build import build
-from broker.protocol.requests import ElectLeadersRequest
 from coordination.acls.model import Operation
+
+if TYPE_CHECKING:  # ~200 kio classes, for mypy only: none is imported at run time (requests.py)
+    from broker.protocol.requests import ElectLeadersRequest
 
 KEY = 43
 MESSAGES = {80: "The preferred leader is not alive or not in the ISR.", 83: "No live replica can lead.",

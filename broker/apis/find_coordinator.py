@@ -19,7 +19,7 @@ adds the SHARE key type.
 from __future__ import annotations
 
 import base64
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.authorization import allowed, group_allowed
 from broker.context import RequestContext, Response
@@ -27,8 +27,10 @@ from broker.dispatch import api
 from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode, KafkaError
-from broker.protocol.requests import FindCoordinatorRequest
 from coordination.acls.model import Operation, ResourceType
+
+if TYPE_CHECKING:  # ~200 kio classes, for mypy only: none is imported at run time (requests.py)
+    from broker.protocol.requests import FindCoordinatorRequest
 
 KEY = 10
 GROUP = 0

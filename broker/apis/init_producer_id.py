@@ -17,7 +17,7 @@ get TRANSACTION_ABORTABLE, KIP-890: Kafka 4.x clients send it).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.authorization import any_allowed, cluster_allowed
 from broker.context import RequestContext, Response
@@ -27,8 +27,10 @@ from broker.links.mesh import PeerUnavailable
 from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
-from broker.protocol.requests import InitProducerIdRequest
 from coordination.acls.model import Operation, ResourceType
+
+if TYPE_CHECKING:  # ~200 kio classes, for mypy only: none is imported at run time (requests.py)
+    from broker.protocol.requests import InitProducerIdRequest
 
 KEY = 22
 

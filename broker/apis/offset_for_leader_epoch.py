@@ -16,7 +16,7 @@ v2 adds current_leader_epoch and throttle_time; v3 replica_id; v4 is flexible.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.authorization import topic_allowed
 from broker.context import RequestContext, Response
@@ -26,9 +26,11 @@ from broker.partitions.partition_ops import EpochEndResult, EpochItem
 from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
-from broker.protocol.requests import OffsetForLeaderEpochRequest
 from coordination.acls.model import Operation
 from storage.types import TopicPartition
+
+if TYPE_CHECKING:  # ~200 kio classes, for mypy only: none is imported at run time (requests.py)
+    from broker.protocol.requests import OffsetForLeaderEpochRequest
 
 KEY = 23
 

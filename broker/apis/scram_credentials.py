@@ -17,7 +17,7 @@ broker_security.py). Store calls may wait on ZooKeeper, so they run on the admin
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.authorization import on_cluster
 from broker.context import RequestContext, Response
@@ -25,7 +25,6 @@ from broker.dispatch import api
 from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
-from broker.protocol.requests import AlterUserScramCredentialsRequest, DescribeUserScramCredentialsRequest
 from broker.security.scram_credentials import (
     MAX_ITERATIONS,
     MIN_ITERATIONS,
@@ -34,6 +33,9 @@ from broker.security.scram_credentials import (
     to_kafka_string,
 )
 from coordination.acls.model import Operation
+
+if TYPE_CHECKING:  # ~200 kio classes, for mypy only: none is imported at run time (requests.py)
+    from broker.protocol.requests import AlterUserScramCredentialsRequest, DescribeUserScramCredentialsRequest
 
 DESCRIBE_KEY = 50
 ALTER_KEY = 51

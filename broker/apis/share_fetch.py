@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kio.static.protocol import Entity
 
@@ -45,10 +45,12 @@ from broker.partitions.partition_ops import ShareAck, ShareAckItem, ShareFetchIt
 from broker.protocol import codec, share_fetch_response
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode, KafkaError
-from broker.protocol.requests import ShareAcknowledgeRequest, ShareFetchRequest
 from broker.protocol.share_fetch_response import SharePartitionOut
 from coordination.acls.model import Operation
 from storage.types import TopicPartition
+
+if TYPE_CHECKING:  # ~200 kio classes, for mypy only: none is imported at run time (requests.py)
+    from broker.protocol.requests import ShareAcknowledgeRequest, ShareFetchRequest
 
 FETCH_KEY = 78
 ACK_KEY = 79

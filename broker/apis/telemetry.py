@@ -16,16 +16,18 @@ No ACL applies (Kafka checks none: telemetry concerns the client itself).
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.context import RequestContext, Response
 from broker.dispatch import api
 from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode, KafkaError
-from broker.protocol.requests import GetTelemetrySubscriptionsRequest, PushTelemetryRequest
 from broker.telemetry.instances import ACCEPTED_COMPRESSION_TYPES, ZERO_UUID, kafka_uuid_text
 from broker.telemetry.otlp import UndecodableMetrics, decode
+
+if TYPE_CHECKING:  # ~200 kio classes, for mypy only: none is imported at run time (requests.py)
+    from broker.protocol.requests import GetTelemetrySubscriptionsRequest, PushTelemetryRequest
 
 log = logging.getLogger(__name__)
 

@@ -34,7 +34,7 @@ type; v1 adds ``validate_only``; v2 answers no per-feature results.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.authorization import on_cluster
 from broker.context import RequestContext, Response
@@ -42,9 +42,11 @@ from broker.dispatch import api
 from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
-from broker.protocol.requests import UpdateFeaturesRequest
 from coordination.acls.model import Operation
 from coordination.finalized_features import SUPPORTED, Supported
+
+if TYPE_CHECKING:  # ~200 kio classes, for mypy only: none is imported at run time (requests.py)
+    from broker.protocol.requests import UpdateFeaturesRequest
 
 KEY = 57
 UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3

@@ -24,7 +24,7 @@ transaction_version (KIP-890), which does not change what is written.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.context import RequestContext, Response
 from broker.dispatch import api
@@ -33,8 +33,10 @@ from broker.partitions.partition_ops import MarkerItem
 from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
-from broker.protocol.requests import WriteTxnMarkersRequest
 from storage.types import TopicPartition
+
+if TYPE_CHECKING:  # ~200 kio classes, for mypy only: none is imported at run time (requests.py)
+    from broker.protocol.requests import WriteTxnMarkersRequest
 
 KEY = 27
 WRITE_TIMEOUT_MS = 30_000  # Kafka waits request.timeout.ms for the markers' replication

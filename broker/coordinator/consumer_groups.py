@@ -16,7 +16,7 @@ that joined with the classic protocol (online migration), 1 for the consumer pro
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kio.static.protocol import Entity
 
@@ -27,11 +27,13 @@ from broker.coordinator.groups import milliseconds
 from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
-from broker.protocol.requests import ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest
 from coordination.acls.model import Operation, ResourceType
 from coordination.groups.consumer.assignment_spec import TopicKey
 from coordination.groups.consumer.heartbeat import HeartbeatAnswer, HeartbeatRequest
 from coordination.groups.consumer.service import GroupDescription
+
+if TYPE_CHECKING:  # ~200 kio classes, for mypy only: none is imported at run time (requests.py)
+    from broker.protocol.requests import ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest
 
 CONSUMER_GROUP_HEARTBEAT = 68
 CONSUMER_GROUP_DESCRIBE = 69

@@ -11,7 +11,7 @@ and metadata. Authorized operations are not computed (-2147483648).
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from kio.static.protocol import Entity
 
@@ -21,9 +21,11 @@ from broker.coordinator.api import coordinator_api
 from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
-from broker.protocol.requests import DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest
 from coordination.acls.model import CLUSTER_NAME, Operation, ResourceType
 from coordination.groups.coordinator import GroupSummary
+
+if TYPE_CHECKING:  # ~200 kio classes, for mypy only: none is imported at run time (requests.py)
+    from broker.protocol.requests import DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest
 
 NO_OPERATIONS = -(2**31)
 

@@ -16,6 +16,7 @@ group_instance_id. LeaveGroup v3 batches members (per-member errors), v5 reason.
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from kio.static.protocol import Entity
 
@@ -24,9 +25,11 @@ from broker.coordinator.api import coordinator_api
 from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
-from broker.protocol.requests import HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, SyncGroupRequest
 from coordination.acls.model import Operation, ResourceType
 from coordination.groups.requests import JoiningMember, MemberRef
+
+if TYPE_CHECKING:  # ~200 kio classes, for mypy only: none is imported at run time (requests.py)
+    from broker.protocol.requests import HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, SyncGroupRequest
 
 
 def milliseconds(value: timedelta | int | None, default: int = -1) -> int:

@@ -39,7 +39,7 @@ INVALID_TXN_STATE, TRANSACTION_ABORTABLE from v4).
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from kio.schema.offset_fetch.v8.request import OffsetFetchRequest as OffsetFetchV8
 from kio.schema.offset_fetch.v9.request import OffsetFetchRequest as OffsetFetchV9
@@ -51,15 +51,17 @@ from broker.coordinator.groups import milliseconds
 from broker.protocol import codec, offsets_legacy
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
-from broker.protocol.requests import (
-    OffsetCommitRequest,
-    OffsetDeleteRequest,
-    OffsetFetchRequest,
-    TxnOffsetCommitRequest,
-)
 from coordination.acls.model import Operation, ResourceType
 from coordination.groups.requests import MemberRef
 from coordination.transactions.metadata import TV_2
+
+if TYPE_CHECKING:  # ~200 kio classes, for mypy only: none is imported at run time (requests.py)
+    from broker.protocol.requests import (
+        OffsetCommitRequest,
+        OffsetDeleteRequest,
+        OffsetFetchRequest,
+        TxnOffsetCommitRequest,
+    )
 
 # ---------------------------------------------------------------------- OffsetCommit
 OFFSET_COMMIT = 8

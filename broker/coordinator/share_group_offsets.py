@@ -15,7 +15,7 @@ delivery complete count), as Kafka computes it; -1 when either is not known.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kio.static.protocol import Entity
 
@@ -24,13 +24,15 @@ from broker.coordinator.api import coordinator_api
 from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
-from broker.protocol.requests import (
-    AlterShareGroupOffsetsRequest,
-    DeleteShareGroupOffsetsRequest,
-    DescribeShareGroupOffsetsRequest,
-)
 from coordination.acls.model import Operation, ResourceType
 from coordination.groups.share.offsets import PartitionOffset, TopicOffsets, TopicResult
+
+if TYPE_CHECKING:  # ~200 kio classes, for mypy only: none is imported at run time (requests.py)
+    from broker.protocol.requests import (
+        AlterShareGroupOffsetsRequest,
+        DeleteShareGroupOffsetsRequest,
+        DescribeShareGroupOffsetsRequest,
+    )
 
 DESCRIBE_SHARE_GROUP_OFFSETS, ALTER_SHARE_GROUP_OFFSETS, DELETE_SHARE_GROUP_OFFSETS = 90, 91, 92
 NO_LAG = -1

@@ -15,7 +15,7 @@ epoch 0.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kio.static.protocol import Entity
 
@@ -25,10 +25,12 @@ from broker.coordinator.api import coordinator_api
 from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
-from broker.protocol.requests import ShareGroupDescribeRequest, ShareGroupHeartbeatRequest
 from coordination.acls.model import Operation, ResourceType
 from coordination.groups.share.heartbeat import ShareHeartbeatAnswer, ShareHeartbeatRequest
 from coordination.groups.share.service import ShareGroupDescription
+
+if TYPE_CHECKING:  # ~200 kio classes, for mypy only: none is imported at run time (requests.py)
+    from broker.protocol.requests import ShareGroupDescribeRequest, ShareGroupHeartbeatRequest
 
 SHARE_GROUP_HEARTBEAT = 76
 SHARE_GROUP_DESCRIBE = 77

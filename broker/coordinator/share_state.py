@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from typing import Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from kio.static.protocol import Entity
 
@@ -27,17 +27,19 @@ from broker.coordinator.api import coordinator_api
 from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
-from broker.protocol.requests import (
-    DeleteShareGroupStateRequest,
-    InitializeShareGroupStateRequest,
-    ReadShareGroupStateRequest,
-    ReadShareGroupStateSummaryRequest,
-    ShareStateRequest,
-    WriteShareGroupStateRequest,
-)
 from coordination.share.persisted import PersistedState
 from coordination.share.records import NO_DELIVERY_COMPLETE_COUNT, StateBatch
 from coordination.share.state_coordinator import ShareStateCoordinator
+
+if TYPE_CHECKING:  # ~200 kio classes, for mypy only: none is imported at run time (requests.py)
+    from broker.protocol.requests import (
+        DeleteShareGroupStateRequest,
+        InitializeShareGroupStateRequest,
+        ReadShareGroupStateRequest,
+        ReadShareGroupStateSummaryRequest,
+        ShareStateRequest,
+        WriteShareGroupStateRequest,
+    )
 
 INITIALIZE = 83
 READ = 84

@@ -19,7 +19,7 @@ Version notes: DescribeTransactions has only v0. ListTransactions v1 adds durati
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kio.static.protocol import Entity
 
@@ -29,9 +29,11 @@ from broker.coordinator.transactions import transaction_coordinator
 from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
-from broker.protocol.requests import DescribeTransactionsRequest, ListTransactionsRequest
 from coordination.acls.model import Operation, ResourceType
 from coordination.transactions.views import InvalidPattern, ListFilters, TxnDescription
+
+if TYPE_CHECKING:  # ~200 kio classes, for mypy only: none is imported at run time (requests.py)
+    from broker.protocol.requests import DescribeTransactionsRequest, ListTransactionsRequest
 
 DESCRIBE_TRANSACTIONS = 65
 LIST_TRANSACTIONS = 66

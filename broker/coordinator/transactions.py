@@ -24,6 +24,8 @@ allows TRANSACTION_ABORTABLE in its answer.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kio.static.protocol import Entity
 
 from broker.context import CoordinatorContext
@@ -32,16 +34,18 @@ from broker.coordinator.groups import milliseconds
 from broker.protocol import codec
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode
-from broker.protocol.requests import (
-    AddOffsetsToTxnRequest,
-    AddPartitionsToTxnRequest,
-    EndTxnRequest,
-    InitProducerIdRequest,
-)
 from coordination.acls.model import Operation, ResourceType
 from coordination.transactions.coordinator import TransactionCoordinator
 from coordination.transactions.metadata import TV_1, TV_2
 from storage.types import TopicPartition
+
+if TYPE_CHECKING:  # ~200 kio classes, for mypy only: none is imported at run time (requests.py)
+    from broker.protocol.requests import (
+        AddOffsetsToTxnRequest,
+        AddPartitionsToTxnRequest,
+        EndTxnRequest,
+        InitProducerIdRequest,
+    )
 
 INIT_PRODUCER_ID = 22
 ADD_PARTITIONS_TO_TXN = 24
