@@ -35,8 +35,8 @@ of their own), each on a free port with its own log dir under a temporary direct
 jars from Maven Central, loadtest/kafka_peer.py), one cluster at a time, and reports
 Castle / Kafka per figure. ``--warm-up-s`` gives each cluster that many seconds of
 replicated publish before anything counts (Kafka's JIT needs minutes). ``--only`` picks
-parts; ``--profile DIR`` runs py-spy on every broker process during the latency and
-catch-up parts (loadtest/profiling.py). After the catch-up the page-ingest limit
+parts; ``--profile DIR`` runs py-spy on every broker process during each throughput case,
+the latency and the catch-up (loadtest/profiling.py). After the catch-up the page-ingest limit
 (loadtest/ingest_limit.py, one writer through a map) is measured beside the loopback one:
 a follower must also store what it reads, and new pages are what this VM charges for.
 
@@ -556,7 +556,12 @@ def measure_cluster(flavor: str, brokers: dict[int, Any], zookeeper: Any, args: 
             factor, configs, extra = CASES[case]
             topic = f"repl-tp-{size}-{case}-{run}"
             create_topic(admin, topic, args.partitions, factor, configs)
+            if profiles is not None:
+                for node_id, broker in brokers.items():
+                    profiles.start(f"{flavor}-throughput-{size}-{case}-b{node_id}", [broker.pid, *broker.children()])
             row[case] = throughput(bootstrap, topic, size, extra, warmup, args.seconds)
+            if profiles is not None:
+                profiles.stop()
             info(f"{flavor} throughput {size} B {case}: {row[case]['mib_per_s']} MiB/s, "
                  f"{row[case]['records_per_s']:,} rec/s ({row[case]['errors']} errors"
                  f"{', first: ' + row[case]['first_error'] if row[case]['first_error'] else ''})")
@@ -688,8 +693,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--loopback-repeat", type=int, default=3, help="sendfile runs of the loopback limit")
     parser.add_argument("--limit-dir", default="/var/tmp", help="where the loopback limit's file goes")
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout instead of the table")
-    parser.add_argument("--profile", metavar="DIR", help="py-spy every broker process during the latency and catch-up "
-                        "parts; collapsed stacks and a summary under DIR")
+    parser.add_argument("--profile", metavar="DIR", help="py-spy every broker process during each throughput case, "
+                        "the latency and the catch-up; collapsed stacks and a summary under DIR")
     parser.add_argument("--only", choices=PARTS, action="append", help="run only this part (repeatable; default: all)")
     parser.add_argument("--compare", choices=("kafka",), help="the same parts against three Apache Kafka brokers "
                         "(ZooKeeper mode) after Castle's")
@@ -697,6 +702,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kafka-only", action="store_true", help="with --compare: measure Kafka's cluster alone")
     args = parser.parse_args(argv)
     parts = set(args.only or PARTS)
+    if args.profile:
+        os.makedirs(args.profile, exist_ok=True)
     profiles = Profiles(args.profile) if args.profile else None
     warmup = window_warmup(args)
     result: dict[str, Any] = {"brokers": len(NODE_IDS), "workers": args.workers, "partitions": args.partitions,
