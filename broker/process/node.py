@@ -463,8 +463,12 @@ class WorkerNode:
 
     def _reload_dynamic(self) -> None:
         """On the loop thread: read the dynamic broker configs now, not when the store's watch
-        comes round (another worker may have written them a moment ago)."""
-        self.dynamic_configs.refresh()
+        comes round (another worker may have written them a moment ago). A store that cannot
+        be read (ZooKeeper away) leaves the view the watch gave: the move still starts."""
+        try:
+            self.dynamic_configs.refresh()
+        except Exception as exc:
+            log.warning("worker %d: cannot re-read the dynamic broker configs: %s", self.index, exc)
         self.apply_dynamic()
 
     def _dynamic_changed(self, values: dict[str, Any]) -> None:
