@@ -776,7 +776,10 @@ def test_users_cli_over_sasl_ssl(secure: Secure, tmp_path: Any) -> None:
     bob_scram = confluent_settings(secure, "SASL_PLAINTEXT", "SCRAM-SHA-256", user=bob[0], password=bob[1])
     wait_until(lambda: auth_outcome(bob_scram) is None, 15, "bob to log in with SCRAM-SHA-256")
     port = secure.ports["SASL_PLAINTEXT"]
-    assert all(plain_login_works(port, *bob) for _ in range(8)), "bob's credential is missing on a worker"
+    # Like Kafka's brokers, each worker learns of the credential from the store's watch, a
+    # moment after the one that took the login above: wait for all, then ask them again.
+    wait_until(lambda: all(plain_login_works(port, *bob) for _ in range(8)), 15, "every worker to know bob")
+    assert all(plain_login_works(port, *bob) for _ in range(8)), "a worker forgot bob's credential"
     listed = castle_users("list", *online, "--json", "bob")
     assert listed.returncode == 0, listed.stderr
     assert [(u["user"], u["mechanism"]) for u in json.loads(listed.stdout)] == [("bob", "SCRAM-SHA-256")]
