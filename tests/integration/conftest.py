@@ -145,7 +145,10 @@ def port_in_use() -> Iterator[int]:
 class Broker:
     def __init__(self, base_dir: str, workers: int, overrides: dict[str, Any]) -> None:
         self.workers = workers
-        self.overrides = {str(k): str(v) for k, v in overrides.items()}
+        # A new group's first join waits group.initial.rebalance.delay.ms (3 s by default) for
+        # more members: Kafka's own test harness and shipped server.properties set it to 0, and
+        # so do these brokers unless a test sets it (tests of the delay itself do).
+        self.overrides = {"group.initial.rebalance.delay.ms": "0", **{str(k): str(v) for k, v in overrides.items()}}
         self.log_dir = os.path.join(base_dir, "data")
         self.stderr_path = os.path.join(base_dir, "broker.stderr")
         # IPC socket paths must stay short (sun_path is 108 bytes): not under tmp_path.

@@ -185,7 +185,7 @@ def test_committed_offsets_survive_a_broker_restart(broker_factory: Any, members
 
 # Kafka's defaults for the join phase (group.initial.rebalance.delay.ms=3000): the members'
 # session (6 s) is longer than anything that must happen here.
-DEFAULT_DELAY_BROKER = {"offsets.topic.num.partitions": 4}
+DEFAULT_DELAY_BROKER = {"offsets.topic.num.partitions": 4, "group.initial.rebalance.delay.ms": 3000}
 
 
 def describe_state(bootstrap: str, group: str) -> str:
