@@ -192,6 +192,9 @@ SETTINGS: list[Setting] = [
     Setting("replica.fetch.max.bytes", integer_in(1, INT_MAX), 1024 * 1024, "Bytes a follower asks per partition."),
     Setting("replica.fetch.response.max.bytes", integer_in(1, INT_MAX), 10 * 1024 * 1024, "Bytes a follower asks per Fetch."),
     Setting("replica.fetch.backoff.ms", integer_in(0, INT_MAX), 1_000, "A follower's pause after a failed Fetch."),
+    Setting("num.replica.fetchers", integer_in(1, INT_MAX), 1,
+            "Fetch loops (each its own connection) per leader broker in each worker; partitions are split "
+            "among them as Kafka splits them among its fetcher threads."),
     Setting("auto.leader.rebalance.enable", _bool, True,
             "The controller gives partitions back to their preferred (first) replica when a broker's share passes the threshold."),
     Setting("leader.imbalance.check.interval.seconds", integer_in(1, INT_MAX), 300, "How often the controller checks it."),

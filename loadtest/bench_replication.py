@@ -482,12 +482,13 @@ class KafkaNode:
     ZooKeeper, under a chroot of its own), with the surface of OwnBroker this benchmark uses.
     Kafka's defaults but for the node id, the lag time and the internal topics' sizes."""
 
-    def __init__(self, base_dir: str, node_id: int, zookeeper: str, version: str, lag_ms: int) -> None:
+    def __init__(self, base_dir: str, node_id: int, zookeeper: str, version: str, lag_ms: int, fetchers: int) -> None:
         from loadtest.kafka_peer import KafkaPeer
 
         self.peer = KafkaPeer(os.path.join(base_dir, f"kafka-{node_id}.log"), version=version, mode="zookeeper",
                               zookeeper=zookeeper, base_dir=base_dir,
                               overrides={"broker.id": str(node_id), "replica.lag.time.max.ms": str(lag_ms),
+                                         "num.replica.fetchers": str(fetchers),
                                          "offsets.topic.replication.factor": "3",
                                          "transaction.state.log.replication.factor": "3",
                                          "transaction.state.log.min.isr": "2"})
@@ -516,11 +517,13 @@ def start_cluster(flavor: str, base: str, zookeeper: str, args: argparse.Namespa
         path = os.path.join(base, f"{flavor}-b{node_id}")
         os.makedirs(path)
         if flavor == "kafka":
-            brokers[node_id] = KafkaNode(path, node_id, zookeeper, args.kafka_version, args.replica_lag_ms)
+            brokers[node_id] = KafkaNode(path, node_id, zookeeper, args.kafka_version, args.replica_lag_ms,
+                                         args.replica_fetchers)
         else:
             brokers[node_id] = OwnBroker(path, {"node.id": str(node_id), "zookeeper.connect": zookeeper,
                                                 "workers": str(args.workers),
-                                                "replica.lag.time.max.ms": str(args.replica_lag_ms)})
+                                                "replica.lag.time.max.ms": str(args.replica_lag_ms),
+                                                "num.replica.fetchers": str(args.replica_fetchers)})
     return brokers
 
 
@@ -690,6 +693,8 @@ def main(argv: list[str] | None = None) -> int:
                                                                           "0 skips the catch-up)")
     parser.add_argument("--catchup-partitions", type=int, default=3, help="partitions of the catch-up topic")
     parser.add_argument("--replica-lag-ms", type=int, default=10_000, help="the brokers' replica.lag.time.max.ms")
+    parser.add_argument("--replica-fetchers", type=int, default=1,
+                        help="the brokers' num.replica.fetchers (default 1, Kafka's): fetch loops per leader")
     parser.add_argument("--loopback-repeat", type=int, default=3, help="sendfile runs of the loopback limit")
     parser.add_argument("--limit-dir", default="/var/tmp", help="where the loopback limit's file goes")
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout instead of the table")
@@ -708,7 +713,7 @@ def main(argv: list[str] | None = None) -> int:
     warmup = window_warmup(args)
     result: dict[str, Any] = {"brokers": len(NODE_IDS), "workers": args.workers, "partitions": args.partitions,
                               "seconds": args.seconds, "warmup_s": warmup, "warm_up_s": args.warm_up_s,
-                              "replica_lag_time_max_ms": args.replica_lag_ms}
+                              "replica_lag_time_max_ms": args.replica_lag_ms, "replica_fetchers": args.replica_fetchers}
     if args.kafka_only and not args.compare:
         parser.error("--kafka-only needs --compare kafka")
     result.update({"throughput": {}, "latency": {}, "catch_up": None} if args.kafka_only

@@ -1,8 +1,11 @@
 """A follower's side of replication: fetch from each leader, append what it sends as it is.
 
-Each worker fetches the partitions it owns and follows (``Replication.followed``), one
-loop per leader broker over one connection (broker/partitions/remote_partition.py), as Kafka's
-ReplicaFetcherThread does per source broker. A round is one Fetch v15 naming each
+Each worker fetches the partitions it owns and follows (``Replication.followed``), with
+``num.replica.fetchers`` loops per leader broker, each over its own connection
+(broker/partitions/remote_partition.py), as Kafka runs that many ReplicaFetcherThreads per
+source broker: a partition goes to loop ``Utils.abs(31 * topic.hashCode() + partition) % n``
+(Kafka's AbstractFetcherManager.getFetcherId). While one loop appends what it got, another's
+Fetch is out at the leader, so more loops overlap the follower's work with the leader's. A round is one Fetch v15 naming each
 partition with the follower's log end (``fetch_offset``), the epoch of its last batch
 (``last_fetched_epoch``: the leader answers DivergingEpoch when the logs part there) and
 the leader epoch it knows (``current_leader_epoch``: a deposed leader answers
@@ -36,6 +39,7 @@ from broker.partitions.replication_throttle import ReplicaThrottle
 from broker.protocol import replica_fetch
 from broker.protocol.errors import ErrorCode, KafkaError
 from broker.protocol.replica_fetch import FetchPosition, PartitionData
+from coordination.java_hash import java_abs, java_int, java_string_hash
 from storage.errors import LogDirOfflineError, StorageError
 from storage.log import PartitionLog
 from storage.types import TopicPartition
@@ -46,6 +50,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 FOLLOWER_CLIENT_ID = "castle-replica-fetcher"
+
+
+def fetcher_id(tp: TopicPartition, fetchers: int) -> int:
+    """The loop of ``fetchers`` that fetches ``tp`` (Kafka's getFetcherId, in Java ints)."""
+    return java_abs(java_int(31 * java_string_hash(tp.topic) + tp.partition)) % fetchers
 
 
 class ReplicaFetcher:
@@ -63,7 +72,7 @@ class ReplicaFetcher:
         self._on_appended = on_appended
         # An I/O error appending the leader's batches fails the log's dir (the worker's Owner.fail_dir_of).
         self.dir_failed: Callable[[TopicPartition, str], None] = lambda _tp, _why: None
-        self._loops: dict[int, asyncio.Task[None]] = {}
+        self._loops: dict[tuple[int, int], asyncio.Task[None]] = {}  # by (leader, fetcher id)
         # The broker's follower replication throttle; None while follower.replication.throttled.rate
         # is unbounded. While set: the partitions the last answer showed caught up (Kafka's
         # isReplicaInSync: no lag behind the leader's high watermark), which it never holds back.
@@ -73,31 +82,35 @@ class ReplicaFetcher:
         replication.on_followed_changed = self.update
 
     def update(self) -> None:
-        """Start a loop for each leader we now follow partitions of; loops with nothing
-        left to fetch end by themselves."""
+        """Start a loop for each leader and fetcher id we now follow partitions of; loops
+        with nothing left to fetch end by themselves."""
         if self._closed:
             return
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return  # opening, before the loop runs: WorkerNode.start() calls again
-        leaders = {f.leader for f in self._replication.followed.values() if f.leader >= 0}
+        fetchers = self._get_int("num.replica.fetchers")
+        keys = {(f.leader, fetcher_id(tp, fetchers)) for tp, f in self._replication.followed.items() if f.leader >= 0}
         self._in_sync.intersection_update(self._replication.followed)
-        for leader in leaders:
-            task = self._loops.get(leader)
+        for key in keys:
+            task = self._loops.get(key)
             if task is None or task.done():
-                self._loops[leader] = loop.create_task(self._run(leader), name=f"replica-fetcher-{leader}")
+                leader, fetcher = key
+                self._loops[key] = loop.create_task(self._run(leader, fetcher), name=f"replica-fetcher-{leader}-{fetcher}")
 
-    def _partitions_from(self, leader: int) -> dict[TopicPartition, Followed]:
-        return {tp: f for tp, f in self._replication.followed.items() if f.leader == leader}
+    def _partitions_from(self, leader: int, fetcher: int) -> dict[TopicPartition, Followed]:
+        fetchers = self._get_int("num.replica.fetchers")
+        return {tp: f for tp, f in self._replication.followed.items()
+                if f.leader == leader and fetcher_id(tp, fetchers) == fetcher}
 
-    async def _run(self, leader: int) -> None:
+    async def _run(self, leader: int, fetcher: int) -> None:
         client: RemotePartitionClient | None = None
         address: tuple[str, int] | None = None
         backoff = self._get_int("replica.fetch.backoff.ms") / 1000
         try:
             while not self._closed:
-                partitions = self._partitions_from(leader)
+                partitions = self._partitions_from(leader, fetcher)
                 if not partitions:
                     return
                 wanted = self._address_of(leader)

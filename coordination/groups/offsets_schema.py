@@ -74,6 +74,7 @@ import struct
 from dataclasses import dataclass
 from typing import Iterator
 
+from coordination.java_hash import java_abs, java_string_hash
 from storage.batch import check_batch_frame, iter_headers
 from storage.errors import CorruptRecordError
 from storage.records import Record, decode_batch, encode_batch
@@ -105,7 +106,6 @@ NO_STATE_TIMESTAMP = -1
 
 _MAX_STRING_BYTES = 0x7FFF  # int16 length; Kafka enforces it on compact strings too
 _INT32_MAX = (1 << 31) - 1
-_INT32_MIN = -(1 << 31)
 _MAX_UVARINT_BYTES = 5
 
 
@@ -446,15 +446,6 @@ def encode_group_value(value: GroupValue) -> bytes:
 # --- placement and batches --------------------------------------------------------------
 
 
-def java_string_hash(text: str) -> int:
-    """Java's String.hashCode: s[0]*31^(n-1) + … + s[n-1] over UTF-16 code units, int32."""
-    units = text.encode("utf-16-be", "surrogatepass")  # a non-BMP character is two units
-    value = 0
-    for index in range(0, len(units), 2):
-        value = (value * 31 + (units[index] << 8 | units[index + 1])) & 0xFFFFFFFF
-    return value - (1 << 32) if value > _INT32_MAX else value
-
-
 def partition_for(group: str, partitions: int) -> int:
     """The __consumer_offsets partition of ``group``: Utils.abs(groupId.hashCode()) % n.
 
@@ -464,8 +455,7 @@ def partition_for(group: str, partitions: int) -> int:
     """
     if partitions <= 0:
         raise ValueError(f"partition count must be positive, got {partitions}")
-    hash_code = java_string_hash(group)
-    return (0 if hash_code == _INT32_MIN else abs(hash_code)) % partitions
+    return java_abs(java_string_hash(group)) % partitions
 
 
 def offsets_batch(entries: list[tuple[bytes, bytes | None]], timestamp: int) -> bytes:

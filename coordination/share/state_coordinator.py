@@ -50,7 +50,8 @@ from typing import Any, Callable, Iterable, Protocol
 
 from kio.schema.errors import ErrorCode
 
-from coordination.groups.offsets_schema import OffsetsSchemaError, java_string_hash
+from coordination.groups.offsets_schema import OffsetsSchemaError
+from coordination.java_hash import java_abs, java_string_hash
 from coordination.share.persisted import DEFAULT_STATE_EPOCH, NO_LEADER_EPOCH, UNINITIALIZED_START_OFFSET, PersistedState
 from coordination.share.records import (
     NO_DELIVERY_COMPLETE_COUNT,
@@ -73,7 +74,6 @@ log = logging.getLogger(__name__)
 E = ErrorCode
 STATE_TOPIC = "__share_group_state"
 UPDATES_PER_SNAPSHOT = 500  # share.coordinator.snapshot.update.records.per.snapshot's default
-_INT32_MIN = -(1 << 31)
 
 Key = tuple[str, uuid.UUID, int]  # (group id, topic id, partition)
 
@@ -101,8 +101,7 @@ def coordinator_key(group_id: str, topic_id: uuid.UUID, partition: int) -> str:
 def partition_for(group_id: str, topic_id: uuid.UUID, partition: int, partitions: int) -> int:
     """The __share_group_state partition of a share-partition: Utils.abs(key.hashCode()) % n
     (Utils.abs maps Integer.MIN_VALUE to 0)."""
-    hash_code = java_string_hash(coordinator_key(group_id, topic_id, partition))
-    return (0 if hash_code == _INT32_MIN else abs(hash_code)) % partitions
+    return java_abs(java_string_hash(coordinator_key(group_id, topic_id, partition))) % partitions
 
 
 def entries_of(data: bytes, from_offset: int) -> tuple[list[tuple[Any, Any]], int]:

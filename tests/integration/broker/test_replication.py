@@ -15,6 +15,7 @@ import os
 import random
 import shutil
 import signal
+import subprocess
 import threading
 import time
 import uuid
@@ -25,8 +26,10 @@ import pytest
 from confluent_kafka import Consumer, ElectionType, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
+from broker.partitions.replica_fetcher import fetcher_id
 from storage.batch import HEADER_SIZE, BatchHeader, parse_header
 from storage.records import decode_batch
+from storage.types import TopicPartition as StorageTopicPartition
 from tests.integration.broker.test_admin_cli import as_json, ok
 from tests.integration.conftest import Broker, wait_until
 from tests.integration.coordination.test_cluster import cluster_settings, zk
@@ -324,6 +327,58 @@ def test_a_stopped_follower_leaves_the_isr_and_rejoins_and_two_stopped_refuse_ac
     final = read_all(three, topic, 1)
     for broker in three:
         wait_until(lambda: log_records(broker, topic, 1) == final, 30, f"broker {broker.bootstrap}'s copy")
+
+
+def test_two_fetch_loops_per_leader_each_on_its_own_connection_copy_every_partition(
+        broker_factory: Callable[..., Broker], zk_connect: str) -> None:
+    """num.replica.fetchers=2: a follower fetches a leader's partitions over as many
+    connections as Kafka's getFetcherId gives them loops; a follower stopped past
+    replica.lag.time.max.ms catches up through all of them, and every replica ends
+    byte for byte the leader's, with no acknowledged record lost."""
+    brokers = start_three(broker_factory, zk_connect, **{"num.replica.fetchers": 2})
+    topic = "fetchers"
+    create(brokers, topic, 6, 3, {"min.insync.replicas": "2"})
+    wait_until(lambda: all(len(isr) == 3 for _l, _r, isr in describe(brokers, topic).values()), 30, "full ISRs")
+    history = History()
+    produce_acked(brokers, topic, [f"a{i}" for i in range(300)], history, partitions=6)
+
+    # Brokers 2 and 3 run one worker, which follows every partition it does not lead: one
+    # connection to each leader per fetcher id among that leader's partitions.
+    leaders = {p: leader for p, (leader, _r, _i) in describe(brokers, topic).items()}
+    expected = {(node_id, leader): len({fetcher_id(StorageTopicPartition(topic, p), 2) for p, at in leaders.items()
+                                        if at == leader})
+                for node_id in (2, 3) for leader in set(leaders.values()) - {node_id}}
+    assert max(expected.values()) == 2, (leaders, expected)  # some leader's partitions take both loops
+    for (node_id, leader), loops in expected.items():
+        (worker,) = broker_with_id(brokers, node_id).worker_pids()
+        wait_until(lambda: connections(worker, broker_with_id(brokers, leader).port) >= loops, 15,
+                   f"broker {node_id}'s {loops} fetch connection(s) to broker {leader}")
+
+    stopped = broker_with_id(brokers, 3)
+    pause(stopped)
+    try:
+        wait_until(lambda: all(3 not in isr for _l, _r, isr in describe(brokers[:2], topic).values()),
+                   LAG_MS / 1000 + 15, "broker 3 out of every ISR")
+        produce_acked(brokers[:2], topic, [f"b{i}" for i in range(3000)], history, partitions=6)
+    finally:
+        resume(stopped)
+    # Every broker's own Metadata, broker 3's included: back from a pause past its ZooKeeper
+    # session, it answers from its new session's view only once it has read it.
+    wait_until(lambda: all(all(len(isr) == 3 for _l, _r, isr in describe([b], topic).values()) for b in brokers), 60,
+               "broker 3 back in every ISR, as every broker tells it")
+    read_all(brokers, topic, 6, history)
+    assert history.check().ok, history.check().summary()
+    final = read_all(brokers, topic, 6)
+    assert sum(len(records) for records in final.values()) == 3300
+    for broker in brokers:
+        wait_until(lambda: log_records(broker, topic, 6) == final, 30, f"broker {broker.bootstrap}'s copy")
+
+
+def connections(pid: int, port: int) -> int:
+    """TCP connections process ``pid`` holds open to 127.0.0.1:``port``."""
+    listed = subprocess.run(["ss", "-Htnp", "state", "established", "dst", f"127.0.0.1:{port}"],
+                            capture_output=True, text=True, timeout=10, check=True).stdout
+    return sum(f"pid={pid}," in line for line in listed.splitlines())
 
 
 def high_watermark(broker: Broker, topic: str) -> int:

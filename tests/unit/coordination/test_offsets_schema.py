@@ -24,11 +24,11 @@ from coordination.groups.offsets_schema import (
     encode_group_value,
     encode_key,
     encode_offset_value,
-    java_string_hash,
     offsets_batch,
     partition_for,
     read_entries,
 )
+from coordination.java_hash import java_string_hash
 from storage.batch import HEADER_SIZE, check_batch_frame, parse_header, set_base_offset_and_epoch
 from storage.records import CONTROL_TYPE_COMMIT, Record, decode_batch, encode_batch, encode_control_batch
 
