@@ -1,7 +1,7 @@
 """One client connection: reads request frames, runs their handlers, answers in order.
 
 The pieces, each in its own module:
-    broker/network/frame_reader.py    cutting frames out of the byte stream (sans-I/O)
+    broker/protocol/frame_reader.py   cutting frames out of the byte stream (sans-I/O)
     broker/network/sequencer.py       responses in request order (P5)
     broker/network/socket_writer.py   sendmsg and os.sendfile on the raw socket
     broker/context.py         what handlers get and return
@@ -41,12 +41,12 @@ from broker import dispatch
 from broker.context import NO_RESPONSE, FileChunk, RawResponse, RequestContext, Response
 from broker.listeners import Listener
 from broker.network import eager, request_quota
-from broker.network.frame_reader import FrameReader
 from broker.network.sequencer import ResponseSequencer
 from broker.network.socket_writer import Chunk, SocketWriter
 from broker.network.tls_channel import TlsChannel, TlsSocketWriter
 from broker.protocol import codec, framing
 from broker.protocol.errors import ProtocolViolation, code_for_exception
+from broker.protocol.frame_reader import FrameReader
 from broker.security.connection_auth import SASL_AUTHENTICATE, ConnectionAuth
 from broker.security.sasl_server import SaslAuthenticationFailed
 from broker.security.tls import principal_of_certificate

@@ -15,10 +15,8 @@ worker, which the connection's queue limits already bound.
 
 Not glibc (musl, other libcs): nothing is changed; the broker works as before.
 
-``receive_buffer`` is the other half: the buffer a large frame is received into, without
-the zero-fill ``bytearray(size)`` does. Every byte of it is overwritten by recv_into before
-anything reads it, and under 1 KiB produce load on warmed memory the zero-fill was 5.8%
-of the workers' samples (perf, tenth round in `git show 0858314:docs/BENCHMARKS.md`).
+The other half, the buffer a large frame is received into without a zero-fill, is
+broker/protocol/frame_reader.py's ``receive_buffer``.
 """
 
 from __future__ import annotations
@@ -26,7 +24,6 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import logging
-from typing import Callable
 
 log = logging.getLogger(__name__)
 
@@ -34,28 +31,6 @@ M_TRIM_THRESHOLD = -1  # from glibc's malloc.h
 M_MMAP_THRESHOLD = -3
 MMAP_THRESHOLD_MAX = 32 << 20  # glibc's ceiling on 64-bit: 4 MiB * sizeof(long)
 TRIM_THRESHOLD = 256 << 20
-
-
-def _uninitialized_bytearray_maker() -> Callable[[int], bytearray] | None:
-    """CPython's PyByteArray_FromStringAndSize(NULL, n): a bytearray of n bytes, not zeroed."""
-    try:
-        make = ctypes.pythonapi.PyByteArray_FromStringAndSize
-    except AttributeError:  # not CPython
-        return None
-    make.argtypes = (ctypes.c_void_p, ctypes.c_ssize_t)
-    make.restype = ctypes.py_object
-    return lambda size: make(None, size)
-
-
-_MAKE_UNINITIALIZED = _uninitialized_bytearray_maker()
-
-
-def receive_buffer(size: int) -> bytearray:
-    """A bytearray of ``size`` bytes whose contents are undefined: only for buffers the
-    caller fills completely before reading any of it."""
-    if _MAKE_UNINITIALIZED is None:
-        return bytearray(size)
-    return _MAKE_UNINITIALIZED(size)
 
 
 def keep_freed_memory() -> bool:

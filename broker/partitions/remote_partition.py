@@ -46,7 +46,14 @@ and/or authenticates with SASL before its first request: SaslHandshake v1, then
 SaslAuthenticate v2 tokens until the mechanism completes (a refusal is
 SASL_AUTHENTICATION_FAILED to every caller waiting for the connection).
 
-Works on uvloop and on the default asyncio loop (streams and ``asyncio.timeout`` only).
+Receiving: the connection is an asyncio BufferedProtocol. Answers are cut from what the
+transport reads as a worker cuts requests (broker/protocol/frame_reader.py), and a large one,
+a follower's Fetch answer, is received straight into a buffer of its own size: its record
+bytes are copied once, from the socket, before the log takes them. With asyncio's streams
+each answer was copied twice more (into the StreamReader's buffer, then out of it), and a
+64 KiB buffer limit paused the transport ~25 times per 3 MiB answer.
+
+Works on uvloop and on the default asyncio loop (transports and ``asyncio.timeout`` only).
 """
 
 from __future__ import annotations
@@ -58,11 +65,12 @@ import re
 import ssl
 import struct
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence, cast
 
 from broker.protocol import codec, replica_fetch
 from broker.protocol.build import build
 from broker.protocol.errors import ErrorCode, KafkaError, ProtocolViolation
+from broker.protocol.frame_reader import FrameReader
 from broker.security.broker_proof import MECHANISM as BROKER_MECHANISM
 from broker.security.broker_proof import BrokerProofClient
 from broker.security.sasl_client import SaslClient, SaslClientError
@@ -88,10 +96,8 @@ MAX_READ_CHUNK = 64 << 20
 # MAX_READ_CHUNK fetch; the slack covers the response's own fields.
 MAX_RESPONSE_SIZE = MAX_READ_CHUNK + (1 << 20)
 
-# The StreamReader's buffer limit: its transport stops reading at twice this. asyncio's
-# 64 KiB paused a follower's 3 MiB fetch answer ~25 times, and the leader's sendfile
-# waited for each resume: half of a catch-up's time went to that ping-pong.
-READ_BUFFER_LIMIT = 8 << 20
+# What one read may take while no large answer is being received (as a worker's recv).
+RECEIVE_CHUNK = 256 * 1024
 SIZE = struct.Struct(">i")
 REQUEST_HEADER = struct.Struct(">hhih")  # api_key, api_version, correlation_id, client_id length
 CORRELATION_ID = struct.Struct(">i")
@@ -144,16 +150,19 @@ class Decoder:
     reader for most; a hand-written one where kio's copy costs (a follower's Fetch)."""
 
     name: str
-    read: Callable[[bytes, int], Any]
+    read: Callable[[bytes | bytearray, int], Any]
 
-    def __call__(self, frame: bytes, position: int) -> Any:
+    def __call__(self, frame: bytes | bytearray, position: int) -> Any:
         return self.read(frame, position)
 
 
 @functools.cache
 def kio_decoder(cls: type) -> Decoder:
     reader = codec.reader_for(cls)
-    return Decoder(cls.__name__, lambda frame, position: reader(frame, position)[0])
+    # kio reads read-only buffers only: a large answer arrives in a bytearray of its own
+    # (the follower's Fetch, read by hand, keeps views of it; the rare large kio answer is copied).
+    return Decoder(cls.__name__, lambda frame, position: reader(bytes(frame) if isinstance(frame, bytearray) else frame,
+                                                                position)[0])
 
 
 # A follower's Fetch answer: record bytes stay views of the frame (broker/protocol/replica_fetch.py).
@@ -167,22 +176,25 @@ class _Pending:
     header_size: int
 
 
-class _Connection:
-    """One open socket: frames are written in call order; a reader task decodes answers
-    and resolves the caller's future by correlation id. Any failure closes it and fails
-    every call in flight with NETWORK_EXCEPTION."""
+class _Connection(asyncio.BufferedProtocol):
+    """One open socket: frames are written in call order; answers are cut from the bytes as
+    they arrive and resolve the caller's future by correlation id. Any failure closes it and
+    fails every call in flight with NETWORK_EXCEPTION."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader = reader
-        self.writer = writer
+    def __init__(self) -> None:
+        loop = asyncio.get_running_loop()
+        self.transport: asyncio.Transport | None = None
         self.pending: dict[int, _Pending] = {}
         self.closed = False
-        self.task = asyncio.get_running_loop().create_task(self._read_answers())
+        self._frames = FrameReader(MAX_RESPONSE_SIZE)
+        self._chunk = bytearray(RECEIVE_CHUNK)
+        self._writable: asyncio.Future[None] | None = None  # set while the transport is paused
+        self._lost: asyncio.Future[None] = loop.create_future()
 
     def send(self, correlation_id: int, frame: bytes, answer: "type | Decoder | None",
              header_size: int) -> asyncio.Future[Any] | None:
         """Queue ``frame``; the future of its answer, or None when none will come (acks=0)."""
-        if self.closed:
+        if self.closed or self.transport is None:
             raise KafkaError(ErrorCode.network_exception, "connection closed")
         future: asyncio.Future[Any] | None = None
         if answer is not None:
@@ -190,49 +202,83 @@ class _Connection:
             # Registered before the write: the answer cannot overtake it.
             decode = answer if isinstance(answer, Decoder) else kio_decoder(answer)
             self.pending[correlation_id] = _Pending(future, decode, header_size)
-        self.writer.write(frame)
+        self.transport.write(frame)
         return future
 
     async def drain(self) -> bool:
-        """Wait for the socket buffer to drain; False (and closed) if the write failed.
+        """Wait until the transport takes writes again; False if the connection closed.
         Not raising keeps one path for the caller: its future already holds the error."""
-        try:
-            await self.writer.drain()
-        except (OSError, RuntimeError) as exc:  # RuntimeError: the transport is closing
-            self.close(f"write failed: {exc!r}")
-            return False
+        if self._writable is not None:
+            await asyncio.shield(self._writable)
         return not self.closed
 
-    async def _read_answers(self) -> None:
-        reason = "closed by the peer"
+    # ------------------------------------------------------------------ protocol callbacks
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's TLS transport is no asyncio.Transport subclass, though it is one in all but name.
+        self.transport = cast(asyncio.Transport, transport)
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._frames.receiving_big:
+            return self._frames.big_space()
+        return memoryview(self._chunk)
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self.closed:
+            return
+        frames = self._frames
         try:
-            while True:
-                (size,) = SIZE.unpack(await self.reader.readexactly(SIZE.size))
-                if not CORRELATION_ID.size <= size <= MAX_RESPONSE_SIZE:
-                    raise ProtocolViolation(f"response of {size} bytes")
-                frame = await self.reader.readexactly(size)
-                (correlation_id,) = CORRELATION_ID.unpack_from(frame)
-                # Popped here only, even for a caller that gave up (its future is then
-                # cancelled): an id we never sent means the stream is out of step.
-                pending = self.pending.pop(correlation_id, None)
-                if pending is None:
-                    raise ProtocolViolation(f"answer to correlation id {correlation_id}, which is not in flight")
-                if pending.future.done():
-                    continue
-                try:
-                    entity = pending.decode(frame, pending.header_size)
-                except Exception as exc:  # kio raises several types on malformed input
-                    raise ProtocolViolation(f"cannot decode {pending.decode.name}: {exc!r}") from None
-                pending.future.set_result(entity)
-        except asyncio.CancelledError:
-            reason = "closed"
-        except asyncio.IncompleteReadError:
-            pass
-        except (OSError, ProtocolViolation) as exc:
-            reason = repr(exc)
-        except Exception as exc:  # never leave callers waiting for their timeout
-            reason = f"unexpected {exc!r}"
-        self.close(reason)
+            if frames.receiving_big:
+                frame = frames.big_received(nbytes)
+                if frame is not None:
+                    self._answer(frame)
+                return
+            with memoryview(self._chunk) as chunk:
+                frames.feed(chunk[:nbytes])
+            while not self.closed:
+                small = frames.next_frame()
+                if small is None:
+                    return
+                self._answer(small)
+        except ProtocolViolation as exc:
+            self.close(repr(exc))
+
+    def eof_received(self) -> bool:
+        return False  # the transport closes; connection_lost fails what waits
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.close("closed by the peer" if exc is None else repr(exc))
+        if not self._lost.done():
+            self._lost.set_result(None)
+
+    def pause_writing(self) -> None:
+        if self._writable is None:
+            self._writable = asyncio.get_running_loop().create_future()
+
+    def resume_writing(self) -> None:
+        self._release_writers()
+
+    # ------------------------------------------------------------------ answers
+    def _answer(self, frame: bytes | bytearray) -> None:
+        if len(frame) < CORRELATION_ID.size:
+            raise ProtocolViolation(f"response of {len(frame)} bytes")
+        (correlation_id,) = CORRELATION_ID.unpack_from(frame)
+        # Popped here only, even for a caller that gave up (its future is then cancelled):
+        # an id we never sent means the stream is out of step.
+        pending = self.pending.pop(correlation_id, None)
+        if pending is None:
+            raise ProtocolViolation(f"answer to correlation id {correlation_id}, which is not in flight")
+        if pending.future.done():
+            return
+        try:
+            entity = pending.decode(frame, pending.header_size)
+        except Exception as exc:  # kio raises several types on malformed input
+            raise ProtocolViolation(f"cannot decode {pending.decode.name}: {exc!r}") from None
+        pending.future.set_result(entity)
+
+    def _release_writers(self) -> None:
+        waiter, self._writable = self._writable, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     def close(self, reason: str = "closed") -> None:
         if self.closed:
@@ -242,15 +288,15 @@ class _Connection:
             if not pending.future.done():
                 pending.future.set_exception(KafkaError(ErrorCode.network_exception, reason))
         self.pending.clear()
-        self.writer.close()
-        if self.task is not asyncio.current_task():
-            self.task.cancel()
+        self._release_writers()
+        if self.transport is not None:
+            self.transport.close()
+        elif not self._lost.done():
+            self._lost.set_result(None)
 
     async def wait_closed(self) -> None:
-        with contextlib.suppress(Exception, asyncio.CancelledError):
-            await self.writer.wait_closed()
         with contextlib.suppress(asyncio.CancelledError):
-            await self.task
+            await asyncio.shield(self._lost)
 
 
 # ---------------------------------------------------------------------- the client
@@ -473,12 +519,10 @@ class RemotePartitionClient:
             security = self.security
             tls = security.ssl_context if security is not None else None
             try:
-                reader, writer = await asyncio.open_connection(self.host, self.port, ssl=tls,
-                                                               server_hostname=self.host if tls is not None else None,
-                                                               limit=READ_BUFFER_LIMIT)
+                _transport, connection = await asyncio.get_running_loop().create_connection(
+                    _Connection, self.host, self.port, ssl=tls, server_hostname=self.host if tls is not None else None)
             except (OSError, ssl.SSLError) as exc:
                 raise KafkaError(ErrorCode.network_exception, f"cannot connect to {self.host}:{self.port}: {exc}") from None
-            connection = _Connection(reader, writer)
             if security is not None and (security.mechanism is not None or security.proof is not None):
                 try:
                     await self._authenticate(connection, security)

@@ -10,9 +10,9 @@ import struct
 
 import pytest
 
-from broker.network.frame_reader import LARGE_FRAME, FrameReader
 from broker.network.sequencer import ResponseSequencer
 from broker.protocol.errors import ProtocolViolation
+from broker.protocol.frame_reader import LARGE_FRAME, FrameReader
 
 
 def _framed(body: bytes) -> bytes:

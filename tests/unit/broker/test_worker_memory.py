@@ -42,7 +42,7 @@ def test_a_receive_buffer_is_a_bytearray_that_recv_into_fills_whole():
     import socket
     import threading
 
-    from broker.network.memory import receive_buffer
+    from broker.protocol.frame_reader import receive_buffer
 
     payload = bytes(range(256)) * 4096  # 1 MiB
     buffer = receive_buffer(len(payload))
@@ -69,7 +69,8 @@ def test_receive_buffers_are_not_zero_filled():
     # A freed, dirtied heap block is handed out again as it is: the point of the helper.
     # (bytearray(size) of the same size would come back all zeros.)
     code = (
-        "from broker.network.memory import receive_buffer, keep_freed_memory\n"
+        "from broker.network.memory import keep_freed_memory\n"
+        "from broker.protocol.frame_reader import receive_buffer\n"
         "keep_freed_memory()\n"
         "b = receive_buffer(1 << 20); b[:] = b'\\xab' * (1 << 20); del b\n"
         "c = receive_buffer(1 << 20)\n"

@@ -5,8 +5,14 @@ buffer that the connection feeds with what ``recv`` returned. A frame of LARGE_F
 or more is received straight into a buffer of its own size (``big_space()`` is where the
 next bytes go, for ``recv_into``): a 1 MiB Produce request is then not re-copied as the
 input buffer grows, and the buffer itself is the frame (Produce keeps views of it until
-its records are in the log). That buffer is not zeroed (broker/network/memory.py): nothing reads
-it before it is full.
+its records are in the log). That buffer is not zeroed (``receive_buffer``): nothing reads
+it before it is full; under 1 KiB produce load on warmed memory the zero-fill of
+``bytearray(size)`` was 5.8% of the workers' samples (perf, tenth round in
+`git show 0858314:docs/BENCHMARKS.md`).
+
+Both ends use it: a worker's client connections (broker/network/connection.py) and a
+broker's own client of other brokers (broker/partitions/remote_partition.py), whose
+followers receive each Fetch answer straight into its frame.
 
 A size below 0 or above ``socket.request.max.bytes`` is a ProtocolViolation: the
 connection closes, as Kafka's does, before anything of that size is allocated.
@@ -14,10 +20,34 @@ connection closes, as Kafka's does, before anything of that size is allocated.
 
 from __future__ import annotations
 
-from broker.network.memory import receive_buffer
+import ctypes
+from typing import Callable
+
 from broker.protocol.errors import ProtocolViolation
 
 LARGE_FRAME = 64 * 1024
+
+
+def _uninitialized_bytearray_maker() -> Callable[[int], bytearray] | None:
+    """CPython's PyByteArray_FromStringAndSize(NULL, n): a bytearray of n bytes, not zeroed."""
+    try:
+        make = ctypes.pythonapi.PyByteArray_FromStringAndSize
+    except AttributeError:  # not CPython
+        return None
+    make.argtypes = (ctypes.c_void_p, ctypes.c_ssize_t)
+    make.restype = ctypes.py_object
+    return lambda size: make(None, size)
+
+
+_MAKE_UNINITIALIZED = _uninitialized_bytearray_maker()
+
+
+def receive_buffer(size: int) -> bytearray:
+    """A bytearray of ``size`` bytes whose contents are undefined: only for buffers the
+    caller fills completely before reading any of it."""
+    if _MAKE_UNINITIALIZED is None:
+        return bytearray(size)
+    return _MAKE_UNINITIALIZED(size)
 
 
 class FrameReader:
@@ -35,7 +65,7 @@ class FrameReader:
         self._max_request = max_request
 
     # ------------------------------------------------------------------ small frames
-    def feed(self, data: bytes) -> None:
+    def feed(self, data: bytes | bytearray | memoryview) -> None:
         self._compact()
         self._inbuf += data
 
