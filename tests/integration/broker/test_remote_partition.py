@@ -246,6 +246,55 @@ def test_a_silent_peer_times_out() -> None:
         run(main)
 
 
+GARBAGE = {
+    "a negative size": (-1).to_bytes(4, "big", signed=True),
+    "a size past any answer": (0x7FFFFFFF).to_bytes(4, "big"),
+    "an answer to a request never sent": (8).to_bytes(4, "big") + (999_999).to_bytes(4, "big") + bytes(4),
+    # Received into a buffer of its own (a large answer), then unreadable as a Fetch answer.
+    "a large answer that does not decode": (200_000).to_bytes(4, "big") + b"\xff" * 200_000,
+}
+
+
+@pytest.mark.parametrize("loop", sorted(LOOPS))
+@pytest.mark.parametrize("garbage", sorted(GARBAGE))
+def test_a_peer_answering_garbage_fails_the_call_with_network_exception(garbage: str, loop: str) -> None:
+    """The peer reads the request, answers ``garbage`` and keeps the connection open: the
+    client must see the garbage itself, close, and answer NETWORK_EXCEPTION (not wait for
+    its timeout, REQUEST_TIMED_OUT)."""
+    import threading
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(1)
+        server.settimeout(20)
+        done = threading.Event()
+
+        def answer() -> None:
+            peer, _address = server.accept()
+            with peer:
+                peer.settimeout(20)
+                size = int.from_bytes(peer.recv(4, socket.MSG_WAITALL), "big")
+                peer.recv(size, socket.MSG_WAITALL)
+                peer.sendall(GARBAGE[garbage])
+                done.wait(20)  # open until the client is through
+
+        thread = threading.Thread(target=answer, daemon=True)
+        thread.start()
+
+        async def main() -> int:
+            client = RemotePartitionClient("127.0.0.1", server.getsockname()[1], coordinator_client_id(1), timeout=15.0)
+            try:
+                return (await client.fetch("t", 0, 0))[0]  # one request: a fresh connection's call is not retried
+            finally:
+                await client.close()
+
+        try:
+            assert run(main, loop) == NETWORK_EXCEPTION
+        finally:
+            done.set()
+            thread.join(25)
+
+
 def test_client_recovers_after_the_broker_restarts(broker_factory: Any) -> None:
     broker = broker_factory(overrides={"num.partitions": 2})
     topic = "remote-restart"
