@@ -23,7 +23,7 @@ partitions_per_topic = 2
 record_size = 256
 key_distribution = "round-robin"
 producers = 2
-consumers = 2
+consumers = {consumers}
 consumer_groups = 1
 rate = {rate}
 acks = "all"
@@ -35,9 +35,9 @@ warmup_s = 1
 """
 
 
-def _workload(tmp_path, name: str, extra: str = "", rate: int = 2000) -> str:
+def _workload(tmp_path, name: str, extra: str = "", rate: int = 2000, consumers: int = 2) -> str:
     path = tmp_path / f"{name}.toml"
-    path.write_text(TINY.format(name=name, extra=extra, rate=rate))
+    path.write_text(TINY.format(name=name, extra=extra, rate=rate, consumers=consumers))
     return str(path)
 
 
@@ -166,7 +166,10 @@ why = "no broker is this small"
 figure = "of_physical_limit"
 at_least = 0.1
 """
-    cmp = _workload(tmp_path, "cmp", 'idle_connections = 100\nphysical_limit = "page-ingest"\nlimit_size_mib = 8\n' + goals)
+    # One consumer: librdkafka's mock cluster has twice (in ~70 suites) left a group of two
+    # unassigned for the runner's 120 s; the mock's group protocol is not what is compared here.
+    cmp = _workload(tmp_path, "cmp", 'idle_connections = 100\nphysical_limit = "page-ingest"\nlimit_size_mib = 8\n' + goals,
+                    consumers=1)
     done = _run([cmp, "--bootstrap", broker.bootstrap, "--broker-pid", str(broker.pid), "--compare", "mock",
                  "--out", str(out), "--no-limits"])
     assert done.returncode == 0, done.stderr[-3000:]
