@@ -5,9 +5,9 @@ Each worker fetches the partitions it owns and follows (``Replication.followed``
 (broker/partitions/remote_partition.py), as Kafka runs that many ReplicaFetcherThreads per
 source broker: a partition goes to loop ``Utils.abs(31 * topic.hashCode() + partition) % n``
 (Kafka's AbstractFetcherManager.getFetcherId). While one loop appends what it got, another's
-Fetch is out at the leader, so more loops overlap the follower's work with the leader's. A round is one Fetch v15 naming each
-partition with the follower's log end (``fetch_offset``), the epoch of its last batch
-(``last_fetched_epoch``: the leader answers DivergingEpoch when the logs part there) and
+Fetch can be out at the leader (on two shared cores it measured no faster: docs/BENCHMARKS.md).
+A round is one Fetch v15 naming each partition with the follower's log end (``fetch_offset``),
+the epoch of its last batch (``last_fetched_epoch``: the leader answers DivergingEpoch when the logs part there) and
 the leader epoch it knows (``current_leader_epoch``: a deposed leader answers
 FENCED_LEADER_EPOCH). The leader's batches are appended byte for byte with their offsets
 and epochs (PartitionLog.append_as_follower), and the follower's high watermark follows
@@ -29,6 +29,7 @@ tests one attribute.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import uuid
 from typing import TYPE_CHECKING, Callable
@@ -52,9 +53,14 @@ log = logging.getLogger(__name__)
 FOLLOWER_CLIENT_ID = "castle-replica-fetcher"
 
 
+# Every round places each followed partition: a topic's hash (a Python loop over its name)
+# is computed once.
+_topic_hash = functools.lru_cache(maxsize=4096)(java_string_hash)
+
+
 def fetcher_id(tp: TopicPartition, fetchers: int) -> int:
     """The loop of ``fetchers`` that fetches ``tp`` (Kafka's getFetcherId, in Java ints)."""
-    return java_abs(java_int(31 * java_string_hash(tp.topic) + tp.partition)) % fetchers
+    return java_abs(java_int(31 * _topic_hash(tp.topic) + tp.partition)) % fetchers
 
 
 class ReplicaFetcher:
