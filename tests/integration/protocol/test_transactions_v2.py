@@ -26,6 +26,7 @@ from tests.integration.conftest import Broker, shared_broker
 from tests.integration.coordination.test_group_protocol import request
 from tests.integration.kio_client import KioClient, decode_response, read_frame
 from tests.integration.protocol.test_leader_epochs import _prove_broker
+from tests.integration.protocol.test_transactions_admin import describe_transactions
 from tests.integration.protocol.test_transactions_wire import broker_secret, create_topic, fetch, latest
 
 pytestmark = [pytest.mark.integration, pytest.mark.transactions, pytest.mark.timeout(180)]
@@ -83,11 +84,17 @@ def end_txn(client: KioClient, version: int, transactional_id: str, producer: tu
                                                  producer_id=producer[0], producer_epoch=producer[1], committed=commit))
 
 
-def settle(client: KioClient, topic: str, partitions: list[int]) -> None:
-    """Wait until the markers made every partition stable again."""
+def settle(client: KioClient, transactional_id: str, topic: str, partitions: list[int]) -> None:
+    """Wait until the markers made every partition stable again and the coordinator has
+    completed the transaction. Both are needed: the partitions turn stable when the markers
+    are written, the coordinator completes only once every marker is acknowledged, and until
+    then it answers a verification CONCURRENT_TRANSACTIONS (the broker turns that into a
+    retriable NOT_ENOUGH_REPLICAS, as Kafka does; CI, 2026-11-29)."""
     deadline = time.monotonic() + 30
     while any(latest(client, topic, p, READ_COMMITTED) != latest(client, topic, p, READ_UNCOMMITTED)
-              for p in partitions):
+              for p in partitions) or not str(
+                  describe_transactions(client, transactional_id)[transactional_id].transaction_state
+              ).startswith("Complete"):
         assert time.monotonic() < deadline, "the transaction's markers never came"
         time.sleep(0.05)
 
@@ -121,7 +128,7 @@ def test_a_partition_not_added_is_refused_and_a_zombies_late_write_too(broker: B
         assert (produce(client, 9, txn, producer, topic, 0, 0, [b"a"]).error_code, latest(client, topic, 0, 0)) == (0, 1)
         assert produce(client, 9, txn, producer, topic, 0, 1, [b"b"]).error_code == 0
         assert end_txn(client, 4, txn, producer, True).error_code == 0
-        settle(client, topic, [0])
+        settle(client, txn, topic, [0])
         end = latest(client, topic, 0, READ_UNCOMMITTED)
         # The zombie: the same producer writes after its transaction ended (v1: same epoch).
         late = produce(client, 9, txn, producer, topic, 0, 2, [b"late"])
@@ -194,7 +201,7 @@ def test_a_v2_transaction_adds_its_partitions_and_every_end_bumps_the_epoch(brok
             assert time.monotonic() < deadline, "the markers were never written"
             time.sleep(0.02)
         assert (retried.error_code, int(retried.producer_id), int(retried.producer_epoch)) == (0, *bumped)
-        settle(client, topic, [0, 1])
+        settle(client, txn, topic, [0, 1])
         for partition in (0, 1):
             read = fetch(client, topic, partition, 0, READ_COMMITTED)
             assert read.last_stable_offset == 3
@@ -205,7 +212,7 @@ def test_a_v2_transaction_adds_its_partitions_and_every_end_bumps_the_epoch(brok
         assert produce(client, 12, txn, bumped, topic, 0, 0, [b"next"]).error_code == 0
         aborted = end_txn(client, 5, txn, bumped, False)
         assert (aborted.error_code, int(aborted.producer_epoch)) == (0, bumped[1] + 1)
-        settle(client, topic, [0])
+        settle(client, txn, topic, [0])
         assert latest(client, topic, 1, READ_COMMITTED) == 3, "the aborted transaction never touched partition 1"
 
 
@@ -243,7 +250,7 @@ def test_a_v2_transaction_on_a_topic_created_after_its_producer_gets_its_markers
         create_topic(client, topic)
         assert produce(client, 12, txn, producer, topic, 0, 0, [b"first"]).error_code == 0
         assert end_txn(client, 5, txn, producer, True).error_code == 0
-        settle(client, topic, [0])
+        settle(client, txn, topic, [0])
         assert latest(client, topic, 0, READ_COMMITTED) == 2, "the record and its commit marker"
 
 
