@@ -232,12 +232,17 @@ def percentile(values: list[float], fraction: float) -> float:
 
 
 def latency(bootstrap: str, topic: str, extra: dict[str, Any], rate_mib_s: float, warmup_s: float,
-            seconds: float) -> dict[str, Any]:
-    """1 KiB records at a fixed rate, paced in bursts; produce() to delivery callback per record."""
+            seconds: float, linger_ms: float = 0) -> dict[str, Any]:
+    """1 KiB records at a fixed rate, paced in bursts; produce() to delivery callback per record.
+
+    Also the CPU time this client process used over the case (all its threads: librdkafka's
+    included), as a share of one core: with linger.ms 0, once a broker's acknowledgements take
+    longer than its five in-flight requests cover, librdkafka's broker threads poll with a
+    zero timeout and take a core between them (perf, 2026-11-29), from the brokers' two."""
     from confluent_kafka import Producer
 
     deliveries = Deliveries()
-    producer = Producer(producer_settings(bootstrap, extra, linger_ms=0))
+    producer = Producer(producer_settings(bootstrap, extra, linger_ms=linger_ms))
     producer.list_topics(topic, timeout=30)
     value = body(LATENCY_RECORD)
     rate = rate_mib_s * MIB / LATENCY_RECORD  # records/s
@@ -245,6 +250,7 @@ def latency(bootstrap: str, topic: str, extra: dict[str, Any], rate_mib_s: float
     timed = deliveries.timed
     sent = sent_in_window = 0
     started = clock()
+    cpu_started = time.process_time()
     deliveries.window_start = started + warmup_s
     end = deliveries.window_start + seconds
     while True:
@@ -268,9 +274,12 @@ def latency(bootstrap: str, topic: str, extra: dict[str, Any], rate_mib_s: float
                 sent_in_window += 1
         poll(0)
     unflushed = producer.flush(FLUSH_TIMEOUT_S)
+    client_cpu = (time.process_time() - cpu_started) / max(1e-9, clock() - started)
     found = deliveries.latencies
     out: dict[str, Any] = {
         "target_mib_per_s": rate_mib_s,
+        "linger_ms": linger_ms,
+        "client_cpu_cores": round(client_cpu, 2),
         "achieved_mib_per_s": round(sent_in_window * LATENCY_RECORD / MIB / seconds, 2),
         "acked_mib_per_s": round(len(found) * LATENCY_RECORD / MIB / seconds, 2),
         "records": len(found),
@@ -460,6 +469,8 @@ def print_latency(lat: dict[str, Any]) -> None:
           f"{(f'{ratio:.2f}x' if ratio is not None else 'n/a'):>7}")
     achieved = [f"{lat[c]['achieved_mib_per_s']:.2f} MiB/s sent" for c in ("replicated", "unreplicated")]
     print(f"{'achieved':<22} {achieved[0]:>30} {achieved[1]:>30}")
+    cpu = [f"{lat[c].get('client_cpu_cores', float('nan')):.2f} cores" for c in ("replicated", "unreplicated")]
+    print(f"{'client CPU':<22} {cpu[0]:>30} {cpu[1]:>30}")
 
 
 def print_catch_up(cu: dict[str, Any] | None) -> None:
@@ -581,11 +592,13 @@ def measure_cluster(flavor: str, brokers: dict[int, Any], zookeeper: Any, args: 
         if profiles is not None:
             for node_id, broker in brokers.items():
                 profiles.start(f"{flavor}-latency-{case}-b{node_id}", [broker.pid, *broker.children()])
-        lat[case] = latency(bootstrap, topic, extra, args.latency_rate_mib, warmup, args.seconds)
+        lat[case] = latency(bootstrap, topic, extra, args.latency_rate_mib, warmup, args.seconds,
+                            args.latency_linger_ms)
         if profiles is not None:
             profiles.stop()
         info(f"{flavor} latency {case}: p50 {lat[case].get('p50_ms')} ms, p99 {lat[case].get('p99_ms')} ms, "
-             f"{lat[case]['achieved_mib_per_s']} MiB/s sent ({lat[case]['errors']} errors)")
+             f"{lat[case]['achieved_mib_per_s']} MiB/s sent ({lat[case]['errors']} errors), "
+             f"client CPU {lat[case]['client_cpu_cores']} cores")
         delete_topic(admin, topic)
     p99s = (lat.get("replicated", {}).get("p99_ms"), lat.get("unreplicated", {}).get("p99_ms"))
     lat["p99_ratio"] = round(p99s[0] / p99s[1], 3) if p99s[0] is not None and p99s[1] else None
@@ -689,6 +702,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=1, help="workers per broker (default 1)")
     parser.add_argument("--partitions", type=int, default=6, help="partitions of the throughput and latency topics")
     parser.add_argument("--latency-rate-mib", type=float, default=LATENCY_RATE_MIB_S, help="the fixed rate (MiB/s)")
+    parser.add_argument("--latency-linger-ms", type=float, default=0.0,
+                        help="the latency producer's linger.ms (0, as the fixed-rate-latency workload)")
     parser.add_argument("--backlog-mib", type=float, default=1024, help="the follower's backlog (default 1024; "
                                                                           "0 skips the catch-up)")
     parser.add_argument("--catchup-partitions", type=int, default=3, help="partitions of the catch-up topic")
