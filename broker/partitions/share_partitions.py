@@ -149,7 +149,10 @@ class SharePartitions:
         key = (item.group_id, item.tp)
         if item.release:
             part = self.partitions.get(key)
-            if part is None or not part.state.release_member(item.member_id):
+            if part is None:
+                return 0
+            self._configure(part)
+            if not part.state.release_member(item.member_id):
                 return 0
             return await self._persist(part)
         try:
@@ -216,15 +219,27 @@ class SharePartitions:
             del self.partitions[(group_id, tp)]
 
     async def _partition(self, group_id: str, tp: TopicPartition, topic_id_text: str) -> SharePartition:
+        """The share partition, loaded if need be, with the group's settings as they are now.
+
+        Settings are applied on every use, not fixed at the load: the worker that serves an
+        IncrementalAlterConfigs of the group sees the change at once, the others at their next
+        reload of the group configs. A partition loaded on such a worker in between kept the
+        broker's default delivery count limit for good, and records went out a 4th and 5th time
+        past the group's limit of 3 (test_share_group_faults, suite70, 2026-11-29)."""
         key = (group_id, tp)
         part = self.partitions.get(key)
-        if part is not None:
-            return part
-        loading = self._loading.get(key)
-        if loading is None:
-            loading = self._loading[key] = asyncio.ensure_future(self._load(group_id, tp, uuid.UUID(topic_id_text)))
-            loading.add_done_callback(lambda _f: self._loading.pop(key, None))
-        return await asyncio.shield(loading)
+        if part is None:
+            loading = self._loading.get(key)
+            if loading is None:
+                loading = self._loading[key] = asyncio.ensure_future(self._load(group_id, tp, uuid.UUID(topic_id_text)))
+                loading.add_done_callback(lambda _f: self._loading.pop(key, None))
+            part = await asyncio.shield(loading)
+        self._configure(part)
+        return part
+
+    def _configure(self, part: SharePartition) -> None:
+        settings = self.settings_of(part.key[0])
+        part.state.configure(settings.delivery_count_limit, settings.max_record_locks, settings.record_lock_duration_ms)
 
     async def _load(self, group_id: str, tp: TopicPartition, topic_id: uuid.UUID) -> SharePartition:
         leader_epoch = self.owner.leader_epoch(tp)

@@ -143,15 +143,24 @@ class SharePartitionState:
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
         lock_duration_ms: int = DEFAULT_LOCK_DURATION_MS,
     ) -> None:
-        if start_offset < 0 or delivery_count_limit < 1 or max_in_flight < 1 or lock_duration_ms < 1:
-            raise ValueError("share partition settings out of range")
-        self.delivery_count_limit = delivery_count_limit
-        self.max_in_flight = max_in_flight
-        self.lock_duration_ms = lock_duration_ms
+        if start_offset < 0:
+            raise ValueError("share partition start offset below 0")
+        self.configure(delivery_count_limit, max_in_flight, lock_duration_ms)
         self._start = start_offset
         self._end = start_offset
         self._runs: list[_Run] = []  # tile [start, end) in order, neighbours differ
         self._next_deadline: int | None = None  # no lock expires before this
+
+    def configure(self, delivery_count_limit: int, max_in_flight: int, lock_duration_ms: int) -> None:
+        """Take the group's settings as they are now. Its leader calls this on every use, not
+        only at load: a group config changed later (or read late by this process) governs the
+        next acquisition and release. A record already delivered more often than a lowered limit
+        is archived when it would next be handed out, never delivered again."""
+        if delivery_count_limit < 1 or max_in_flight < 1 or lock_duration_ms < 1:
+            raise ValueError("share partition settings out of range")
+        self.delivery_count_limit = delivery_count_limit
+        self.max_in_flight = max_in_flight
+        self.lock_duration_ms = lock_duration_ms
 
     # -- reading ---------------------------------------------------------------------------
 

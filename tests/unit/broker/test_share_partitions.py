@@ -161,3 +161,26 @@ def test_a_failed_write_answers_its_error_and_the_state_is_read_again(world):
     assert (GROUP, tp) not in leader.shares.partitions
     # The next fetch reads the new state: start offset 1, nothing held.
     assert leader.fetch(tp, tid, "m3").acquired == ((1, 1, 1),)
+
+
+def test_a_group_config_read_after_the_load_governs_the_next_deliveries(world):
+    """The worker loaded the share partition before it had read the group's new configs (the
+    broker's default limit 5); once it has them, the group's limit of 3 holds: a record released
+    at its 3rd delivery is archived, never delivered a 4th time (suite70, 2026-11-29)."""
+    (tp,) = world.topic("events")
+    tid = uuid.uuid4()
+    settings = {"now": ShareSettings(auto_offset_reset="earliest")}  # delivery_count_limit 5
+    leader = Leader(world, coordinator(RecordLog()))
+    leader.shares.settings_of = lambda _group: settings["now"]
+    world.owner.append([AppendItem(tp, batch(2, b"z"), 9)])
+    assert leader.fetch(tp, tid, "m1").acquired == ((0, 1, 1),)
+    settings["now"] = ShareSettings(auto_offset_reset="earliest", delivery_count_limit=3, record_lock_duration_ms=1000)
+    assert leader.acknowledge(tp, tid, "m1", ((0, 1, (RELEASE,)),)) == 0
+    assert leader.fetch(tp, tid, "m2").acquired == ((0, 1, 2),)
+    assert leader.shares.partitions[(GROUP, tp)].state.lock_duration_ms == 1000
+    # Released by a member that leaves (its session closed): the 3rd delivery follows.
+    assert leader.acknowledge(tp, tid, "m2", (), release=True) == 0
+    assert leader.fetch(tp, tid, "m3").acquired == ((0, 1, 3),)
+    assert leader.acknowledge(tp, tid, "m3", ((0, 1, (RELEASE,)),)) == 0
+    assert leader.fetch(tp, tid, "m4").acquired == (), "released at the limit: archived"
+    assert leader.shares.partitions[(GROUP, tp)].state.start_offset == 2, "both records done with"

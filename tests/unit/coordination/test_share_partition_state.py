@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
@@ -444,3 +445,13 @@ class SharePartitionModel(RuleBasedStateMachine):
 
 SharePartitionModel.TestCase.settings = settings(max_examples=150, stateful_step_count=40, deadline=None)
 TestSharePartitionModel = SharePartitionModel.TestCase
+
+
+def test_configure_takes_new_settings_and_refuses_ones_out_of_range():
+    state = SharePartitionState(0, delivery_count_limit=5, max_in_flight=10, lock_duration_ms=30_000)
+    state.configure(3, 20, 1_000)
+    assert (state.delivery_count_limit, state.max_in_flight, state.lock_duration_ms) == (3, 20, 1_000)
+    for bad in ((0, 20, 1_000), (3, 0, 1_000), (3, 20, 0)):
+        with pytest.raises(ValueError):
+            state.configure(*bad)
+    assert (state.delivery_count_limit, state.max_in_flight, state.lock_duration_ms) == (3, 20, 1_000)
