@@ -107,8 +107,10 @@ class ReplicaFetcher:
 
     def _partitions_from(self, leader: int, fetcher: int) -> dict[TopicPartition, Followed]:
         fetchers = self._get_int("num.replica.fetchers")
-        return {tp: f for tp, f in self._replication.followed.items()
-                if f.leader == leader and fetcher_id(tp, fetchers) == fetcher}
+        followed = self._replication.followed
+        if fetchers == 1:  # the default: every partition is loop 0's, no placement to compute each round
+            return {tp: f for tp, f in followed.items() if f.leader == leader}
+        return {tp: f for tp, f in followed.items() if f.leader == leader and fetcher_id(tp, fetchers) == fetcher}
 
     async def _run(self, leader: int, fetcher: int) -> None:
         client: RemotePartitionClient | None = None
