@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import os
+import random
 import select
 import signal
 import socket
@@ -56,10 +57,34 @@ def castle_command() -> list[str]:
     return [script] if os.path.exists(script) else [PYTHON, "-m", "broker"]
 
 
-def free_port() -> int:
+def ephemeral_range_start() -> int:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as handle:
+            return int(handle.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def free_port(claim: Callable[[int], bool] = lambda port: True) -> int:
+    """A port free now, chosen below the kernel's ephemeral range: a port the OS hands out
+    for bind(0) or connect() (a broker's own worker ports, any client's source port) could
+    otherwise be taken between this choice and the server's bind (seen: a benchmark's
+    broker failing with EADDRINUSE on a bind(0)-chosen port while tests ran beside it).
+    ``claim`` may refuse a port (the tests' cross-process reservation)."""
+    low = ephemeral_range_start()
+    chooser = random.Random(os.urandom(8))
+    for _ in range(200):
+        port = chooser.randrange(max(1024, low - 12000), low)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        if claim(port):
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        return int(sock.getsockname()[1])
 
 
 class OwnBroker:

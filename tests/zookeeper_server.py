@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import fcntl
 import os
-import random
 import shutil
 import signal
 import socket
 import subprocess
 import tempfile
 import time
+
+from loadtest.brokers import free_port as choose_free_port
 
 JAVA_DIR = "/usr/share/java"
 MAIN_CLASS = "org.apache.zookeeper.server.ZooKeeperServerMain"
@@ -76,33 +77,9 @@ def _reserve(port: int) -> bool:
 
 
 def free_port() -> int:
-    """A port free now, chosen below the kernel's ephemeral range: a port the OS hands
-    out for bind(0) or connect() (a broker's own worker ports, any client's source port)
-    could otherwise be the one a test is about to start a server on. CI once saw a
-    worker's OS-picked port equal the test broker's chosen client port. Never one another
-    live test process was given (``_reserve``)."""
-    low = ephemeral_range_start()
-    chooser = random.Random(os.urandom(8))
-    for _ in range(200):
-        port = chooser.randrange(max(1024, low - 12000), low)
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        if _reserve(port):
-            return port
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def ephemeral_range_start() -> int:
-    try:
-        with open("/proc/sys/net/ipv4/ip_local_port_range") as handle:
-            return int(handle.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 32768
+    """A port free now, below the kernel's ephemeral range (loadtest.brokers.free_port says
+    why), never one another live test process was given (``_reserve``)."""
+    return choose_free_port(_reserve)
 
 
 def four_letter_word(host: str, port: int, word: bytes, timeout: float = 1.0) -> bytes:

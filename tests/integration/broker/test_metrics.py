@@ -141,9 +141,12 @@ def test_flushes_are_timed_and_a_deleted_topic_leaves_the_scrape(broker: Any) ->
     topic = "flushed"
     create_topic(broker.bootstrap, topic, 1)
     confluent_produce(broker.bootstrap, topic, make_records(20, 1, "flush"))
-    samples = wait_until(lambda: (lambda s: s if total(s, "castle_log_flush_duration_seconds_count") > 0 else None)(
-        scrape(broker)), 15, "flushes counted")
-    assert value(samples, "castle_log_end_offset", topic=topic, partition="0") == 20
+    # The flush timings and the partitions' offsets reach the scrape in separate snapshots
+    # of the worker: wait for both.
+    samples = wait_until(lambda: (lambda s: s if total(s, "castle_log_flush_duration_seconds_count") > 0
+                                  and value(s, "castle_log_end_offset", topic=topic, partition="0") == 20 else None)(
+        scrape(broker)), 15, "flushes counted and the log end offset published")
+    assert total(samples, "castle_log_flush_duration_seconds_count") > 0
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     admin.delete_topics([topic])[topic].result(10)
     wait_until(lambda: value(scrape(broker), "castle_log_end_offset", topic=topic, partition="0") is None, 15,
