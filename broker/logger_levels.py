@@ -96,8 +96,7 @@ class BrokerLoggers:
 
     def __init__(self, run_dir: str) -> None:
         self._file: PrivateJsonFile[Levels] = PrivateJsonFile(
-            run_dir, FILE_NAME, decode=_decode, encode=_encode, empty=dict, what="broker logger", log=log,
-            thread_name="castle-broker-loggers-watch")
+            run_dir, FILE_NAME, decode=_decode, encode=_encode, empty=dict, what="broker logger", log=log)
 
     def start(self) -> None:
         self._file.watch(self.refresh)

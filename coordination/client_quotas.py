@@ -255,7 +255,7 @@ class LocalQuotas:
 
     def __init__(self, data_dir: str) -> None:
         self._file = PrivateJsonFile(data_dir, FILE_NAME, decode=_decode_file, encode=_encode_file, empty=dict,
-                                     what="client quota", log=log, thread_name="castle-client-quotas-watch")
+                                     what="client quota", log=log)
         self.path = self._file.path
 
     def all(self) -> dict[Entity, Quotas]:

@@ -295,7 +295,7 @@ class LocalCredentials:
     def __init__(self, data_dir: str) -> None:
         self.data_dir = data_dir
         self._file = PrivateJsonFile(data_dir, FILE_NAME, decode=_decode_file, encode=_encode_file, empty=dict,
-                                     what="credential", log=log, thread_name="castle-credentials-watch")
+                                     what="credential", log=log)
         self.path = self._file.path
 
     # ------------------------------------------------------------------ reads

@@ -218,7 +218,7 @@ class LocalTokens:
 
     def __init__(self, data_dir: str) -> None:
         self._file = PrivateJsonFile(data_dir, FILE_NAME, decode=_decode_file, encode=_encode_file, empty=dict,
-                                     what="delegation token", log=log, thread_name="castle-delegation-tokens-watch")
+                                     what="delegation token", log=log)
         self.path = self._file.path
 
     def all(self) -> dict[str, TokenInfo]:

@@ -162,7 +162,7 @@ class LocalFeatures:
         self._file: PrivateJsonFile[list[Any]] = PrivateJsonFile(
             data_dir, FILE_NAME, decode=lambda p, d, b: list(_decode_file(p, d, b)),
             encode=lambda value: encode(value[0], value[1]), empty=lambda: [{}, NO_EPOCH],
-            what="feature", log=log, thread_name="castle-features-watch")
+            what="feature", log=log)
         self.path = self._file.path
 
     def read(self) -> Finalized:

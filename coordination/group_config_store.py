@@ -230,7 +230,7 @@ class LocalGroupConfigs:
         """``key_of`` and ``name_of``: an entity's name as the file's key, and back."""
         self._file = PrivateJsonFile(data_dir, file_name, decode=functools.partial(_decode_file, key=key, name_of=name_of),
                                      encode=functools.partial(_encode_file, key=key, key_of=key_of), empty=dict,
-                                     what=what, log=log, thread_name=f"castle-{what.replace(' ', '-')}s-watch")
+                                     what=what, log=log)
         self.path = self._file.path
 
     def all(self) -> dict[str, Overrides]:

@@ -22,7 +22,7 @@ Event and can give up (timeout, close). A given-up attempt that later gets the l
 it at once.
 
 Watches: a released flock leaves no trace in the file system to be notified of, so
-``watch_coordinator`` and ``watch_topics`` are served by a daemon thread that re-checks
+``watch_coordinator`` and ``watch_topics`` are served by the process's file-polling thread (coordination/file_poller.py), which re-checks
 (lock held?, epoch file changed?, registry file changed?) every 250 ms. Brokers: one machine, one broker: ``live_brokers`` is just what
 this process registered, and there is no session to lose (listeners hear CONNECTED once,
 at start).
@@ -55,6 +55,7 @@ from coordination.client_quotas import LocalQuotas
 from coordination.credentials import LocalCredentials
 from coordination.delegation_tokens import LocalTokens
 from coordination.feature_store import LocalFeatures
+from coordination.file_poller import POLLER
 from coordination.group_config_store import LocalGroupConfigs
 from coordination.local_topics import LocalTopicRegistry
 from coordination.topics import TopicInfo, TopicRegistryError
@@ -79,7 +80,6 @@ CLUSTER_ID_NAME = "cluster-id.json"
 BROKER_SECRET_NAME = "broker-secret.json"  # 0600
 GROUPS_DIR = "groups"
 GROUP_FORMAT_VERSION = 1
-WATCH_INTERVAL = 0.25
 
 
 class LocalTopics(LocalTopicRegistry):
@@ -177,9 +177,10 @@ class LocalBackend:
         self._attempts: set[_LockAttempt] = set()
         self._listeners: list[StateListener] = []
         self._broker_watchers: list[Watcher] = []
-        # What the watch thread looks at, by name: watchers hear of a change of its signature.
+        # What the watch looks at, by name: watchers hear of a change of its signature.
         self._watchers: dict[str, list[Watcher]] = {"coordinator": [], "topics": []}
-        self._watch_thread: threading.Thread | None = None
+        self._poll_key: int | None = None  # the watch's check in the process's file poller
+        self._last_signatures: dict[str, tuple[int, ...]] = {}
         self._registered: tuple[int, Endpoints] | None = None
         self._credentials: LocalCredentials | None = None
         self._client_quotas: LocalQuotas | None = None
@@ -211,9 +212,10 @@ class LocalBackend:
                       self._broker_configs, self._client_quotas, self._delegation_tokens):
             if store is not None:
                 store.close()
-        thread = self._watch_thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout=5.0)
+        with self._mutex:
+            key, self._poll_key = self._poll_key, None
+        if key is not None:
+            POLLER.remove(key)
 
     def session_credentials(self) -> None:
         """No session: a successor finds the flock free (the kernel dropped it) and wins."""
@@ -422,33 +424,32 @@ class LocalBackend:
     def _watch(self, what: str, fn: Watcher) -> None:
         with self._mutex:
             self._watchers[what].append(fn)
-            if self._watch_thread is None and not self._closed.is_set():
-                self._watch_thread = threading.Thread(target=self._watch_loop, name="castle-local-watch", daemon=True)
-                self._watch_thread.start()
+            if self._poll_key is None and not self._closed.is_set():
+                self._last_signatures = self._signatures()
+                self._poll_key = POLLER.add(self._poll, f"{self.data_dir} (coordinator, topics)")
         fn()
 
     def _signatures(self) -> dict[str, tuple[int, ...]]:
         held = self._lock_fd is not None or self._lock_held_elsewhere()
         return {"coordinator": (held, *_file_stamp(self._epoch_path)), "topics": _file_stamp(self._topics.path)}
 
-    def _watch_loop(self) -> None:
-        last = self._signatures()
-        while not self._closed.wait(WATCH_INTERVAL):
-            try:
-                now = self._signatures()
-            except OSError as exc:
-                log.warning("local watch: %s", exc)
-                continue
-            changed = [what for what in now if now[what] != last[what]]
-            last = now
-            for what in changed:
-                with self._mutex:
-                    watchers = list(self._watchers[what])
-                for fn in watchers:
-                    try:
-                        fn()
-                    except Exception:
-                        log.exception("%s watcher failed", what)
+    def _poll(self) -> None:
+        """Run by the process's file-polling thread (coordination/file_poller.py) every 250 ms."""
+        try:
+            now = self._signatures()
+        except OSError as exc:
+            log.warning("local watch: %s", exc)
+            return
+        changed = [what for what in now if now[what] != self._last_signatures[what]]
+        self._last_signatures = now
+        for what in changed:
+            with self._mutex:
+                watchers = list(self._watchers[what])
+            for fn in watchers:
+                try:
+                    fn()
+                except Exception:
+                    log.exception("%s watcher failed", what)
 
     # ------------------------------------------------------------------ registry and group mirror
     def topics(self) -> LocalTopics:

@@ -17,9 +17,10 @@ guarantees; they differ only in what the document holds, which they pass in as `
 * Writes replace the file atomically: a private tmp file (mode 0600, fchmod'ed too, for a
   stale tmp file's mode), fsync, rename over the file, fsync of the directory. Readers see the
   old document or the new one, never half of one, and a crash leaves one of them.
-* ``watch`` polls (mtime_ns, size, inode) every 250 ms from one daemon thread per file and
-  fires the watchers when it moves; a rename over the file changes the inode, so even a
-  same-size rewrite within the mtime's granularity is seen. ``close`` stops the thread.
+* ``watch`` polls (mtime_ns, size, inode) every 250 ms, from the process's one file-polling
+  thread (coordination/file_poller.py), and fires the watchers when it moves; a rename over
+  the file changes the inode, so even a same-size rewrite within the mtime's granularity is
+  seen. ``close`` stops the polling of this file.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from typing import Any, Callable, Generic, TypeVar
 
 import orjson
 
+from coordination.file_poller import POLLER
 from coordination.watchers import Watcher, Watchers
 from storage import files
 
@@ -39,8 +41,6 @@ V = TypeVar("V")
 R = TypeVar("R")
 
 FILE_MODE = 0o600
-WATCH_INTERVAL = 0.25
-
 Stamp = tuple[int, int, int]
 
 
@@ -51,11 +51,10 @@ class PrivateJsonFile(Generic[V]):
     bytes, is for error messages; ValueError naming ``path`` for a document it refuses);
     ``encode(value)`` gives the bytes to write; ``empty()`` is the value of a missing file.
     ``what`` names the store in messages ("credential", "ACL"), ``log`` is the store's
-    logger, ``thread_name`` the polling thread's name. Thread- and process-safe."""
+    logger. Thread- and process-safe."""
 
     def __init__(self, directory: str, name: str, *, decode: Callable[[str, Any, bytes], V],
-                 encode: Callable[[V], bytes], empty: Callable[[], V], what: str, log: logging.Logger,
-                 thread_name: str) -> None:
+                 encode: Callable[[V], bytes], empty: Callable[[], V], what: str, log: logging.Logger) -> None:
         self.directory = directory
         self.path = os.path.join(directory, name)
         self.lock_path = self.path + ".lock"
@@ -63,11 +62,11 @@ class PrivateJsonFile(Generic[V]):
         self._encode = encode
         self._empty = empty
         self._log = log
-        self._thread_name = thread_name
         self._mutex = threading.Lock()
         self._closed = threading.Event()
         self._watchers = Watchers(what, log)
-        self._thread: threading.Thread | None = None
+        self._poll_key: int | None = None  # this file's check in the process's poller
+        self._last: Stamp = (0, 0, 0)
 
     # ------------------------------------------------------------------ reads
     def read(self) -> V:
@@ -123,20 +122,18 @@ class PrivateJsonFile(Generic[V]):
     # ------------------------------------------------------------------ watches
     def watch(self, fn: Watcher) -> None:
         """``fn()`` now, then within 250 ms of each change of the file (its inode, mtime or
-        size), from the file's one daemon thread."""
+        size), from the process's file-polling thread (coordination/file_poller.py)."""
         with self._mutex:
             self._watchers.add(fn)
-            if self._thread is None:
-                baseline = self._stamp()
-                self._thread = threading.Thread(target=self._poll, args=(baseline,), name=self._thread_name,
-                                                daemon=True)
-                self._thread.start()
+            if self._poll_key is None:
+                self._last = self._stamp()
+                self._poll_key = POLLER.add(self._poll, self.path)
         self._watchers.notify(fn)
 
     @property
     def thread(self) -> threading.Thread | None:
-        """The polling thread, once something watches."""
-        return self._thread
+        """The polling thread, once something watches (one per process, shared)."""
+        return POLLER.thread if self._poll_key is not None else None
 
     def _stamp(self) -> Stamp:
         """(mtime_ns, size, inode) of the file; zeros while it does not exist."""
@@ -146,23 +143,22 @@ class PrivateJsonFile(Generic[V]):
             return 0, 0, 0
         return st.st_mtime_ns, st.st_size, st.st_ino
 
-    def _poll(self, last: Stamp) -> None:
-        while not self._closed.wait(WATCH_INTERVAL):
-            try:
-                now = self._stamp()
-            except OSError as exc:
-                self._log.warning("%s watch: %s: %s", self._watchers.what, self.path, exc)
-                continue
-            if now == last:
-                continue
-            last = now
-            self._watchers.fire()
+    def _poll(self) -> None:
+        try:
+            now = self._stamp()
+        except OSError as exc:
+            self._log.warning("%s watch: %s: %s", self._watchers.what, self.path, exc)
+            return
+        if now == self._last:
+            return
+        self._last = now
+        self._watchers.fire()
 
     def close(self) -> None:
-        """Stop the watch thread (waits for it, unless called from a watcher)."""
+        """Stop watching: no watcher runs once this returns (unless called from a watcher)."""
         with self._mutex:
             self._closed.set()
             self._watchers.close()
-            thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout=5.0)
+            key, self._poll_key = self._poll_key, None
+        if key is not None:
+            POLLER.remove(key)

@@ -68,7 +68,7 @@ from typing import Any
 
 from loadtest import profiling
 from loadtest.brokers import OwnBroker, wait_until
-from loadtest.common import MIB, info
+from loadtest.common import CLOCK_TICKS, MIB, info, proc_cpu_ticks
 from loadtest.profiling import Profiles
 
 NODE_IDS = (1, 2, 3)
@@ -221,6 +221,19 @@ def throughput(bootstrap: str, topic: str, size: int, extra: dict[str, Any], war
         "first_error": deliveries.first_error,
         "unflushed": unflushed,
     }
+
+
+def brokers_cpu_ticks(brokers: dict[int, Any]) -> int:
+    """CPU ticks of every broker process (Castle: the supervisor, whose count holds its reaped
+    children's, and its live workers and coordinator; Kafka: the JVM)."""
+    total = 0
+    for broker in brokers.values():
+        for pid in (broker.pid, *broker.children()):
+            try:
+                total += proc_cpu_ticks(pid)
+            except (OSError, ValueError):
+                continue  # gone between the listing and the read
+    return total
 
 
 # --------------------------------------------------------------------------- 2. latency
@@ -440,13 +453,14 @@ def print_table(result: dict[str, Any], title: str = "Castle") -> None:
     print(f"{title} replication: 3 brokers, {result['workers']} worker(s) each, {result['partitions']} partitions, "
           f"{result['seconds']} s per case (after {result['warmup_s']} s of warm-up)")
     print()
-    print(f"{'publish':<22} {'replicated (RF 3, acks=all)':>30} {'unreplicated (RF 1, acks=1)':>30} {'ratio':>7}")
+    print(f"{'publish':<22} {'replicated (RF 3, acks=all)':>42} {'unreplicated (RF 1, acks=1)':>42} {'ratio':>7}")
     for size, row in result["throughput"].items():
         cells = []
         for case in ("replicated", "unreplicated"):
             c = row[case]
-            cells.append(f"{c['mib_per_s']:.1f} MiB/s {c['records_per_s']:,} rec/s")
-        print(f"{size + ' B records':<22} {cells[0]:>30} {cells[1]:>30} {row['ratio']:>6.2f}x")
+            cells.append(f"{c['mib_per_s']:.1f} MiB/s {c['records_per_s']:,} rec/s"
+                         f" {c.get('broker_cpu_s_per_million', float('nan')):.2f} CPU-s/M")
+        print(f"{size + ' B records':<22} {cells[0]:>42} {cells[1]:>42} {row['ratio']:>6.2f}x")
     lat = result["latency"]
     if "replicated" in lat:
         print_latency(lat)
@@ -573,11 +587,16 @@ def measure_cluster(flavor: str, brokers: dict[int, Any], zookeeper: Any, args: 
             if profiles is not None:
                 for node_id, broker in brokers.items():
                     profiles.start(f"{flavor}-throughput-{size}-{case}-b{node_id}", [broker.pid, *broker.children()])
+            ticks = brokers_cpu_ticks(brokers)
             row[case] = throughput(bootstrap, topic, size, extra, warmup, args.seconds)
+            # Over the whole case (its warm-up included): every acknowledged record counts.
+            cpu_s = (brokers_cpu_ticks(brokers) - ticks) / CLOCK_TICKS
+            row[case]["broker_cpu_s_per_million"] = round(cpu_s / max(1, row[case]["acked"]) * 1e6, 3)
             if profiles is not None:
                 profiles.stop()
             info(f"{flavor} throughput {size} B {case}: {row[case]['mib_per_s']} MiB/s, "
-                 f"{row[case]['records_per_s']:,} rec/s ({row[case]['errors']} errors"
+                 f"{row[case]['records_per_s']:,} rec/s, brokers {row[case]['broker_cpu_s_per_million']} CPU-s per "
+                 f"million ({row[case]['errors']} errors"
                  f"{', first: ' + row[case]['first_error'] if row[case]['first_error'] else ''})")
             delete_topic(admin, topic)
         base_rate = row["unreplicated"]["mib_per_s"]

@@ -305,7 +305,7 @@ class LocalAcls:
     def __init__(self, data_dir: str) -> None:
         self.data_dir = data_dir
         self._file = PrivateJsonFile(data_dir, FILE_NAME, decode=_decode_file, encode=_encode_file, empty=set,
-                                     what="ACL", log=log, thread_name="castle-acls-watch")
+                                     what="ACL", log=log)
         self.path = self._file.path
 
     # ------------------------------------------------------------------ reads

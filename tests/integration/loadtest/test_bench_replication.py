@@ -28,6 +28,7 @@ def test_replicated_and_unreplicated_cases_and_the_follower_catch_up_are_all_mea
         row = result["throughput"][size]
         for case in ("replicated", "unreplicated"):
             assert row[case]["mib_per_s"] > 0 and row[case]["records_per_s"] > 0, (size, case, row[case])
+            assert row[case]["broker_cpu_s_per_million"] > 0, (size, case, row[case])  # the brokers' CPU was read
         assert row["ratio"] > 0
     for case in ("replicated", "unreplicated"):
         assert result["latency"][case]["achieved_mib_per_s"] > 0 and result["latency"][case]["p99_ms"] > 0

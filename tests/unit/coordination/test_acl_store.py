@@ -16,6 +16,7 @@ import queue
 import re
 import stat
 import threading
+import time
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
@@ -26,6 +27,7 @@ from kazoo.client import KazooClient
 from coordination.acls.model import AclBinding, Operation, PatternType, Permission, ResourceType
 from coordination.acls.store import FILE_NAME, AclStore, LocalAcls, ZooKeeperAcls
 from coordination.acls.zk_layout import decode_change_notification
+from coordination.file_poller import INTERVAL as POLL_INTERVAL
 from tests.unit.coordination.store_helpers import WAIT, MakeClient, next_call, queued, run_in_threads, znode_json
 
 pytestmark = pytest.mark.timeout(60)
@@ -374,7 +376,10 @@ def test_local_watch_fires_on_change_and_close_stops_it(tmp_path: Path) -> None:
     thread = watched._file.thread
     assert thread is not None and thread.is_alive() and thread.daemon
     watched.close()
-    assert not thread.is_alive()
+    assert watched._file.thread is None  # this file is no longer polled (the thread is the process's)
+    writer.add(BINDINGS[:1])  # a change after the close
+    time.sleep(4 * POLL_INTERVAL)
+    assert queued(calls) == 0
     with pytest.raises(RuntimeError):
         watched.watch(lambda: None)
 

@@ -14,6 +14,7 @@ import queue
 import re
 import stat
 import threading
+import time
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
@@ -31,6 +32,7 @@ from coordination.credentials import (
     desanitize,
     sanitize,
 )
+from coordination.file_poller import INTERVAL as POLL_INTERVAL
 from tests.unit.coordination.store_helpers import WAIT, MakeClient, next_call, queued, run_in_threads, znode_json
 
 pytestmark = pytest.mark.timeout(60)
@@ -373,7 +375,10 @@ def test_local_watch_fires_on_change_and_close_stops_it(tmp_path: Path) -> None:
     next_call(second)
 
     watched.close()
-    assert not thread.is_alive()
+    assert watched._file.thread is None  # this file is no longer polled (the thread is the process's)
+    writer.set(ALICE, "SCRAM-SHA-256", CRED_256)  # a change after the close
+    time.sleep(4 * POLL_INTERVAL)
+    assert queued(calls) == 0 and queued(second) == 0
     with pytest.raises(RuntimeError):
         watched.watch(lambda: None)
 
