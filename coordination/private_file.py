@@ -63,7 +63,6 @@ class PrivateJsonFile(Generic[V]):
         self._empty = empty
         self._log = log
         self._mutex = threading.Lock()
-        self._closed = threading.Event()
         self._watchers = Watchers(what, log)
         self._poll_key: int | None = None  # this file's check in the process's poller
         self._last: Stamp = (0, 0, 0)
@@ -157,7 +156,6 @@ class PrivateJsonFile(Generic[V]):
     def close(self) -> None:
         """Stop watching: no watcher runs once this returns (unless called from a watcher)."""
         with self._mutex:
-            self._closed.set()
             self._watchers.close()
             key, self._poll_key = self._poll_key, None
         if key is not None:

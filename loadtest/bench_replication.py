@@ -68,8 +68,9 @@ from typing import Any
 
 from loadtest import profiling
 from loadtest.brokers import OwnBroker, wait_until
-from loadtest.common import CLOCK_TICKS, MIB, info, proc_cpu_ticks
+from loadtest.common import MIB, info
 from loadtest.profiling import Profiles
+from loadtest.runner.procstats import BrokerProcesses
 
 NODE_IDS = (1, 2, 3)
 SIZES = (100, 1024)
@@ -223,17 +224,9 @@ def throughput(bootstrap: str, topic: str, size: int, extra: dict[str, Any], war
     }
 
 
-def brokers_cpu_ticks(brokers: dict[int, Any]) -> int:
-    """CPU ticks of every broker process (Castle: the supervisor, whose count holds its reaped
-    children's, and its live workers and coordinator; Kafka: the JVM)."""
-    total = 0
-    for broker in brokers.values():
-        for pid in (broker.pid, *broker.children()):
-            try:
-                total += proc_cpu_ticks(pid)
-            except (OSError, ValueError):
-                continue  # gone between the listing and the read
-    return total
+def brokers_cpu_s(brokers: dict[int, Any]) -> float:
+    """CPU seconds of every broker's processes (Castle: its process tree; Kafka: the JVM)."""
+    return sum(BrokerProcesses(root=broker.pid).sample().cpu_s for broker in brokers.values())
 
 
 # --------------------------------------------------------------------------- 2. latency
@@ -587,10 +580,10 @@ def measure_cluster(flavor: str, brokers: dict[int, Any], zookeeper: Any, args: 
             if profiles is not None:
                 for node_id, broker in brokers.items():
                     profiles.start(f"{flavor}-throughput-{size}-{case}-b{node_id}", [broker.pid, *broker.children()])
-            ticks = brokers_cpu_ticks(brokers)
+            cpu_before = brokers_cpu_s(brokers)
             row[case] = throughput(bootstrap, topic, size, extra, warmup, args.seconds)
             # Over the whole case (its warm-up included): every acknowledged record counts.
-            cpu_s = (brokers_cpu_ticks(brokers) - ticks) / CLOCK_TICKS
+            cpu_s = brokers_cpu_s(brokers) - cpu_before
             row[case]["broker_cpu_s_per_million"] = round(cpu_s / max(1, row[case]["acked"]) * 1e6, 3)
             if profiles is not None:
                 profiles.stop()
