@@ -127,6 +127,11 @@ class LogManager:
         self._log_dir_of: dict[TopicPartition, str] = {}
         # Log dirs that failed (an I/O error): their logs are offline until the next start.
         self.offline_dirs: set[str] = set()
+        # Told the path of a dir that this manager failed itself (a flush on the flusher
+        # thread, a checkpoint write on the block releaser's): the owner then does what it
+        # does for a failure it found (tell the broker's other workers, fence the replicas
+        # there). Called on the failing thread.
+        self.on_dir_failed: Callable[[str], None] = lambda _path: None
         # AlterReplicaLogDirs: the copies being made of partitions in other dirs, swapped
         # in once caught up (move_future_logs); and those found at open, loaded after the dirs.
         self.futures: dict[TopicPartition, FutureLog] = {}
@@ -478,7 +483,7 @@ class LogManager:
                 flushed += partition_log.flush_if_due(now)
             except (StorageError, OSError) as exc:
                 # A flush the disk refused fails the whole dir, as in Kafka.
-                self.fail_dir_of(tp, f"flush of {tp} failed: {exc}")
+                self._fail_dir_here(self._log_dir_of.get(tp), f"flush of {tp} failed: {exc}")
         return flushed
 
     def run_retention(self, now: int | None = None) -> int:
@@ -559,16 +564,28 @@ class LogManager:
                 if state.path in self.offline_dirs:
                     continue  # a failed dir takes no writes: its checkpoints stay as they were
                 mine = {tp: offset for tp, offset in current.items() if self._log_dir_of.get(tp) == state.path}
-                path = os.path.join(state.path, name)
-                if self._owns is None:
-                    checkpoint.write_offset_checkpoint(path, mine)
-                    continue
-                owns = self._owns
-                # Read-merge-write under a lock: the other owners' entries stay as they are.
-                with _checkpoint_lock(state.path):
-                    merged = {tp: off for tp, off in checkpoint.read_offset_checkpoint(path).items() if not owns(tp)}
-                    merged.update(mine)
-                    checkpoint.write_offset_checkpoint(path, merged)
+                try:
+                    self._write_dir_checkpoint(state.path, name, mine)
+                except LogDirOfflineError as exc:
+                    # A checkpoint the disk refuses fails its dir, as Kafka's checkpoint files do.
+                    self._fail_dir_here(state.path, f"cannot write its {name}: {exc}")
+
+    def _write_dir_checkpoint(self, log_dir: str, name: str, mine: dict[TopicPartition, int]) -> None:
+        path = os.path.join(log_dir, name)
+        if self._owns is None:
+            checkpoint.write_offset_checkpoint(path, mine)
+            return
+        owns = self._owns
+        # Read-merge-write under a lock: the other owners' entries stay as they are.
+        with _checkpoint_lock(log_dir):
+            merged = {tp: off for tp, off in checkpoint.read_offset_checkpoint(path).items() if not owns(tp)}
+            merged.update(mine)
+            checkpoint.write_offset_checkpoint(path, merged)
+
+    def _fail_dir_here(self, path: str | None, why: str) -> None:
+        """``fail_dir`` for a failure the manager found itself; the owner is told (``on_dir_failed``)."""
+        if path is not None and self.fail_dir(path, why):
+            self.on_dir_failed(path)
 
     def tasks(self) -> list[Task]:
         """The periodic jobs with their intervals, for the owner's scheduler."""

@@ -160,7 +160,10 @@ class ReplicaFetcher:
                     continue  # Kafka's shouldFollowerThrottle: left out of this fetch
             partition_log = self._log_for(tp)
             topic_id = self._topic_id(tp.topic)
-            if partition_log is None or topic_id is None:
+            if partition_log is None or partition_log.offline or topic_id is None:
+                # An offline log (its dir failed) fetches no more, as Kafka removes it from its
+                # fetchers: fetching at its old end, it would look caught up to the new leader
+                # and rejoin the ISR without a log.
                 continue
             topics.setdefault(topic_id, []).append(FetchPosition(
                 tp.partition, followed.epoch, partition_log.log_end_offset, partition_log.epochs.latest_epoch,

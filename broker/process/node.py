@@ -212,6 +212,14 @@ class WorkerNode:
             loop.call_soon_threadsafe(self._registry_loaded)
 
         self.cluster.on_change = loaded
+
+        def dir_failed_off_loop(path: str) -> None:  # on the flusher's or the block releaser's thread
+            try:
+                loop.call_soon_threadsafe(self._dir_failed_found_by_logs, path)
+            except RuntimeError:
+                pass  # the loop closed: the worker is stopping, there is no one left to tell
+
+        self.logs.on_dir_failed = dir_failed_off_loop
         self._loop = loop
         self.replica_fetcher.update()  # the partitions open() found us following
 
@@ -327,6 +335,10 @@ class WorkerNode:
             if worker != self.index:
                 self.mesh.note(worker, Op.LOG_DIR_FAILED, parts)
         self._fence_offline(path)
+
+    def _dir_failed_found_by_logs(self, path: str) -> None:
+        if not self._closed:
+            self._dir_failed(path)
 
     def _dir_failed_elsewhere(self, body: memoryview) -> None:
         path = log_dir_codec.decode_failed(body)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 import uuid
 from typing import Any
 
@@ -291,7 +292,7 @@ def _metadata_leaders(broker: Broker, topic: str) -> dict[int, tuple[int, list[i
 
 @pytest.mark.zookeeper
 def test_a_failed_dir_hands_its_leaderships_to_the_other_broker(broker_factory: Any, zk_connect: str,
-                                                                tmp_path: Any) -> None:
+                                                                tmp_path: Any, request: Any) -> None:
     if os.geteuid() != 0:
         pytest.skip("mounting a tmpfs in a mount namespace needs root")
     settings = {"zookeeper.connect": zk_connect, "zookeeper.session.timeout.ms": 4000,
@@ -304,6 +305,7 @@ def test_a_failed_dir_hands_its_leaderships_to_the_other_broker(broker_factory: 
     base = str(tmp_path / "n1")
     os.makedirs(base)
     failing = TinyDirBroker(base, 2, {**settings, "node.id": 1, "log.dirs": f"{tiny},{big}"}, tiny)
+    request.node._castle_brokers.append(failing)  # its stderr goes into a failed test's report
     try:
         failing.start()
         wait_until(lambda: len(_ask(steady, 3, 12, {"topics": None, "allow_auto_topic_creation": False,
@@ -332,6 +334,14 @@ def test_a_failed_dir_hands_its_leaderships_to_the_other_broker(broker_factory: 
         # Broker 1's replicas in the failed dir leave their ISRs; their leaderships go to broker 0.
         wait_until(lambda: all(_metadata_leaders(steady, topic)[p] == (0, [0]) for p in candidates), 20,
                    f"partitions {candidates} led by broker 0 alone")
+        # Broker 1's offline replicas fetch no more (Kafka drops them from its fetchers): one
+        # fetching at its old log end, level with the new leader's, would look caught up and
+        # rejoin the ISR within a fetch round or two (replica.fetch.wait.max.ms, 500 ms).
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            now = _metadata_leaders(steady, topic)
+            assert all(now[p] == (0, [0]) for p in candidates), now
+            time.sleep(0.1)
         for p in candidates:
             wait_until(lambda p=p: _produce_code(steady, topic, p) == 0, 10, f"broker 0 takes records for {p}")
         # The partitions broker 1 leads from its healthy dir stay with it.

@@ -61,9 +61,56 @@ def test_a_full_dir_goes_offline_alone(tmp_path):
     good, tiny = tmp_path / "good", tmp_path / "tiny"
     good.mkdir()
     tiny.mkdir()
+    done = _in_tiny_tmpfs(tiny, SCRIPT, good)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout + done.stderr
+
+
+def _in_tiny_tmpfs(tiny, script, good):
+    """Run ``script`` with a 1 MiB tmpfs mounted on ``tiny`` in a mount namespace of its own."""
     mount = 'mount -t tmpfs -o size=1m tmpfs "$0" && exec "$@"'
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-    done = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", mount, str(tiny),
-                           sys.executable, "-c", SCRIPT, str(good), str(tiny)],
+    return subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", mount, str(tiny),
+                           sys.executable, "-c", script, str(good), str(tiny)],
                           capture_output=True, text=True, timeout=60, cwd=root)
+
+
+CHECKPOINT_SCRIPT = textwrap.dedent('''
+    import os, sys
+    from storage.config import LogConfig
+    from storage.manager import LogManager, ManagerConfig
+    from storage.releaser import RELEASER
+    from storage.types import TopicPartition
+
+    good, tiny = sys.argv[1], sys.argv[2]
+    manager = LogManager(ManagerConfig(log_dirs=(good, tiny), node_id=1), LogConfig()).open()
+    told = []
+    manager.on_dir_failed = told.append
+    manager.create_log(TopicPartition("a", 0))
+    manager.create_log(TopicPartition("a", 1))
+    assert {manager.log_dir_of(TopicPartition("a", p)) for p in (0, 1)} == {good, tiny}
+    with open(os.path.join(tiny, "filler"), "wb") as filler:  # the disk fills up
+        try:
+            while True:
+                filler.write(b"x" * 65536)
+                filler.flush()
+        except OSError:
+            pass
+    manager.checkpoint_high_watermarks(in_background=True)
+    assert RELEASER.drain()
+    assert manager.offline_dirs == {tiny}, manager.offline_dirs
+    assert told == [tiny], told
+    manager.checkpoint_high_watermarks(in_background=True)  # the good dir's goes on; no second report
+    assert RELEASER.drain()
+    assert told == [tiny] and os.path.exists(os.path.join(good, "replication-offset-checkpoint"))
+    print("ok")
+''')
+
+
+def test_a_checkpoint_the_full_dir_refuses_fails_it_and_tells_the_owner(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs in a mount namespace needs root")
+    good, tiny = tmp_path / "good", tmp_path / "tiny"
+    good.mkdir()
+    tiny.mkdir()
+    done = _in_tiny_tmpfs(tiny, CHECKPOINT_SCRIPT, good)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout + done.stderr
