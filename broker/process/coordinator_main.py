@@ -68,6 +68,7 @@ from broker.partitions.partition_ops import AppendItem, CommitItem, ReadItem
 from broker.partitions.placement import owner_index
 from broker.partitions.remote_partition import RemotePartitionClient, coordinator_client_id
 from broker.process import stop_signal
+from broker.process.gc_freeze import freeze_long_lived
 from broker.process.group_configs import open_group_configs
 from broker.process.logs import set_role
 from broker.process.marker_writer import WorkerMarkerWriter
@@ -1092,6 +1093,7 @@ def run_coordinator(config: BrokerConfig, workers: int, run_dir: str, rings: Sha
         from broker.process.metrics import CastleCollector, serve_metrics
 
         serve_metrics(metrics_listener, CastleCollector(run_dir, process.committed_offsets))
+    freeze_long_lived()
     try:
         return loop.run_until_complete(process.serve())
     finally:

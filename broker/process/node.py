@@ -37,6 +37,7 @@ from broker.partitions.replica_fetcher import ReplicaFetcher
 from broker.partitions.replication import Replication
 from broker.partitions.replication_throttle import ReplicationThrottles
 from broker.partitions.share_partitions import SharePartitions, ShareSettings
+from broker.process import gc_freeze
 from broker.process.group_configs import open_group_configs
 from broker.process.metrics import WorkerMetrics
 from broker.process.reload import apply_in_child
@@ -562,7 +563,8 @@ class WorkerNode:
         data = orjson.dumps(dict(self.stats, worker=self.index, pid=os.getpid(),
                                  open_connections=len(self.connections),
                                  page_populate_seconds=round(PopulateClock.seconds, 6),
-                                 page_populate_bytes=PopulateClock.bytes, partitions=partitions))
+                                 page_populate_bytes=PopulateClock.bytes, gc_frozen_objects=gc_freeze.frozen_objects,
+                                 partitions=partitions))
         if data == self._stats_written:
             return  # an idle worker: no file to replace (a new inode, a freed one, a thread woken)
         self._stats_written = data

@@ -44,6 +44,7 @@ from broker.links.rings import SharedRings
 from broker.logger_levels import BrokerLoggers
 from broker.network.tcp_bind import bind_exclusive
 from broker.process import stop_signal
+from broker.process.gc_freeze import freeze_long_lived
 from broker.process.metrics import SupervisorMetrics, bind_metrics_listener, mark_process_dead, prepare_multiprocess_dir
 from broker.process.reload import reload_in_supervisor
 from broker.process.sd_notify import Notifier
@@ -140,6 +141,7 @@ class Supervisor:
             from broker import apis
 
             apis.load_all()  # import the protocol once here: every fork starts faster
+            freeze_long_lived()  # the children inherit it frozen: their collections skip it
             log.info("supervisor pid %d starting %d workers on %s (log dirs %s, %s start)", os.getpid(),
                      self.count, ",".join(str(listener) for listener in self.config.listeners.bound),
                      ",".join(self.claimed.paths), "clean" if self.clean_start else "recovering")

@@ -33,6 +33,7 @@ from broker.network.acceptor import Acceptor
 from broker.network.connection import Connection
 from broker.network.memory import keep_freed_memory
 from broker.process import stop_signal
+from broker.process.gc_freeze import freeze_long_lived
 from broker.process.logs import set_role
 from broker.process.loop_lag import LoopLagProbe
 from broker.process.node import WorkerNode
@@ -60,6 +61,7 @@ def run_worker(config: BrokerConfig, index: int, count: int, run_dir: str, clust
         log.exception("worker %d cannot open its logs", index)
         return BOOT_ERROR
     server = WorkerServer(node, heartbeat_path, ready_fd)
+    freeze_long_lived()  # its logs and config live as long as it does
     try:
         return loop.run_until_complete(server.serve())
     finally:
