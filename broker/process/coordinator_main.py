@@ -33,8 +33,8 @@ likewise hold requests while it is down (broker/process/node.py). Requests the d
 held are answered by the workers at once (broker/coordinator/api.py, per API).
 Deadlines (sessions, join and sync phases, offset retention, transaction timeouts and
 transactional id expiry) are checked by a tick
-every 100 ms on the loop; the heartbeat file is touched from the loop, so a wedged loop
-gets the process replaced by the supervisor.
+every 100 ms on the loop; the heartbeat (broker/process/heartbeats.py) beats from the loop,
+so a wedged loop gets the process replaced by the supervisor.
 """
 
 from __future__ import annotations
@@ -70,6 +70,7 @@ from broker.partitions.remote_partition import RemotePartitionClient, coordinato
 from broker.process import stop_signal
 from broker.process.gc_freeze import freeze_long_lived
 from broker.process.group_configs import open_group_configs
+from broker.process.heartbeats import HeartbeatSlot
 from broker.process.logs import set_role
 from broker.process.marker_writer import WorkerMarkerWriter
 from broker.process.reload import apply_in_child
@@ -345,7 +346,7 @@ def _entries_of(data: bytes, from_offset: int) -> tuple[list[Any], int]:
 
 class CoordinatorProcess:
     def __init__(self, config: BrokerConfig, workers: int, run_dir: str, rings: SharedRings,
-                 heartbeat_path: str, cluster_id: str) -> None:
+                 heartbeat: HeartbeatSlot, cluster_id: str) -> None:
         self.config = config
         self.workers = workers
         self._background: set[asyncio.Task[Any]] = set()
@@ -353,7 +354,7 @@ class CoordinatorProcess:
         self.run_dir = run_dir
         self.cluster_id = cluster_id
         self.zookeeper = bool(config.get_str("zookeeper.connect"))
-        self.heartbeat_path = heartbeat_path
+        self.heartbeat = heartbeat
         self.mesh = Mesh(rings, rings.coordinator)
         self.mesh.handlers[Op.SERVE] = self._serve_call
         self.mesh.handlers[Op.FIND] = self._find_call
@@ -1050,7 +1051,7 @@ class CoordinatorProcess:
 
     async def _heartbeat(self) -> None:
         while True:
-            os.utime(self.heartbeat_path)
+            self.heartbeat.beat()
             self.offsets_log.files.sweep()  # cached fds of deleted (compacted) segments
             self.txn_log.files.sweep()
             self.share_log.files.sweep()
@@ -1079,7 +1080,7 @@ def _set_exception(future: asyncio.Future[Any], exc: BaseException) -> None:
 
 
 def run_coordinator(config: BrokerConfig, workers: int, run_dir: str, rings: SharedRings,
-                    heartbeat_path: str, cluster_id: str, metrics_listener: socket.socket | None = None) -> int:
+                    heartbeat: HeartbeatSlot, cluster_id: str, metrics_listener: socket.socket | None = None) -> int:
     from setproctitle import setproctitle
 
     setproctitle(f"castle[{config.node_id}]: coordinator")
@@ -1088,7 +1089,7 @@ def run_coordinator(config: BrokerConfig, workers: int, run_dir: str, rings: Sha
 
     loop = uvloop.new_event_loop()
     asyncio.set_event_loop(loop)
-    process = CoordinatorProcess(config, workers, run_dir, rings, heartbeat_path, cluster_id)
+    process = CoordinatorProcess(config, workers, run_dir, rings, heartbeat, cluster_id)
     if metrics_listener is not None:
         from broker.process.metrics import CastleCollector, serve_metrics
 

@@ -3,7 +3,7 @@
 CPython's full (generation 2) collection walks every object it tracks. A worker tracks
 ~90,000 once it has started (the imported modules, the config, its logs), and under a
 replicated load the first full collection of each worker took 58-214 ms (docs/BENCHMARKS.md,
-"Garbage collection"): an event loop stalled for that long, which every request on the
+"Garbage collection and heartbeats"): an event loop stalled for that long, which every request on the
 worker waited out. In a forked child the walk also writes the header of every object
 inherited from the supervisor, copying each page the two shared.
 

@@ -39,6 +39,7 @@ from broker.partitions.replication_throttle import ReplicationThrottles
 from broker.partitions.share_partitions import SharePartitions, ShareSettings
 from broker.process import gc_freeze
 from broker.process.group_configs import open_group_configs
+from broker.process.heartbeats import HeartbeatSlot
 from broker.process.metrics import WorkerMetrics
 from broker.process.reload import apply_in_child
 from broker.process.share_persister import SharePersister
@@ -529,7 +530,7 @@ class WorkerNode:
         self.replica_fetcher.throttle = self.replication_throttles.follower
 
     # ------------------------------------------------------------------ housekeeping
-    async def housekeeping(self, heartbeat_path: str) -> None:
+    async def housekeeping(self, heartbeat: HeartbeatSlot) -> None:
         """Periodic work on the loop thread (single writer): retention, checkpoints,
         cleaner, registry changes made by other processes, heartbeat, stats file."""
         stats_path = os.path.join(self.run_dir, f"worker-{self.index}.stats.json")
@@ -552,7 +553,7 @@ class WorkerNode:
                 self.metrics.flush(self.stats)
             except Exception:
                 log.exception("housekeeping failed")
-            os.utime(heartbeat_path)
+            heartbeat.beat()
             await asyncio.sleep(HOUSEKEEPING_S)
 
     def write_stats(self, path: str) -> None:

@@ -45,6 +45,7 @@ from broker.logger_levels import BrokerLoggers
 from broker.network.tcp_bind import bind_exclusive
 from broker.process import stop_signal
 from broker.process.gc_freeze import freeze_long_lived
+from broker.process.heartbeats import NEVER, Heartbeats
 from broker.process.metrics import SupervisorMetrics, bind_metrics_listener, mark_process_dead, prepare_multiprocess_dir
 from broker.process.reload import reload_in_supervisor
 from broker.process.sd_notify import Notifier
@@ -84,6 +85,7 @@ class Supervisor:
         # The shared-memory rings and doorbells between the workers and the coordinator
         # (broker/links/rings.py): made once, before the first fork, kept across restarts.
         self.rings: SharedRings | None = None
+        self.heartbeats: Heartbeats | None = None
         self.signals: list[int] = []
         self.stopping = False
         self.exit_code = 0
@@ -248,6 +250,7 @@ class Supervisor:
         self.loggers = BrokerLoggers(self.run_dir)
         self.loggers.start()
         self.rings = SharedRings(self.count, self.config.get_int("worker.ring.bytes"))
+        self.heartbeats = Heartbeats(self.count)
         # The client quotas' shared measures (broker/quotas/shared_counters.py), inherited by every fork.
         shared_counters.prepare(self.count, self.config.get_int("quota.window.num"),
                                 self.config.get_int("quota.window.size.seconds") * 1000)
@@ -265,18 +268,11 @@ class Supervisor:
     def all_slots(self) -> list[WorkerSlot]:
         return [*self.slots, self.coordinator_slot]
 
-    def _heartbeat_path(self, index: int) -> str:
-        if index == COORDINATOR:
-            return os.path.join(self.run_dir, "coordinator.heartbeat")
-        return os.path.join(self.run_dir, f"worker-{index}.heartbeat")
-
     # ------------------------------------------------------------------ workers
     def _spawn(self, slot: WorkerSlot, clean_shutdown: bool) -> None:
-        heartbeat = self._heartbeat_path(slot.index)
-        with open(heartbeat, "wb"):
-            pass
-        os.utime(heartbeat, (0, 0))  # the worker's first beat arms the heartbeat check
-        assert self.claimed is not None
+        assert self.claimed is not None and self.heartbeats is not None
+        heartbeat = self.heartbeats.slot(slot.index)
+        heartbeat.reset()  # the child's first beat arms the heartbeat check
         pid = os.fork()
         if pid == 0:  # the child
             code = 1
@@ -460,7 +456,8 @@ class Supervisor:
                 self.metrics.restarted(slot.name)
 
     def _check_heartbeats(self) -> None:
-        now = time.time()
+        now = time.monotonic()
+        assert self.heartbeats is not None
         for slot in self.all_slots:
             if not slot.pid:
                 continue
@@ -473,15 +470,13 @@ class Supervisor:
                     self._kill(slot.pid, signal.SIGKILL)
                     slot.aborted_at = 0.0
                 continue
-            try:
-                last = os.stat(self._heartbeat_path(slot.index)).st_mtime
-            except FileNotFoundError:
-                continue
-            if last and now - last > timeout:
+            heartbeat = self.heartbeats.slot(slot.index)
+            last = heartbeat.last()
+            if last != NEVER and now - last > timeout:
                 log.error("%s (pid %d) missed its heartbeat for %.0f s: killing it", slot.name, slot.pid, now - last)
                 self._kill(slot.pid, signal.SIGABRT)
                 slot.aborted_at = time.monotonic()
-                os.utime(self._heartbeat_path(slot.index), (0, 0))
+                heartbeat.reset()
 
     def _kill(self, pid: int, signum: int) -> None:
         try:

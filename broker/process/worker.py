@@ -34,6 +34,7 @@ from broker.network.connection import Connection
 from broker.network.memory import keep_freed_memory
 from broker.process import stop_signal
 from broker.process.gc_freeze import freeze_long_lived
+from broker.process.heartbeats import HeartbeatSlot
 from broker.process.logs import set_role
 from broker.process.loop_lag import LoopLagProbe
 from broker.process.node import WorkerNode
@@ -44,7 +45,7 @@ BOOT_ERROR = 3  # exit code: the worker cannot start; the supervisor stops the b
 
 
 def run_worker(config: BrokerConfig, index: int, count: int, run_dir: str, cluster_id: str,
-               clean_shutdown: bool, rings: SharedRings, heartbeat_path: str, ready_fd: int = -1) -> int:
+               clean_shutdown: bool, rings: SharedRings, heartbeat: HeartbeatSlot, ready_fd: int = -1) -> int:
     from setproctitle import setproctitle
 
     setproctitle(f"castle[{config.node_id}]: worker {index}")
@@ -60,7 +61,7 @@ def run_worker(config: BrokerConfig, index: int, count: int, run_dir: str, clust
     except Exception:
         log.exception("worker %d cannot open its logs", index)
         return BOOT_ERROR
-    server = WorkerServer(node, heartbeat_path, ready_fd)
+    server = WorkerServer(node, heartbeat, ready_fd)
     freeze_long_lived()  # its logs and config live as long as it does
     try:
         return loop.run_until_complete(server.serve())
@@ -69,10 +70,10 @@ def run_worker(config: BrokerConfig, index: int, count: int, run_dir: str, clust
 
 
 class WorkerServer:
-    def __init__(self, node: WorkerNode, heartbeat_path: str, ready_fd: int = -1) -> None:
+    def __init__(self, node: WorkerNode, heartbeat: HeartbeatSlot, ready_fd: int = -1) -> None:
         self.node = node
         self.ready_fd = ready_fd  # the supervisor's ready pipe (write end), -1: none
-        self.heartbeat_path = heartbeat_path
+        self.heartbeat = heartbeat
         self.connections: set[Connection] = node.connections
         self.acceptors: list[Acceptor] = []
         self.stopping = asyncio.Event()
@@ -96,7 +97,7 @@ class WorkerServer:
             acceptor = Acceptor(sock, listener, index, self.node.connection_quotas, self._serve)
             self.acceptors.append(acceptor)
             acceptor.start()
-        housekeeping = loop.create_task(self.node.housekeeping(self.heartbeat_path))
+        housekeeping = loop.create_task(self.node.housekeeping(self.heartbeat))
         # Only for the metrics endpoint: with metrics off nothing would read the figures.
         loop_lag = LoopLagProbe(loop, self.node.metrics.loop_late)
         if self.node.metrics.on:

@@ -252,6 +252,34 @@ def test_wedged_worker_is_replaced(broker):
     assert_same(records, confluent_consume(broker.bootstrap, "wedge", range(2), len(records)))
 
 
+@pytest.mark.parametrize("broker", [{"workers": 2, "num.partitions": 2, "coordinator.heartbeat.timeout.ms": 2000}],
+                         indirect=True)
+def test_wedged_coordinator_is_replaced(broker):
+    """The coordinator process beats into its own slot of the shared heartbeat page
+    (broker/process/heartbeats.py): stopped with SIGSTOP, it is killed and replaced, and the
+    new one serves a group's committed offsets."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    confluent_create_topic(broker.bootstrap, "wedged-coordinator", 1)
+    wedged = wait_until(broker.coordinator_pid, 10, "the coordinator process")
+    os.kill(wedged, signal.SIGSTOP)
+    try:
+        wait_until(lambda: broker.coordinator_pid() not in (None, wedged), 30,
+                   "the supervisor to replace the wedged coordinator")
+    finally:
+        if _alive(wedged):
+            os.kill(wedged, signal.SIGCONT)
+    assert f"coordinator (pid {wedged}) missed its heartbeat" in broker.stderr()
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "after-wedge",
+                         "enable.auto.commit": False})
+    try:
+        consumer.commit(offsets=[TopicPartition("wedged-coordinator", 0, 7)], asynchronous=False)
+        [committed] = consumer.committed([TopicPartition("wedged-coordinator", 0)], timeout=20)
+        assert committed.offset == 7
+    finally:
+        consumer.close()
+
+
 @pytest.mark.parametrize("broker", [{"workers": 2, "num.partitions": 2}], indirect=True)
 def test_kill_9_of_the_supervisor(broker):
     """Workers whose supervisor died stop by themselves (no orphan keeps the port or the
