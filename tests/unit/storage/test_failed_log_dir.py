@@ -56,22 +56,23 @@ SCRIPT = textwrap.dedent('''
 
 
 def test_a_full_dir_goes_offline_alone(tmp_path):
+    _run_beside_a_tiny_tmpfs(tmp_path, SCRIPT)
+
+
+def _run_beside_a_tiny_tmpfs(tmp_path, script):
+    """Run ``script`` with the dirs good and tiny as arguments, a 1 MiB tmpfs mounted on tiny in
+    a mount namespace of its own; it must print "ok"."""
     if os.geteuid() != 0:
         pytest.skip("mounting a tmpfs in a mount namespace needs root")
     good, tiny = tmp_path / "good", tmp_path / "tiny"
     good.mkdir()
     tiny.mkdir()
-    done = _in_tiny_tmpfs(tiny, SCRIPT, good)
-    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout + done.stderr
-
-
-def _in_tiny_tmpfs(tiny, script, good):
-    """Run ``script`` with a 1 MiB tmpfs mounted on ``tiny`` in a mount namespace of its own."""
     mount = 'mount -t tmpfs -o size=1m tmpfs "$0" && exec "$@"'
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-    return subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", mount, str(tiny),
+    done = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", mount, str(tiny),
                            sys.executable, "-c", script, str(good), str(tiny)],
                           capture_output=True, text=True, timeout=60, cwd=root)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout + done.stderr
 
 
 CHECKPOINT_SCRIPT = textwrap.dedent('''
@@ -107,10 +108,4 @@ CHECKPOINT_SCRIPT = textwrap.dedent('''
 
 
 def test_a_checkpoint_the_full_dir_refuses_fails_it_and_tells_the_owner(tmp_path):
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs in a mount namespace needs root")
-    good, tiny = tmp_path / "good", tmp_path / "tiny"
-    good.mkdir()
-    tiny.mkdir()
-    done = _in_tiny_tmpfs(tiny, CHECKPOINT_SCRIPT, good)
-    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout + done.stderr
+    _run_beside_a_tiny_tmpfs(tmp_path, CHECKPOINT_SCRIPT)
