@@ -291,7 +291,7 @@ SETTINGS: list[Setting] = [
     Setting("producer.id.block.size", integer_in(1, INT_MAX), 1000, "Producer ids reserved on disk at a time."),
     Setting("log.level", _log_level, "INFO", "Logging level (DEBUG adds a line per request); reloaded on SIGHUP."),
     Setting("log.format", _choice("text", "json"), "text", "text: time level role[pid] logger: message; json: one object per line."),
-    Setting("run.dir", _str, "", "Where heartbeats, stats files and metrics live; empty: a private dir under /tmp."),
+    Setting("run.dir", _str, "", "Where stats files and metrics live; empty: a private dir in memory ($XDG_RUNTIME_DIR, /dev/shm), else under /tmp."),
     # Coordination and consumer groups (Kafka's names and defaults).
     Setting("zookeeper.connect", _str, "",
             "host:port[,host:port][/chroot] of ZooKeeper; empty: the local backend (one machine, election by file lock)."),
