@@ -198,7 +198,7 @@ class PartitionLog:
             segment = LogSegment(self.directory, base, self.config, active=last, recover=recover)
             if not recover and not last and segment.has_unaccounted_tail():
                 log.warning("%s has bytes after its last batch (a crash during a roll?): recovering it", segment.path)
-                segment.close()
+                self._close_to_reopen(segment)
                 segment = LogSegment(self.directory, base, self.config, active=False, recover=True)
             segments.append(segment)
             if segment.recovery is not None and self._replay_from is None:
@@ -209,10 +209,19 @@ class PartitionLog:
                 for later in bases[i + 1 :]:
                     _delete_segment_files(self.directory, later)
                     log.warning("recovery deleted segment %s after the corruption in %s", later, segment.path)
-                segment.close()
+                self._close_to_reopen(segment)
                 segments[-1] = LogSegment(self.directory, base, self.config, active=True)
                 break
         return SegmentList(segments)
+
+    def _close_to_reopen(self, segment: LogSegment) -> None:
+        """Close ``segment`` before its files are opened again: its close queues the cuts of
+        its files to their lengths (storage/releaser.py), and a cut that ran after the new
+        object mapped them would take pages from under the new map (SIGBUS: a test's
+        worker died of it during recovery, 2026-11-29)."""
+        segment.close()
+        if not RELEASER.drain():
+            raise LogDirOfflineError(f"{self.tp}: queued file work did not finish")
 
     def _restart_at(self, offset: int) -> None:
         log.warning("%s: log start offset %d is past the log end %d; deleting every segment", self.tp, offset,
