@@ -220,6 +220,11 @@ class PartitionLog:
         object mapped them would take pages from under the new map (SIGBUS: a test's
         worker died of it during recovery, 2026-11-29)."""
         segment.close()
+        self._finish_queued_file_work()
+
+    def _finish_queued_file_work(self) -> None:
+        """Wait for the block releaser's queued cuts, snapshots and unlinks; a queue that does
+        not drain means the disk does not answer: the log's dir is taken as failed."""
         if not RELEASER.drain():
             raise LogDirOfflineError(f"{self.tp}: queued file work did not finish")
 
@@ -649,8 +654,7 @@ class PartitionLog:
             raise OffsetOutOfRangeError(f"cannot truncate {self.tp} below its log start {self.log_start_offset}")
         # The files must be what the log says before they are cut and reread: earlier
         # rolls' cuts and producer snapshots may still be queued (storage/releaser.py).
-        if not RELEASER.drain():
-            raise LogDirOfflineError(f"{self.tp}: queued file work did not finish")
+        self._finish_queued_file_work()
         segments = self._segments
         keep_index = max(0, segments.floor(offset))
         keep = segments[keep_index]
@@ -677,8 +681,7 @@ class PartitionLog:
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """A follower whose whole log lies before its leader's log start: drop it all and
         continue at ``offset``."""
-        if not RELEASER.drain():
-            raise LogDirOfflineError(f"{self.tp}: queued file work did not finish")
+        self._finish_queued_file_work()
         with self._flush_lock:
             self._restart_at(offset)
         self.log_start_offset = offset

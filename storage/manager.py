@@ -369,11 +369,6 @@ class LogManager:
         """The partitions whose log is in log dir ``path``."""
         return [tp for tp, parent in self._log_dir_of.items() if parent == path]
 
-    def fail_dir_of(self, tp: TopicPartition, why: str) -> bool:
-        """``fail_dir`` for the dir holding ``tp``'s log."""
-        path = self._log_dir_of.get(tp)
-        return path is not None and self.fail_dir(path, why)
-
     def _online(self) -> list[tuple[TopicPartition, PartitionLog]]:
         return [(tp, lg) for tp, lg in list(self.logs.items()) if not lg.offline]
 

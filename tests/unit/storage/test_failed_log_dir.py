@@ -32,8 +32,8 @@ SCRIPT = textwrap.dedent('''
         manager.get_log(doomed).append(batch(count=3))
         raise SystemExit("the append to the full tmpfs did not fail")
     except LogDirOfflineError as exc:
-        assert manager.fail_dir_of(doomed, str(exc)) is True
-    assert manager.fail_dir_of(doomed, "again") is False  # once
+        assert manager.fail_dir(manager.log_dir_of(doomed), str(exc)) is True
+    assert manager.fail_dir(manager.log_dir_of(doomed), "again") is False  # once
     assert manager.offline_dirs == {tiny}
     doomed_log = manager.get_log(doomed)
     for attempt in (lambda: doomed_log.append(batch(count=1)), lambda: doomed_log.read(0, 1024),
