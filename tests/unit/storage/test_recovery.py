@@ -159,6 +159,56 @@ def test_corruption_in_an_old_segment_truncates_there_and_drops_later_segments(t
     reopened.close()
 
 
+REOPEN_WHILE_THE_RELEASER_IS_HELD = textwrap.dedent(
+    """
+    import sys, threading
+    from storage.config import LogConfig
+    from storage.releaser import RELEASER
+    from tests.unit.storage.helpers import batch, open_log, read_all
+    config = LogConfig(segment_bytes=64 * 1024, index_interval_bytes=512, preallocate_window_bytes=64 * 1024)
+    directory = sys.argv[1]
+    log = open_log(directory, config)
+    for _ in range(300):
+        log.append(batch(count=1, value_size=500))
+    second = log.segments[1]
+    damaged_base, damaged_position = next((h.base_offset, p + 70) for p, h in second.batches_from(0)
+                                          if h.base_offset >= second.base_offset + 5)
+    log.close()
+    with open(second.path, "r+b") as handle:
+        handle.seek(damaged_position)
+        handle.write(b"\\xff" * 16)
+    gate = threading.Event()
+    RELEASER.submit(gate.wait)  # the releaser is busy with something slow
+    opened = []
+    opener = threading.Thread(target=lambda: opened.append(
+        open_log(directory, config, clean_shutdown=False, recovery_point=0)))
+    opener.start()
+    opener.join(1.0)
+    opened_while_held = not opener.is_alive()
+    gate.set()  # the queued cuts of the damaged segment's files run now
+    opener.join(30)
+    assert RELEASER.drain(30)
+    reopened = opened[0]
+    assert [r.offset for r in read_all(reopened)] == list(range(damaged_base))  # reads the reopened maps
+    reopened.append(batch())
+    assert reopened.log_end_offset == damaged_base + 1
+    reopened.close()
+    print("reopened before the cuts ran" if opened_while_held else "ok")
+    """
+)
+
+
+def test_a_segment_reopened_by_recovery_waits_for_the_cuts_its_close_queued(tmp_path):
+    """Recovery closes a damaged sealed segment and opens its files again. The close queues
+    cuts of the files to their lengths on the block releaser; the reopen must wait for them,
+    or a cut that runs later takes pages from under the new maps (SIGBUS). Here the releaser
+    is held by a slow job while recovery runs, in a process of its own (a SIGBUS kills it)."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    done = subprocess.run([sys.executable, "-c", REOPEN_WHILE_THE_RELEASER_IS_HELD, str(tmp_path)], cwd=root,
+                          capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": root})
+    assert done.returncode == 0 and done.stdout.strip() == "ok", (done.returncode, done.stdout, done.stderr[-2000:])
+
+
 def test_segments_before_the_recovery_point_are_not_rescanned(tmp_path):
     log = open_log(tmp_path, CONFIG)
     for _ in range(300):
