@@ -560,6 +560,7 @@ class Owner:
         """Start moving each partition's log to the dir named (Kafka's
         ReplicaManager.alterReplicaLogDirs): KAFKA_STORAGE_ERROR if that dir or the log's
         own is offline, REPLICA_NOT_AVAILABLE if this worker has no log of it."""
+        self.before_moves()
         codes = []
         for tp, path in items:
             partition_log = self.logs.get_log(tp)

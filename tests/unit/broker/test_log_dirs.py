@@ -17,12 +17,14 @@ import broker.apis.log_dirs  # noqa: F401  (registers DescribeLogDirs)
 import broker.apis.topics  # noqa: F401  (registers CreateTopics)
 from broker.config import load_config
 from broker.dispatch import REGISTRY
+from broker.dynamic_configs import ALTER_LOG_DIRS_RATE
 from broker.links import log_dir_codec
 from broker.links.rings import SharedRings
 from broker.partitions.partition_ops import AppendItem, LogDirReplica, LogDirsReport
 from broker.process.node import WorkerNode
 from broker.protocol import codec
 from broker.protocol.build import build
+from coordination.file_poller import POLLER
 from storage.manager import ManagerConfig, claim_log_dirs, mark_clean_shutdown
 from storage.records import Record, encode_batch
 from storage.types import TopicPartition
@@ -198,3 +200,25 @@ def test_a_move_shows_its_future_log_until_swapped_in(node: Node, dirs: list[str
                for t in r.topics for p in t.partitions]
     assert len(entries) == 1 and entries[0][:2] == (there, False) and entries[0][2] > 0
     assert node.node.owner.log_for(tp).log_end_offset == 15
+
+
+def test_a_move_starts_under_the_throttle_another_worker_set_just_before(node: Node, dirs: list[str]) -> None:
+    """kafka-reassign-partitions sets replica.alter.log.dirs.io.max.bytes.per.second and then
+    sends AlterReplicaLogDirs, maybe to another worker than the one that wrote the throttle.
+    The owner must hold the copy from its first tick: it reads the configs again before the
+    move starts, not when its file watch comes round (suites saw 10 MB copied at once under
+    1 MiB/s)."""
+    _create(node, "moving", 1)
+    tp = TopicPartition("moving", 0)
+    _append(node, tp, 10)
+    here = node.node.logs.log_dir_of(tp)
+    there = dirs[1] if here == dirs[0] else dirs[0]
+    store = node.node.dynamic_configs.store
+    throttles = node.node.replication_throttles
+    assert throttles.alter_log_dirs_bound is None
+    with POLLER._round:  # no file watch runs meanwhile: the write below is seen only if read again
+        # Another worker's IncrementalAlterConfigs: the store is written, this worker is not told.
+        store.update(node.node.dynamic_configs.entity, lambda configs: {**configs, ALTER_LOG_DIRS_RATE: "1048576"})
+        answer = node.call(34, 2, {"dirs": [{"path": there, "topics": [{"name": "moving", "partitions": [0]}]}]})
+        assert [p.error_code for t in answer.results for p in t.partitions] == [0]
+        assert throttles.alter_log_dirs_bound == 1048576
