@@ -29,13 +29,20 @@ def proc_cpu_ticks(pid: int) -> int:
     count once they exit. Children still alive are counted on their own, and their
     time is not yet in the parent's cutime, so nothing is counted twice.
     """
+    user, kernel = proc_cpu_ticks_split(pid)
+    return user + kernel
+
+
+def proc_cpu_ticks_split(pid: int) -> tuple[int, int]:
+    """``proc_cpu_ticks`` as (user, kernel): utime + cutime, stime + cstime. The kernel's
+    share is what no broker code can cut (page-cache pages, TCP, sendfile)."""
     with open(f"/proc/{pid}/stat", "rb") as f:
         raw = f.read()
     # The command name (field 2) is in parentheses and may itself hold spaces or ')';
     # everything after the LAST ')' is space-separated, starting with field 3 (state).
     fields = raw[raw.rindex(b")") + 2 :].split()
     utime, stime, cutime, cstime = (int(x) for x in fields[11:15])  # fields 14..17
-    return utime + stime + cutime + cstime
+    return utime + cutime, stime + cstime
 
 
 def _parent_of(pid: int) -> int | None:

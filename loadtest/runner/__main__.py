@@ -283,7 +283,8 @@ def _one_line(result: dict[str, Any]) -> str:
         parts.append(f"consume {con.get('records_per_s', 0):,.0f} rec/s {con.get('mib_per_s') or 0:.1f} MiB/s, "
                      f"e2e p99 {con.get('latency_ms', {}).get('p99')} ms, missing {con.get('missing')}")
     if broker:
-        parts.append(f"broker {broker.get('cpu_s_per_m_records')} CPU-s/M, anon max {broker.get('rss_anon_mib_max')} MiB")
+        parts.append(f"broker {broker.get('cpu_s_per_m_records')} CPU-s/M ({broker.get('kernel_cpu_s_per_m_records')} in the "
+                     f"kernel), anon max {broker.get('rss_anon_mib_max')} MiB")
     lag = result.get("broker_loop_lag")
     if lag:
         parts.append(f"worker loops over {lag['late_ms']:g} ms late in {lag['late_share']:.1%} of {lag['samples']} samples "
@@ -294,7 +295,8 @@ def _one_line(result: dict[str, Any]) -> str:
                      f"machine busy {cpu.get('machine_busy_cores')}")
     if result.get("broker_read"):
         read = result["broker_read"]
-        parts.append(f"read: broker {read.get('cpu_s_per_m_records')} CPU-s/M, anon max {read.get('rss_anon_mib_max')} MiB")
+        parts.append(f"read: broker {read.get('cpu_s_per_m_records')} CPU-s/M ({read.get('kernel_cpu_s_per_m_records')} in "
+                     f"the kernel), anon max {read.get('rss_anon_mib_max')} MiB")
     return "   " + "; ".join(parts)
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from loadtest.common import CLOCK_TICKS, proc_cpu_ticks, process_tree
+from loadtest.common import CLOCK_TICKS, proc_cpu_ticks_split, process_tree
 
 KIB = 1024
 
@@ -54,6 +54,7 @@ class Sample:
     pss_anon_mib: float | None
     pss_mib: float | None
     processes: int
+    kernel_cpu_s: float = 0.0  # the part of cpu_s spent in the kernel (stime + cstime)
 
 
 class BrokerProcesses:
@@ -70,11 +71,13 @@ class BrokerProcesses:
         return process_tree(self.root) if self.root is not None else list(self.pids)
 
     def sample(self) -> Sample:
-        ticks = anon = pss_anon = pss = processes = 0
+        ticks = kernel_ticks = anon = pss_anon = pss = processes = 0
         have_pss = True
         for pid in self.current():
             try:
-                ticks += proc_cpu_ticks(pid)
+                user, kernel = proc_cpu_ticks_split(pid)
+                ticks += user + kernel
+                kernel_ticks += kernel
                 anon += _status_kib(pid, ("RssAnon",)).get("RssAnon", 0)
                 rollup = _smaps_rollup_kib(pid)
             except (OSError, ValueError):
@@ -87,4 +90,5 @@ class BrokerProcesses:
                 have_pss = False
         return Sample(cpu_s=ticks / CLOCK_TICKS, rss_anon_mib=anon / KIB,
                       pss_anon_mib=pss_anon / KIB if have_pss else None,
-                      pss_mib=pss / KIB if have_pss else None, processes=processes)
+                      pss_mib=pss / KIB if have_pss else None, processes=processes,
+                      kernel_cpu_s=kernel_ticks / CLOCK_TICKS)

@@ -381,6 +381,7 @@ def _broker_figures(samples: list[tuple[float, Sample]], start: float, end: floa
     (t_first, first), (t_last, last) = origin or inside[0], inside[-1]
     cores = (last.cpu_s - first.cpu_s) / (t_last - t_first) if t_last > t_first else None
     cpu_s = cores * (end - start) if cores is not None else None
+    kernel_s = (last.kernel_cpu_s - first.kernel_cpu_s) / (t_last - t_first) * (end - start) if cores is not None else None
     memory = [s for _, s in inside]
     anon = [s.rss_anon_mib for s in memory]
     pss_anon = [s.pss_anon_mib for s in memory if s.pss_anon_mib is not None]
@@ -388,6 +389,7 @@ def _broker_figures(samples: list[tuple[float, Sample]], start: float, end: floa
     return {"cpu_s": round(cpu_s, 2) if cpu_s is not None else None,
             "cpu_cores": round(cores, 3) if cores is not None else None,
             "cpu_s_per_m_records": round(cpu_s / records * 1e6, 3) if records and cpu_s is not None else None,
+            "kernel_cpu_s_per_m_records": round(kernel_s / records * 1e6, 3) if records and kernel_s is not None else None,
             "rss_anon_mib_max": round(max(anon), 1), "rss_anon_mib_mean": round(sum(anon) / len(anon), 1),
             "pss_anon_mib_max": round(max(pss_anon), 1) if pss_anon else None,
             "pss_mib_max": round(max(pss), 1) if pss else None,

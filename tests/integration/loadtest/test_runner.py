@@ -96,6 +96,7 @@ def test_a_live_workload_gives_every_figure(broker, tmp_path):
     assert 0 <= lag["late_share"] <= 1 and lag["p50_ms_at_most"] <= (lag["p99_ms_at_most"] or float("inf"))
     broker_figures = r["broker"]
     assert broker_figures["cpu_s"] > 0 and broker_figures["cpu_s_per_m_records"] > 0
+    assert 0 < broker_figures["kernel_cpu_s_per_m_records"] < broker_figures["cpu_s_per_m_records"]
     assert broker_figures["rss_anon_mib_max"] > 10 and broker_figures["processes"] == 4  # supervisor, 2 workers, coordinator
     assert len(r["timeline"]) >= 3 and any(row["publish_records"] for row in r["timeline"])
     # The CPUs the broker shared: the clients worked, and the machine was about as busy as

@@ -318,12 +318,15 @@ def test_broker_cpu_is_a_rate_over_the_span_its_samples_cover():
     # One core busy throughout; samples once a second, 0.5 s off the window's edges. The
     # span the samples cover (from 9.5 to 19.5) is 10 s for a 9 s window [10, 19]: CPU
     # per second must still come out at one core, and the window's CPU at 9 s.
-    samples = [(t + 0.5, Sample(cpu_s=t + 0.5, rss_anon_mib=100.0 + t, pss_anon_mib=None, pss_mib=None, processes=4))
+    # A quarter of it in the kernel.
+    samples = [(t + 0.5, Sample(cpu_s=t + 0.5, rss_anon_mib=100.0 + t, pss_anon_mib=None, pss_mib=None, processes=4,
+                                kernel_cpu_s=(t + 0.5) / 4))
                for t in range(0, 30)]
     figures = _broker_figures(samples, 10.0, 19.0, 9_000_000)
     assert figures["cpu_cores"] == pytest.approx(1.0)
     assert figures["cpu_s"] == pytest.approx(9.0)
     assert figures["cpu_s_per_m_records"] == pytest.approx(1.0)
+    assert figures["kernel_cpu_s_per_m_records"] == pytest.approx(0.25)
     assert figures["rss_anon_mib_max"] == 118.0  # the last sample inside the window (18.5 s)
     assert figures["processes"] == 4
     # A window shorter than the sampling interval still gets the samples around it.
