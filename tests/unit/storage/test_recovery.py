@@ -17,6 +17,8 @@ from storage.config import LogConfig
 from tests.unit.storage.helpers import TP, batch, open_log, read_all
 
 CONFIG = LogConfig(segment_bytes=64 * 1024, index_interval_bytes=512, preallocate_window_bytes=64 * 1024)
+# The subprocesses below import storage and the test helpers from the checkout.
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 WRITER = textwrap.dedent(
     """
@@ -40,9 +42,8 @@ WRITER = textwrap.dedent(
 def _run_writer_and_kill(tmp_path, acks_before_kill: int, segment_bytes: int) -> int:
     """Start a real writer process, read its acks, SIGKILL it; return the last acked offset."""
     directory = os.path.join(str(tmp_path), TP.dir_name)
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-    proc = subprocess.Popen([sys.executable, "-c", WRITER, directory, str(segment_bytes)], cwd=root,
-                            stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": root})
+    proc = subprocess.Popen([sys.executable, "-c", WRITER, directory, str(segment_bytes)], cwd=REPO,
+                            stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": REPO})
     last_acked = -1
     try:
         for _ in range(acks_before_kill):
@@ -203,9 +204,8 @@ def test_a_segment_reopened_by_recovery_waits_for_the_cuts_its_close_queued(tmp_
     cuts of the files to their lengths on the block releaser; the reopen must wait for them,
     or a cut that runs later takes pages from under the new maps (SIGBUS). Here the releaser
     is held by a slow job while recovery runs, in a process of its own (a SIGBUS kills it)."""
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-    done = subprocess.run([sys.executable, "-c", REOPEN_WHILE_THE_RELEASER_IS_HELD, str(tmp_path)], cwd=root,
-                          capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": root})
+    done = subprocess.run([sys.executable, "-c", REOPEN_WHILE_THE_RELEASER_IS_HELD, str(tmp_path)], cwd=REPO,
+                          capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": REPO})
     assert done.returncode == 0 and done.stdout.strip() == "ok", (done.returncode, done.stdout, done.stderr[-2000:])
 
 
